@@ -1,0 +1,48 @@
+"""The ``tracekit`` command line.
+
+Each subcommand lives in its own module and is imported only when it runs, so that
+``tracekit --help``, ``summarize`` and ``diff`` never pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+#: subcommand name -> "module:click command object"
+COMMANDS: dict[str, str] = {
+    "summarize": "tracekit.commands.summarize_cmd:summarize",
+    "replay": "tracekit.commands.replay_cmd:replay",
+    "diff": "tracekit.commands.diff_cmd:diff",
+}
+
+SHORT_HELP: dict[str, str] = {
+    "summarize": "Read every rank's compile log; aggregate bucketing outcomes; flag divergence.",
+    "replay": "Rebuild the recorded graphs and re-run bucketing with other caps.",
+    "diff": "Compare the bucketing outcomes of two runs.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # `tracekit --help` lists the commands without importing any of them.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SHORT_HELP[name]) for name in self.list_commands(ctx)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tracekit")
+def main() -> None:
+    """What torch.compile's FSDP collective bucketing did on every rank, and what another
+    bucket cap would have done, read from the structured compile logs (TORCH_TRACE)."""
