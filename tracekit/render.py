@@ -1,0 +1,61 @@
+"""Renderers: turn rows or documents that an analysis made into text. They never read a file.
+
+Every command renders through these, so that ``--format table|json|csv|markdown`` means the same
+thing everywhere and the output pipes and diffs well (stable key order, a trailing newline).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+def dumps_json(doc: Any) -> str:
+    """Pretty JSON with sorted keys, for documents (``tracekit.summary/1``, ...)."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], fmt: str = "table") -> str:
+    """A table as plain text (``table``), GitHub markdown (``markdown``) or CSV (``csv``)."""
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(headers)
+        w.writerows(["" if v is None else v for v in row] for row in rows)
+        return buf.getvalue()
+    from tabulate import tabulate
+
+    tablefmt = {"table": "simple", "markdown": "github"}[fmt]
+    if not rows:
+        return tabulate([], headers=list(headers), tablefmt=tablefmt) + "\n"
+    return (
+        tabulate(
+            [["-" if v is None else v for v in row] for row in rows],
+            headers=list(headers),
+            tablefmt=tablefmt,
+            disable_numparse=True,
+        )
+        + "\n"
+    )
+
+
+def heading(text: str, fmt: str = "table") -> str:
+    """A section title in the given format (none in CSV)."""
+    if fmt == "markdown":
+        return f"## {text}\n\n"
+    if fmt == "csv":
+        return ""
+    return f"{text}\n{'=' * len(text)}\n"
+
+
+def fmt_mb(x: float | None) -> str:
+    """Megabytes as text, without trailing noise: 27.4, 0.25, 1024."""
+    if x is None:
+        return "-"
+    return f"{x:.3f}".rstrip("0").rstrip(".")
