@@ -1,0 +1,259 @@
+"""``tracekit diff RUN_A RUN_B``: what changed in FSDP collective bucketing between two runs.
+
+A RUN is whatever ``tracekit summarize`` reads (a log file, a ``.gz`` log, a directory of rank
+logs) or a JSON document that ``tracekit summarize --format json`` wrote (``tracekit.summary/1``),
+told apart by content. The comparison itself is :func:`tracekit.diff.diff_runs`; this module
+reads the inputs and renders the result. It never imports torch.
+
+Exit status: 0 (or, with ``--exit-code``, 0 when identical and 1 when the runs differ, as
+``git diff --exit-code`` does); 2 on an error (unreadable input, bad summary, no logs), with a
+one-line message on stderr.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+from typing import Any
+
+import click
+import orjson
+
+from tracekit.diff import Diff, FieldChange, GraphChange, SizesChange, diff_runs, format_ranks
+from tracekit.model import CollectiveSize, Diagnostics, Graph, Run, rank_from_dict
+from tracekit.render import dumps_json, fmt_mb, heading, table
+
+SUMMARY_PREFIX = "tracekit.summary/"
+SUPPORTED_SUMMARY_MAJOR = 1
+DIFF_FORMATS = ("table", "json", "markdown")
+
+
+class InputError(Exception):
+    """An input that cannot be diffed; the message is one line meant for the user."""
+
+
+# --- reading the inputs --------------------------------------------------------------------------
+
+
+def sniff_json(path: str) -> bool:
+    """True when the file's first non-space byte is ``{`` (looked at through gzip when the file is
+    gzipped): a JSON document, not a glog-prefixed compile log."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if head[:2] == b"\x1f\x8b":
+        with gzip.open(path, "rb") as f:
+            head = f.read(4096)
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[:1] == b"{"
+
+
+def summary_major(schema: Any, path: str) -> int:
+    """The major version of a ``tracekit.summary/MAJOR[.MINOR]`` schema string, or InputError."""
+    if not isinstance(schema, str) or not schema.startswith(SUMMARY_PREFIX):
+        raise InputError(
+            f"{path}: JSON with schema {schema!r} is not a tracekit summary "
+            f"(expected {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJOR})"
+        )
+    version = schema[len(SUMMARY_PREFIX):]
+    major = version.split(".", 1)[0]
+    if not major.isdigit():
+        raise InputError(f"{path}: unreadable summary schema version {schema!r}")
+    return int(major)
+
+
+def run_from_summary(doc: Any, path: str) -> Run:
+    """A :class:`Run` rebuilt from a ``tracekit.summary/1.x`` document; keys this version does
+    not know are ignored, missing optional ones take their defaults."""
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise InputError(f"{path}: JSON without a \"schema\" key is not a tracekit summary")
+    major = summary_major(doc["schema"], path)
+    if major != SUPPORTED_SUMMARY_MAJOR:
+        raise InputError(
+            f"{path}: summary schema {doc['schema']!r} is not supported "
+            f"(this tracekit reads {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJOR}.x)"
+        )
+    ranks = doc.get("ranks", [])
+    if not isinstance(ranks, list):
+        raise InputError(f"{path}: bad summary: \"ranks\" is not a list")
+    try:
+        run = Run(
+            paths=[str(p) for p in doc.get("paths", [path])],
+            ranks=[rank_from_dict(r) for r in ranks],
+        )
+        diag = doc.get("diagnostics") or {}
+        if isinstance(diag, dict):
+            counts = diag.get("counts", {})
+            run.diagnostics = Diagnostics(
+                counts={str(k): int(v) for k, v in counts.items()},
+                examples=list(diag.get("examples", [])),
+            )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise InputError(f"{path}: bad summary: {type(e).__name__}: {e}") from None
+    return run
+
+
+def load_run(path: str) -> tuple[Run, str]:
+    """Read one RUN argument: ``(run, "summary")`` for a JSON summary, ``(run, "logs")`` else."""
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file or directory")
+    if os.path.isfile(path):
+        try:
+            is_json = sniff_json(path)
+        except (OSError, EOFError) as e:
+            raise InputError(f"{path}: cannot read: {e}") from None
+        if is_json:
+            try:
+                opener = gzip.open if _is_gzip(path) else open
+                with opener(path, "rb") as f:
+                    doc = orjson.loads(f.read())
+            except orjson.JSONDecodeError as e:
+                raise InputError(f"{path}: bad JSON summary: {e}") from None
+            except (OSError, EOFError) as e:
+                raise InputError(f"{path}: cannot read: {e}") from None
+            return run_from_summary(doc, path), "summary"
+    import tracekit
+
+    try:
+        run = tracekit.load([path])
+    except InputError:
+        raise
+    except Exception as e:  # the reader's errors become one line, never a traceback
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"{path}: {msg}") from None
+    if not run.ranks:
+        raise InputError(f"{path}: no torch.compile logs found")
+    return run, "logs"
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def render(diff: Diff, fmt: str) -> str:
+    """The diff as text: ``json`` is the ``tracekit.diff/1`` document; ``table`` and ``markdown``
+    give the verdict first, then one table per group of ranks that changed the same way."""
+    if fmt == "json":
+        return dumps_json(diff.to_dict())
+    md = fmt == "markdown"
+    out = [f"**{diff.verdict}**\n\n" if md else f"{diff.verdict}\n\n"]
+    for side, info in (("A", diff.a), ("B", diff.b)):
+        diag = sum(info.diagnostics.values())
+        line = (
+            f"{side}: {info.label} ({info.kind}: {len(info.ranks)} ranks, {info.graphs} graphs"
+            f"{f', {diag} diagnostics' if diag else ''})"
+        )
+        out.append(f"- {line}\n" if md else f"{line}\n")
+    out.append(f"{'- ' if md else ''}graphs compared: {diff.graphs_compared}\n\n")
+    for group in diff.groups:
+        n = len(group.ranks)
+        out.append(heading(f"rank{'s' if n != 1 else ''} {format_ranks(group.ranks)}", fmt))
+        rows = [row for c in group.changes for row in change_rows(c)]
+        out.append(table(rows, ["graph", "what", "A", "B"], fmt))
+        out.append("\n")
+    for side, ranks in (("A", diff.ranks_only_in_a), ("B", diff.ranks_only_in_b)):
+        if ranks:
+            out.append(f"{'- ' if md else ''}ranks only in {side}: {format_ranks(ranks)}\n")
+    if diff.notes:
+        if diff.ranks_only_in_a or diff.ranks_only_in_b:
+            out.append("\n")
+        for note in diff.notes:
+            out.append(f"{'- ' if md else ''}note: {note}\n")
+    return "".join(out).rstrip("\n") + "\n"
+
+
+def change_rows(c: GraphChange) -> list[list[str]]:
+    """Table rows ``[graph, what, A, B]`` for one graph change."""
+    if c.kind == "only_in_a":
+        return [[c.label, "graph", outcome_text(c.graph), "absent"]]
+    if c.kind == "only_in_b":
+        return [[c.label, "graph", "absent", outcome_text(c.graph)]]
+    rows = [[c.label, f.field, value_text(f, f.a), value_text(f, f.b)] for f in c.fields]
+    for s in c.sizes:
+        rows.extend(sizes_rows(c.label, s))
+    return rows
+
+
+def sizes_rows(label: str, s: SizesChange) -> list[list[str]]:
+    rows = []
+    if s.length_a != s.length_b:
+        rows.append([label, f"sizes {s.which}: count", str(s.length_a), str(s.length_b)])
+    rows.append(
+        [label, f"sizes {s.which}: first diff #{s.index}", size_text(s.a), size_text(s.b)]
+    )
+    return rows
+
+
+def value_text(f: FieldChange, v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, dict) and set(v) == {"before", "after"}:
+        return f"{v['before']}->{v['after']}"
+    if f.field == "bucket_cap_mb":
+        return f"{fmt_mb(v)} MB"
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    return str(v)
+
+
+def size_text(c: CollectiveSize | None) -> str:
+    return "end of list" if c is None else f"{c.type} {fmt_mb(c.size_mb)} MB ({c.name})"
+
+
+def outcome_text(g: Graph | None) -> str:
+    if g is None:
+        return "-"
+    counts = ", ".join(
+        f"{t} {c.before}->{c.after}" for t, c in g.collectives.items() if c.before or c.after
+    )
+    return f"cap {fmt_mb(g.bucket_cap_mb)} MB" + (f", {counts}" if counts else "")
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def fail(message: str) -> None:
+    """One line on stderr, exit status 2."""
+    click.echo(f"tracekit diff: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("diff", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option(
+    "--format", "fmt", type=click.Choice(DIFF_FORMATS), default="table", show_default=True,
+    help="Output format; json is the tracekit.diff/1 document.",
+)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE, not stdout.")
+@click.option(
+    "--exit-code", is_flag=True,
+    help="Exit 1 when the runs differ, 0 when identical (like git diff --exit-code).",
+)
+def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool) -> None:
+    """Compare the bucketing outcomes of two runs.
+
+    RUN_A and RUN_B are each a compile log, a .gz log, a directory of rank logs, or a JSON file
+    written by `tracekit summarize --format json`. Graphs are matched by rank, compile id and
+    position. Errors exit 2.
+    """
+    try:
+        a, a_kind = load_run(run_a)
+        b, b_kind = load_run(run_b)
+    except InputError as e:
+        fail(str(e))
+    result = diff_runs(a, b, a_label=run_a, b_label=run_b, a_kind=a_kind, b_kind=b_kind)
+    text = render(result, fmt)
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            fail(f"{output}: cannot write: {e.strerror or e}")
+    else:
+        click.echo(text, nl=False)
+    sys.exit(1 if exit_code and not result.identical else 0)

@@ -1,0 +1,453 @@
+"""Compare the bucketing outcomes of two runs: what changed between run A and run B.
+
+Pure analysis on two :class:`~tracekit.model.Run` objects; it reads no file and formats no text
+(``tracekit/commands/diff_cmd.py`` does both). The result is a :class:`Diff`, and
+:meth:`Diff.to_dict` is the ``tracekit.diff/1`` JSON document.
+
+Matching: ranks by rank number; graphs of a matched rank by ``(compile_id, graph_index)`` (a key
+logged twice on one rank is matched by occurrence). Compared per graph: FSDP groups, group size,
+nNodes, bucket cap, which pass ran (``source``), the before/after counts of each collective type,
+and the per-collective sizes when both runs logged them (the first differing collective, with its
+index, type and size in A and in B, and the list lengths). Node names in the size lists are shown
+but never compared: they are labels, not behaviour.
+
+Ranks that changed in exactly the same way (same set of graph changes) are reported once, as one
+group with the list of ranks. Diagnostics (bad lines) of either run are counted in the document
+but never make two runs differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracekit.model import COLLECTIVE_TYPES, CollectiveSize, Graph, Rank, Run
+
+SCHEMA = "tracekit.diff/1"
+
+#: Scalar graph fields compared one to one, in report order: (attribute, name in the report).
+GRAPH_FIELDS: tuple[tuple[str, str], ...] = (
+    ("source", "source"),
+    ("fsdp_groups", "fsdp_groups"),
+    ("group_size", "group_size"),
+    ("n_nodes", "n_nodes"),
+    ("bucket_cap_mb", "bucket_cap_mb"),
+)
+
+
+# --- the result ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One compared value that differs. Collective counts have ``field`` = the collective type
+    and ``a``/``b`` = ``{"before": n, "after": m}`` (``None`` when the type is absent)."""
+
+    field: str
+    a: Any
+    b: Any
+
+
+@dataclass(frozen=True)
+class SizesChange:
+    """How a per-collective size list (``which`` = "before" or "after" bucketing) differs.
+
+    ``index`` is the first position where the lists differ by type or size (when one list is a
+    prefix of the other, the length of the shorter one); ``a``/``b`` are the entries there
+    (``None`` past the end of a list)."""
+
+    which: str
+    length_a: int
+    length_b: int
+    index: int
+    a: CollectiveSize | None
+    b: CollectiveSize | None
+
+
+@dataclass(frozen=True)
+class GraphChange:
+    """A graph of one rank that differs: ``kind`` is "changed", "only_in_a" or "only_in_b".
+    For "only_in_*", ``graph`` is the graph of the run that has it."""
+
+    compile_id: str
+    graph_index: int
+    kind: str
+    fields: tuple[FieldChange, ...] = ()
+    sizes: tuple[SizesChange, ...] = ()
+    graph: Graph | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.compile_id}:{self.graph_index}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "kind": self.kind,
+            "graph": self.label,
+            "compile_id": self.compile_id,
+            "graph_index": self.graph_index,
+        }
+        if self.kind == "changed":
+            d["fields"] = [{"field": f.field, "a": f.a, "b": f.b} for f in self.fields]
+            d["sizes"] = [_sizes_change_to_dict(s) for s in self.sizes]
+        elif self.graph is not None:
+            d["outcome"] = graph_outcome(self.graph)
+        return d
+
+
+@dataclass(frozen=True)
+class RankGroup:
+    """Ranks whose graphs changed in exactly the same way, and those changes."""
+
+    ranks: tuple[int | None, ...]
+    changes: tuple[GraphChange, ...]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the report says about one input."""
+
+    label: str  # the path given on the command line (or "A"/"B")
+    kind: str  # "logs" | "summary" | "run"
+    paths: tuple[str, ...]
+    ranks: tuple[int | None, ...]
+    graphs: int
+    compiled_graphs: int
+    cache_hits: int
+    diagnostics: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.label,
+            "kind": self.kind,
+            "paths": list(self.paths),
+            "ranks": list(self.ranks),
+            "graphs": self.graphs,
+            "compiled_graphs": self.compiled_graphs,
+            "cache_hits": self.cache_hits,
+            "diagnostics": dict(sorted(self.diagnostics.items())),
+            "diagnostics_total": sum(self.diagnostics.values()),
+        }
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Everything that differs between run A and run B, plus context that does not count."""
+
+    a: RunInfo
+    b: RunInfo
+    groups: tuple[RankGroup, ...]
+    ranks_only_in_a: tuple[int | None, ...]
+    ranks_only_in_b: tuple[int | None, ...]
+    graphs_compared: int  # graphs present in both runs, on ranks present in both runs
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def identical(self) -> bool:
+        return not (self.groups or self.ranks_only_in_a or self.ranks_only_in_b)
+
+    @property
+    def changed_ranks(self) -> list[int | None]:
+        return sort_ranks([r for g in self.groups for r in g.ranks])
+
+    @property
+    def changed_graphs(self) -> list[str]:
+        """Distinct graph labels (``compile_id:graph_index``) that differ on some rank."""
+        seen: dict[str, None] = {}
+        for g in self.groups:
+            for c in g.changes:
+                seen.setdefault(c.label, None)
+        return list(seen)
+
+    @property
+    def graph_changes(self) -> int:
+        """(rank, graph) pairs that differ."""
+        return sum(len(g.ranks) * len(g.changes) for g in self.groups)
+
+    @property
+    def verdict(self) -> str:
+        """One line: "identical", or "N graphs changed on M ranks (list)" and ranks only in one."""
+        if self.identical:
+            return "identical"
+        parts = []
+        if self.groups:
+            n, ranks = len(self.changed_graphs), self.changed_ranks
+            parts.append(
+                f"{n} graph{'s' if n != 1 else ''} changed on {len(ranks)} "
+                f"rank{'s' if len(ranks) != 1 else ''} ({format_ranks(ranks)})"
+            )
+        for side, ranks in (("A", self.ranks_only_in_a), ("B", self.ranks_only_in_b)):
+            if ranks:
+                parts.append(
+                    f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''} only in {side} "
+                    f"({format_ranks(ranks)})"
+                )
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``tracekit.diff/1`` document. ``changes`` is flat, one entry per change of a rank
+        group, each naming its ranks; ranks only in one run are entries of kind
+        "rank_only_in_a" / "rank_only_in_b"."""
+        changes: list[dict[str, Any]] = []
+        for i, g in enumerate(self.groups):
+            for c in g.changes:
+                changes.append(
+                    {"group": i, "ranks": list(g.ranks), "ranks_text": format_ranks(g.ranks)}
+                    | c.to_dict()
+                )
+        for kind, ranks in (
+            ("rank_only_in_a", self.ranks_only_in_a),
+            ("rank_only_in_b", self.ranks_only_in_b),
+        ):
+            if ranks:
+                changes.append(
+                    {"kind": kind, "ranks": list(ranks), "ranks_text": format_ranks(ranks)}
+                )
+        return {
+            "schema": SCHEMA,
+            "identical": self.identical,
+            "verdict": self.verdict,
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "graphs_compared": self.graphs_compared,
+            "graphs_changed": self.changed_graphs,
+            "graph_changes": self.graph_changes,
+            "ranks_changed": self.changed_ranks,
+            "ranks_only_in_a": list(self.ranks_only_in_a),
+            "ranks_only_in_b": list(self.ranks_only_in_b),
+            "changes": changes,
+            "notes": list(self.notes),
+        }
+
+
+# --- the comparison ------------------------------------------------------------------------------
+
+
+def diff_runs(
+    a: Run, b: Run, *, a_label: str = "A", b_label: str = "B", a_kind: str = "run",
+    b_kind: str = "run",
+) -> Diff:
+    """Compare run A with run B (see the module docstring for what is compared)."""
+    ranks_a = {r.rank: r for r in a.ranks}
+    ranks_b = {r.rank: r for r in b.ranks}
+    shared = sort_ranks([r for r in ranks_a if r in ranks_b])
+
+    per_rank: dict[int | None, tuple[GraphChange, ...]] = {}
+    compared = 0
+    for rank in shared:
+        changes, n = diff_rank(ranks_a[rank], ranks_b[rank])
+        compared += n
+        if changes:
+            per_rank[rank] = tuple(changes)
+
+    return Diff(
+        a=run_info(a, a_label, a_kind),
+        b=run_info(b, b_label, b_kind),
+        groups=group_ranks(per_rank),
+        ranks_only_in_a=tuple(sort_ranks([r for r in ranks_a if r not in ranks_b])),
+        ranks_only_in_b=tuple(sort_ranks([r for r in ranks_b if r not in ranks_a])),
+        graphs_compared=compared,
+        notes=tuple(context_notes(a, b, shared, ranks_a, ranks_b)),
+    )
+
+
+def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
+    """The graph changes between two logs of one rank, in log order (A's graphs, then graphs only
+    in B), and how many graphs were present in both."""
+    graphs_b = {_occurrence_key(b.graphs, i): g for i, g in enumerate(b.graphs)}
+    changes: list[GraphChange] = []
+    matched: set[tuple[str, int, int]] = set()
+    for i, ga in enumerate(a.graphs):
+        key = _occurrence_key(a.graphs, i)
+        gb = graphs_b.get(key)
+        if gb is None:
+            changes.append(GraphChange(ga.compile_id, ga.graph_index, "only_in_a", graph=ga))
+            continue
+        matched.add(key)
+        change = diff_graph(ga, gb)
+        if change is not None:
+            changes.append(change)
+    for key, gb in graphs_b.items():
+        if key not in matched:
+            changes.append(GraphChange(gb.compile_id, gb.graph_index, "only_in_b", graph=gb))
+    return changes, len(matched)
+
+
+def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
+    """What differs between two outcomes of the same graph, or None when nothing does."""
+    fields = [
+        FieldChange(name, getattr(a, attr), getattr(b, attr))
+        for attr, name in GRAPH_FIELDS
+        if getattr(a, attr) != getattr(b, attr)
+    ]
+    types = list(COLLECTIVE_TYPES) + sorted(
+        (set(a.collectives) | set(b.collectives)) - set(COLLECTIVE_TYPES)
+    )
+    for t in types:
+        ca, cb = a.collectives.get(t), b.collectives.get(t)
+        va = None if ca is None else {"before": ca.before, "after": ca.after}
+        vb = None if cb is None else {"before": cb.before, "after": cb.after}
+        if va != vb:
+            fields.append(FieldChange(t, va, vb))
+    sizes = []
+    if a.sizes_mb is not None and b.sizes_mb is not None:
+        for which in ("before", "after"):
+            la, lb = getattr(a.sizes_mb, which), getattr(b.sizes_mb, which)
+            if la is not None and lb is not None:
+                s = diff_sizes(which, la, lb)
+                if s is not None:
+                    sizes.append(s)
+    if not fields and not sizes:
+        return None
+    return GraphChange(a.compile_id, a.graph_index, "changed", tuple(fields), tuple(sizes))
+
+
+def diff_sizes(
+    which: str, a: list[CollectiveSize], b: list[CollectiveSize]
+) -> SizesChange | None:
+    """The first collective whose type or size differs, or None when the lists match."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if (x.type, x.size_mb) != (y.type, y.size_mb):
+            return SizesChange(which, len(a), len(b), i, x, y)
+    if len(a) == len(b):
+        return None
+    n = min(len(a), len(b))
+    return SizesChange(
+        which, len(a), len(b), n, a[n] if n < len(a) else None, b[n] if n < len(b) else None
+    )
+
+
+def group_ranks(per_rank: dict[int | None, tuple[GraphChange, ...]]) -> tuple[RankGroup, ...]:
+    """Ranks with the same change set (compared on what is reported, not on file names) become one
+    group; groups are ordered by their first rank."""
+    groups: dict[Any, list[int | None]] = {}
+    first: dict[Any, tuple[GraphChange, ...]] = {}
+    for rank in sort_ranks(list(per_rank)):
+        sig = _signature(per_rank[rank])
+        groups.setdefault(sig, []).append(rank)
+        first.setdefault(sig, per_rank[rank])
+    return tuple(RankGroup(tuple(ranks), first[sig]) for sig, ranks in groups.items())
+
+
+def context_notes(
+    a: Run, b: Run, shared: list[int | None], ranks_a: dict, ranks_b: dict
+) -> list[str]:
+    """Things worth saying that do not make the runs differ."""
+    notes = []
+    for side, run in (("A", a), ("B", b)):
+        if run.ranks and not any(r.graphs for r in run.ranks):
+            hits = sum(r.cache_hits for r in run.ranks)
+            why = f" ({hits} inductor cache hits: warm cache?)" if hits else ""
+            notes.append(f"{side} logged no bucketing outcome{why}")
+        if run.diagnostics.total:
+            notes.append(f"{side} has {run.diagnostics.total} diagnostics (bad lines); not compared")
+    for rank in shared:
+        ra, rb = ranks_a[rank], ranks_b[rank]
+        for attr, what in (("compiled_graphs", "graphs compiled"), ("cache_hits", "cache hits")):
+            va, vb = getattr(ra, attr), getattr(rb, attr)
+            if va != vb:
+                notes.append(f"rank {_rank_text(rank)}: {what} {va} in A, {vb} in B")
+    no_sizes = []
+    for rank in shared:
+        for g in ranks_a[rank].graphs:
+            gb = ranks_b[rank].graph(g.compile_id, g.graph_index)
+            if gb is not None and (g.sizes_mb is None) != (gb.sizes_mb is None):
+                no_sizes.append(rank)
+                break
+    if no_sizes:
+        notes.append(
+            f"per-collective sizes logged by only one run on ranks {format_ranks(no_sizes)}: "
+            "sizes not compared there"
+        )
+    return notes
+
+
+# --- small helpers -------------------------------------------------------------------------------
+
+
+def run_info(run: Run, label: str, kind: str) -> RunInfo:
+    return RunInfo(
+        label=label,
+        kind=kind,
+        paths=tuple(run.paths),
+        ranks=tuple(sort_ranks([r.rank for r in run.ranks])),
+        graphs=sum(len(r.graphs) for r in run.ranks),
+        compiled_graphs=sum(r.compiled_graphs for r in run.ranks),
+        cache_hits=sum(r.cache_hits for r in run.ranks),
+        diagnostics=dict(run.diagnostics.counts),
+    )
+
+
+def graph_outcome(g: Graph) -> dict[str, Any]:
+    """The comparable facts of one graph (no file or line), for graphs present on one side."""
+    return {
+        "source": g.source,
+        "fsdp_groups": list(g.fsdp_groups),
+        "group_size": g.group_size,
+        "n_nodes": g.n_nodes,
+        "bucket_cap_mb": g.bucket_cap_mb,
+        "collectives": {
+            t: {"before": c.before, "after": c.after} for t, c in g.collectives.items()
+        },
+    }
+
+
+def sort_ranks(ranks) -> list[int | None]:
+    """Ranks in order, the rank-less log (None) last."""
+    return sorted(set(ranks), key=lambda r: (r is None, r if r is not None else 0))
+
+
+def format_ranks(ranks) -> str:
+    """Ranks as a compact list: ``[0, 1, 2, 3, 5]`` -> ``"0-3,5"``; a rank-less log is "none"."""
+    nums = [r for r in sort_ranks(ranks) if r is not None]
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    if None in set(ranks):
+        parts.append("none")
+    return ",".join(parts)
+
+
+def _rank_text(rank: int | None) -> str:
+    return "none" if rank is None else str(rank)
+
+
+def _occurrence_key(graphs: list[Graph], i: int) -> tuple[str, int, int]:
+    g = graphs[i]
+    nth = sum(1 for h in graphs[:i] if h.key == g.key)
+    return (g.compile_id, g.graph_index, nth)
+
+
+def _sizes_change_to_dict(s: SizesChange) -> dict[str, Any]:
+    def entry(c: CollectiveSize | None) -> dict[str, Any] | None:
+        return None if c is None else {"type": c.type, "size_mb": c.size_mb, "name": c.name}
+
+    return {
+        "which": s.which,
+        "length_a": s.length_a,
+        "length_b": s.length_b,
+        "index": s.index,
+        "a": entry(s.a),
+        "b": entry(s.b),
+    }
+
+
+def _signature(changes: tuple[GraphChange, ...]) -> tuple:
+    """A hashable form of a change set that ignores where each graph was read, and size-node
+    names (labels only)."""
+    import orjson
+
+    out = []
+    for c in changes:
+        d = c.to_dict()
+        for s in d.get("sizes", []):
+            for side in ("a", "b"):
+                if s[side] is not None:
+                    s[side] = {k: v for k, v in s[side].items() if k != "name"}
+        out.append(orjson.dumps(d, option=orjson.OPT_SORT_KEYS))
+    return tuple(out)
