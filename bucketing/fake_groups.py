@@ -1,0 +1,42 @@
+"""Register process group names as fake process groups (tests, replay of logged graphs).
+
+Merging an all-gather bucket needs this process's rank in the bucket's group, so every group
+name in a graph must resolve to a process group. Under torch's fake backend nothing is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def register_fake_process_groups(group_names: Iterable[str], group_size: int, rank: int = 0) -> None:
+    """Make each of ``group_names`` resolve to a fake process group of ``group_size`` ranks.
+
+    Initializes ``torch.distributed`` with the "fake" backend (world size ``group_size``,
+    ``rank``) if it is not initialized yet. Names that already resolve to a group of that
+    size are kept; others get a new fake group. Raises ValueError when the initialized world
+    is smaller than ``group_size``.
+    """
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import _register_process_group, _unregister_process_group
+    from torch.distributed.distributed_c10d import _resolve_process_group
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if group_size < 1:
+        raise ValueError(f"group_size must be positive, got {group_size}")
+    if not dist.is_initialized():
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=group_size)
+    world = dist.get_world_size()
+    if world < group_size:
+        raise ValueError(f"torch.distributed world has {world} ranks, fewer than group_size={group_size}")
+    for name in group_names:
+        try:
+            existing = _resolve_process_group(name)
+        except Exception:  # noqa: BLE001 - not registered
+            existing = None
+        if existing is not None and existing.size() == group_size:
+            continue
+        group = dist.group.WORLD if world == group_size else dist.new_group(list(range(group_size)))
+        if existing is not None:
+            _unregister_process_group(name)
+        _register_process_group(name, group)

@@ -1,0 +1,320 @@
+"""The rewrite: merge each planned bucket of collectives into one collective.
+
+All-gather bucket (default mode), for members ``ag_i = all_gather(x_i)`` on ``gs`` ranks::
+
+    before:  ag_0 = all_gather_into_tensor(x_0, gs, g); w_0 = wait_tensor(ag_0); ...
+             ag_1 = all_gather_into_tensor(x_1, gs, g); w_1 = wait_tensor(ag_1); ...
+    after:   buf = empty([gs * n]); dst = slice(buf, 0, rank * n, rank * n + n)
+             cat = cat([view(x_0, [-1]), view(x_1, [-1])]); cp = copy_(dst, cat)
+             ag = all_gather_into_tensor_out(cp, gs, g, out=buf); w = wait_tensor(ag)
+             parts = split_with_sizes(view(w, [gs, -1]), [n_0, n_1], 1)
+             w_0' = _unsafe_view(clone(parts[0]), shape_0); w_1' = ...   # users of w_i use w_i'
+
+A cast feeding a member's all-gather alone (``convert_element_type`` / ``_to_copy``) is folded
+into the ``copy_``. Reduce-scatter::
+
+    before:  w_i = wait_tensor(reduce_scatter_tensor(x_i, op, gs, g))
+    after:   flat = view(cat([view(x_0, [gs, -1]), view(x_1, [gs, -1])], 1), [N])
+             w = wait_tensor(reduce_scatter_tensor(flat, op, gs, g))
+             w_i' = view(split_with_sizes(w, [n_0 / gs, n_1 / gs])[i], out_shape_i)
+
+All-reduce: ``w = wait_tensor(all_reduce(cat([view(x_i, [-1])...]), op, g))``, then split and
+view back. This is the same IR torch 2.13's traced merge functions produce, built directly
+(no tracing) with provenance (``meta["from_node"]``) linear in the bucket size: shared nodes
+point at every member, per-member nodes at their own member. Buckets with symbolic sizes, a
+group given as a graph node, or a non-default mode go through torch's merge functions.
+
+Each bucket is inserted where torch inserts it (after the bucket's last collective);
+:func:`restore_topological_order` then fixes the order once, moving only the nodes that must
+move (users of a replaced wait that sat before the bucket), so the graph lints on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from collections import defaultdict
+
+import torch
+import torch.fx as fx
+
+from bucketing.predicates import WAIT_TARGET, collective_arg, group_name_of, reduce_op_of
+
+aten = torch.ops.aten
+c10d = torch.ops._c10d_functional
+_CASTS = (torch.ops.prims.convert_element_type.default, aten._to_copy.default)
+PASS_NAME = "tracekit_bucketing_pass"
+
+
+class BucketingError(RuntimeError):
+    """A bucket the rewrite cannot merge (raised before the graph is touched)."""
+
+
+def _fake_mode_of(nodes: list[fx.Node]):
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode([n.meta.get("val") for n in nodes])
+
+
+def _static(val: torch.Tensor) -> bool:
+    return all(isinstance(s, int) for s in val.shape) and all(isinstance(s, int) for s in val.stride())
+
+
+def group_rank(group_name: str) -> int:
+    """This process's rank in a registered process group."""
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    try:
+        return _resolve_process_group(group_name).rank()
+    except Exception as exc:  # noqa: BLE001 - any failure means the group is unusable here
+        raise BucketingError(
+            f"process group {group_name!r} is not registered in this process; initialize "
+            "torch.distributed or call bucketing.register_fake_process_groups"
+        ) from exc
+
+
+class _Builder:
+    """Appends nodes before a point, computing each node's ``meta["val"]`` on fake tensors."""
+
+    def __init__(self, graph: fx.Graph, before: fx.Node, fake_mode, members: list[fx.Node]):
+        self.graph = graph
+        self.before = before
+        self.fake_mode = fake_mode
+        self.members = members
+        self.sources = [_node_source(m) for m in members]
+        self.first_meta = members[0].meta
+        self.new_nodes: list[fx.Node] = []
+
+    def call(self, target, args: tuple, kwargs: dict | None = None, member: int | None = None) -> fx.Node:
+        kwargs = kwargs or {}
+        with self.graph.inserting_before(self.before):
+            node = self.graph.create_node("call_function", target, args, kwargs, name=_node_name(target))
+        vals = fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
+        ctx = self.fake_mode if self.fake_mode is not None else contextlib.nullcontext()
+        with ctx:
+            node.meta["val"] = target(*vals[0], **vals[1])
+        meta_src = self.members[member].meta if member is not None else self.first_meta
+        for key in ("nn_module_stack", "fwd_nn_module_stack", "stack_trace", "custom"):
+            if key in meta_src:
+                node.meta[key] = meta_src[key]
+        node.meta["from_node"] = [self.sources[member]] if member is not None else list(self.sources)
+        self.new_nodes.append(node)
+        return node
+
+    def reshape(self, x: fx.Node, shape: list[int], member: int | None = None) -> fx.Node:
+        """What tracing ``x.reshape(shape)`` gives: a view, or clone + _unsafe_view."""
+        if x.meta["val"].is_contiguous():
+            return self.call(aten.view.default, (x, shape), member=member)
+        dense = self.call(aten.clone.default, (x,), {"memory_format": torch.contiguous_format}, member=member)
+        concrete = list(self.fake_reshape_shape(x, shape))
+        return self.call(aten._unsafe_view.default, (dense, concrete), member=member)
+
+    @staticmethod
+    def fake_reshape_shape(x: fx.Node, shape: list[int]) -> tuple[int, ...]:
+        numel = x.meta["val"].numel()
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= s
+        return tuple(numel // known if s == -1 else s for s in shape)
+
+
+def _node_name(target) -> str:
+    """The name tracing gives a node: the op's name without its overload (``view``, ``cat``)."""
+    return getattr(target, "_opname", None) or getattr(target, "__name__", "node")
+
+
+def _node_source(node: fx.Node):
+    from torch.fx.traceback import NodeSource, NodeSourceAction
+
+    return NodeSource(node, PASS_NAME, [NodeSourceAction.CREATE, NodeSourceAction.REPLACE])
+
+
+def _only_wait(coll: fx.Node) -> fx.Node:
+    users = list(coll.users)
+    if len(users) != 1 or users[0].target is not WAIT_TARGET:
+        raise BucketingError(f"{coll.name}: expected exactly one wait_tensor user, got {users}")
+    return users[0]
+
+
+def _foldable_cast(ag: fx.Node) -> fx.Node | None:
+    src = ag.args[0]
+    if isinstance(src, fx.Node) and src.op == "call_function" and src.target in _CASTS and len(src.users) == 1:
+        return src
+    return None
+
+
+def needs_torch_merge(kind: str, members: list[fx.Node], mode: str) -> str | None:
+    """Why a bucket goes through torch's merge functions instead of ours, or None."""
+    if mode != "default":
+        return f"bucket mode {mode!r}"
+    for m in members:
+        if isinstance(collective_arg(m, "group_name"), fx.Node):
+            return "group given as a graph node"
+        for n in (m, m.all_input_nodes[0]):
+            val = n.meta.get("val")
+            if not isinstance(val, torch.Tensor) or not _static(val):
+                return "symbolic or missing sizes"
+    return None
+
+
+def _replace_and_erase(members: list[fx.Node], outputs: list[fx.Node], also: list[list[fx.Node]]) -> None:
+    for m, out, extra in zip(members, outputs, also):
+        wait = _only_wait(m)
+        wait.replace_all_uses_with(out)
+        graph = m.graph
+        graph.erase_node(wait)
+        graph.erase_node(m)
+        for n in extra:
+            graph.erase_node(n)
+
+
+def merge_all_gather_bucket(graph: fx.Graph, members: list[fx.Node], rank: int) -> fx.Node:
+    """Merge all-gathers of one (group, dtype) into one ``all_gather_into_tensor_out``."""
+    group_size = int(collective_arg(members[0], "group_size"))
+    group = collective_arg(members[0], "group_name")
+    dtype = min((m.meta["val"].dtype for m in members), key=lambda d: d.itemsize)
+    device = members[0].meta["val"].device
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members)
+    casts: list[list[fx.Node]] = []
+    flats = []
+    numels = []
+    for i, m in enumerate(members):
+        cast = _foldable_cast(m)
+        src = cast.args[0] if cast is not None else m.args[0]
+        casts.append([cast] if cast is not None else [])
+        numels.append(src.meta["val"].numel())
+        flats.append(b.reshape(src, [-1], member=i))
+    total = sum(numels)
+    buf = b.call(
+        aten.empty.memory_format,
+        ([total * group_size],),
+        {"dtype": dtype, "device": device, "pin_memory": False},
+    )
+    dst = b.call(aten.slice.Tensor, (buf, 0, total * rank, total * rank + total))
+    cat = b.call(aten.cat.default, (flats,))
+    copied = b.call(aten.copy_.default, (dst, cat))
+    ag = b.call(c10d.all_gather_into_tensor_out.default, (copied, group_size, group), {"out": buf})
+    wait = b.call(WAIT_TARGET, (ag,))
+    rows = b.call(aten.view.default, (wait, [group_size, -1]))
+    parts = b.call(aten.split_with_sizes.default, (rows, numels, 1))
+    outputs = []
+    for i, m in enumerate(members):
+        part = b.call(operator.getitem, (parts, i), member=i)
+        outputs.append(b.reshape(part, list(m.meta["val"].shape), member=i))
+    _replace_and_erase(members, outputs, casts)
+    return ag
+
+
+def merge_reduce_scatter_bucket(graph: fx.Graph, members: list[fx.Node]) -> fx.Node:
+    """Merge reduce-scatters of one (group, op, dtype) into one ``reduce_scatter_tensor``."""
+    group_size = int(collective_arg(members[0], "group_size"))
+    group = collective_arg(members[0], "group_name")
+    op = reduce_op_of(members[0])
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members)
+    rows = [b.reshape(m.args[0], [group_size, -1], member=i) for i, m in enumerate(members)]
+    cat = b.call(aten.cat.default, (rows, 1))
+    total = cat.meta["val"].numel()
+    flat = b.reshape(cat, [total])
+    rs = b.call(c10d.reduce_scatter_tensor.default, (flat, op, group_size, group))
+    wait = b.call(WAIT_TARGET, (rs,))
+    chunks = [m.args[0].meta["val"].numel() // group_size for m in members]
+    parts = b.call(aten.split_with_sizes.default, (wait, chunks))
+    outputs = []
+    for i, m in enumerate(members):
+        part = b.call(operator.getitem, (parts, i), member=i)
+        outputs.append(b.reshape(part, list(m.meta["val"].shape), member=i))
+    _replace_and_erase(members, outputs, [[] for _ in members])
+    return rs
+
+
+def merge_all_reduce_bucket(graph: fx.Graph, members: list[fx.Node]) -> fx.Node:
+    """Merge all-reduces of one (group, op, dtype) into one ``all_reduce``."""
+    group = collective_arg(members[0], "group_name")
+    op = reduce_op_of(members[0])
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members)
+    flats = [b.reshape(m.args[0], [-1], member=i) for i, m in enumerate(members)]
+    cat = b.call(aten.cat.default, (flats,))
+    ar = b.call(c10d.all_reduce.default, (cat, op, group))
+    wait = b.call(WAIT_TARGET, (ar,))
+    parts = b.call(aten.split_with_sizes.default, (wait, [m.args[0].meta["val"].numel() for m in members]))
+    outputs = []
+    for i, m in enumerate(members):
+        part = b.call(operator.getitem, (parts, i), member=i)
+        outputs.append(b.reshape(part, list(m.args[0].meta["val"].shape), member=i))
+    _replace_and_erase(members, outputs, [[] for _ in members])
+    return ar
+
+
+def merge_with_torch(graph: fx.Graph, kind: str, members: list[fx.Node], mode: str) -> None:
+    """Merge one bucket with torch 2.13's own functions (slow provenance; used as fallback)."""
+    from torch._inductor.fx_passes import bucketing as tb
+
+    if kind == "AG":
+        tb.merge_all_gather_bucket(graph, members, mode)  # type: ignore[arg-type]
+    elif kind == "RS":
+        rs_mode = mode.replace("_multidtype", "")
+        tb.merge_reduce_scatter_bucket(graph, members, rs_mode)  # type: ignore[arg-type]
+    else:
+        tb.merge_all_reduce_bucket(graph, members)
+
+
+def merge_bucket(graph: fx.Graph, kind: str, members: list[fx.Node], mode: str) -> None:
+    """Merge one planned bucket of ``kind`` ("AG", "RS", "AR")."""
+    if needs_torch_merge(kind, members, mode) is not None:
+        merge_with_torch(graph, kind, members, mode)
+    elif kind == "AG":
+        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])))
+    elif kind == "RS":
+        merge_reduce_scatter_bucket(graph, members)
+    else:
+        merge_all_reduce_bucket(graph, members)
+
+
+def restore_topological_order(graph: fx.Graph) -> bool:
+    """Reorder nodes so every node follows its inputs, moving as few as possible.
+
+    Walks the graph in order; a node whose inputs are not all placed yet waits, and is placed
+    right after its last missing input. Nodes already in order stay put. Returns whether
+    anything moved. Raises :class:`BucketingError` on a cycle.
+    """
+    placed: set[fx.Node] = set()
+    missing: dict[fx.Node, int] = {}
+    waiting: dict[fx.Node, list[fx.Node]] = defaultdict(list)
+    order: list[fx.Node] = []
+    output: fx.Node | None = None
+    for node in graph.nodes:
+        if node.op == "output":
+            output = node
+            continue
+        absent = [i for i in node._input_nodes if i not in placed]
+        if absent:
+            missing[node] = len(absent)
+            for i in absent:
+                waiting[i].append(node)
+            continue
+        stack = [node]
+        while stack:
+            ready = stack.pop()
+            placed.add(ready)
+            order.append(ready)
+            released = []
+            for dependent in waiting.pop(ready, ()):
+                missing[dependent] -= 1
+                if missing[dependent] == 0:
+                    del missing[dependent]
+                    released.append(dependent)
+            stack.extend(reversed(released))
+    if missing:
+        raise BucketingError(f"cycle in graph after bucketing: {sorted(n.name for n in missing)[:5]}")
+    if output is not None:
+        order.append(output)
+    current = list(graph.nodes)
+    if current == order:
+        return False
+    cursor = graph._root
+    for node in order:
+        if cursor.next is not node:
+            cursor.append(node)
+        cursor = node
+    return True

@@ -1,0 +1,400 @@
+"""Which collectives the FSDP pre-bucketing pass merges, computed without touching the graph.
+
+The plan reproduces torch 2.13's ``greedy_bucket_collective_by_mb`` as used by its FSDP pass,
+quirks included:
+
+- kinds are handled in order all-gather, reduce-scatter, all-reduce, each on the graph the
+  previous kind's merges left (the plan models a merged bucket as one node joining all its
+  members' inputs to all their outputs);
+- candidates are the waits of FSDP collectives in graph order; only *adjacent* runs of candidate
+  waits with the same key (group, dtype; reduce op too for RS/AR) are bucketed, so alternating
+  bf16/f32 all-gathers bucket nothing;
+- within a run, buckets fill greedily up to the cap (bytes = max(input, output)); a candidate
+  that depends on a member of the open bucket is dropped (not bucketed at all);
+- the cap callback is asked for bucket index 0 only; buckets of one collective are not merged.
+
+Unlike torch, the dependency check is lazy: descendants of the open bucket are only explored up
+to the candidate's topological position, so the plan costs about one walk of the graph per kind
+(torch re-walks all descendants for every bucket).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch.fx as fx
+
+from bucketing.cap import PreBucketCap, compute_pre_bucket_cap_mb
+from bucketing.groups import identify_fsdp_groups
+from bucketing.predicates import (
+    ALL_GATHER_TARGETS,
+    KINDS,
+    collective_kind,
+    group_name_of,
+    is_all_gather,
+    is_fsdp_all_gather,
+    is_fsdp_reduce_scatter_wait,
+    reduce_op_of,
+    waited_collective,
+)
+from bucketing.report import BucketingReport, BucketMember
+from bucketing.sizes import MB, bucket_bytes, reported_bytes, round_mb
+
+BUCKET_MODES = ("default", "custom_ops", "custom_ops_multidtype", "coalesced")
+
+
+def resolve_mode(mode: str | None) -> str:
+    """``None`` means "default", as in torch's FSDP pass."""
+    mode = mode or "default"
+    if mode not in BUCKET_MODES:
+        raise ValueError(f"unknown bucket mode {mode!r}; expected one of {BUCKET_MODES}")
+    return mode
+
+
+@dataclass
+class _Candidate:
+    coll: int  # node id of the collective
+    key: tuple
+    n_bytes: int
+
+
+@dataclass
+class FsdpPlan:
+    """Buckets per kind, as lists of collective nodes of the planned graph."""
+
+    buckets: dict[str, list[list[fx.Node]]] = field(default_factory=dict)
+    member_bytes: dict[fx.Node, int] = field(default_factory=dict)
+
+
+class _Dag:
+    """The graph as integer ids, with merged buckets overlaid as extra nodes."""
+
+    def __init__(self, nodes: list[fx.Node], ids: dict[fx.Node, int]):
+        self.base: list[list[int]] = [[] for _ in nodes]
+        for i, node in enumerate(nodes):
+            for inp in node._input_nodes:
+                self.base[ids[inp]].append(i)
+        self.overlay: dict[int, list[int]] = {}
+        self.extra: list[list[int]] = []
+        self.topo: list[int] = list(range(len(nodes)))  # graph order is topological
+
+    def children(self, v: int) -> list[int]:
+        if v in self.overlay:
+            return self.overlay[v]
+        if v < len(self.base):
+            return self.base[v]
+        return self.extra[v - len(self.base)]
+
+    def merge(self, members: list[int], waits: list[int]) -> None:
+        """Model a merged bucket: every member's input now reaches every member's wait."""
+        joint = len(self.base) + len(self.extra)
+        self.extra.append(list(waits))
+        for member in members:
+            self.overlay[member] = [joint]
+
+    def renumber(self) -> None:
+        """Recompute a topological numbering after merges (Kahn's algorithm)."""
+        total = len(self.base) + len(self.extra)
+        indegree = [0] * total
+        for v in range(total):
+            for c in self.children(v):
+                indegree[c] += 1
+        ready = [v for v in range(total) if indegree[v] == 0]
+        topo = [0] * total
+        position = 0
+        while ready:
+            v = ready.pop()
+            topo[v] = position
+            position += 1
+            for c in self.children(v):
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    ready.append(c)
+        if position != total:
+            raise ValueError("graph has a cycle after modelling merged buckets")
+        self.topo = topo
+
+
+class _OpenBucketDescendants:
+    """Descendants of the open bucket's members, explored lazily in topological order."""
+
+    def __init__(self, dag: _Dag):
+        self.dag = dag
+        self.found: set[int] = set()
+        self.frontier: list[tuple[int, int]] = []
+
+    def _discover(self, v: int) -> None:
+        topo = self.dag.topo
+        for c in self.dag.children(v):
+            if c not in self.found:
+                self.found.add(c)
+                heapq.heappush(self.frontier, (topo[c], c))
+
+    def add(self, member: int) -> None:
+        self._discover(member)
+
+    def contains(self, v: int) -> bool:
+        limit = self.dag.topo[v]
+        frontier = self.frontier
+        while frontier and frontier[0][0] <= limit:
+            _, u = heapq.heappop(frontier)
+            self._discover(u)
+        return v in self.found
+
+
+class FsdpPlanner:
+    """Prepared once per graph, then asked for plans at many caps (replay sweeps).
+
+    Everything that does not depend on the cap (FSDP groups, candidates, sizes, the integer
+    graph) is computed here; :meth:`plan` then costs about one walk of the graph per kind.
+    """
+
+    def __init__(self, gm: fx.GraphModule, mode: str | None = None):
+        self.gm = gm
+        self.mode = resolve_mode(mode)
+        self.fsdp_groups, self.group_size = identify_fsdp_groups(gm)
+        self.nodes: list[fx.Node] = list(gm.graph.nodes)
+        self.ids: dict[fx.Node, int] = {n: i for i, n in enumerate(self.nodes)}
+        self._dag_base = _Dag(self.nodes, self.ids)
+        self._collect_candidates()
+
+    # -- cap-independent facts -------------------------------------------------------------
+    def _collect_candidates(self) -> None:
+        multidtype = "multidtype" in self.mode
+        self.candidates: dict[str, list[_Candidate]] = {kind: [] for kind in KINDS}
+        self.waits: dict[int, int] = {}  # collective id -> wait id
+        # RS waits' unary walk result before merges, and the all-gathers the walk crossed.
+        self.rs_touches: dict[int, list[fx.Node]] = {}
+        groups = set(self.fsdp_groups)
+        for node in self.nodes:
+            coll = waited_collective(node)
+            if coll is None or len(coll.users) != 1:
+                continue
+            kind = collective_kind(coll)
+            if kind == "AG":
+                if not is_fsdp_all_gather(coll):
+                    continue
+                group = group_name_of(coll)
+                key = (group,) if multidtype else (group, coll.meta["val"].dtype)
+            elif kind == "RS":
+                touched = _unary_walk_all_gathers(node)
+                if touched is None:
+                    continue
+                self.rs_touches[self.ids[coll]] = touched
+                key = (group_name_of(coll), reduce_op_of(coll), coll.meta["val"].dtype)
+            else:
+                if group_name_of(coll) not in groups:
+                    continue
+                key = (group_name_of(coll), reduce_op_of(coll), coll.meta["val"].dtype)
+            cid = self.ids[coll]
+            self.waits[cid] = self.ids[node]
+            self.candidates[kind].append(_Candidate(cid, key, bucket_bytes(coll)))
+
+    def cap_for(self, bucket_cap_mb: float | None) -> PreBucketCap:
+        """The cap the pass would use (see :func:`bucketing.compute_pre_bucket_cap_mb`)."""
+        return compute_pre_bucket_cap_mb(self.group_size, bucket_cap_mb)
+
+    # -- the plan ---------------------------------------------------------------------------
+    def plan_nodes(self, cap_mb_by_index: Callable[[int], float]) -> FsdpPlan:
+        """Buckets per kind for a cap callback (asked for index 0 only, as torch does)."""
+        base = self._dag_base
+        dag = _Dag.__new__(_Dag)
+        dag.base, dag.overlay, dag.extra, dag.topo = base.base, {}, [], base.topo
+        plan = FsdpPlan()
+        merged_ags: set[fx.Node] = set()
+        for kind in KINDS:
+            if kind != "AG" and dag.extra:
+                dag.renumber()
+            cands = self.candidates[kind]
+            if kind == "RS" and merged_ags:
+                cands = [c for c in cands if not any(t in merged_ags for t in self.rs_touches[c.coll])]
+            buckets = _greedy_buckets(dag, _adjacent_runs(cands), cap_mb_by_index)
+            plan.buckets[kind] = []
+            for bucket in buckets:
+                nodes = [self.nodes[c.coll] for c in bucket]
+                plan.buckets[kind].append(nodes)
+                for c, n in zip(bucket, nodes):
+                    plan.member_bytes[n] = c.n_bytes
+                if kind == "AG":
+                    merged_ags.update(nodes)
+                dag.merge([c.coll for c in bucket], [self.waits[c.coll] for c in bucket])
+        return plan
+
+    def plan(self, bucket_cap_mb: float | None = None) -> BucketingReport:
+        """A report of what the pass would do at ``bucket_cap_mb`` (None: automatic cap)."""
+        report = self.base_report()
+        if not self.fsdp_groups:
+            report.skipped_reason = "no FSDP all-gather in the graph"
+            return report
+        cap = self.cap_for(bucket_cap_mb)
+        report.cap_mb, report.cap_source = cap.cap_mb, cap.source
+        plan = self.plan_nodes(lambda _index: cap.cap_mb)
+        fill_buckets(report, plan)
+        report.sizes_after = self._predicted_sizes_after(plan)
+        groups = set(self.fsdp_groups)
+        for kind in KINDS:
+            saved = sum(len(b) - 1 for b in plan.buckets[kind] if group_name_of(b[0]) in groups)
+            report.counts_after[kind] = report.counts_before[kind] - saved
+        return report
+
+    def base_report(self) -> BucketingReport:
+        """Groups, node count and the "before" counts and sizes of the graph as it is now."""
+        report = BucketingReport(
+            fsdp_groups=list(self.fsdp_groups),
+            group_size=self.group_size,
+            n_nodes=nodes_count(self.group_size),
+            mode=self.mode,
+        )
+        report.sizes_before = collective_sizes(self.gm.graph, self.fsdp_groups)
+        report.counts_before = count_kinds(report.sizes_before)
+        return report
+
+    def _predicted_sizes_after(self, plan: FsdpPlan) -> list[dict]:
+        groups = set(self.fsdp_groups)
+        bucket_of: dict[fx.Node, list[fx.Node]] = {}
+        for buckets in plan.buckets.values():
+            for bucket in buckets:
+                for n in bucket:
+                    bucket_of[n] = bucket
+        out: list[dict] = []
+        for kind in KINDS:
+            entries: list[tuple[int, float, dict]] = []
+            for node in _kind_nodes(self.gm.graph, kind):
+                if group_name_of(node) not in groups:
+                    continue
+                bucket = bucket_of.get(node)
+                if bucket is None:
+                    # all-gathers list plain ones before "_out" ones, each in graph order
+                    section = 1 if node.target is ALL_GATHER_TARGETS[1] else 0
+                    entry = {"type": kind, "size_mb": round_mb(reported_bytes(kind, node)), "name": node.name}
+                    entries.append((section if kind == "AG" else 0, self.ids[node], entry))
+                elif node is bucket[-1]:
+                    total = sum(reported_bytes(kind, n) for n in bucket)
+                    entry = {"type": kind, "size_mb": round_mb(total), "name": f"{bucket[0].name}+{len(bucket) - 1}"}
+                    entries.append((1 if kind == "AG" else 0, self.ids[node] + 0.5, entry))
+            out.extend(e for _, _, e in sorted(entries, key=lambda t: (t[0], t[1])))
+        return out
+
+
+def _unary_walk_all_gathers(wait: fx.Node) -> list[fx.Node] | None:
+    """None when ``wait`` is not an FSDP reduce-scatter wait, else the all-gathers its walk crossed."""
+    if not is_fsdp_reduce_scatter_wait(wait):
+        return None
+    touched: list[fx.Node] = []
+    seen: set[fx.Node] = set()
+    stack = [wait]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for user in current.users:
+            if user.op == "output":
+                continue
+            if is_all_gather(user):
+                touched.append(user)
+            stack.append(user)
+    return touched
+
+
+def _adjacent_runs(cands: list[_Candidate]) -> list[list[_Candidate]]:
+    runs: list[list[_Candidate]] = []
+    current: list[_Candidate] = []
+    for cand in cands:
+        if current and cand.key == current[0].key:
+            current.append(cand)
+        else:
+            if len(current) > 1:
+                runs.append(current)
+            current = [cand]
+    if len(current) > 1:
+        runs.append(current)
+    return runs
+
+
+def _greedy_buckets(
+    dag: _Dag, runs: list[list[_Candidate]], cap_mb_by_index: Callable[[int], float]
+) -> list[list[_Candidate]]:
+    buckets: list[list[_Candidate]] = []
+    for run in runs:
+        cap_bytes = int(cap_mb_by_index(0) * MB)
+        bucket: list[_Candidate] = []
+        size = 0
+        descendants = _OpenBucketDescendants(dag)
+        for cand in run:
+            if bucket and descendants.contains(cand.coll):
+                continue  # depends on the open bucket: torch leaves it out of bucketing
+            if bucket and size + cand.n_bytes > cap_bytes:
+                if len(bucket) > 1:
+                    buckets.append(bucket)
+                bucket, size = [], 0
+                descendants = _OpenBucketDescendants(dag)
+            size += cand.n_bytes
+            bucket.append(cand)
+            descendants.add(cand.coll)
+        if len(bucket) > 1:
+            buckets.append(bucket)
+    return buckets
+
+
+def _kind_nodes(graph: fx.Graph, kind: str) -> list[fx.Node]:
+    from bucketing.groups import find_collectives
+    from bucketing.predicates import ALL_REDUCE_TARGET, REDUCE_SCATTER_TARGET
+
+    targets = {"AG": ALL_GATHER_TARGETS, "RS": (REDUCE_SCATTER_TARGET,), "AR": (ALL_REDUCE_TARGET,)}[kind]
+    return find_collectives(graph, targets)
+
+
+def collective_sizes(graph: fx.Graph, fsdp_groups: list[str]) -> list[dict]:
+    """Torch's ``pre_bucketing_collective_sizes`` payload for ``graph``, as a list of dicts."""
+    groups = set(fsdp_groups)
+    sizes: list[dict] = []
+    for kind in KINDS:
+        for node in _kind_nodes(graph, kind):
+            if group_name_of(node) in groups:
+                sizes.append({"type": kind, "size_mb": round_mb(reported_bytes(kind, node)), "name": node.name})
+    return sizes
+
+
+def count_kinds(sizes: list[dict]) -> dict[str, int]:
+    """Collectives per kind in a sizes list."""
+    counts = {kind: 0 for kind in KINDS}
+    for entry in sizes:
+        counts[entry["type"]] += 1
+    return counts
+
+
+def nodes_count(group_size: int | None) -> int:
+    """Torch's ``nNodes``: hosts spanned by the group at 8 GPUs per host (or the visible count)."""
+    import math
+
+    import torch
+
+    if group_size is None:
+        return 1
+    per_node = torch.cuda.device_count() if torch.cuda.is_available() else 8
+    return math.ceil(group_size / per_node)
+
+
+def fill_buckets(report: BucketingReport, plan: FsdpPlan) -> None:
+    """Put a plan's buckets into a report, by name and size."""
+    report.buckets = {
+        kind: [
+            [BucketMember(n.name, round_mb(plan.member_bytes[n]), plan.member_bytes[n]) for n in bucket]
+            for bucket in buckets
+        ]
+        for kind, buckets in plan.buckets.items()
+    }
+
+
+def plan_fsdp_buckets(
+    gm: fx.GraphModule, bucket_cap_mb: float | None = None, mode: str | None = None
+) -> BucketingReport:
+    """What :func:`bucketing.pre_bucket_fsdp_collectives` would do to ``gm``, without changing it.
+
+    Returns a :class:`BucketingReport` with ``rewritten=False``. For sweeps over many caps,
+    build one :class:`FsdpPlanner` and call its ``plan`` per cap.
+    """
+    return FsdpPlanner(gm, mode).plan(bucket_cap_mb)

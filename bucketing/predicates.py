@@ -1,0 +1,171 @@
+"""Small named predicates that say which collectives are FSDP ones.
+
+They follow torch 2.13's ``torch._inductor.fx_passes.fsdp`` heuristics:
+
+- FSDP all-gather: its inputs derive from exactly one placeholder (the parameter shard);
+  every input branch is walked, so ``cat(param, zeros)`` padding still counts.
+- FSDP reduce-scatter: every path from its wait reaches the graph output through nodes with a
+  single input (views, casts); anything that mixes in other data rejects it.
+- FSDP all-reduce: on a process group that FSDP all-gathers use.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+
+import torch
+import torch.fx as fx
+
+_c10d = torch.ops._c10d_functional
+
+ALL_GATHER_TARGETS = (
+    _c10d.all_gather_into_tensor.default,
+    _c10d.all_gather_into_tensor_out.default,
+)
+REDUCE_SCATTER_TARGET = _c10d.reduce_scatter_tensor.default
+ALL_REDUCE_TARGET = _c10d.all_reduce.default
+WAIT_TARGET = _c10d.wait_tensor.default
+
+# Collective kinds, in the order the pass handles them. The short names are the ones torch
+# uses in its size artifacts; the long ones in its summary line.
+KINDS = ("AG", "RS", "AR")
+KIND_LONG_NAMES = {"AG": "all_gather", "RS": "reduce_scatter", "AR": "all_reduce"}
+
+
+def is_all_gather(node: fx.Node) -> bool:
+    """An ``all_gather_into_tensor`` (plain or ``_out``) call."""
+    return node.op == "call_function" and node.target in ALL_GATHER_TARGETS
+
+
+def is_reduce_scatter(node: fx.Node) -> bool:
+    """A ``reduce_scatter_tensor`` call."""
+    return node.op == "call_function" and node.target is REDUCE_SCATTER_TARGET
+
+
+def is_all_reduce(node: fx.Node) -> bool:
+    """An ``all_reduce`` call (the functional, out-of-place one)."""
+    return node.op == "call_function" and node.target is ALL_REDUCE_TARGET
+
+
+def is_wait(node: fx.Node) -> bool:
+    """A ``wait_tensor`` call."""
+    return node.op == "call_function" and node.target is WAIT_TARGET
+
+
+def collective_kind(node: fx.Node) -> str | None:
+    """"AG", "RS", "AR" for the three bucketed collectives, else None."""
+    if node.op != "call_function":
+        return None
+    if node.target in ALL_GATHER_TARGETS:
+        return "AG"
+    if node.target is REDUCE_SCATTER_TARGET:
+        return "RS"
+    if node.target is ALL_REDUCE_TARGET:
+        return "AR"
+    return None
+
+
+@functools.cache
+def _arg_positions(target: object) -> dict[str, int]:
+    schema = target._schema  # type: ignore[attr-defined]
+    return {arg.name: i for i, arg in enumerate(schema.arguments)}
+
+
+def collective_arg(node: fx.Node, name: str) -> object:
+    """The argument ``name`` of a collective call, given positionally or by keyword."""
+    if name in node.kwargs:
+        return node.kwargs[name]
+    position = _arg_positions(node.target)[name]
+    if position < len(node.args):
+        return node.args[position]
+    raise ValueError(f"{node.name}: collective has no argument {name!r}")
+
+
+def group_name_of(node: fx.Node) -> str:
+    """The process group name of a collective; resolves a group given as a graph node."""
+    group = collective_arg(node, "group_name")
+    if isinstance(group, fx.Node):
+        return group.meta["val"].group_name
+    return str(group)
+
+
+def group_size_of(node: fx.Node) -> int | None:
+    """The group size argument of an all-gather or reduce-scatter (all-reduce has none)."""
+    if "group_size" not in _arg_positions(node.target):
+        return None
+    return int(collective_arg(node, "group_size"))  # type: ignore[arg-type]
+
+
+def reduce_op_of(node: fx.Node) -> str:
+    """The reduce op of a reduce-scatter or all-reduce."""
+    return str(collective_arg(node, "reduce_op"))
+
+
+def waited_collective(wait: fx.Node) -> fx.Node | None:
+    """The collective node a ``wait_tensor`` waits on, if it is one of the bucketed kinds."""
+    if not is_wait(wait) or not wait.args:
+        return None
+    arg = wait.args[0]
+    if isinstance(arg, fx.Node) and collective_kind(arg) is not None:
+        return arg
+    return None
+
+
+def is_fsdp_all_gather(node: fx.Node) -> bool:
+    """True when an all-gather's inputs derive from exactly one placeholder.
+
+    Walks every input branch backwards (so ``cat(param, zeros)`` padding and dtype casts are
+    accepted) and stops at the second placeholder. Rejects all-gathers of activations, which
+    derive from several inputs, and of constants, which derive from none.
+    """
+    if not is_all_gather(node):
+        return False
+    seen: set[fx.Node] = set()
+    stack = list(node.all_input_nodes)
+    placeholders = 0
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.op == "placeholder":
+            placeholders += 1
+            if placeholders > 1:
+                return False
+        else:
+            stack.extend(current.all_input_nodes)
+    return placeholders == 1
+
+
+def is_fsdp_all_gather_wait(wait: fx.Node) -> bool:
+    """A wait whose all-gather is an FSDP one (see :func:`is_fsdp_all_gather`)."""
+    coll = waited_collective(wait)
+    return coll is not None and is_fsdp_all_gather(coll)
+
+
+def is_fsdp_reduce_scatter_wait(wait: fx.Node, merged: Iterable[fx.Node] = ()) -> bool:
+    """True when every path from a reduce-scatter's wait reaches the output via 1-input nodes.
+
+    A wait with no users is rejected, and so is any path through a node with two or more
+    inputs (for example ``add(grad, wait)`` in gradient accumulation): conservative, as in
+    torch. ``merged`` names collectives a planned merge turns into members of a bucket (whose
+    concatenation has several inputs); reaching one rejects the wait, as the merged graph would.
+    """
+    if not wait.users:
+        return False
+    merged_set = merged if isinstance(merged, (set, frozenset, dict)) else set(merged)
+    seen: set[fx.Node] = set()
+    stack = [wait]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for user in current.users:
+            if user.op == "output":
+                continue
+            if len(user.all_input_nodes) != 1 or user in merged_set:
+                return False
+            stack.append(user)
+    return True

@@ -1,0 +1,96 @@
+"""What the pre-bucketing pass did (or would do), as plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+REPORT_SCHEMA = "tracekit.bucketing_report/1"
+BUCKETS_SCHEMA = "tracekit.buckets/1"
+
+
+@dataclass
+class BucketMember:
+    """One original collective that went into a bucket."""
+
+    name: str
+    size_mb: float  # rounded to 3 decimals, as in torch's size artifacts
+    bytes: int  # exact size the cap is compared against: max(input, output) bytes
+
+
+@dataclass
+class BucketingReport:
+    """Outcome of :func:`bucketing.pre_bucket_fsdp_collectives` or :func:`bucketing.plan_fsdp_buckets`.
+
+    ``counts_before`` / ``counts_after`` and ``sizes_before`` / ``sizes_after`` cover every
+    collective of each kind ("AG", "RS", "AR") on the FSDP groups, like torch's artifacts;
+    ``buckets`` lists, per kind, the buckets of two or more original collectives that were (or
+    would be) merged. ``rewritten`` is False for a plan or when the graph was left unchanged
+    (then ``skipped_reason`` says why). In a plan, ``sizes_after`` names a merged bucket by its
+    first member with a ``+N`` suffix (the rewrite gives new node names).
+    """
+
+    fsdp_groups: list[str] = field(default_factory=list)
+    group_size: int | None = None
+    n_nodes: int = 1
+    cap_mb: float | None = None
+    cap_source: str | None = None
+    mode: str = "default"
+    counts_before: dict[str, int] = field(default_factory=dict)
+    counts_after: dict[str, int] = field(default_factory=dict)
+    sizes_before: list[dict] = field(default_factory=list)
+    sizes_after: list[dict] = field(default_factory=list)
+    buckets: dict[str, list[list[BucketMember]]] = field(default_factory=dict)
+    rewritten: bool = False
+    skipped_reason: str | None = None
+
+    def summary_line(self) -> str:
+        """The text of torch's ``pre_bucketing_fsdp_collectives`` artifact, byte for byte."""
+        counts = ", ".join(
+            f"{long} {self.counts_before.get(kind, 0)}->{self.counts_after.get(kind, 0)}"
+            for kind, long in (("AG", "all_gather"), ("RS", "reduce_scatter"), ("AR", "all_reduce"))
+        )
+        return (
+            f"fsdp_groups={list(self.fsdp_groups)}, group_size={self.group_size}, "
+            f"nNodes={self.n_nodes}, bucket_cap_mb={self.cap_mb:.1f}, {counts}"
+        )
+
+    def bucket_sizes_mb(self) -> dict[str, list[float]]:
+        """Per kind, each bucket's total size in MB (sum of exact member bytes, 3 decimals)."""
+        return {
+            kind: [round(sum(m.bytes for m in bucket) / (1024 * 1024), 3) for bucket in buckets]
+            for kind, buckets in self.buckets.items()
+        }
+
+    def buckets_payload(self) -> dict:
+        """The ``tracekit_fsdp_buckets`` artifact payload (see :mod:`bucketing.artifacts`)."""
+        return {
+            "schema": BUCKETS_SCHEMA,
+            "fsdp_groups": list(self.fsdp_groups),
+            "group_size": self.group_size,
+            "cap_mb": self.cap_mb,
+            "cap_source": self.cap_source,
+            "mode": self.mode,
+            "buckets": {
+                kind: [[{"name": m.name, "size_mb": m.size_mb, "bytes": m.bytes} for m in bucket] for bucket in buckets]
+                for kind, buckets in self.buckets.items()
+            },
+        }
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict of the whole report."""
+        return {
+            "schema": REPORT_SCHEMA,
+            "fsdp_groups": list(self.fsdp_groups),
+            "group_size": self.group_size,
+            "n_nodes": self.n_nodes,
+            "cap_mb": self.cap_mb,
+            "cap_source": self.cap_source,
+            "mode": self.mode,
+            "counts_before": dict(self.counts_before),
+            "counts_after": dict(self.counts_after),
+            "sizes_before": [dict(s) for s in self.sizes_before],
+            "sizes_after": [dict(s) for s in self.sizes_after],
+            "buckets": self.buckets_payload()["buckets"],
+            "rewritten": self.rewritten,
+            "skipped_reason": self.skipped_reason,
+        }
