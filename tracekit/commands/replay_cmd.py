@@ -1,0 +1,222 @@
+"""``tracekit replay PATH...``: rebuild the recorded graphs and re-run bucketing with other caps.
+
+Reads every recorded ``pre_bucketing_fsdp_collectives`` outcome with the graph text it was
+computed from (:func:`tracekit.reader.graph_sources`), rebuilds each graph safely
+(:mod:`tracekit.replay.graph_text`), checks that the recorded cap reproduces the recorded
+counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`).
+
+Exit status: 0 when every selected graph was rebuilt and reproduced; 1 when one was not (the
+output says which and why) or when no outcome was found; 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from tracekit.render import dumps_json, fmt_mb, heading, table
+
+REPLAY_FORMATS = ("table", "json", "markdown")
+GRAPH_HEADERS = ["rank", "graph", "nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
+CAP_HEADERS = ["rank", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
+               "comm ms", "vs recorded"]
+
+
+def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
+    from tracekit.replay.engine import CapRequest
+
+    out: list[CapRequest] = []
+    for v in values:
+        for part in v.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.lower() == "auto":
+                out.append(CapRequest(None))
+                continue
+            try:
+                mb = float(part)
+            except ValueError:
+                raise click.BadParameter(f"{part!r} is not a number of MB", param_hint="--cap-mb") from None
+            if not (mb > 0 and mb < 1e9):
+                raise click.BadParameter(f"{part!r} must be a positive number of MB", param_hint="--cap-mb")
+            out.append(CapRequest(mb))
+    out += [CapRequest(None) for _ in auto]
+    seen, uniq = set(), []
+    for c in out:
+        if c not in seen:
+            seen.add(c)
+            uniq.append(c)
+    return uniq
+
+
+def _counts(c: dict[str, int] | None) -> str:
+    return "-" if not c else f"{c['before']}->{c['after']}"
+
+
+def _ms(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"
+
+
+def _applied_text(applied: dict[str, Any] | None) -> str:
+    if not applied:
+        return "-"
+    if not applied.get("ok"):
+        return f"FAILED: {applied.get('error', '')[:80]}"
+    return "lint ok, " + ("same counts as plan" if applied.get("matches_plan") else "COUNTS DIFFER FROM PLAN")
+
+
+def _rank(r: Any) -> Any:
+    return "-" if r is None else r
+
+
+def render_text(doc: dict[str, Any], fmt: str) -> str:
+    """The table / markdown view of a ``tracekit.replay/1`` document."""
+    types = ("all_gather", "reduce_scatter", "all_reduce")
+    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt)]
+    rows = []
+    for g in doc["graphs"]:
+        rec = g["recorded"]
+        if g["error"]:
+            verdict = "not rebuilt"
+        else:
+            verdict = "yes" if g["reproduced"] else "NO"
+        rows.append([_rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
+                     fmt_mb(rec["bucket_cap_mb"]), *(_counts(rec["collectives"].get(t)) for t in types),
+                     verdict, _ms(rec["estimated_comm_ms"])])
+    out.append(table(rows, GRAPH_HEADERS, fmt))
+    problems = []
+    for g in doc["graphs"]:
+        label = f"rank {_rank(g['rank'])} graph {g['compile_id']}:{g['graph_index']}"
+        if g["error"]:
+            problems.append(f"{label}: {g['error']}")
+        for m in g["mismatches"]:
+            problems.append(f"{label}: NOT REPRODUCED: {m}")
+        if g.get("note"):
+            problems.append(f"{label}: {g['note']}")
+    if problems:
+        out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + p for p in problems) + "\n")
+    cap_rows = []
+    for g in doc["graphs"]:
+        for r in g["replays"]:
+            buckets = r["bucket_sizes_mb"]
+            n_after = sum(len(v) for v in buckets.values())
+            row = [_rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
+                   r["cap_source"], *(_counts(r["collectives"].get(t)) for t in types),
+                   f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
+                   _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
+            if doc.get("apply"):
+                row.append(_applied_text(r.get("applied")))
+            cap_rows.append(row)
+    if doc["caps"]:
+        hw = doc["hardware"]
+        what_if = ", ".join(f"{k}={v}" for k, v in hw.items() if v is not None)
+        title = "Other caps" + (f" ({what_if})" if what_if else "")
+        out.append("\n" + heading(title, fmt))
+        out.append(table(cap_rows, CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
+        out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
+                   "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
+                   "FSDP collectives, vs the recorded buckets on the same hardware.\n")
+    t = doc["totals"]
+    out.append(f"\n{t['graphs']} graphs: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
+               f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
+    for note in doc.get("notes", []):
+        out.append(f"note: {note}\n")
+    return "".join(out)
+
+
+@click.command("replay")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]",
+              help="Cap(s) to replay, in MB; repeatable or comma-separated (auto allowed).")
+@click.option("--cap", "cap_auto", multiple=True, type=click.Choice(["auto"]),
+              help="`--cap auto`: torch's automatic cap on the (what-if) hardware.")
+@click.option("--interconnect", default=None, metavar="NAME",
+              help="What-if interconnect: NVLINK_A100|NVLINK_H100|NVLINK_B200|NVLINK_V100|IB_HDR|IB_NDR|PCIE.")
+@click.option("--group-size", type=click.IntRange(1, 1 << 20), default=None,
+              help="What-if FSDP group size for the comm model and the auto cap.")
+@click.option("--gpus-per-node", type=click.IntRange(1, 1024), default=None,
+              help="What-if GPUs per node (sets nNodes in the comm model).")
+@click.option("--apply", "apply_", is_flag=True, help="Also run the full rewrite per cap and lint the result.")
+@click.option("--rank", "rank", type=int, default=None, help="Rank to replay (default: the lowest).")
+@click.option("--all-ranks", is_flag=True, help="Replay every rank's graphs.")
+@click.option("--graph", "graphs", multiple=True, metavar="COMPILE_ID[:INDEX]",
+              help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.")
+@click.option("--sym", "syms", multiple=True, metavar="NAME=VALUE",
+              help="Value of a symbolic size (e.g. s77=1024); repeatable.")
+@click.option("--mode", default=None, help="Bucket mode (default, custom_ops, ...), as torch's pass.")
+@click.option("--format", "fmt", type=click.Choice(REPLAY_FORMATS), default="table", show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
+              help="Draw collectives and comm time against the cap (needs matplotlib).")
+def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
+           graphs, syms, mode, fmt, plot_path):
+    """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
+    pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
+    from tracekit.model import Diagnostics
+    from tracekit.reader import graph_sources
+    from tracekit.replay import comm_estimate as ce
+    from tracekit.replay.engine import ReplayOptions, parse_graph_selector, replay_document, replay_source, select
+    from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
+    from tracekit.sources import find_logs
+
+    if rank is not None and all_ranks:
+        raise click.UsageError("--rank and --all-ranks exclude each other")
+    try:
+        symbols = parse_sym_assignments(list(syms))
+    except SizeExprError as e:
+        raise click.BadParameter(str(e), param_hint="--sym") from None
+    try:
+        ic = None if interconnect is None else ce.interconnect_name(interconnect)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--interconnect") from None
+    options = ReplayOptions(
+        caps=_caps(cap_mb, cap_auto),
+        hardware=ce.Hardware(interconnect=ic, group_size=group_size, gpus_per_node=gpus_per_node),
+        apply=apply_,
+        mode=mode,
+        symbols=symbols,
+    )
+    selectors = [parse_graph_selector(g) for g in graphs]
+
+    diag = Diagnostics()
+    logs = find_logs(list(paths), diag)
+    if not all_ranks:
+        hints = sorted({lg.rank_hint for lg in logs if lg.rank_hint is not None})
+        wanted = rank if rank is not None else (hints[0] if hints else None)
+        if wanted is not None:
+            logs = [lg for lg in logs if lg.rank_hint in (wanted, None)]
+    sources = list(select(graph_sources([lg.path for lg in logs], diag), selectors))
+    if not all_ranks and sources:
+        ranks = sorted({s.rank for s in sources if s.rank is not None})
+        chosen = rank if rank is not None else (ranks[0] if ranks else None)
+        if chosen is not None:
+            sources = [s for s in sources if s.rank == chosen]
+    results = [replay_source(s, options) for s in sources]
+    notes = []
+    if not sources:
+        notes.append("no recorded pre_bucketing_fsdp_collectives outcome matched (a warm inductor cache "
+                     "skips the post-grad passes and logs no bucketing; was the cache disabled?)")
+    if diag.total:
+        notes.append(f"{diag.total} bad input(s) while reading: "
+                     + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
+    doc = replay_document(results, options, {"paths": list(paths), "notes": notes,
+                                             "diagnostics": diag.to_dict()})
+    if fmt == "json":
+        click.echo(dumps_json(doc), nl=False)
+    else:
+        click.echo(render_text(doc, fmt), nl=False)
+    if plot_path:
+        from tracekit.replay.plot import PlotUnavailable, plot_replay
+
+        try:
+            plot_replay(doc, plot_path)
+        except PlotUnavailable as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        click.echo(f"plot written to {plot_path}", err=True)
+    ok = bool(results) and all(r.error is None and r.reproduced for r in results)
+    sys.exit(0 if ok else 1)

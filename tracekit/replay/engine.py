@@ -1,0 +1,395 @@
+"""Replay: rebuild each recorded graph, reproduce its recorded outcome, then plan other caps.
+
+For each :class:`tracekit.reader.GraphSource` (one recorded ``pre_bucketing_fsdp_collectives``
+outcome paired by the reader with the graph text it came from):
+
+1. rebuild the graph (:func:`tracekit.replay.graph_text.parse_graph_text`); a graph that
+   cannot be rebuilt is reported with its reason and the others go on;
+2. plan at the recorded cap and compare the counts with the recorded ones (``reproduced``;
+   the differences are listed, never hidden). The log prints the cap rounded to 0.1 MB; when
+   that misses and the automatic cap rounds to the recorded one, the exact automatic cap is
+   tried too and the note says so;
+3. plan each requested cap (a number, or ``auto`` on the requested hardware) with one
+   :class:`bucketing.FsdpPlanner` per graph, so a sweep costs one parse;
+4. with ``apply``, run the full rewrite (``bucketing.pre_bucket_fsdp_collectives``) on a fresh
+   rebuild, after registering the graph's group names as fake process groups, and lint it.
+
+Each cap gets the counts after, the size of every collective after bucketing, the largest one
+(the memory it pins) and the NCCL-model estimate of the FSDP collectives' time
+(:mod:`tracekit.replay.comm_estimate`), next to the recorded cap's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.fx as fx
+
+from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, SHORT_NAMES, Graph
+from tracekit.replay import comm_estimate as ce
+from tracekit.replay.graph_text import GraphTextError, parse_graph_text
+
+SCHEMA = "tracekit.replay/1"
+KINDS = ("AG", "RS", "AR")
+
+
+@dataclass(frozen=True)
+class CapRequest:
+    """A cap to replay: ``mb`` in MB, or None for the automatic cap on the requested hardware."""
+
+    mb: float | None
+
+    @property
+    def label(self) -> str:
+        return "auto" if self.mb is None else f"{self.mb:g}"
+
+
+@dataclass
+class ReplayOptions:
+    caps: list[CapRequest] = field(default_factory=list)
+    hardware: ce.Hardware = field(default_factory=ce.Hardware)
+    apply: bool = False
+    mode: str | None = None
+    symbols: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CapReplay:
+    """What bucketing does to one graph at one cap."""
+
+    bucket_cap_mb: float
+    cap_source: str  # "recorded", "override" (a --cap-mb), or the auto cap's rule ("saturation", ...)
+    collectives: dict[str, dict[str, int]]  # long type -> {"before", "after"}, as summarize
+    bucket_sizes_mb: dict[str, list[float]]  # short kind -> size of every collective after, graph order
+    merged_buckets: int
+    largest_bucket_mb: float
+    estimated_comm_ms: float | None
+    comm_ms_vs_recorded: float | None = None
+    applied: dict[str, Any] | None = None  # --apply: rewrite outcome and lint
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bucket_cap_mb": self.bucket_cap_mb,
+            "cap_source": self.cap_source,
+            "collectives": self.collectives,
+            "bucket_sizes_mb": self.bucket_sizes_mb,
+            "merged_buckets": self.merged_buckets,
+            "largest_bucket_mb": self.largest_bucket_mb,
+            "estimated_comm_ms": _round_ms(self.estimated_comm_ms),
+            "comm_ms_vs_recorded": _round_ms(self.comm_ms_vs_recorded),
+            "applied": self.applied,
+        }
+
+
+@dataclass
+class GraphReplay:
+    """One recorded outcome, rebuilt and replayed (or the reason it could not be)."""
+
+    rank: int | None
+    compile_id: str
+    graph_index: int
+    source: str  # "torch" | "tracekit"
+    text_artifact: str | None
+    recorded: Graph
+    error: str | None = None
+    nodes: int = 0
+    parse_ms: float = 0.0
+    reproduced: bool | None = None
+    mismatches: list[str] = field(default_factory=list)
+    note: str | None = None
+    reproduction: CapReplay | None = None
+    recorded_comm_ms: float | None = None  # recorded buckets, costed on the requested hardware
+    replays: list[CapReplay] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.compile_id}:{self.graph_index}"
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.recorded
+        return {
+            "rank": self.rank,
+            "compile_id": self.compile_id,
+            "graph_index": self.graph_index,
+            "source": self.source,
+            "text_artifact": self.text_artifact,
+            "file": g.file,
+            "line": g.line,
+            "error": self.error,
+            "nodes": self.nodes,
+            "recorded": {
+                "bucket_cap_mb": g.bucket_cap_mb,
+                "fsdp_groups": list(g.fsdp_groups),
+                "group_size": g.group_size,
+                "n_nodes": g.n_nodes,
+                "collectives": recorded_collectives(g),
+                "estimated_comm_ms": _round_ms(self.recorded_comm_ms),
+            },
+            "reproduced": self.reproduced,
+            "mismatches": list(self.mismatches),
+            "note": self.note,
+            "reproduction": None if self.reproduction is None else self.reproduction.to_dict(),
+            "replays": [r.to_dict() for r in self.replays],
+        }
+
+
+def _round_ms(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def recorded_collectives(g: Graph) -> dict[str, dict[str, int]]:
+    return {
+        t: {"before": g.collectives[t].before, "after": g.collectives[t].after}
+        for t in COLLECTIVE_TYPES
+        if t in g.collectives
+    }
+
+
+# --- one graph -----------------------------------------------------------------------------------
+
+
+class GraphReplayer:
+    """A rebuilt graph and its planner, asked for plans at many caps."""
+
+    def __init__(self, text: str, options: ReplayOptions):
+        from bucketing import FsdpPlanner
+
+        self.text = text
+        self.options = options
+        t0 = time.perf_counter()
+        self.gm = parse_graph_text(text, options.symbols)
+        self.parse_ms = (time.perf_counter() - t0) * 1e3
+        self.planner = FsdpPlanner(self.gm, options.mode)
+        self.by_name: dict[str, fx.Node] = {n.name: n for n in self.gm.graph.nodes}
+        self.group_size = self.planner.group_size
+
+    def at(
+        self, cap_mb: float, cap_source: str, hardware: ce.Hardware, apply: bool = False
+    ) -> CapReplay:
+        """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too."""
+        report = self.planner.plan(cap_mb)
+        collectives = {
+            LONG_NAMES[k]: {"before": report.counts_before.get(k, 0), "after": report.counts_after.get(k, 0)}
+            for k in KINDS
+        }
+        sizes = {k: [s["size_mb"] for s in report.sizes_after if s["type"] == k] for k in KINDS}
+        largest = max((x for v in sizes.values() for x in v), default=0.0)
+        out = CapReplay(
+            bucket_cap_mb=float(cap_mb),
+            cap_source=cap_source,
+            collectives=collectives,
+            bucket_sizes_mb=sizes,
+            merged_buckets=sum(len(v) for v in report.buckets.values()),
+            largest_bucket_mb=largest,
+            estimated_comm_ms=self.comm_ms(report, hardware),
+        )
+        if apply:
+            out.applied = self.apply(cap_mb, collectives)
+        return out
+
+    def comm_ms(self, report, hardware: ce.Hardware) -> float | None:
+        """NCCL-model time of the FSDP collectives after bucketing (buckets cost their sum)."""
+        group_size = hardware.group_size or self.group_size
+        if not group_size or not report.fsdp_groups:
+            return None
+        in_bucket: dict[str, int] = {}
+        for kind, buckets in report.buckets.items():
+            for i, bucket in enumerate(buckets):
+                for m in bucket:
+                    in_bucket[m.name] = i
+        units: list[tuple[str, int]] = []
+        bucket_bytes: dict[tuple[str, int], int] = {}
+        for s in report.sizes_before:
+            node = self.by_name.get(s["name"])
+            if node is None:
+                return None
+            n_bytes = ce.collective_bytes(node)
+            if s["name"] in in_bucket:
+                key = (s["type"], in_bucket[s["name"]])
+                bucket_bytes[key] = bucket_bytes.get(key, 0) + n_bytes
+            else:
+                units.append((s["type"], n_bytes))
+        units += [(kind, b) for (kind, _), b in bucket_bytes.items()]
+        return ce.comm_ms(units, group_size, hardware)
+
+    def apply(self, cap_mb: float, planned: dict[str, dict[str, int]]) -> dict[str, Any]:
+        """The full rewrite on a fresh rebuild; its counts, whether they match the plan, lint."""
+        from bucketing import pre_bucket_fsdp_collectives, register_fake_process_groups
+
+        try:
+            gm = parse_graph_text(self.text, self.options.symbols)
+            if self.planner.fsdp_groups and self.group_size:
+                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
+            report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
+            gm.graph.lint()
+        except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
+            return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        counts = {
+            LONG_NAMES[k]: {"before": report.counts_before.get(k, 0), "after": report.counts_after.get(k, 0)}
+            for k in KINDS
+        }
+        return {
+            "ok": True,
+            "lint": "ok",
+            "rewritten": report.rewritten,
+            "collectives": counts,
+            "matches_plan": counts == planned,
+            "nodes_after": len(gm.graph.nodes),
+        }
+
+
+def _compare(recorded: Graph, got: CapReplay) -> list[str]:
+    out = []
+    for t in COLLECTIVE_TYPES:
+        want = recorded.collectives.get(t)
+        have = got.collectives.get(t)
+        if want is None or have is None:
+            continue
+        if (want.before, want.after) != (have["before"], have["after"]):
+            out.append(
+                f"{t}: recorded {want.before}->{want.after}, replayed {have['before']}->{have['after']}"
+            )
+    return out
+
+
+def replay_source(src: Any, options: ReplayOptions) -> GraphReplay:
+    """Replay one :class:`tracekit.reader.GraphSource`; never raises for a bad graph."""
+    g: Graph = src.graph
+    out = GraphReplay(
+        rank=src.rank,
+        compile_id=src.compile_id,
+        graph_index=src.graph_index,
+        source=g.source,
+        text_artifact=src.text_artifact,
+        recorded=g,
+    )
+    if src.text is None:
+        out.error = (
+            "no graph text logged for this outcome (neither before_post_grad_graph nor "
+            "tracekit_fsdp_input_graph)"
+        )
+        return out
+    try:
+        rp = GraphReplayer(src.text, options)
+    except GraphTextError as e:
+        out.error = f"cannot rebuild the graph from {src.text_artifact}: {e}"
+        return out
+    except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
+        out.error = f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+        return out
+    out.nodes = len(rp.gm.graph.nodes)
+    out.parse_ms = rp.parse_ms
+    try:
+        _replay_caps(rp, out, options)
+    except Exception as e:  # noqa: BLE001
+        out.error = f"replay failed: {type(e).__name__}: {str(e)[:300]}"
+    return out
+
+
+def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) -> None:
+    g = out.recorded
+    # The recorded cap, on the recorded hardware (torch's own detection): no what-if here.
+    here = ce.Hardware()
+    repro = rp.at(g.bucket_cap_mb, "recorded", here)
+    mismatches = _compare(g, repro)
+    if mismatches and rp.group_size:
+        exact = ce.auto_cap(rp.group_size, ce.Hardware())
+        if round(exact.cap_mb, 1) == round(g.bucket_cap_mb, 1) and exact.cap_mb != g.bucket_cap_mb:
+            retry = rp.at(exact.cap_mb, "recorded", here)
+            if not _compare(g, retry):
+                out.note = (
+                    f"reproduced with the exact automatic cap {exact.cap_mb:.4f} MB "
+                    f"(the log prints {g.bucket_cap_mb:.1f})"
+                )
+                repro, mismatches = retry, []
+    if rp.group_size is not None and g.group_size is not None and rp.group_size != g.group_size:
+        mismatches.append(f"group_size: recorded {g.group_size}, rebuilt graph {rp.group_size}")
+    if list(rp.planner.fsdp_groups) != list(g.fsdp_groups):
+        mismatches.append(f"fsdp_groups: recorded {g.fsdp_groups}, rebuilt graph {list(rp.planner.fsdp_groups)}")
+    out.reproduction = repro
+    out.reproduced = not mismatches
+    out.mismatches = mismatches
+    hw = options.hardware
+    base_ms = repro.estimated_comm_ms
+    if hw != here:
+        # Compare with the recorded buckets costed on the requested hardware.
+        base_ms = rp.comm_ms(rp.planner.plan(repro.bucket_cap_mb), hw)
+    out.recorded_comm_ms = base_ms
+    for req in options.caps:
+        if req.mb is None:
+            cap = ce.auto_cap(rp.group_size, hw)
+            r = rp.at(cap.cap_mb, cap.source, hw, apply=options.apply)
+        else:
+            r = rp.at(req.mb, "override", hw, apply=options.apply)
+        if r.estimated_comm_ms is not None and base_ms is not None:
+            r.comm_ms_vs_recorded = r.estimated_comm_ms - base_ms
+        out.replays.append(r)
+
+
+# --- many graphs ---------------------------------------------------------------------------------
+
+
+def parse_graph_selector(text: str) -> tuple[str, int | None]:
+    """``0/0`` -> ("0/0", None); ``0/0:1`` -> ("0/0", 1)."""
+    cid, sep, idx = text.rpartition(":")
+    if sep and idx.isdigit() and cid:
+        return cid, int(idx)
+    return text, None
+
+
+def select(sources: Iterable[Any], graphs: list[tuple[str, int | None]]) -> Iterator[Any]:
+    for src in sources:
+        if not graphs or any(
+            src.compile_id == cid and (idx is None or src.graph_index == idx) for cid, idx in graphs
+        ):
+            yield src
+
+
+def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[GraphReplay]:
+    return [replay_source(s, options) for s in sources]
+
+
+def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: dict | None = None) -> dict:
+    """The ``tracekit.replay/1`` JSON document."""
+    hw = options.hardware
+    doc = {
+        "schema": SCHEMA,
+        "caps": [c.label for c in options.caps],
+        "hardware": {
+            "interconnect": hw.interconnect,
+            "group_size": hw.group_size,
+            "gpus_per_node": hw.gpus_per_node,
+        },
+        "apply": options.apply,
+        "symbols": dict(options.symbols),
+        "graphs": [r.to_dict() for r in results],
+        "totals": {
+            "graphs": len(results),
+            "rebuilt": sum(1 for r in results if r.error is None),
+            "reproduced": sum(1 for r in results if r.reproduced),
+            "not_reproduced": sum(1 for r in results if r.reproduced is False),
+            "failed": sum(1 for r in results if r.error is not None),
+        },
+    }
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+__all__ = [
+    "SCHEMA",
+    "CapRequest",
+    "CapReplay",
+    "GraphReplay",
+    "GraphReplayer",
+    "ReplayOptions",
+    "parse_graph_selector",
+    "replay_document",
+    "replay_source",
+    "replay_sources",
+    "select",
+    "SHORT_NAMES",
+]

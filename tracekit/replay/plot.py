@@ -1,0 +1,66 @@
+"""``--plot FILE.png``: per graph, collectives after bucketing and estimated comm time vs the cap.
+
+matplotlib is an optional extra (``pip install tracekit[plot]``); it is imported only here, only
+when a plot is asked for. The plot is drawn from the ``tracekit.replay/1`` document alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_PANELS = 12
+
+
+class PlotUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def _series(graph: dict[str, Any]) -> list[tuple[float, int, float | None]]:
+    points = {}
+    for r in [graph.get("reproduction"), *graph.get("replays", [])]:
+        if not r:
+            continue
+        after = sum(c["after"] for c in r["collectives"].values())
+        points[r["bucket_cap_mb"]] = (r["bucket_cap_mb"], after, r["estimated_comm_ms"])
+    return [points[k] for k in sorted(points)]
+
+
+def plot_replay(doc: dict[str, Any], path: str) -> int:
+    """Draw the document's replayed graphs (up to :data:`MAX_PANELS`) into ``path``; panels drawn."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise PlotUnavailable("--plot needs matplotlib: pip install 'tracekit[plot]'") from e
+    graphs = [g for g in doc["graphs"] if g.get("error") is None and g.get("reproduction")][:MAX_PANELS]
+    n = max(len(graphs), 1)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[len(graphs):]:
+        ax.axis("off")
+    for ax, g in zip(axes.flat, graphs):
+        pts = _series(g)
+        caps = [p[0] for p in pts]
+        ax.plot(caps, [p[1] for p in pts], "o-", color="tab:blue", label="collectives after")
+        ax.set_xscale("log")
+        ax.set_xlabel("bucket cap (MB)")
+        ax.set_ylabel("FSDP collectives after", color="tab:blue")
+        times = [(p[0], p[2]) for p in pts if p[2] is not None]
+        if times:
+            ax2 = ax.twinx()
+            ax2.plot([t[0] for t in times], [t[1] for t in times], "s--", color="tab:red")
+            ax2.set_ylabel("estimated comm ms", color="tab:red")
+        rec = g["recorded"]["bucket_cap_mb"]
+        ax.axvline(rec, color="gray", linestyle=":", label=f"recorded {rec:g} MB")
+        rank = "-" if g["rank"] is None else g["rank"]
+        ax.set_title(f"rank {rank}, graph {g['compile_id']}:{g['graph_index']}")
+        ax.legend(loc="upper right", fontsize="small")
+    if not graphs:
+        axes.flat[0].text(0.5, 0.5, "no graph could be replayed", ha="center", va="center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return len(graphs)
