@@ -20,9 +20,10 @@ from typing import Any
 import click
 import orjson
 
-from tracekit.diff import Diff, FieldChange, GraphChange, SizesChange, diff_runs, format_ranks
-from tracekit.model import CollectiveSize, Diagnostics, Graph, Run, rank_from_dict
+from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
+from tracekit.model import CollectiveSize, Graph, Run
 from tracekit.render import dumps_json, fmt_mb, heading, table
+from tracekit.summarize import graph_label, run_from_document
 
 SUMMARY_PREFIX = "tracekit.summary/"
 SUPPORTED_SUMMARY_MAJOR = 1
@@ -73,23 +74,14 @@ def run_from_summary(doc: Any, path: str) -> Run:
             f"{path}: summary schema {doc['schema']!r} is not supported "
             f"(this tracekit reads {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJOR}.x)"
         )
-    ranks = doc.get("ranks", [])
-    if not isinstance(ranks, list):
+    if not isinstance(doc.get("ranks", []), list):
         raise InputError(f"{path}: bad summary: \"ranks\" is not a list")
     try:
-        run = Run(
-            paths=[str(p) for p in doc.get("paths", [path])],
-            ranks=[rank_from_dict(r) for r in ranks],
-        )
-        diag = doc.get("diagnostics") or {}
-        if isinstance(diag, dict):
-            counts = diag.get("counts", {})
-            run.diagnostics = Diagnostics(
-                counts={str(k): int(v) for k, v in counts.items()},
-                examples=list(diag.get("examples", [])),
-            )
+        run = run_from_document(doc)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise InputError(f"{path}: bad summary: {type(e).__name__}: {e}") from None
+        raise InputError(f"{path}: bad summary: {e}") from None
+    if not run.paths:
+        run.paths = [path]
     return run
 
 
@@ -153,7 +145,7 @@ def render(diff: Diff, fmt: str) -> str:
         n = len(group.ranks)
         out.append(heading(f"rank{'s' if n != 1 else ''} {format_ranks(group.ranks)}", fmt))
         rows = [row for c in group.changes for row in change_rows(c)]
-        out.append(table(rows, ["graph", "what", "A", "B"], fmt))
+        out.append(table(rows, ["compile id", "graph", "what", "A", "B"], fmt))
         out.append("\n")
     for side, ranks in (("A", diff.ranks_only_in_a), ("B", diff.ranks_only_in_b)):
         if ranks:
@@ -167,24 +159,19 @@ def render(diff: Diff, fmt: str) -> str:
 
 
 def change_rows(c: GraphChange) -> list[list[str]]:
-    """Table rows ``[graph, what, A, B]`` for one graph change."""
+    """Table rows ``[compile id, graph, what, A, B]`` for one graph change."""
+    where = [c.compile_id, graph_label(c.graph_index)]
     if c.kind == "only_in_a":
-        return [[c.label, "graph", outcome_text(c.graph), "absent"]]
+        return [where + ["graph only in A", outcome_text(c.graph), "absent"]]
     if c.kind == "only_in_b":
-        return [[c.label, "graph", "absent", outcome_text(c.graph)]]
-    rows = [[c.label, f.field, value_text(f, f.a), value_text(f, f.b)] for f in c.fields]
+        return [where + ["graph only in B", "absent", outcome_text(c.graph)]]
+    rows = [where + [f.field, value_text(f, f.a), value_text(f, f.b)] for f in c.fields]
     for s in c.sizes:
-        rows.extend(sizes_rows(c.label, s))
-    return rows
-
-
-def sizes_rows(label: str, s: SizesChange) -> list[list[str]]:
-    rows = []
-    if s.length_a != s.length_b:
-        rows.append([label, f"sizes {s.which}: count", str(s.length_a), str(s.length_b)])
-    rows.append(
-        [label, f"sizes {s.which}: first diff #{s.index}", size_text(s.a), size_text(s.b)]
-    )
+        if s.length_a != s.length_b:
+            rows.append(where + [f"sizes {s.which}: count", str(s.length_a), str(s.length_b)])
+        rows.append(
+            where + [f"sizes {s.which}: first diff #{s.index}", size_text(s.a), size_text(s.b)]
+        )
     return rows
 
 

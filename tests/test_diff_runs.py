@@ -1,0 +1,130 @@
+"""tracekit.diff on real fixture logs: exact changes between the fixture runs."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+from conftest import FIXTURE_LOGS
+
+import tracekit
+from tracekit.diff import diff_runs, format_ranks
+from tracekit.model import CollectiveSize
+
+
+@lru_cache(maxsize=None)
+def run(name: str) -> tracekit.Run:
+    return tracekit.load([str(FIXTURE_LOGS / name)])
+
+
+def fields(change) -> dict:
+    return {f.field: (f.a, f.b) for f in change.fields}
+
+
+def test_a_run_against_itself_is_identical():
+    d = diff_runs(run("spmd_auto"), run("spmd_auto"))
+    assert d.identical
+    assert d.verdict == "identical"
+    assert d.groups == ()
+    assert d.graphs_compared == 8  # 4 ranks x (forward, backward)
+    assert d.to_dict()["changes"] == []
+
+
+def test_a_run_against_its_gzip_copy_is_identical():
+    d = diff_runs(run("spmd_auto"), run("spmd_auto_gz"))
+    assert d.identical
+    assert d.graphs_compared == 8
+    assert d.ranks_only_in_a == d.ranks_only_in_b == ()
+
+
+def test_auto_cap_against_small_cap_reports_cap_and_counts():
+    d = diff_runs(run("spmd_auto"), run("spmd_small_cap"))
+    assert not d.identical
+    assert d.verdict == "2 graphs changed on 4 ranks (0-3)"
+    # every rank changed the same way: said once, for ranks 0-3
+    assert len(d.groups) == 1
+    (group,) = d.groups
+    assert group.ranks == (0, 1, 2, 3)
+    fwd, bwd = group.changes
+    assert (fwd.compile_id, fwd.graph_index, fwd.kind) == ("0/0", 0, "changed")
+    assert fields(fwd) == {
+        "bucket_cap_mb": (27.4, 0.1),
+        "all_gather": ({"before": 8, "after": 1}, {"before": 8, "after": 5}),
+    }
+    assert (bwd.compile_id, bwd.graph_index) == ("0/0", 1)
+    assert fields(bwd) == {
+        "bucket_cap_mb": (27.4, 0.1),
+        "all_gather": ({"before": 5, "after": 1}, {"before": 5, "after": 4}),
+        "reduce_scatter": ({"before": 8, "after": 1}, {"before": 8, "after": 5}),
+    }
+    # the sizes before bucketing are the same; after, one bucket became five
+    (fwd_sizes,) = fwd.sizes
+    assert (fwd_sizes.which, fwd_sizes.length_a, fwd_sizes.length_b, fwd_sizes.index) == (
+        "after", 1, 5, 0,
+    )
+    assert (fwd_sizes.a.type, fwd_sizes.a.size_mb) == ("AG", 0.284)
+    assert (fwd_sizes.b.type, fwd_sizes.b.size_mb) == ("AG", 0.125)
+    (bwd_sizes,) = bwd.sizes
+    assert (bwd_sizes.which, bwd_sizes.length_a, bwd_sizes.length_b) == ("after", 2, 9)
+
+
+def test_spmd_against_diverging_run_names_rank_3_and_its_graphs():
+    d = diff_runs(run("spmd_auto"), run("diverge_rank"))
+    assert d.verdict == "2 graphs changed on 1 rank (3)"
+    assert d.changed_ranks == [3]
+    assert d.changed_graphs == ["0/0:0", "0/0:1"]
+    (group,) = d.groups
+    fwd, bwd = group.changes
+    assert fields(fwd) == {
+        "all_gather": ({"before": 8, "after": 1}, {"before": 10, "after": 1}),
+    }
+    assert fields(bwd) == {
+        "all_gather": ({"before": 5, "after": 1}, {"before": 7, "after": 1}),
+        "reduce_scatter": ({"before": 8, "after": 1}, {"before": 10, "after": 1}),
+    }
+    before, after = fwd.sizes
+    # rank 3's extra layer adds all-gathers after the 8 others: first difference at index 8
+    assert (before.which, before.length_a, before.length_b, before.index) == ("before", 8, 10, 8)
+    assert before.a is None
+    assert (before.b.type, before.b.size_mb) == ("AG", 0.004)
+    assert (after.a.size_mb, after.b.size_mb) == (0.284, 0.288)
+
+
+def test_reversed_diff_swaps_a_and_b():
+    d = diff_runs(run("spmd_small_cap"), run("spmd_auto"))
+    fwd = d.groups[0].changes[0]
+    assert fields(fwd)["bucket_cap_mb"] == (0.1, 27.4)
+
+
+def test_ranks_and_graphs_only_in_one_run():
+    full = run("spmd_auto")
+    part = tracekit.Run(paths=["part"], ranks=[full.rank(0), full.rank(1)])
+    d = diff_runs(full, part)
+    assert d.ranks_only_in_a == (2, 3)
+    assert d.verdict == "2 ranks only in A (2-3)"
+    assert d.to_dict()["changes"] == [
+        {"kind": "rank_only_in_a", "ranks": [2, 3], "ranks_text": "2-3"}
+    ]
+    # a rank that lost its backward graph: the graph is only in A
+    r0 = full.rank(0)
+    fwd_only = tracekit.Rank(rank=0, graphs=[r0.graphs[0]])
+    d = diff_runs(tracekit.Run(paths=["a"], ranks=[r0]), tracekit.Run(paths=["b"], ranks=[fwd_only]))
+    (change,) = d.groups[0].changes
+    assert (change.kind, change.compile_id, change.graph_index) == ("only_in_a", "0/0", 1)
+    assert change.to_dict()["outcome"]["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
+
+
+@pytest.mark.parametrize(
+    "ranks, text",
+    [([0, 1, 2, 3, 5], "0-3,5"), ([3], "3"), ([7, 0, 2, 1], "0-2,7"), ([], ""), ([1, None], "1,none")],
+)
+def test_format_ranks(ranks, text):
+    assert format_ranks(ranks) == text
+
+
+def test_size_names_are_not_compared():
+    from tracekit.diff import diff_sizes
+
+    a = [CollectiveSize("AG", 0.25, "all_gather_into_tensor_out")]
+    b = [CollectiveSize("AG", 0.25, "all_gather_into_tensor_3")]
+    assert diff_sizes("after", a, b) is None
