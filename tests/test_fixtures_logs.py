@@ -1,0 +1,83 @@
+"""The committed fixture logs hold what the rest of the project relies on (exact values).
+
+Read with the generator's own small checker (``fixtures/generate.py: check_logs``, which does not
+import torch) so that the fixtures are checked independently of ``tracekit``'s reader.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import re
+import sys
+
+import pytest
+
+from conftest import FIXTURE_LOGS, ROOT
+
+_spec = importlib.util.spec_from_file_location("fixtures_generate", ROOT / "fixtures" / "generate.py")
+generate = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = generate  # dataclasses look their module up there
+_spec.loader.exec_module(generate)
+
+LINE = "fsdp_groups=['0'], group_size=4, nNodes=1, bucket_cap_mb={cap}, all_gather {ag}, reduce_scatter {rs}, all_reduce 0->0"
+AUTO = [LINE.format(cap=27.4, ag="8->1", rs="0->0"), LINE.format(cap=27.4, ag="5->1", rs="8->1")]
+SMALL = [LINE.format(cap=0.1, ag="8->5", rs="0->0"), LINE.format(cap=0.1, ag="5->4", rs="8->5")]
+EXTRA = [LINE.format(cap=27.4, ag="10->1", rs="0->0"), LINE.format(cap=27.4, ag="7->1", rs="10->1")]
+
+#: scenario -> the (forward, backward) pre_bucketing_fsdp_collectives lines of ranks 0..3
+EXPECTED = {
+    "spmd_auto": [AUTO] * 4,
+    "spmd_small_cap": [SMALL] * 4,
+    "diverge_rank": [AUTO, AUTO, AUTO, EXTRA],
+    "tracekit_pass": [AUTO] * 4,
+    "spmd_auto_gz": [AUTO] * 4,
+}
+_RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
+
+
+def test_every_scenario_has_a_directory():
+    assert sorted(p.name for p in FIXTURE_LOGS.iterdir() if p.is_dir()) == sorted(generate.SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_pre_bucketing_lines_per_rank_and_graph(scenario):
+    # check_logs also fails on a missing before_post_grad_graph / pre_bucketing_* artifact (fewer
+    # than two: forward and backward), an fx_graph_cache_hit, or a payload MD5 mismatch.
+    lines = generate.check_logs(FIXTURE_LOGS / scenario)
+    by_rank = {int(_RANK_RE.match(name).group(1)): texts for name, texts in lines.items()}
+    assert [by_rank[r] for r in sorted(by_rank)] == EXPECTED[scenario]
+
+
+def test_small_cap_splits_and_auto_merges():
+    def counts(text, kind):
+        before, after = re.search(kind + r" (\d+)->(\d+)", text).groups()
+        return int(before), int(after)
+
+    fwd, bwd = EXPECTED["spmd_auto"][0]
+    assert counts(fwd, "all_gather") == (8, 1) and counts(bwd, "reduce_scatter") == (8, 1)
+    fwd, bwd = EXPECTED["spmd_small_cap"][0]
+    assert all(counts(t, k)[1] > 1 for t, k in [(fwd, "all_gather"), (bwd, "all_gather"), (bwd, "reduce_scatter")])
+
+
+def test_gz_scenario_is_spmd_auto_gzipped():
+    plain = sorted((FIXTURE_LOGS / "spmd_auto").glob("*.log"))
+    gz = sorted((FIXTURE_LOGS / "spmd_auto_gz").glob("*.log.gz"))
+    assert [p.name + ".gz" for p in plain] == [p.name for p in gz]
+    for p, g in zip(plain, gz):
+        assert gzip.decompress(g.read_bytes()) == p.read_bytes()
+
+
+def test_tracekit_pass_logs_our_own_artifact():
+    for log in sorted((FIXTURE_LOGS / "tracekit_pass").glob("*.log")):
+        names = [n for n, _ in generate._artifacts(log)]
+        assert names.count("tracekit_fsdp_buckets") == 2, log
+    for log in sorted((FIXTURE_LOGS / "spmd_auto").glob("*.log")):
+        assert "tracekit_fsdp_buckets" not in [n for n, _ in generate._artifacts(log)]
+
+
+def test_before_sizes_of_spmd_auto_rank0_forward():
+    log = sorted((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log"))[0]
+    sizes = [t for n, t in generate._artifacts(log) if n == "pre_bucketing_collective_sizes"][0]
+    assert [s["size_mb"] for s in json.loads(sizes)] == [0.016, 0.001, 0.125, 0.001, 0.125, 0.001, 0.016, 0.0]
