@@ -76,8 +76,16 @@ def _rank(r: Any) -> Any:
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table / markdown view of a ``tracekit.replay/1`` document."""
+    import os
+
     types = ("all_gather", "reduce_scatter", "all_reduce")
     out = [heading("Recorded outcomes, rebuilt and reproduced", fmt)]
+    runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}
+
+    def run_of(g: dict[str, Any]) -> list[str]:
+        # Several runs side by side: say which directory each row comes from.
+        return [os.path.basename(os.path.dirname(g["file"])) or "."] if len(runs) > 1 else []
+
     rows = []
     for g in doc["graphs"]:
         rec = g["recorded"]
@@ -85,13 +93,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             verdict = "not rebuilt"
         else:
             verdict = "yes" if g["reproduced"] else "NO"
-        rows.append([_rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
+        rows.append([*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
                      fmt_mb(rec["bucket_cap_mb"]), *(_counts(rec["collectives"].get(t)) for t in types),
                      verdict, _ms(rec["estimated_comm_ms"])])
-    out.append(table(rows, GRAPH_HEADERS, fmt))
+    out.append(table(rows, (["run"] if len(runs) > 1 else []) + GRAPH_HEADERS, fmt))
     problems = []
     for g in doc["graphs"]:
-        label = f"rank {_rank(g['rank'])} graph {g['compile_id']}:{g['graph_index']}"
+        label = f"{g['file']}: rank {_rank(g['rank'])} graph {g['compile_id']}:{g['graph_index']}"
         if g["error"]:
             problems.append(f"{label}: {g['error']}")
         for m in g["mismatches"]:
@@ -105,7 +113,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         for r in g["replays"]:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
-            row = [_rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
+            row = [*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
                    r["cap_source"], *(_counts(r["collectives"].get(t)) for t in types),
                    f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
                    _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
@@ -117,7 +125,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         what_if = ", ".join(f"{k}={v}" for k, v in hw.items() if v is not None)
         title = "Other caps" + (f" ({what_if})" if what_if else "")
         out.append("\n" + heading(title, fmt))
-        out.append(table(cap_rows, CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
+        out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
                    "FSDP collectives, vs the recorded buckets on the same hardware.\n")
