@@ -108,7 +108,9 @@ def test_ranks_and_graphs_only_in_one_run():
     # a rank that lost its backward graph: the graph is only in A
     r0 = full.rank(0)
     fwd_only = tracekit.Rank(rank=0, graphs=[r0.graphs[0]])
-    d = diff_runs(tracekit.Run(paths=["a"], ranks=[r0]), tracekit.Run(paths=["b"], ranks=[fwd_only]))
+    d = diff_runs(
+        tracekit.Run(paths=["a"], ranks=[r0]), tracekit.Run(paths=["b"], ranks=[fwd_only])
+    )
     (change,) = d.groups[0].changes
     assert (change.kind, change.compile_id, change.graph_index) == ("only_in_a", "0/0", 1)
     assert change.to_dict()["outcome"]["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
@@ -116,7 +118,13 @@ def test_ranks_and_graphs_only_in_one_run():
 
 @pytest.mark.parametrize(
     "ranks, text",
-    [([0, 1, 2, 3, 5], "0-3,5"), ([3], "3"), ([7, 0, 2, 1], "0-2,7"), ([], ""), ([1, None], "1,none")],
+    [
+        ([0, 1, 2, 3, 5], "0-3,5"),
+        ([3], "3"),
+        ([7, 0, 2, 1], "0-2,7"),
+        ([], ""),
+        ([1, None], "1,none"),
+    ],
 )
 def test_format_ranks(ranks, text):
     assert format_ranks(ranks) == text
@@ -128,3 +136,37 @@ def test_size_names_are_not_compared():
     a = [CollectiveSize("AG", 0.25, "all_gather_into_tensor_out")]
     b = [CollectiveSize("AG", 0.25, "all_gather_into_tensor_3")]
     assert diff_sizes("after", a, b) is None
+
+
+def test_our_pass_against_torchs_differs_only_in_source():
+    d = diff_runs(run("spmd_auto"), run("tracekit_pass"))
+    (group,) = d.groups
+    assert group.ranks == (0, 1, 2, 3)
+    assert [fields(c) for c in group.changes] == [{"source": ("torch", "tracekit")}] * 2
+    assert [c.sizes for c in group.changes] == [(), ()]
+
+
+def test_ranks_that_changed_differently_form_separate_groups():
+    d = diff_runs(run("spmd_small_cap"), run("diverge_rank"))
+    assert d.verdict == "2 graphs changed on 4 ranks (0-3)"
+    assert [g.ranks for g in d.groups] == [(0, 1, 2), (3,)]
+    fwd_0_2, fwd_3 = (g.changes[0] for g in d.groups)
+    assert fields(fwd_0_2)["all_gather"] == ({"before": 8, "after": 5}, {"before": 8, "after": 1})
+    assert fields(fwd_3)["all_gather"] == ({"before": 8, "after": 5}, {"before": 10, "after": 1})
+    assert fields(fwd_3)["bucket_cap_mb"] == (0.1, 27.4)
+
+
+def test_sizes_logged_by_one_run_only_are_not_compared_but_noted():
+    import copy
+
+    small = run("spmd_small_cap")
+    quiet = copy.deepcopy(small)
+    for r in quiet.ranks:
+        for g in r.graphs:
+            g.sizes_mb = None  # as without pre_bucketing_fsdp_collectives_verbose
+    d = diff_runs(run("spmd_auto"), quiet)
+    assert all(c.sizes == () for g in d.groups for c in g.changes)
+    assert d.notes == (
+        "per-collective sizes logged by only one run on ranks 0-3: sizes not compared there",
+    )
+    assert diff_runs(small, quiet).identical

@@ -254,11 +254,10 @@ def diff_runs(
 def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
     """The graph changes between two logs of one rank, in log order (A's graphs, then graphs only
     in B), and how many graphs were present in both."""
-    graphs_b = {_occurrence_key(b.graphs, i): g for i, g in enumerate(b.graphs)}
+    graphs_b = dict(zip(occurrence_keys(b.graphs), b.graphs))
     changes: list[GraphChange] = []
     matched: set[tuple[str, int, int]] = set()
-    for i, ga in enumerate(a.graphs):
-        key = _occurrence_key(a.graphs, i)
+    for key, ga in zip(occurrence_keys(a.graphs), a.graphs):
         gb = graphs_b.get(key)
         if gb is None:
             changes.append(GraphChange(ga.compile_id, ga.graph_index, "only_in_a", graph=ga))
@@ -273,8 +272,22 @@ def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
     return changes, len(matched)
 
 
+def occurrence_keys(graphs: list[Graph]) -> list[tuple[str, int, int]]:
+    """``(compile_id, graph_index, n)`` per graph, n counting earlier graphs with the same key
+    (0 unless a log repeats a key, e.g. two processes writing one file)."""
+    seen: dict[tuple[str, int], int] = {}
+    keys = []
+    for g in graphs:
+        n = seen.get(g.key, 0)
+        seen[g.key] = n + 1
+        keys.append((g.compile_id, g.graph_index, n))
+    return keys
+
+
 def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
     """What differs between two outcomes of the same graph, or None when nothing does."""
+    if _facts(a) == _facts(b):  # fast path: the common case of runs that agree
+        return None
     fields = [
         FieldChange(name, getattr(a, attr), getattr(b, attr))
         for attr, name in GRAPH_FIELDS
@@ -340,23 +353,30 @@ def context_notes(
             why = f" ({hits} inductor cache hits: warm cache?)" if hits else ""
             notes.append(f"{side} logged no bucketing outcome{why}")
         if run.diagnostics.total:
-            notes.append(f"{side} has {run.diagnostics.total} diagnostics (bad lines); not compared")
-    for rank in shared:
-        ra, rb = ranks_a[rank], ranks_b[rank]
-        for attr, what in (("compiled_graphs", "graphs compiled"), ("cache_hits", "cache hits")):
-            va, vb = getattr(ra, attr), getattr(rb, attr)
+            n = run.diagnostics.total
+            notes.append(
+                f"{side} has {n} diagnostic{'s' if n != 1 else ''} (bad input lines, see "
+                "`tracekit summarize`); they do not make the runs differ"
+            )
+    for attr, what in (("compiled_graphs", "graphs compiled"), ("cache_hits", "cache hits")):
+        by_values: dict[tuple[int, int], list[int | None]] = {}
+        for rank in shared:
+            va, vb = getattr(ranks_a[rank], attr), getattr(ranks_b[rank], attr)
             if va != vb:
-                notes.append(f"rank {_rank_text(rank)}: {what} {va} in A, {vb} in B")
+                by_values.setdefault((va, vb), []).append(rank)
+        for (va, vb), ranks in by_values.items():
+            notes.append(f"{what}: {va} in A, {vb} in B on {_ranks_text(ranks)}")
     no_sizes = []
     for rank in shared:
-        for g in ranks_a[rank].graphs:
-            gb = ranks_b[rank].graph(g.compile_id, g.graph_index)
-            if gb is not None and (g.sizes_mb is None) != (gb.sizes_mb is None):
-                no_sizes.append(rank)
-                break
+        has_sizes_b = {g.key: g.sizes_mb is not None for g in ranks_b[rank].graphs}
+        if any(
+            g.key in has_sizes_b and has_sizes_b[g.key] != (g.sizes_mb is not None)
+            for g in ranks_a[rank].graphs
+        ):
+            no_sizes.append(rank)
     if no_sizes:
         notes.append(
-            f"per-collective sizes logged by only one run on ranks {format_ranks(no_sizes)}: "
+            f"per-collective sizes logged by only one run on {_ranks_text(no_sizes)}: "
             "sizes not compared there"
         )
     return notes
@@ -413,14 +433,17 @@ def format_ranks(ranks) -> str:
     return ",".join(parts)
 
 
-def _rank_text(rank: int | None) -> str:
-    return "none" if rank is None else str(rank)
+def _ranks_text(ranks) -> str:
+    """"rank 3" or "ranks 0-2,5"."""
+    return f"rank{'s' if len(set(ranks)) != 1 else ''} {format_ranks(ranks)}"
 
 
-def _occurrence_key(graphs: list[Graph], i: int) -> tuple[str, int, int]:
-    g = graphs[i]
-    nth = sum(1 for h in graphs[:i] if h.key == g.key)
-    return (g.compile_id, g.graph_index, nth)
+def _facts(g: Graph) -> tuple:
+    """Everything :func:`diff_graph` compares (plus size-node names), as one comparable value."""
+    return (
+        g.source, g.fsdp_groups, g.group_size, g.n_nodes, g.bucket_cap_mb, g.collectives,
+        g.sizes_mb,
+    )
 
 
 def _sizes_change_to_dict(s: SizesChange) -> dict[str, Any]:

@@ -135,10 +135,10 @@ def render(diff: Diff, fmt: str) -> str:
     out = [f"**{diff.verdict}**\n\n" if md else f"{diff.verdict}\n\n"]
     for side, info in (("A", diff.a), ("B", diff.b)):
         diag = sum(info.diagnostics.values())
-        line = (
-            f"{side}: {info.label} ({info.kind}: {len(info.ranks)} ranks, {info.graphs} graphs"
-            f"{f', {diag} diagnostics' if diag else ''})"
-        )
+        ranks = f"rank{'s' if len(info.ranks) != 1 else ''} {format_ranks(info.ranks) or '-'}"
+        extra = f", {_plural(diag, 'diagnostic')}" if diag else ""
+        graphs = _plural(info.graphs, "graph")
+        line = f"{side}: {info.label} ({info.kind}, {ranks}, {graphs}{extra})"
         out.append(f"- {line}\n" if md else f"{line}\n")
     out.append(f"{'- ' if md else ''}graphs compared: {diff.graphs_compared}\n\n")
     for group in diff.groups:
@@ -198,6 +198,10 @@ def outcome_text(g: Graph | None) -> str:
         f"{t} {c.before}->{c.after}" for t, c in g.collectives.items() if c.before or c.after
     )
     return f"cap {fmt_mb(g.bucket_cap_mb)} MB" + (f", {counts}" if counts else "")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 # --- the command ---------------------------------------------------------------------------------
