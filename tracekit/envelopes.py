@@ -1,0 +1,447 @@
+"""Lines -> entries: split a TORCH_TRACE stream into envelope lines and their payloads.
+
+A log is a sequence of entries. An entry is one envelope line, a glog prefix and a JSON object,
+then zero or more payload lines, each starting with one tab::
+
+    V1202 12:55:04.644000 5659 torch/_inductor/compile_fx.py:1366] {"artifact": {"name": ...
+    \tclass GraphModule(torch.nn.Module):
+    \t    def forward(self, primals_1: "f32[64][1]cpu"):
+
+The payload is the tab-stripped lines joined by ``\\n``; the envelope's ``has_payload`` is the MD5
+of it. This module knows the line format and nothing about what an artifact means:
+
+- :class:`Scanner` walks a binary stream in large chunks and yields one :class:`RawEntry` per
+  wanted envelope line. Payload lines are skipped with a C-level search (``\\n`` followed by a non-tab)
+  and only copied out when the caller's ``want`` predicate asks for them, so memory stays bounded
+  by the chunk size plus the largest payload that is kept.
+- :func:`prefix_end`, :func:`entry_type`, :func:`artifact_name` are cheap byte checks on an
+  envelope line, made before any JSON decoding.
+- :func:`decode_envelope`, :func:`compile_id`, :func:`check_payload` turn a wanted entry into
+  Python values, reporting what is wrong as a diagnostic kind (a string) instead of raising.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import orjson
+
+#: tlparse's glog prefix: level, MMDD, time, pid, path:line, "] ".
+PREFIX_RE = re.compile(rb"[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ [^:\n]+:\d+\] ")
+#: End of a payload block: a newline followed by anything but a tab (next envelope, blank line).
+_BLOCK_END_RE = re.compile(rb"\n[^\t]")
+_ARTIFACT_HEAD = b'{"artifact": {"name": "'
+CHUNK_SIZE = 1 << 20
+
+
+@dataclass(slots=True)
+class RawEntry:
+    """One wanted entry, before JSON decoding.
+
+    ``line`` is the envelope line without its newline and ``start`` the offset of its JSON
+    object; ``entry_type`` / ``name`` are what the byte checks read (``name`` only for
+    artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed).
+    ``truncated`` is set when the stream ended inside this entry (no final newline).
+    """
+
+    lineno: int
+    line: bytes
+    start: int
+    entry_type: bytes
+    name: bytes | None
+    payload_lines: int
+    payload: bytes | None
+    truncated: bool
+
+
+#: The head of an envelope line: glog prefix, entry-type key, and for artifacts laid out the way
+#: torch writes them (``{"artifact": {"name": "...``) the name.
+_HEAD_RE = re.compile(
+    rb"(" + PREFIX_RE.pattern + rb')(?:\{"([^"\n\\]+)": (?:\{"name": "([^"\n\\]*)")?)?'
+)
+#: Any line that does not start with a tab (the slow path: every line is looked at in Python).
+_ANY_LINE_RE = re.compile(rb"\n(?!\t)")
+
+_SKIP, _KEEP, _BAD, _NONE = 0, 1, 2, 3
+
+
+#: JSON pieces, printable ASCII only (torch writes envelopes with ``ensure_ascii``).
+_J_STR = rb'"[ !#-\[\]-~]*"'
+_J_SCALAR = rb"(?:" + _J_STR + rb"|-?\d+(?:\.\d+)?|true|false|null)"
+_J_META = rb"(?:\{[ -z|~]*\}|\[[ -Z\\^-~]*\]|" + _J_SCALAR + rb")"  # one level: no nesting
+
+
+@functools.lru_cache(maxsize=64)
+def _interesting_line_re(names: frozenset[bytes], rank: int | None) -> re.Pattern[bytes]:
+    """A regex whose matches are the newlines before the lines Python must look at.
+
+    A line is skipped inside the regex engine (it never reaches Python) when it is an
+    ordinary envelope laid out the way torch writes it and is not one of the wanted artifacts
+    ``names``::
+
+        PREFIX {"TYPE": META[, "rank": RANK][, "KEY": SCALAR]...[, "has_payload": "MD5"]}
+
+    with META a flat object, list or scalar, printable ASCII only, followed by payload lines
+    exactly when it has ``has_payload``; or a blank line not followed by payload lines.
+    Everything else matches and is checked in Python: wanted artifacts, bad or unusual lines
+    (nested metadata, another rank, orphan or missing payloads), lines with a rank while the
+    file's rank is unknown, and the last line before the end of the buffer (its successor is
+    not known yet).
+    """
+    wanted = b"|".join(re.escape(n) for n in sorted(names)) or b"(?!)"
+    head = (
+        PREFIX_RE.pattern
+        + rb'\{"(?!artifact": \{"name": "(?:' + wanted + rb')")(?!artifact"(?!: \{"name": "))'
+        + rb'[A-Za-z0-9_]+": '
+        + _J_META
+    )
+    rank_part = rb"" if rank is None else rb'(?:, "rank": ' + str(rank).encode() + rb")?"
+    keys = rb'(?:, "(?!has_payload"|rank")[A-Za-z0-9_]+": ' + _J_SCALAR + rb")*"
+    tail = rb'(?:, "has_payload": "[0-9a-f]{32}"\}\n\t|\}\n(?!\t))'
+    return re.compile(rb"\n(?!\t|" + head + rank_part + keys + tail + rb"|\n(?!\t))")
+
+
+class _Pending:
+    """The entry whose payload lines are being read."""
+
+    __slots__ = ("kind", "lineno", "line", "start", "etype", "name", "has", "nlines", "parts")
+
+    def __init__(self, kind: int, lineno: int) -> None:
+        self.kind = kind
+        self.lineno = lineno
+        self.line = b""
+        self.start = 0
+        self.etype: bytes | None = None
+        self.name: bytes | None = None
+        self.has = False
+        self.nlines = 0
+        self.parts: list[bytes] = []
+
+
+class Scanner:
+    """Walks a binary stream in large chunks; yields the wanted entries; checks the others cheaply.
+
+    With ``artifact_names`` (the fast path), one regex pass per chunk skips, inside the regex
+    engine, every ordinary envelope that is not one of those artifacts, and every payload line;
+    only wanted, unusual or bad lines reach Python (see :func:`_interesting_line_re`). With a
+    ``want(entry_type, name)`` predicate instead, every envelope line reaches Python (slower,
+    any selection). Wanted entries are yielded with their payload bytes. Problems are passed to
+    ``report(kind, lineno, detail)``: ``bad_prefix``, ``bad_json``/``bad_utf8``/
+    ``not_an_object`` (skipped envelopes: only those that fail the shape check),
+    ``orphan_payload``, ``missing_payload``, ``truncated_entry``, ``other_rank``.
+    :attr:`rank` is the file's rank: the first rank an envelope carries (or :meth:`set_rank`).
+    """
+
+    def __init__(
+        self,
+        report: Callable[[str, int, str], None],
+        *,
+        artifact_names: frozenset[str] | None = None,
+        want: Callable[[bytes, bytes | None], bool] | None = None,
+        chunk_size: int = CHUNK_SIZE,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> None:
+        self._names = None if artifact_names is None else frozenset(n.encode() for n in artifact_names)
+        if want is None:
+            names = self._names or frozenset()
+            want = lambda etype, name: etype == b"artifact" and name in names  # noqa: E731
+        self._want = want
+        self._cache: dict[tuple[bytes | None, bytes | None], bool] = {}
+        self.report = report
+        self.chunk_size = chunk_size
+        self.on_chunk = on_chunk
+        self.rank: int | None = None
+        self._tokens: tuple[bytes, bytes] | None = None
+        self._pattern = self._make_pattern()
+
+    def _make_pattern(self) -> re.Pattern[bytes]:
+        if self._names is None:
+            return _ANY_LINE_RE
+        return _interesting_line_re(self._names, self.rank)
+
+    def set_rank(self, rank: int) -> None:
+        self.rank = rank
+        self._tokens = (b'"rank": %d,' % rank, b'"rank": %d}' % rank)
+        self._pattern = self._make_pattern()
+
+    def _check_skipped_rank(self, line: bytes, start: int, lineno: int) -> None:
+        if self._tokens is None:
+            try:
+                r = envelope_rank(decode_envelope(line[start:]))
+            except EntryError:
+                return
+            if r is not None:
+                self.set_rank(r)
+        elif self._tokens[0] not in line and self._tokens[1] not in line:
+            self.report("other_rank", lineno, "")
+
+    def _head(self, buf: bytes, p: int, le: int, lineno: int) -> _Pending:
+        """Classify the line ``buf[p+1:le]``; report what is wrong with it if skipped."""
+        if le == p + 1:  # blank line: payload lines after it have no envelope
+            return _Pending(_NONE, lineno + 1)
+        m = _HEAD_RE.match(buf, p + 1, le)
+        if m is None:
+            self.report("bad_prefix", lineno, buf[p + 1 : min(le, p + 61)].decode("utf-8", "replace"))
+            return _Pending(_BAD, lineno)
+        prefix, etype, name = m.groups()
+        line = buf[p + 1 : le]
+        start = len(prefix)
+        if etype == b"artifact" and name is None:
+            name = _slow_artifact_name(line[start:])
+        key = (etype, name)
+        keep = self._cache.get(key)
+        if keep is None:
+            keep = self._cache[key] = etype is not None and bool(self._want(etype, name))
+        pend = _Pending(_KEEP if keep else _SKIP, lineno)
+        pend.line, pend.start, pend.etype, pend.name = line, start, etype, name
+        if not keep:
+            if etype is None or line[-1] != 125 or not line.isascii():  # 125: "}"
+                try:
+                    decode_envelope(line[start:])
+                except EntryError as e:
+                    self.report(e.kind, lineno, e.detail)
+                    pend.kind = _BAD
+                    return pend
+            pend.has = b'"has_payload": ' in line
+            if b'"rank": ' in line:
+                self._check_skipped_rank(line, start, lineno)
+        return pend
+
+    def _finish(self, pend: _Pending) -> RawEntry | None:
+        kind, n = pend.kind, pend.nlines
+        if kind == _KEEP:
+            parts = pend.parts
+            return RawEntry(pend.lineno, pend.line, pend.start, pend.etype, pend.name, n,
+                            _join(parts) if parts else None, False)
+        if kind == _SKIP:
+            if n and not pend.has:
+                self.report("orphan_payload", pend.lineno + 1, "payload lines after an envelope without has_payload")
+            elif pend.has and not n:
+                self.report("missing_payload", pend.lineno, "has_payload set but no payload lines follow")
+        elif kind == _NONE and n:
+            self.report("orphan_payload", pend.lineno, f"{n} payload line(s) without an envelope")
+        return None
+
+    @staticmethod
+    def _consume(pend: _Pending, buf: bytes, a: int, limit: int, eof: bool) -> int:
+        """Take the payload lines after the newline at ``a``; the index of the newline ending
+        them, or -1 when they may go on past ``limit`` (the last complete line)."""
+        if a >= limit:
+            return a if eof else -1
+        if buf[a + 1] != 9:  # 9: tab
+            return a
+        m = _BLOCK_END_RE.search(buf, a, limit + 1)
+        e = limit if m is None else m.start()
+        block = buf[a + 1 : e]
+        pend.nlines += block.count(b"\n") + 1
+        if pend.kind == _KEEP:
+            pend.parts.append(block)
+        if m is None and not eof:
+            return -1
+        return e
+
+    def entries(self, stream: IO[bytes]) -> Iterator[RawEntry]:
+        read = stream.read
+        on_chunk = self.on_chunk
+        consume = self._consume
+        pend: _Pending | None = None
+        cur_line = 1  # line number of the line that starts right after buf[cursor]
+        cursor = 0
+        buf = b"\n"  # sentinel: buf[0] is always the newline that ends the previous line
+        eof = False
+        first = True
+        truncated_file = False
+        while not eof:
+            data = read(self.chunk_size)
+            if on_chunk is not None:
+                on_chunk(len(data))
+            if not data:
+                eof = True
+                if len(buf) > 1 and buf[-1] != 10:
+                    truncated_file = True
+                    buf += b"\n"
+            else:
+                buf += data
+            limit = buf.rfind(b"\n")
+            if limit <= 0:
+                continue
+            pos = 0
+            if first:
+                first = False
+                if len(buf) > 1 and buf[1] == 9:
+                    pend = _Pending(_NONE, 1)
+            if pend is not None:
+                end = consume(pend, buf, 0, limit, eof)
+                if end >= 0:
+                    if truncated_file and end == limit:
+                        pend.kind = _BAD
+                    e = self._finish(pend)
+                    pend = None
+                    if e is not None:
+                        yield e
+                    pos = end
+            if pend is None:
+                search = self._pattern.search
+                while True:
+                    m = search(buf, pos, limit)
+                    if m is None:
+                        break
+                    p = m.start()
+                    cur_line += buf.count(b"\n", cursor, p)
+                    cursor = p
+                    le = buf.find(b"\n", p + 1)
+                    if truncated_file and le == limit:
+                        pend = _Pending(_BAD, cur_line)  # reported below, once
+                    else:
+                        pend = self._head(buf, p, le, cur_line)
+                        search = self._pattern.search  # the rank may have become known
+                    end = consume(pend, buf, le, limit, eof)
+                    if end < 0:
+                        break
+                    if truncated_file and end == limit:
+                        pend.kind = _BAD  # cut short: reported once, below
+                    e = self._finish(pend)
+                    pend = None
+                    if e is not None:
+                        yield e
+                        search = self._pattern.search
+                    pos = end
+            cur_line += buf.count(b"\n", cursor, limit)
+            cursor = 0
+            buf = buf[limit:]
+        if pend is not None:
+            e = self._finish(pend)
+            if e is not None:
+                yield e
+        if truncated_file:
+            self.report("truncated_entry", cur_line - 1, "the file ends inside this entry (no final newline)")
+
+
+def _join(parts: list[bytes]) -> bytes:
+    """Payload text from its tab-led lines (given as blocks of whole lines)."""
+    if len(parts) == 1:
+        return parts[0][1:].replace(b"\n\t", b"\n")
+    return b"\n".join(p[1:].replace(b"\n\t", b"\n") for p in parts)
+
+
+def _slow_artifact_name(json_bytes: bytes) -> bytes | None:
+    """The artifact name of an envelope not laid out the way torch writes it (decodes it)."""
+    try:
+        meta = decode_envelope(json_bytes).get("artifact")
+    except EntryError:
+        return None
+    nm = meta.get("name") if isinstance(meta, dict) else None
+    return nm.encode("utf-8", "replace") if isinstance(nm, str) else None
+
+
+# --- cheap byte checks on an envelope line ------------------------------------------------------
+
+
+def prefix_end(line: bytes) -> int:
+    """Offset of the JSON object after a valid glog prefix, or -1 when the prefix is bad."""
+    m = PREFIX_RE.match(line)
+    return -1 if m is None else m.end()
+
+
+def entry_type(line: bytes, start: int) -> bytes | None:
+    """The entry-type key (the first key of the object), read without decoding: ``b"artifact"``."""
+    if not line.startswith(b'{"', start):
+        return None
+    end = line.find(b'"', start + 2)
+    return None if end < 0 else line[start + 2 : end]
+
+
+def artifact_name(line: bytes, start: int) -> bytes | None:
+    """The artifact name when the envelope starts the way torch writes artifacts, else None."""
+    if not line.startswith(_ARTIFACT_HEAD, start):
+        return None
+    s = start + len(_ARTIFACT_HEAD)
+    end = line.find(b'"', s)
+    return None if end < 0 else line[s:end]
+
+
+# --- decoding wanted entries --------------------------------------------------------------------
+
+
+class EntryError(Exception):
+    """A wanted entry that cannot be used; ``kind`` is a stable diagnostics kind."""
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+def decode_envelope(json_bytes: bytes) -> dict[str, Any]:
+    """The envelope object; raises :class:`EntryError` ``bad_utf8``/``bad_json``/``not_an_object``."""
+    try:
+        obj = orjson.loads(json_bytes)
+    except orjson.JSONDecodeError as e:
+        try:
+            json_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EntryError("bad_utf8", "envelope is not UTF-8") from None
+        raise EntryError("bad_json", str(e)[:120]) from None
+    if not isinstance(obj, dict):
+        raise EntryError("not_an_object", f"envelope is a {type(obj).__name__}")
+    return obj
+
+
+def _opt_int(env: dict[str, Any], key: str) -> int | None:
+    v = env.get(key)
+    if v is None:
+        return None
+    if type(v) is not int:
+        raise EntryError("bad_field_type", f"{key} is {type(v).__name__}, not int")
+    return v
+
+
+def envelope_rank(env: dict[str, Any]) -> int | None:
+    """The ``rank`` of an envelope (None when absent); ``bad_field_type`` when not an int."""
+    return _opt_int(env, "rank")
+
+
+def compile_id(env: dict[str, Any]) -> str | None:
+    """``[!{compiled_autograd_id}/]{frame_id}/{frame_compile_id}[_{attempt}]``, None when absent."""
+    frame = _opt_int(env, "frame_id")
+    fcid = _opt_int(env, "frame_compile_id")
+    ca = _opt_int(env, "compiled_autograd_id")
+    attempt = _opt_int(env, "attempt")
+    if frame is not None and fcid is not None:
+        cid = f"{frame}/{fcid}"
+        if ca is not None:
+            cid = f"!{ca}/{cid}"
+    elif ca is not None:
+        cid = f"!{ca}"
+    else:
+        return None
+    if attempt:
+        cid = f"{cid}_{attempt}"
+    return cid
+
+
+def check_payload(env: dict[str, Any], payload: bytes | None) -> str:
+    """The payload as text after checking it against ``has_payload``.
+
+    Raises :class:`EntryError` ``missing_payload`` (declared, absent), ``md5_mismatch``,
+    ``bad_field_type`` (``has_payload`` not a string) or ``bad_utf8``.
+    """
+    want = env.get("has_payload")
+    if want is None:
+        return ""
+    if not isinstance(want, str):
+        raise EntryError("bad_field_type", "has_payload is not a string")
+    if payload is None:
+        raise EntryError("missing_payload", "has_payload set but no payload lines follow")
+    got = hashlib.md5(payload, usedforsecurity=False).hexdigest()
+    if got != want:
+        raise EntryError("md5_mismatch", f"expected {want}, got {got}")
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EntryError("bad_utf8", f"payload byte {e.start}") from None

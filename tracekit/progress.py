@@ -1,0 +1,57 @@
+"""A progress bar on stderr for long reads, shown only when stderr is a terminal.
+
+Never writes to stdout (so JSON output stays clean) and draws nothing when stderr is a file or
+a pipe. Use as the ``progress`` callback of :func:`tracekit.reader.load`::
+
+    with ProgressBar() as bar:
+        run = load(paths, progress=bar)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO
+
+
+class ProgressBar:
+    """``bar(done_bytes, total_bytes)`` redraws at most ten times a second."""
+
+    def __init__(self, stream: IO[str] | None = None, label: str = "reading", width: int = 30,
+                 min_total: int = 32 << 20) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.label = label
+        self.width = width
+        self.min_total = min_total  # smaller reads finish too fast to need a bar
+        try:
+            self.enabled = bool(self.stream.isatty())
+        except (AttributeError, ValueError):
+            self.enabled = False
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total < self.min_total:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and done < total:
+            return
+        self._last = now
+        frac = min(1.0, done / total) if total else 1.0
+        filled = int(frac * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {frac * 100:5.1f}% {done / 1e6:,.0f}/{total / 1e6:,.0f} MB")
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\r" + " " * (self.width + 50) + "\r")
+            self.stream.flush()
+            self._drawn = False
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,487 @@
+"""The reader: log files -> entries -> artifacts -> the per-rank model (:class:`tracekit.model.Run`).
+
+Public functions:
+
+- :func:`load` ``(paths, *, jobs=None, strict=False, progress=None) -> Run``: every file, one
+  process per file (up to ``jobs``, default the machine's cores), merged per rank.
+- :func:`iter_entries` ``(path, want=..., diagnostics=None)``: the decoded entries of one file
+  for which ``want(entry_type, artifact_name)`` is true, as :class:`Entry` values.
+- :func:`graph_sources` ``(paths, diagnostics=None)``: for every recorded bucketing outcome, the
+  graph text it was computed from (see its docstring), for replay.
+
+How a file is read (one pass, constant memory): the file is read in 1 MiB chunks; payload lines
+(a leading tab) are skipped by a C-level search without decoding; each envelope line is
+classified by cheap byte checks (glog prefix, the entry-type key, which is the first key after
+``{"``, and the artifact name) and only the envelopes of wanted artifacts are decoded with
+orjson, and only their payloads are assembled and MD5-checked.
+
+Pairing (per rank and compile id, never by adjacency: other frames' graphs often come between a
+frame's forward and its lazily compiled backward):
+
+- ``graph_index`` is the position of a ``pre_bucketing_fsdp_collectives`` outcome among the
+  outcomes of its compile id in log order: 0 is the forward, 1 the backward.
+- ``pre_bucketing_collective_sizes`` / ``..._after`` attach to the next outcome of the same rank
+  and compile id; ``tracekit_fsdp_buckets`` / ``tracekit_fsdp_input_graph`` before an outcome
+  mark it ``source="tracekit"`` (our pass, ``bucketing.install()``).
+- ``before_post_grad_graph`` is counted per rank (``Rank.compiled_graphs``), ``fx_graph_cache_hit``
+  too (``Rank.cache_hits``).
+- Entries with no compile id (a pass called outside torch.compile) get compile id ``"-"``.
+- A file's rank is the first ``rank`` an envelope carries (else the ``rank_N`` of its name);
+  entries of another rank in that file are counted as ``other_rank`` and not used. Several files
+  of one rank are merged in the order given; graph indices continue across them.
+
+Diagnostics kinds (stable strings; each counted, first few with file and line; valid entries
+around a bad one are still used; ``--strict`` makes any of them exit status 1):
+
+- ``bad_prefix``: an envelope line without a valid glog prefix.
+- ``bad_json``: an envelope that is not JSON (checked for every wanted envelope, and for any
+  envelope that fails the cheap shape check: not ending in ``}``, or non-ASCII).
+- ``bad_utf8``: an envelope or kept payload that is not UTF-8.
+- ``not_an_object``: an envelope that is JSON but not an object.
+- ``bad_field_type``: ``rank``/``frame_id``/... not an int, an artifact without a string name,
+  ``has_payload`` not a string.
+- ``orphan_payload``: payload lines no envelope owns (after a blank line, at the start of the
+  file, or after an envelope without ``has_payload``).
+- ``missing_payload``: ``has_payload`` set but no payload line follows.
+- ``md5_mismatch``: a kept payload whose MD5 is not its ``has_payload``.
+- ``truncated_entry``: the file ends inside an entry (no final newline).
+- ``other_rank``: an entry of another rank than the file's.
+- ``unreadable_file``: a path that does not exist or cannot be read.
+- ``no_log_files``: a directory without log files.
+- ``bad_gzip``: a ``.gz`` file that is corrupt or cut short (what was read before is used).
+- ``bad_artifact``: an artifact payload its parser could not parse (e.g. a malformed
+  ``pre_bucketing_fsdp_collectives`` line or sizes JSON).
+
+Not detected, on purpose (speed): bad JSON or bad UTF-8 inside envelopes and payloads summarize
+skips, when the envelope still has the shape of one.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracekit import envelopes as ev
+from tracekit.artifacts import (
+    SOURCE_PARSERS,
+    SUMMARY_PARSERS,
+    ArtifactError,
+    ArtifactParser,
+    Outcome,
+    by_name,
+)
+from tracekit.model import CollectiveSize, Diagnostics, Graph, Rank, Run, Sizes
+from tracekit.sources import LogFile, find_logs, open_log, rank_from_name
+
+NO_COMPILE_ID = "-"
+
+
+class StrictError(Exception):
+    """Raised by ``load(strict=True)`` when the logs had any bad input; carries the Run."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(f"{run.diagnostics.total} bad input(s): {run.diagnostics.counts}")
+        self.run = run
+
+
+@dataclass(slots=True)
+class Entry:
+    """One decoded, wanted entry."""
+
+    file: str
+    line: int
+    rank: int | None
+    compile_id: str | None
+    entry_type: str
+    artifact_name: str | None
+    payload: str | None  # None when the payload was not asked for (or there is none)
+    envelope: dict[str, Any]
+
+
+# --- the core loop ------------------------------------------------------------------------------
+
+
+def _entries(
+    stream,
+    file: str,
+    diagnostics: Diagnostics,
+    *,
+    names: frozenset[str] | None = None,
+    want: Callable[[str, str | None], bool] | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+    payload_for: Callable[[str, str | None], bool] | None = None,
+) -> Iterator[Entry]:
+    """Decoded entries of one stream: the artifacts ``names`` (fast path) or those ``want``
+    selects; everything else is checked cheaply (see :class:`tracekit.envelopes.Scanner`).
+
+    ``payload_for(entry_type, name)`` says whether a wanted entry's payload is needed (default:
+    all of them); entries kept without payload are still checked for the payload's presence."""
+    add = diagnostics.add
+
+    def report(kind: str, lineno: int, detail: str) -> None:
+        add(kind, file, lineno, detail)
+
+    want_bytes = None
+    if want is not None:
+
+        def want_bytes(etype: bytes, name: bytes | None) -> bool:
+            return want(etype.decode("utf-8", "replace"), None if name is None else name.decode("utf-8", "replace"))
+
+    scanner = ev.Scanner(report, artifact_names=names, want=want_bytes, on_chunk=on_chunk)
+    payload_cache: dict[tuple[bytes, bytes | None], bool] = {}
+    for raw in scanner.entries(stream):
+        if raw.truncated:
+            add("truncated_entry", file, raw.lineno, "the file ends inside this entry")
+            continue
+        try:
+            env = ev.decode_envelope(raw.line[raw.start :])
+            etype = raw.entry_type.decode("utf-8")
+            if etype not in env:
+                raise ev.EntryError("bad_json", "entry-type key not found after decoding")
+            name = None
+            if etype == "artifact":
+                meta = env[etype]
+                if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                    raise ev.EntryError("bad_field_type", "artifact without a string name")
+                name = meta["name"]
+            r = ev.envelope_rank(env)
+            cid = ev.compile_id(env)
+        except (ev.EntryError, UnicodeDecodeError) as e:
+            add(getattr(e, "kind", "bad_utf8"), file, raw.lineno, getattr(e, "detail", ""))
+            continue
+        if r is not None:
+            if scanner.rank is None:
+                scanner.set_rank(r)
+            elif r != scanner.rank:
+                add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
+                continue
+        key = (raw.entry_type, raw.name)
+        need = payload_cache.get(key)
+        if need is None:
+            need = payload_cache[key] = True if payload_for is None else bool(payload_for(etype, name))
+        payload = None
+        has = env.get("has_payload")
+        if need:
+            try:
+                payload = ev.check_payload(env, raw.payload)
+            except ev.EntryError as e:
+                add(e.kind, file, raw.lineno, e.detail)
+                continue
+        elif has is not None and not raw.payload_lines:
+            add("missing_payload", file, raw.lineno, "has_payload set but no payload lines follow")
+            continue
+        if raw.payload_lines and has is None:
+            add("orphan_payload", file, raw.lineno + 1, "payload lines after an envelope without has_payload")
+        yield Entry(file, raw.lineno, r, cid, etype, name, payload, env)
+
+
+def iter_entries(
+    path: str,
+    want: Callable[[str, str | None], bool] = lambda entry_type, artifact_name: True,
+    *,
+    diagnostics: Diagnostics | None = None,
+    payload_for: Callable[[str, str | None], bool] | None = None,
+) -> Iterator[Entry]:
+    """The decoded entries of one log file (plain or gzip) that ``want`` selects.
+
+    ``want(entry_type, artifact_name)`` gets e.g. ``("artifact", "before_post_grad_graph")`` or
+    ``("dynamo_start", None)``; it is called once per distinct pair. Bad input is added to
+    ``diagnostics`` (a throwaway one if not given) and never raises.
+
+    >>> for e in iter_entries(path, lambda t, n: n == "pre_bucketing_fsdp_collectives"):
+    ...     print(e.rank, e.compile_id, e.payload)
+    """
+    diag = diagnostics if diagnostics is not None else Diagnostics()
+    try:
+        stream, raw = open_log(path)
+    except OSError as e:
+        diag.add("unreadable_file", path, 0, e.strerror or str(e))
+        return
+    with raw:
+        try:
+            yield from _entries(stream, path, diag, want=want, payload_for=payload_for)
+        except (EOFError, zlib.error, OSError) as e:
+            kind = "bad_gzip" if stream is not raw else "unreadable_file"
+            diag.add(kind, path, 0, str(e)[:120])
+
+
+# --- per-rank model building --------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    """What was seen for one compile id since its last outcome."""
+
+    sizes_before: list[CollectiveSize] | None = None
+    sizes_after: list[CollectiveSize] | None = None
+    tracekit: bool = False
+    tracekit_text: str | None = None
+    graph_text: str | None = None
+
+
+@dataclass
+class GraphSource:
+    """One outcome and the graph text it was computed from (see :func:`graph_sources`)."""
+
+    rank: int | None
+    compile_id: str
+    graph_index: int
+    graph: Graph
+    text: str | None
+    text_artifact: str | None  # "before_post_grad_graph" | "tracekit_fsdp_input_graph" | None
+
+
+class RankBuilder:
+    """Builds one file's graphs from its artifacts; the parsers call the methods below."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.rank: int | None = None
+        self.graphs: list[Graph] = []
+        self.compiled_graphs = 0
+        self.cache_hits = 0
+        self.cid = NO_COMPILE_ID
+        self._pending: dict[str, _Pending] = {}
+        self._index: dict[str, int] = {}
+        self.sources: list[GraphSource] = []  # filled only when texts are kept
+
+    def _p(self) -> _Pending:
+        p = self._pending.get(self.cid)
+        if p is None:
+            p = self._pending[self.cid] = _Pending()
+        return p
+
+    def set_sizes(self, after: bool, sizes: list[CollectiveSize]) -> None:
+        if after:
+            self._p().sizes_after = sizes
+        else:
+            self._p().sizes_before = sizes
+
+    def count_compiled_graph(self, text: str | None) -> None:
+        self.compiled_graphs += 1
+        if text is not None:
+            self._p().graph_text = text
+
+    def count_cache_hit(self) -> None:
+        self.cache_hits += 1
+
+    def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None:
+        p = self._p()
+        p.tracekit = True
+        if input_graph is not None:
+            p.tracekit_text = input_graph
+
+    def add_outcome(self, o: Outcome, file: str, line: int) -> None:
+        cid = self.cid
+        p = self._pending.pop(cid, None) or _Pending()
+        idx = self._index.get(cid, 0)
+        self._index[cid] = idx + 1
+        sizes = None
+        if p.sizes_before is not None or p.sizes_after is not None:
+            sizes = Sizes(before=p.sizes_before or [], after=p.sizes_after)
+        g = Graph(
+            compile_id=cid,
+            graph_index=idx,
+            fsdp_groups=o.fsdp_groups,
+            group_size=o.group_size,
+            n_nodes=o.n_nodes,
+            bucket_cap_mb=o.bucket_cap_mb,
+            collectives=o.collectives,
+            sizes_mb=sizes,
+            source="tracekit" if p.tracekit else "torch",
+            file=file,
+            line=line,
+        )
+        self.graphs.append(g)
+        if p.tracekit_text is not None:
+            text, art = p.tracekit_text, "tracekit_fsdp_input_graph"
+        elif p.graph_text is not None:
+            text, art = p.graph_text, "before_post_grad_graph"
+        else:
+            text, art = None, None
+        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art))
+
+
+@dataclass
+class FileResult:
+    """What one file gave; small, so it travels back from a worker process cheaply."""
+
+    path: str
+    rank: int | None
+    graphs: list[Graph] = field(default_factory=list)
+    compiled_graphs: int = 0
+    cache_hits: int = 0
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    readable: bool = True  # False when the file could not be opened at all
+
+
+def _build(
+    log: LogFile,
+    parsers: tuple[ArtifactParser, ...],
+    on_chunk: Callable[[int], None] | None = None,
+    sink: Callable[[GraphSource], None] | None = None,
+) -> FileResult:
+    table = {k.decode(): p for k, p in by_name(parsers).items()}
+    diag = Diagnostics()
+    b = RankBuilder(log.path)
+    b.rank = log.rank_hint
+    payload_for = lambda etype, name: table[name].needs_payload  # noqa: E731
+    try:
+        stream, raw = open_log(log.path)
+    except OSError as e:
+        diag.add("unreadable_file", log.path, 0, e.strerror or str(e))
+        return FileResult(log.path, log.rank_hint, diagnostics=diag, readable=False)
+    seen_rank = False
+    with raw:
+        progress_cb = None
+        if on_chunk is not None:
+            last = [0]
+
+            def progress_cb(_n: int) -> None:
+                pos = raw.tell()
+                on_chunk(pos - last[0])
+                last[0] = pos
+
+        try:
+            for e in _entries(stream, log.path, diag, names=frozenset(table), on_chunk=progress_cb,
+                              payload_for=payload_for):
+                if e.rank is not None and not seen_rank:
+                    b.rank, seen_rank = e.rank, True
+                parser = table[e.artifact_name]
+                value: Any = e.payload
+                if parser.needs_payload:
+                    try:
+                        value = parser.parse(e.payload or "")
+                    except ArtifactError as err:
+                        diag.add("bad_artifact", log.path, e.line, f"{e.artifact_name}: {err}"[:160])
+                        continue
+                b.cid = e.compile_id or NO_COMPILE_ID
+                n_before = len(b.sources)
+                parser.apply(b, e.artifact_name, value, log.path, e.line)
+                if sink is not None and len(b.sources) > n_before:
+                    sink(b.sources.pop())
+                elif len(b.sources) > n_before:
+                    b.sources.pop()
+        except (EOFError, zlib.error, OSError) as err:
+            kind = "bad_gzip" if stream is not raw else "unreadable_file"
+            diag.add(kind, log.path, 0, str(err)[:120])
+        if progress_cb is not None:
+            progress_cb(0)
+    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag)
+
+
+def read_file(log: LogFile | str, on_chunk: Callable[[int], None] | None = None) -> FileResult:
+    """Read one file into a :class:`FileResult` (the unit of work of :func:`load`)."""
+    if isinstance(log, str):
+        log = LogFile(log, 0, rank_from_name(log))
+    return _build(log, SUMMARY_PARSERS, on_chunk=on_chunk)
+
+
+def _merge(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
+    ranks: dict[int | None, Rank] = {}
+    next_index: dict[int | None, dict[str, int]] = {}
+    for res in results:
+        diagnostics.merge(res.diagnostics)
+        if not res.readable:
+            continue
+        r = ranks.get(res.rank)
+        if r is None:
+            r = ranks[res.rank] = Rank(rank=res.rank)
+            next_index[res.rank] = {}
+        r.files.append(res.path)
+        r.compiled_graphs += res.compiled_graphs
+        r.cache_hits += res.cache_hits
+        offsets = next_index[res.rank]
+        base = dict(offsets)
+        for g in res.graphs:
+            g.graph_index += base.get(g.compile_id, 0)
+            offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
+            r.graphs.append(g)
+    order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
+    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def load(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    jobs: int | None = None,
+    strict: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Run:
+    """Read log files, ``.gz`` logs or directories of rank logs into a :class:`Run`.
+
+    ``jobs``: worker processes (default: the machine's cores; files are the unit of work).
+    ``strict``: raise :class:`StrictError` (carrying the Run) if any bad input was seen.
+    ``progress(done_bytes, total_bytes)`` is called as files are read (bytes on disk).
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    path_list = [os.fspath(p) for p in paths]
+    diagnostics = Diagnostics()
+    logs = find_logs(path_list, diagnostics)
+    total = sum(lg.size for lg in logs)
+    jobs = default_jobs() if jobs is None else max(1, int(jobs))
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    results: list[FileResult]
+    if jobs == 1 or len(logs) <= 1:
+        results = [_build(lg, SUMMARY_PARSERS, on_chunk=tick if progress else None) for lg in logs]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+        with ProcessPoolExecutor(max_workers=min(jobs, len(logs)), mp_context=ctx) as pool:
+            futures = [pool.submit(read_file, lg) for lg in logs]
+            results = []
+            for lg, fut in zip(logs, futures):
+                results.append(fut.result())
+                tick(lg.size)
+    run = _merge(path_list, results, diagnostics)
+    if strict and run.diagnostics.total:
+        raise StrictError(run)
+    return run
+
+
+def graph_sources(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    diagnostics: Diagnostics | None = None,
+) -> Iterator[GraphSource]:
+    """Every recorded bucketing outcome with the graph text it was computed from, streaming.
+
+    Yields :class:`GraphSource` ``(rank, compile_id, graph_index, graph, text, text_artifact)``
+    in file order, files one after another (no parallelism: texts can be large). The text is:
+
+    - for our pass (``source == "tracekit"``): the ``tracekit_fsdp_input_graph`` logged just
+      before the outcome;
+    - for stock torch: the nearest preceding ``before_post_grad_graph`` of the same rank and
+      compile id (the graph before post-grad passes; pre-bucketing runs on it after the
+      earlier post-grad passes, so node names match but a few nodes may differ);
+    - ``None`` when neither was logged (``text_artifact`` is then ``None``).
+
+    Graph indices are per file (as in :func:`load` for a rank with one file).
+    """
+    diag = diagnostics if diagnostics is not None else Diagnostics()
+    logs = find_logs(paths, diag)
+    for lg in logs:
+        out: list[GraphSource] = []
+        # _build pushes each source as its outcome is read; we relay them file by file.
+        _build(lg, SOURCE_PARSERS, sink=out.append)
+        yield from out

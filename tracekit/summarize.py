@@ -1,0 +1,315 @@
+"""Per-rank model -> summary: totals, rank consensus/divergence, graphs where bucketing did nothing.
+
+Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or formats text.
+
+- :func:`divergence` (alias :func:`consensus`): where the ranks' bucketing outcomes differ from
+  the majority, graph by graph and field by field, with the first differing collective. Reusable
+  on any Run (diff uses it on runs read from logs or from summary JSON).
+- :func:`totals`, :func:`did_nothing`, :func:`notes`.
+- :func:`summary_document` (the ``tracekit.summary/1`` JSON document) and
+  :func:`run_from_document` (back to a Run, for diff).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tracekit.model import (
+    COLLECTIVE_TYPES,
+    CollectiveSize,
+    Diagnostics,
+    Graph,
+    Rank,
+    Run,
+    rank_from_dict,
+    rank_to_dict,
+)
+
+SCHEMA = "tracekit.summary/1"
+
+#: The fields compared across ranks, in report order: name -> value of a graph (JSON-able).
+FIELDS: dict[str, Callable[[Graph], Any]] = {
+    "fsdp_groups": lambda g: list(g.fsdp_groups),
+    "group_size": lambda g: g.group_size,
+    "n_nodes": lambda g: g.n_nodes,
+    "bucket_cap_mb": lambda g: g.bucket_cap_mb,
+    **{
+        t: (lambda g, t=t: {"before": g.collectives[t].before, "after": g.collectives[t].after}
+            if t in g.collectives else None)
+        for t in COLLECTIVE_TYPES
+    },
+    "sizes_mb.before": lambda g: None if g.sizes_mb is None else _sizes_value(g.sizes_mb.before),
+    "sizes_mb.after": lambda g: None
+    if g.sizes_mb is None or g.sizes_mb.after is None
+    else _sizes_value(g.sizes_mb.after),
+    "source": lambda g: g.source,
+}
+
+
+def _sizes_value(sizes: list[CollectiveSize]) -> list[list[Any]]:
+    return [[s.type, s.size_mb] for s in sizes]
+
+
+def graph_label(graph_index: int) -> str:
+    """``forward`` for the first outcome of a compile id, ``backward`` for the second, then N."""
+    return {0: "forward", 1: "backward"}.get(graph_index, str(graph_index))
+
+
+def graph_keys(run: Run) -> list[tuple[str, int]]:
+    """Every (compile_id, graph_index) of any rank, in first-seen order."""
+    seen: dict[tuple[str, int], None] = {}
+    for r in run.ranks:
+        for g in r.graphs:
+            seen.setdefault(g.key, None)
+    return list(seen)
+
+
+def _graph_map(rank: Rank) -> dict[tuple[str, int], Graph]:
+    return {g.key: g for g in rank.graphs}
+
+
+def _majority(groups: dict[str, list[int | None]]) -> str:
+    """The value key held by most ranks; ties go to the group with the lowest rank."""
+    return max(groups, key=lambda k: (len(groups[k]), -min(_rank_order(r) for r in groups[k])))
+
+
+def _rank_order(r: int | None) -> int:
+    return -1 if r is None else r
+
+
+def _canon(v: Any) -> str:
+    import orjson
+
+    return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def first_difference(majority: Graph, other: Graph, after_first: bool = False) -> dict[str, Any] | None:
+    """The first collective where two graphs' recorded sizes differ (before, then after lists;
+    the other way round with ``after_first``).
+
+    ``{index, type, majority_size_mb, size_mb, list}``: ``list`` is ``"before"`` or ``"after"``;
+    on a list that is longer on one side, the missing side's size is None. None when either
+    graph has no sizes or they agree."""
+    if majority.sizes_mb is None or other.sizes_mb is None:
+        return None
+    pairs = [("before", majority.sizes_mb.before, other.sizes_mb.before)]
+    if majority.sizes_mb.after is not None and other.sizes_mb.after is not None:
+        pairs.append(("after", majority.sizes_mb.after, other.sizes_mb.after))
+    if after_first:
+        pairs.reverse()
+    for which, a, b in pairs:
+        for i in range(max(len(a), len(b))):
+            x = a[i] if i < len(a) else None
+            y = b[i] if i < len(b) else None
+            if x is None or y is None or x.type != y.type or x.size_mb != y.size_mb:
+                return {
+                    "index": i,
+                    "type": (x or y).type if (x is None or y is None or x.type == y.type) else f"{x.type}/{y.type}",
+                    "majority_size_mb": None if x is None else x.size_mb,
+                    "size_mb": None if y is None else y.size_mb,
+                    "list": which,
+                }
+    return None
+
+
+def divergence(run: Run) -> list[dict[str, Any]]:
+    """Where ranks differ from the majority, one item per graph, differing group and field.
+
+    Items: ``{compile_id, graph_index, majority_ranks, ranks, field, majority_value, value,
+    first_difference}``. ``field`` is ``"presence"`` for a graph some ranks lack (``value``
+    ``"absent"``/``"present"``), else one of :data:`FIELDS`. Empty when all ranks agree.
+    """
+    maps = [(r.rank, _graph_map(r)) for r in run.ranks]
+    if len(maps) < 2:
+        return []
+    items: list[dict[str, Any]] = []
+    for key in graph_keys(run):
+        cid, gi = key
+        present = [rk for rk, m in maps if key in m]
+        absent = [rk for rk, m in maps if key not in m]
+        if absent:
+            groups = {"present": present, "absent": absent}
+            maj = _majority(groups)
+            minority = "absent" if maj == "present" else "present"
+            items.append(
+                {
+                    "compile_id": cid,
+                    "graph_index": gi,
+                    "majority_ranks": groups[maj],
+                    "ranks": groups[minority],
+                    "field": "presence",
+                    "majority_value": maj,
+                    "value": minority,
+                    "first_difference": None,
+                }
+            )
+        holders = [(rk, m[key]) for rk, m in maps if key in m]
+        if len(holders) < 2:
+            continue
+        for fname, get in FIELDS.items():
+            groups: dict[str, list[int | None]] = {}
+            values: dict[str, Any] = {}
+            graphs: dict[str, Graph] = {}
+            for rk, g in holders:
+                v = get(g)
+                c = _canon(v)
+                groups.setdefault(c, []).append(rk)
+                values.setdefault(c, v)
+                graphs.setdefault(c, g)
+            if len(groups) < 2:
+                continue
+            maj = _majority(groups)
+            for c, rks in groups.items():
+                if c == maj:
+                    continue
+                items.append(
+                    {
+                        "compile_id": cid,
+                        "graph_index": gi,
+                        "majority_ranks": groups[maj],
+                        "ranks": rks,
+                        "field": fname,
+                        "majority_value": values[maj],
+                        "value": values[c],
+                        "first_difference": first_difference(
+                            graphs[maj], graphs[c], after_first=fname == "sizes_mb.after"
+                        ),
+                    }
+                )
+    return items
+
+
+consensus = divergence
+
+
+def _sum_sizes(graphs: list[Graph], after: bool) -> float | None:
+    total, any_ = 0.0, False
+    for g in graphs:
+        if g.sizes_mb is None:
+            continue
+        lst = g.sizes_mb.after if after else g.sizes_mb.before
+        if lst is None:
+            continue
+        any_ = True
+        total += sum(s.size_mb for s in lst)
+    return round(total, 3) if any_ else None
+
+
+def graph_mb(g: Graph) -> tuple[float | None, float | None]:
+    """MB moved by a graph's FSDP collectives before and after bucketing (None: not logged)."""
+    if g.sizes_mb is None:
+        return None, None
+    before = round(sum(s.size_mb for s in g.sizes_mb.before), 3)
+    after = None if g.sizes_mb.after is None else round(sum(s.size_mb for s in g.sizes_mb.after), 3)
+    return before, after
+
+
+def totals(run: Run) -> dict[str, Any]:
+    """Counts over every rank: graphs, collectives before/after, MB before/after, counters."""
+    graphs = [g for r in run.ranks for g in r.graphs]
+    return {
+        "ranks": len(run.ranks),
+        "graphs": len(graphs),
+        "compiled_graphs": sum(r.compiled_graphs for r in run.ranks),
+        "cache_hits": sum(r.cache_hits for r in run.ranks),
+        "collectives": {
+            t: {
+                "before": sum(g.collectives[t].before for g in graphs if t in g.collectives),
+                "after": sum(g.collectives[t].after for g in graphs if t in g.collectives),
+            }
+            for t in COLLECTIVE_TYPES
+        },
+        "mb_before": _sum_sizes(graphs, after=False),
+        "mb_after": _sum_sizes(graphs, after=True),
+        "did_nothing": sum(1 for g in graphs if g.did_nothing()),
+    }
+
+
+def did_nothing(run: Run) -> list[dict[str, Any]]:
+    """Graphs where bucketing merged nothing (N -> N with N > 1), grouped across ranks.
+
+    Items: ``{compile_id, graph_index, types: [...], counts: {type: N}, ranks: [...]}``."""
+    found: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for r in run.ranks:
+        for g in r.graphs:
+            types = g.did_nothing()
+            if not types:
+                continue
+            counts = {t: g.collectives[t].before for t in types}
+            k = (g.compile_id, g.graph_index, _canon(counts))
+            item = found.get(k)
+            if item is None:
+                item = found[k] = {
+                    "compile_id": g.compile_id,
+                    "graph_index": g.graph_index,
+                    "types": types,
+                    "counts": counts,
+                    "bucket_cap_mb": g.bucket_cap_mb,
+                    "ranks": [],
+                }
+            item["ranks"].append(r.rank)
+    return list(found.values())
+
+
+def notes(run: Run) -> list[str]:
+    """Plain-language remarks: e.g. why a run has no bucketing outcome at all."""
+    out: list[str] = []
+    t = totals(run)
+    if not run.ranks:
+        out.append("no log entries read")
+    elif t["graphs"] == 0:
+        if t["cache_hits"]:
+            out.append(
+                f"no bucketing recorded: {t['cache_hits']} graphs were inductor cache hits "
+                "(the cache skips the post-grad passes); re-run with caches disabled "
+                "(torch._inductor.config.force_disable_caches = True)"
+            )
+        elif t["compiled_graphs"]:
+            out.append(
+                f"no bucketing recorded: {t['compiled_graphs']} graphs went through the post-grad "
+                "passes without FSDP collectives pre-bucketing (is "
+                "aten_distributed_optimizations.enable_overlap_scheduling on, and are the "
+                "all-gathers FSDP ones?)"
+            )
+        else:
+            out.append("no bucketing recorded: no compiled graph found in the logs")
+    elif t["cache_hits"]:
+        out.append(
+            f"{t['cache_hits']} graphs were inductor cache hits and have no bucketing record; "
+            "re-run with caches disabled to see them"
+        )
+    return out
+
+
+def summary_document(run: Run) -> dict[str, Any]:
+    """The ``tracekit.summary/1`` JSON document of a Run."""
+    return {
+        "schema": SCHEMA,
+        "paths": list(run.paths),
+        "ranks": [rank_to_dict(r) for r in run.ranks],
+        "totals": totals(run),
+        "divergence": divergence(run),
+        "did_nothing": did_nothing(run),
+        "notes": notes(run),
+        "diagnostics": run.diagnostics.to_dict(),
+    }
+
+
+class DocumentError(ValueError):
+    """A JSON document that is not a ``tracekit.summary/1`` summary."""
+
+
+def run_from_document(doc: Any) -> Run:
+    """A Run back from a ``tracekit.summary/1`` document (graphs, counters, diagnostics)."""
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("tracekit.summary/"):
+        raise DocumentError("not a tracekit.summary document (no 'schema': 'tracekit.summary/1')")
+    try:
+        ranks = [rank_from_dict(r) for r in doc.get("ranks", [])]
+        diag = Diagnostics()
+        d = doc.get("diagnostics") or {}
+        diag.counts = {str(k): int(v) for k, v in (d.get("counts") or {}).items()}
+        diag.examples = list(d.get("examples") or [])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DocumentError(f"malformed summary document: {e}") from None
+    return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag)
