@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -152,9 +153,21 @@ def test_missing_and_empty_inputs_exit_2(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     r = tk("diff", AUTO, str(empty))
+    assert (r.exit_code, r.stderr) == (
+        2, f"tracekit diff: error: {empty}: no torch.compile logs found "
+        "(directory holds no .log or .log.gz file)\n",
+    )
+    foreign = tmp_path / "notes.log"
+    foreign.write_text("hello\n")
+    r = tk("diff", str(foreign), AUTO)
+    assert (r.exit_code, r.stderr) == (
+        2, f"tracekit diff: error: {foreign}: no torch.compile logs found (1 bad line)\n",
+    )
+    truncated = tmp_path / "cut.log.gz"
+    truncated.write_bytes(gzip.compress(b"{" * 100)[:30])
+    r = tk("diff", str(truncated), AUTO)
     assert r.exit_code == 2
     assert len(r.stderr.splitlines()) == 1
-    assert r.stderr.startswith(f"tracekit diff: error: {empty}: ")
 
 
 def test_diagnostics_are_counted_but_do_not_make_runs_differ(tmp_path):

@@ -113,9 +113,20 @@ def load_run(path: str) -> tuple[Run, str]:
     except Exception as e:  # the reader's errors become one line, never a traceback
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InputError(f"{path}: {msg}") from None
-    if not run.ranks:
-        raise InputError(f"{path}: no torch.compile logs found")
+    if not has_log_entries(run):
+        why = run.diagnostics.examples[0]["detail"] if run.diagnostics.examples else ""
+        bad = run.diagnostics.total
+        extra = f" ({why})" if why and not run.ranks else (f" ({_plural(bad, 'bad line')})" if bad else "")
+        raise InputError(f"{path}: no torch.compile logs found{extra}")
     return run, "logs"
+
+
+def has_log_entries(run: Run) -> bool:
+    """False when nothing in the input looked like a compile log: no rank, or only a rank-less
+    one with no graph, no compiled graph and no cache hit (an empty or foreign file)."""
+    return any(
+        r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks
+    )
 
 
 def _is_gzip(path: str) -> bool:
