@@ -110,6 +110,7 @@ def test_newer_minor_summary_with_unknown_keys_is_read(auto_summary, tmp_path):
     doc["from_the_future"] = {"x": 1}
     doc["ranks"][0]["new_rank_key"] = 3
     doc["ranks"][0]["graphs"][0]["new_graph_key"] = "y"
+    doc["ranks"][0]["graphs"][0]["sizes_mb"]["before"][0]["new_size_key"] = 1
     path = tmp_path / "newer.json"
     path.write_text("\n  " + json.dumps(doc))  # leading space: still sniffed as JSON
     r = tk("diff", str(path), AUTO, "--exit-code")
@@ -210,3 +211,24 @@ def test_diff_never_imports_torch():
     )
     assert p.stdout.startswith("2 graphs changed on 4 ranks (0-3)\n")
     assert p.stderr.strip().splitlines()[-1] == "NO TORCH"
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["ranks"][0].update(rank="0"), "rank '0' is not an integer"),
+        (lambda d: d["ranks"][1].update(rank=0), "rank 0 appears twice"),
+        (lambda d: d["ranks"][0]["graphs"][0]["sizes_mb"]["before"][0].update(size_mb="big"),
+         "bad size entry"),
+    ],
+)
+def test_summary_with_wrong_values_exits_2(auto_summary, tmp_path, edit, message):
+    doc = json.loads(open(auto_summary).read())
+    edit(doc)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    r = tk("diff", AUTO, str(path))
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"tracekit diff: error: {path}: bad summary: ")
+    assert message in r.stderr
+    assert len(r.stderr.splitlines()) == 1
