@@ -167,7 +167,10 @@ def load_run(path: str) -> tuple[Run, str]:
     if not has_log_entries(run):
         why = run.diagnostics.examples[0]["detail"] if run.diagnostics.examples else ""
         bad = run.diagnostics.total
-        extra = f" ({why})" if why and not run.ranks else (f" ({_plural(bad, 'bad line')})" if bad else "")
+        if why and not run.ranks:
+            extra = f" ({why})"
+        else:
+            extra = f" ({_plural(bad, 'bad line')})" if bad else ""
         raise InputError(f"{path}: no torch.compile logs found{extra}")
     return run, "logs"
 
