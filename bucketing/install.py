@@ -46,7 +46,7 @@ class FsdpPreBucketingPass(CustomGraphPass):
         gm = graph.owning_module
         if gm is None:
             return
-        self.last_report = pre_bucket_fsdp_collectives(gm, mode=mode, bucket_cap_mb=cap)
+        self.last_report = pre_bucket_fsdp_collectives(gm, mode=mode, bucket_cap_mb=cap, recompile=False)
 
     def uuid(self) -> bytes:
         return get_hash_for_files(_SOURCES, extra=f"cap={self.bucket_cap_mb};mode={self.mode}")

@@ -23,7 +23,11 @@ def _verbose() -> bool:
 
 
 def pre_bucket_fsdp_collectives(
-    gm: fx.GraphModule, mode: str | None = None, bucket_cap_mb: float | None = None
+    gm: fx.GraphModule,
+    mode: str | None = None,
+    bucket_cap_mb: float | None = None,
+    *,
+    recompile: bool = True,
 ) -> BucketingReport:
     """Merge FSDP all-gathers, reduce-scatters and all-reduces of ``gm`` into capped buckets.
 
@@ -39,6 +43,7 @@ def pre_bucket_fsdp_collectives(
     ``bucket_cap_mb`` None means the automatic cap (:func:`bucketing.compute_pre_bucket_cap_mb`);
     ``mode`` None means "default". Emits the artifacts listed in :mod:`bucketing.artifacts`.
     A graph without FSDP all-gathers is left unchanged (``skipped_reason`` says so, no artifact).
+    ``recompile=False`` skips regenerating ``gm``'s Python code (inductor does not need it).
     """
     check_torch()
     planner = FsdpPlanner(gm, mode)
@@ -70,7 +75,8 @@ def pre_bucket_fsdp_collectives(
     if merged:
         restore_topological_order(graph)
         graph.lint()
-        gm.recompile()
+        if recompile:
+            gm.recompile()
     report.rewritten = merged > 0
     report.sizes_after = collective_sizes(graph, planner.fsdp_groups)
     report.counts_after = count_kinds(report.sizes_after)
