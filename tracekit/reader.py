@@ -59,7 +59,6 @@ skips, when the envelope still has the shape of one.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,9 +202,15 @@ def iter_entries(
     with raw:
         try:
             yield from _entries(stream, path, diag, want=want, payload_for=payload_for)
-        except (EOFError, zlib.error, OSError) as e:
-            kind = "bad_gzip" if stream is not raw else "unreadable_file"
-            diag.add(kind, path, 0, str(e)[:120])
+        except OSError as e:
+            diag.add("unreadable_file", path, 0, str(e)[:120])
+        _check_gzip(stream, path, diag)
+
+
+def _check_gzip(stream, path: str, diag: Diagnostics) -> None:
+    err = getattr(stream, "error", None)
+    if err is not None:
+        diag.add("bad_gzip", path, 0, err[:120])
 
 
 # --- per-rank model building --------------------------------------------------------------------
@@ -365,9 +370,9 @@ def _build(
                     sink(b.sources.pop())
                 elif len(b.sources) > n_before:
                     b.sources.pop()
-        except (EOFError, zlib.error, OSError) as err:
-            kind = "bad_gzip" if stream is not raw else "unreadable_file"
-            diag.add(kind, log.path, 0, str(err)[:120])
+        except OSError as err:
+            diag.add("unreadable_file", log.path, 0, str(err)[:120])
+        _check_gzip(stream, log.path, diag)
         if progress_cb is not None:
             progress_cb(0)
     return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from typing import IO
 
@@ -92,5 +93,36 @@ def open_log(path: str) -> tuple[IO[bytes], IO[bytes]]:
         raw.close()
         raise
     if magic == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+        return TolerantGzip(raw), raw
     return raw, raw
+
+
+class TolerantGzip:
+    """A gzip stream that, when the data is corrupt or cut short, returns everything it could
+    decompress before the damage, then ends; :attr:`error` says what went wrong."""
+
+    PIECE = 1 << 16
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        self.error: str | None = None
+
+    def read(self, n: int = -1) -> bytes:
+        if self.error is not None:
+            return b""
+        out: list[bytes] = []
+        got = 0
+        while n < 0 or got < n:
+            try:
+                piece = self._gz.read(self.PIECE if n < 0 else min(self.PIECE, n - got))
+            except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+                self.error = str(e) or type(e).__name__
+                break
+            if not piece:
+                break
+            out.append(piece)
+            got += len(piece)
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._gz.close()
