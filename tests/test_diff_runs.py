@@ -101,7 +101,7 @@ def test_ranks_and_graphs_only_in_one_run():
     part = tracekit.Run(paths=["part"], ranks=[full.rank(0), full.rank(1)])
     d = diff_runs(full, part)
     assert d.ranks_only_in_a == (2, 3)
-    assert d.verdict == "2 ranks only in A (2-3)"
+    assert d.verdict == "2 ranks (2-3) only in A"
     assert d.to_dict()["changes"] == [
         {"kind": "rank_only_in_a", "ranks": [2, 3], "ranks_text": "2-3"}
     ]
@@ -170,3 +170,28 @@ def test_sizes_logged_by_one_run_only_are_not_compared_but_noted():
         "per-collective sizes logged by only one run on ranks 0-3: sizes not compared there",
     )
     assert diff_runs(small, quiet).identical
+
+
+def test_many_ranks_changed_the_same_way_are_one_group_and_a_short_verdict():
+    import copy
+
+    def scaled(name: str, n: int) -> tracekit.Run:
+        """The fixture's 4 ranks repeated as ranks 0..n-1 (same graphs as rank r % 4)."""
+        src = run(name)
+        return tracekit.Run(
+            paths=[name],
+            ranks=[
+                tracekit.Rank(rank=r, graphs=copy.deepcopy(src.rank(r % 4).graphs))
+                for r in range(n)
+            ],
+        )
+
+    auto, small = scaled("spmd_auto", 512), scaled("spmd_small_cap", 512)
+    for r in small.ranks:
+        if r.rank % 3:  # two ranks in three keep spmd_auto's outcome
+            r.graphs = copy.deepcopy(auto.rank(r.rank).graphs)
+    d = diff_runs(auto, small)
+    assert d.verdict == "2 graphs changed on 171 ranks"  # 0, 3, ..., 510: too long to list
+    (group,) = d.groups
+    assert group.ranks == tuple(range(0, 512, 3))
+    assert d.graph_changes == 342

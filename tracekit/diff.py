@@ -166,22 +166,19 @@ class Diff:
 
     @property
     def verdict(self) -> str:
-        """One line: "identical", or "N graphs changed on M ranks (list)" and ranks only in one."""
+        """One line: "identical", or "N graphs changed on M ranks (list)" and ranks only in one
+        run; a rank list too long for one line is left to the details."""
         if self.identical:
             return "identical"
         parts = []
         if self.groups:
-            n, ranks = len(self.changed_graphs), self.changed_ranks
+            n = len(self.changed_graphs)
             parts.append(
-                f"{n} graph{'s' if n != 1 else ''} changed on {len(ranks)} "
-                f"rank{'s' if len(ranks) != 1 else ''} ({format_ranks(ranks)})"
+                f"{n} graph{'s' if n != 1 else ''} changed on {_counted_ranks(self.changed_ranks)}"
             )
         for side, ranks in (("A", self.ranks_only_in_a), ("B", self.ranks_only_in_b)):
             if ranks:
-                parts.append(
-                    f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''} only in {side} "
-                    f"({format_ranks(ranks)})"
-                )
+                parts.append(f"{_counted_ranks(ranks)} only in {side}")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -431,6 +428,17 @@ def format_ranks(ranks) -> str:
     if None in set(ranks):
         parts.append("none")
     return ",".join(parts)
+
+
+#: Rank lists longer than this are not spelled out in the verdict.
+MAX_VERDICT_RANKS = 40
+
+
+def _counted_ranks(ranks) -> str:
+    """"1 rank (3)", "4 ranks (0-3)"; just "171 ranks" when the list is long."""
+    n, listed = len(ranks), format_ranks(ranks)
+    text = f"{n} rank{'s' if n != 1 else ''}"
+    return text if len(listed) > MAX_VERDICT_RANKS else f"{text} ({listed})"
 
 
 def _ranks_text(ranks) -> str:

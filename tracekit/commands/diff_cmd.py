@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import os
 import sys
+import textwrap
 from typing import Any
 
 import click
@@ -28,6 +29,8 @@ from tracekit.summarize import graph_label, run_from_document
 SUMMARY_PREFIX = "tracekit.summary/"
 SUPPORTED_SUMMARY_MAJOR = 1
 DIFF_FORMATS = ("table", "json", "markdown")
+#: Longer rank lists are not put in a section title.
+MAX_HEADING_RANKS = 40
 
 
 class InputError(Exception):
@@ -207,8 +210,13 @@ def render(diff: Diff, fmt: str) -> str:
         out.append(f"- {line}\n" if md else f"{line}\n")
     out.append(f"{'- ' if md else ''}graphs compared: {diff.graphs_compared}\n\n")
     for group in diff.groups:
-        n = len(group.ranks)
-        out.append(heading(f"rank{'s' if n != 1 else ''} {format_ranks(group.ranks)}", fmt))
+        n, listed = len(group.ranks), format_ranks(group.ranks)
+        if len(listed) <= MAX_HEADING_RANKS:
+            out.append(heading(f"rank{'s' if n != 1 else ''} {listed}", fmt))
+        else:  # a long list goes under a short title, wrapped
+            out.append(heading(f"{n} ranks", fmt))
+            out.append("ranks " + "\n      ".join(textwrap.wrap(listed.replace(",", ", "), 94)))
+            out.append("\n\n")
         rows = [row for c in group.changes for row in change_rows(c)]
         out.append(table(rows, ["compile id", "graph", "what", "A", "B"], fmt))
         out.append("\n")
@@ -311,5 +319,9 @@ def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool) 
         except OSError as e:
             fail(f"{output}: cannot write: {e.strerror or e}")
     else:
-        click.echo(text, nl=False)
+        try:
+            click.echo(text, nl=False)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `tracekit diff A B | head`: the reader left, not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(1 if exit_code and not result.identical else 0)
