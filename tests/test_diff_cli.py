@@ -238,3 +238,10 @@ def test_summary_with_wrong_values_exits_2(auto_summary, tmp_path, edit, message
     assert r.stderr.startswith(f"tracekit diff: error: {path}: bad summary: ")
     assert message in r.stderr
     assert len(r.stderr.splitlines()) == 1
+
+
+def test_table_cells_from_untrusted_names_cannot_break_tables():
+    from tracekit.commands.diff_cmd import cell
+
+    assert cell("AG 0.25 MB (x|y\nz)", markdown=True) == "AG 0.25 MB (x\\|y\\nz)"
+    assert cell("AG 0.25 MB (x|y\tz)", markdown=False) == "AG 0.25 MB (x|y\\tz)"

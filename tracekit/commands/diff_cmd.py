@@ -217,7 +217,7 @@ def render(diff: Diff, fmt: str) -> str:
             out.append(heading(f"{n} ranks", fmt))
             out.append("ranks " + "\n      ".join(textwrap.wrap(listed.replace(",", ", "), 94)))
             out.append("\n\n")
-        rows = [row for c in group.changes for row in change_rows(c)]
+        rows = [[cell(v, md) for v in row] for c in group.changes for row in change_rows(c)]
         out.append(table(rows, ["compile id", "graph", "what", "A", "B"], fmt))
         out.append("\n")
     for side, ranks in (("A", diff.ranks_only_in_a), ("B", diff.ranks_only_in_b)):
@@ -229,6 +229,12 @@ def render(diff: Diff, fmt: str) -> str:
         for note in diff.notes:
             out.append(f"{'- ' if md else ''}note: {note}\n")
     return "".join(out).rstrip("\n") + "\n"
+
+
+def cell(text: str, markdown: bool) -> str:
+    """A table cell that cannot break the table: names come from untrusted logs."""
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return text.replace("|", "\\|") if markdown else text
 
 
 def change_rows(c: GraphChange) -> list[list[str]]:
