@@ -81,3 +81,12 @@ def test_before_sizes_of_spmd_auto_rank0_forward():
     log = sorted((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log"))[0]
     sizes = [t for n, t in generate._artifacts(log) if n == "pre_bucketing_collective_sizes"][0]
     assert [s["size_mb"] for s in json.loads(sizes)] == [0.016, 0.001, 0.125, 0.001, 0.125, 0.001, 0.016, 0.0]
+
+
+def test_generator_help_lists_every_scenario():
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(ROOT / "fixtures" / "generate.py"), "--help"],
+                         check=True, capture_output=True, text=True).stdout
+    assert "--scenario NAME" in out and "--out OUT" in out
+    assert all(name in out for name in generate.SCENARIOS)
