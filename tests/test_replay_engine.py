@@ -239,3 +239,29 @@ def test_symbolic_graph_needs_sym_and_replays_with_it(tmp_path):
     assert g["error"] is None and g["reproduced"] is False
     assert g["mismatches"][0] == "all_gather: recorded 8->1, replayed 2->1"
     assert res.exit_code == 1
+
+
+def test_outcome_without_graph_text_is_reported():
+    from tracekit.reader import GraphSource
+
+    real = _sources("spmd_auto", 0)[0]
+    src = GraphSource(real.rank, real.compile_id, real.graph_index, real.graph, None, None)
+    r = replay_source(src, ReplayOptions(caps=[CapRequest(1.0)]))
+    assert r.reproduced is None and r.replays == []
+    assert r.error.startswith("no graph text logged for this outcome")
+
+
+def test_symbol_hints_from_the_source_are_used():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tests.test_replay_graph_text import _fsdp_like, _inputs, _printed
+    from tracekit.reader import GraphSource
+
+    real = _sources("spmd_auto", 0)[0]
+    text = _printed(make_fx(_fsdp_like, tracing_mode="symbolic")(*_inputs()))
+    src = GraphSource(real.rank, real.compile_id, real.graph_index, real.graph, text, "before_post_grad_graph")
+    src.symbol_hints = {"s67": 128}  # what a create_symbol entry records
+    r = replay_source(src, ReplayOptions())
+    assert r.error is None and r.symbols == {"s67": 128}
+    r = replay_source(src, ReplayOptions(symbols={"s67": 4096}))  # --sym wins over the hint
+    assert r.symbols == {"s67": 4096}

@@ -97,6 +97,7 @@ class GraphReplay:
     error: str | None = None
     nodes: int = 0
     parse_ms: float = 0.0
+    symbols: dict[str, int] = field(default_factory=dict)  # symbolic sizes and the values used
     reproduced: bool | None = None
     mismatches: list[str] = field(default_factory=list)
     note: str | None = None
@@ -120,6 +121,7 @@ class GraphReplay:
             "line": g.line,
             "error": self.error,
             "nodes": self.nodes,
+            "symbols": dict(self.symbols),
             "recorded": {
                 "bucket_cap_mb": g.bucket_cap_mb,
                 "fsdp_groups": list(g.fsdp_groups),
@@ -272,6 +274,16 @@ def replay_source(src: Any, options: ReplayOptions) -> GraphReplay:
             "tracekit_fsdp_input_graph)"
         )
         return out
+    # Hints the log recorded for symbolic sizes (if the reader offers them), then --sym.
+    hints = dict(getattr(src, "symbol_hints", None) or {})
+    if hints:
+        options = ReplayOptions(
+            caps=options.caps,
+            hardware=options.hardware,
+            apply=options.apply,
+            mode=options.mode,
+            symbols={**hints, **options.symbols},
+        )
     try:
         rp = GraphReplayer(src.text, options)
     except GraphTextError as e:
@@ -281,6 +293,7 @@ def replay_source(src: Any, options: ReplayOptions) -> GraphReplay:
         out.error = f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
         return out
     out.nodes = len(rp.gm.graph.nodes)
+    out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
     try:
         _replay_caps(rp, out, options)
