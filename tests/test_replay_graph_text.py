@@ -203,6 +203,15 @@ def test_deep_nesting_is_refused():
         parse_graph_text(_graph("return (x,)", params=f'x: "f32[{shape}][1]cpu"'), {"s0": 1})
 
 
+def test_unknown_namespace_is_refused_without_creating_it():
+    with pytest.raises(GraphTextError, match="unknown operator"):
+        parse_graph_text(_graph("y = torch.ops.tracekit_nowhere.foo.default(x)", "return (y,)"))
+    assert "tracekit_nowhere" not in vars(torch.ops)
+    text = _graph("y = torch.ops.aten.__and__.Tensor(x, x)", "return (y,)")
+    gm = parse_graph_text(text)
+    assert torch.ops.aten.__and__.Tensor in _targets(gm)
+
+
 def test_use_before_definition_and_redefinition_are_refused():
     with pytest.raises(GraphTextError, match="not defined"):
         parse_graph_text(_graph("y = torch.ops.aten.add.Tensor(x, z)", "return (y,)"))

@@ -112,6 +112,9 @@ _COMPARE = {
     ast.GtE: operator.ge,
 }
 
+#: (namespace, op, overload) -> OpOverload, for names already checked and resolved.
+_OP_CACHE: dict[tuple[str, str, str], OpOverload] = {}
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEVICE = re.compile(r"^[a-z_]{1,16}(?::\d{1,4})?$")
 _TENSOR_ANN = re.compile(r"^([a-z0-9]{1,16})\[([^\[\]]*)\](?:\[([^\[\]]*)\])?(.*)$", re.S)
@@ -442,7 +445,18 @@ class _Builder:
                 raise self.error(f"{part[:40]!r} in {spelled[:80]!r} is not a plain identifier")
             if "__" in part and not (i == 1 and ns == "aten" and part in DUNDER_OPS):
                 raise self.error(f"dunder name {part!r} in {spelled[:80]!r} is refused")
-        namespace = getattr(torch.ops, ns, None) if _IDENT.match(ns) else None
+        if ns == "higher_order":
+            raise self.error(f"higher-order op {spelled[:80]!r} is not supported (its subgraphs are not printed inline)")
+        cached = _OP_CACHE.get((ns, op, overload))
+        if cached is not None:
+            return cached
+        # Ask the dispatcher first: a getattr on torch.ops would create any namespace named.
+        schemas = torch._C._jit_get_schemas_for_operator(f"{ns}::{op}")
+        if not schemas:
+            raise self.error(f"unknown operator torch.ops.{ns}.{op} (not registered in this process)")
+        if overload not in {sc.overload_name or "default" for sc in schemas}:
+            raise self.error(f"{spelled!r}: operator has no overload {overload!r}")
+        namespace = getattr(torch.ops, ns, None)
         if type(namespace) is not _OpNamespace:
             raise self.error(f"torch.ops.{ns} is not an operator namespace (higher-order ops are not supported)")
         try:
@@ -451,11 +465,10 @@ class _Builder:
             raise self.error(f"unknown operator torch.ops.{ns}.{op}") from None
         if not isinstance(packet, OpOverloadPacket):
             raise self.error(f"torch.ops.{ns}.{op} is not an operator")
-        if overload not in packet.overloads():
-            raise self.error(f"{spelled!r}: operator has no overload {overload!r}")
         target = getattr(packet, overload)
         if not isinstance(target, OpOverload):
             raise self.error(f"{spelled!r} is not an operator overload")
+        _OP_CACHE[(ns, op, overload)] = target
         return target
 
     # values -------------------------------------------------------------------------------------
