@@ -45,6 +45,12 @@ from bucketing.sizes import MB, bucket_bytes, reported_bytes, round_mb
 BUCKET_MODES = ("default", "custom_ops", "custom_ops_multidtype", "coalesced")
 
 
+def _configured_bucket_mode() -> str:
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.aten_distributed_optimizations.bucket_mode or "default"
+
+
 def resolve_mode(mode: str | None) -> str:
     """``None`` means "default", as in torch's FSDP pass."""
     mode = mode or "default"
@@ -162,7 +168,9 @@ class FsdpPlanner:
 
     # -- cap-independent facts -------------------------------------------------------------
     def _collect_candidates(self) -> None:
-        multidtype = "multidtype" in self.mode
+        # torch's FSDP pass does not hand its mode to the all-gather bucketer, which then keys
+        # on inductor's configured bucket_mode: only that one can drop dtype from the key.
+        multidtype = "multidtype" in _configured_bucket_mode()
         self.candidates: dict[str, list[_Candidate]] = {kind: [] for kind in KINDS}
         self.waits: dict[int, int] = {}  # collective id -> wait id
         # RS waits' unary walk result before merges, and the all-gathers the walk crossed.
