@@ -158,6 +158,7 @@ class Scanner:
         self.rank: int | None = None
         self._tokens: tuple[bytes, bytes] | None = None
         self._pattern = self._make_pattern()
+        self.lines_read = 0  # lines in the stream, once :meth:`entries` is exhausted
 
     def _make_pattern(self) -> re.Pattern[bytes]:
         if self._names is None:
@@ -178,7 +179,13 @@ class Scanner:
             if r is not None:
                 self.set_rank(r)
         elif self._tokens[0] not in line and self._tokens[1] not in line:
-            self.report("other_rank", lineno, "")
+            try:
+                r = envelope_rank(decode_envelope(line[start:]))
+            except EntryError as e:
+                self.report(e.kind, lineno, e.detail)
+                return
+            if r != self.rank:
+                self.report("other_rank", lineno, f"rank {r} in a file of rank {self.rank}")
 
     def _head(self, buf: bytes, p: int, le: int, lineno: int) -> _Pending:
         """Classify the line ``buf[p+1:le]``; report what is wrong with it if skipped."""
@@ -186,7 +193,11 @@ class Scanner:
             return _Pending(_NONE, lineno + 1)
         m = _HEAD_RE.match(buf, p + 1, le)
         if m is None:
-            self.report("bad_prefix", lineno, buf[p + 1 : min(le, p + 61)].decode("utf-8", "replace"))
+            nuls = buf.count(b"\x00", p + 1, le)
+            if nuls:  # a crash leaves zeroed blocks
+                self.report("nul_bytes", lineno, f"{nuls} NUL byte(s) in the line")
+            else:
+                self.report("bad_prefix", lineno, buf[p + 1 : min(le, p + 61)].decode("utf-8", "replace"))
             return _Pending(_BAD, lineno)
         prefix, etype, name = m.groups()
         line = buf[p + 1 : le]
@@ -256,12 +267,23 @@ class Scanner:
         eof = False
         first = True
         truncated_file = False
+        crlf: bool | None = None  # CRLF line ends: known from the first chunk
+        held = b""  # a "\r" at the end of a chunk, kept until the next one
         while not eof:
             data = read(self.chunk_size)
             if on_chunk is not None:
                 on_chunk(len(data))
+            if crlf is None and data:
+                nl = data.find(b"\n")
+                crlf = nl > 0 and data[nl - 1] == 13  # 13: "\r"
+                if crlf:
+                    self.report("crlf_line_ends", 1, "CRLF line ends (read as LF)")
+            if crlf:
+                data, held = _lf(held + data, final=not data)
             if not data:
                 eof = True
+                if first and len(buf) == 1:
+                    self.report("empty_file", 0, "the file is empty")
                 if len(buf) > 1 and buf[-1] != 10:
                     truncated_file = True
                     buf += b"\n"
@@ -318,8 +340,16 @@ class Scanner:
             e = self._finish(pend)
             if e is not None:
                 yield e
+        self.lines_read = cur_line - 1
         if truncated_file:
             self.report("truncated_entry", cur_line - 1, "the file ends inside this entry (no final newline)")
+
+
+def _lf(data: bytes, final: bool) -> tuple[bytes, bytes]:
+    """``data`` with CRLF turned into LF, and a trailing ``\r`` held back unless ``final``."""
+    if not final and data.endswith(b"\r"):
+        return data[:-1].replace(b"\r\n", b"\n"), b"\r"
+    return data.replace(b"\r\n", b"\n"), b""
 
 
 def _join(parts: list[bytes]) -> bytes:

@@ -59,6 +59,7 @@ skips, when the envelope still has the shape of one.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +74,7 @@ from tracekit.artifacts import (
     by_name,
 )
 from tracekit.model import CollectiveSize, Diagnostics, Graph, Rank, Run, Sizes
-from tracekit.sources import LogFile, find_logs, open_log, rank_from_name
+from tracekit.sources import GZIP_MAGIC, LogFile, find_logs, open_log, rank_from_name
 
 NO_COMPILE_ID = "-"
 
@@ -112,6 +113,8 @@ def _entries(
     want: Callable[[str, str | None], bool] | None = None,
     on_chunk: Callable[[int], None] | None = None,
     payload_for: Callable[[str, str | None], bool] | None = None,
+    rank: int | None = None,
+    scanner_out: list | None = None,
 ) -> Iterator[Entry]:
     """Decoded entries of one stream: the artifacts ``names`` (fast path) or those ``want``
     selects; everything else is checked cheaply (see :class:`tracekit.envelopes.Scanner`).
@@ -130,6 +133,10 @@ def _entries(
             return want(etype.decode("utf-8", "replace"), None if name is None else name.decode("utf-8", "replace"))
 
     scanner = ev.Scanner(report, artifact_names=names, want=want_bytes, on_chunk=on_chunk)
+    if rank is not None:
+        scanner.set_rank(rank)
+    if scanner_out is not None:
+        scanner_out.append(scanner)
     payload_cache: dict[tuple[bytes, bytes | None], bool] = {}
     for raw in scanner.entries(stream):
         if raw.truncated:
@@ -323,66 +330,134 @@ class FileResult:
     readable: bool = True  # False when the file could not be opened at all
 
 
-def _build(
-    log: LogFile,
-    parsers: tuple[ArtifactParser, ...],
+@dataclass
+class Segment:
+    """A byte range of one file, the unit of work of :func:`load` (a whole file, or a part of
+    a large uncompressed one: it starts at a line that does not start with a tab)."""
+
+    log: LogFile
+    start: int = 0
+    end: int | None = None  # None: to the end of the file
+    rank: int | None = None  # the file's rank when known in advance
+
+
+@dataclass
+class SegmentResult:
+    """The parsed artifacts of one segment, in order, to be applied to the file's builder."""
+
+    events: list[tuple[str, Any, str, int]]  # (artifact name, parsed value, compile id, line)
+    rank: int | None
+    lines: int  # lines in the segment: the next segment's line numbers start after them
+    diagnostics: Diagnostics
+    readable: bool = True
+
+
+class _Range:
+    """Reads ``raw`` from its current position up to ``end`` (None: to the end)."""
+
+    def __init__(self, raw, remaining: int | None) -> None:
+        self.raw = raw
+        self.remaining = remaining
+
+    def read(self, n: int) -> bytes:
+        if self.remaining is None:
+            return self.raw.read(n)
+        if self.remaining <= 0:
+            return b""
+        data = self.raw.read(min(n, self.remaining))
+        self.remaining -= len(data)
+        return data
+
+
+def _parser_table(parsers: tuple[ArtifactParser, ...]) -> dict[str, ArtifactParser]:
+    return {k.decode(): p for k, p in by_name(parsers).items()}
+
+
+def _read_segment(
+    seg: Segment,
+    parsers: tuple[ArtifactParser, ...] = SUMMARY_PARSERS,
     on_chunk: Callable[[int], None] | None = None,
-    sink: Callable[[GraphSource], None] | None = None,
-) -> FileResult:
-    table = {k.decode(): p for k, p in by_name(parsers).items()}
+) -> SegmentResult:
+    """Scan one segment: the wanted artifacts, parsed, as events (no model building yet)."""
+    path = seg.log.path
+    table = _parser_table(parsers)
     diag = Diagnostics()
-    b = RankBuilder(log.path)
-    b.rank = log.rank_hint
-    payload_for = lambda etype, name: table[name].needs_payload  # noqa: E731
+    events: list[tuple[str, Any, str, int]] = []
     try:
-        stream, raw = open_log(log.path)
+        stream, raw = open_log(path)
     except OSError as e:
-        diag.add("unreadable_file", log.path, 0, e.strerror or str(e))
-        return FileResult(log.path, log.rank_hint, diagnostics=diag, readable=False)
-    seen_rank = False
+        diag.add("unreadable_file", path, 0, e.strerror or str(e))
+        return SegmentResult(events, seg.rank, 0, diag, readable=False)
+    scanner_box: list[ev.Scanner] = []
     with raw:
+        if stream is raw and (seg.start or seg.end is not None):
+            raw.seek(seg.start)
+            stream = _Range(raw, None if seg.end is None else seg.end - seg.start)
         progress_cb = None
         if on_chunk is not None:
-            last = [0]
+            last = [raw.tell()]
 
             def progress_cb(_n: int) -> None:
                 pos = raw.tell()
                 on_chunk(pos - last[0])
                 last[0] = pos
 
+        payload_for = lambda etype, name: table[name].needs_payload  # noqa: E731
         try:
-            for e in _entries(stream, log.path, diag, names=frozenset(table), on_chunk=progress_cb,
-                              payload_for=payload_for):
-                if e.rank is not None and not seen_rank:
-                    b.rank, seen_rank = e.rank, True
+            for e in _entries(stream, path, diag, names=frozenset(table), on_chunk=progress_cb,
+                              payload_for=payload_for, rank=seg.rank, scanner_out=scanner_box):
                 parser = table[e.artifact_name]
                 value: Any = e.payload
                 if parser.needs_payload:
                     try:
                         value = parser.parse(e.payload or "")
                     except ArtifactError as err:
-                        diag.add("bad_artifact", log.path, e.line, f"{e.artifact_name}: {err}"[:160])
+                        diag.add("bad_artifact", path, e.line, f"{e.artifact_name}: {err}"[:160])
                         continue
-                b.cid = e.compile_id or NO_COMPILE_ID
-                n_before = len(b.sources)
-                parser.apply(b, e.artifact_name, value, log.path, e.line)
-                if sink is not None and len(b.sources) > n_before:
-                    sink(b.sources.pop())
-                elif len(b.sources) > n_before:
-                    b.sources.pop()
+                events.append((e.artifact_name, value, e.compile_id or NO_COMPILE_ID, e.line))
         except OSError as err:
-            diag.add("unreadable_file", log.path, 0, str(err)[:120])
-        _check_gzip(stream, log.path, diag)
-        if progress_cb is not None:
-            progress_cb(0)
-    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag)
+            diag.add("unreadable_file", path, 0, str(err)[:120])
+        _check_gzip(stream if not isinstance(stream, _Range) else raw, path, diag)
+    sc = scanner_box[0] if scanner_box else None
+    return SegmentResult(events, sc.rank if sc else seg.rank, sc.lines_read if sc else 0, diag)
+
+
+def _apply(
+    log: LogFile,
+    parts: list[SegmentResult],
+    parsers: tuple[ArtifactParser, ...] = SUMMARY_PARSERS,
+    sink: Callable[[GraphSource], None] | None = None,
+) -> FileResult:
+    """Build one file's graphs from its segments' events, in order (pairing happens here)."""
+    table = _parser_table(parsers)
+    diag = Diagnostics()
+    b = RankBuilder(log.path)
+    b.rank = next((p.rank for p in parts if p.rank is not None), log.rank_hint)
+    offset = 0
+    for part in parts:
+        if offset:
+            for ex in part.diagnostics.examples:
+                if ex["line"]:
+                    ex["line"] += offset
+        diag.merge(part.diagnostics)
+        for name, value, cid, line in part.events:
+            b.cid = cid
+            n_before = len(b.sources)
+            table[name].apply(b, name, value, log.path, line + offset)
+            if len(b.sources) > n_before:
+                src = b.sources.pop()
+                if sink is not None:
+                    sink(src)
+        offset += part.lines
+    readable = all(p.readable for p in parts)
+    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable)
 
 
 def read_file(log: LogFile | str, on_chunk: Callable[[int], None] | None = None) -> FileResult:
-    """Read one file into a :class:`FileResult` (the unit of work of :func:`load`)."""
+    """Read one whole file into a :class:`FileResult`, in this process."""
     if isinstance(log, str):
         log = LogFile(log, 0, rank_from_name(log))
-    return _build(log, SUMMARY_PARSERS, on_chunk=on_chunk)
+    return _apply(log, [_read_segment(Segment(log), on_chunk=on_chunk)])
 
 
 def _merge(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
@@ -416,6 +491,74 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: Uncompressed files at least this large are split into segments read in parallel.
+SPLIT_MIN_BYTES = 48 << 20
+_BOUNDARY_RE = re.compile(rb"\n[^\t]")
+
+
+def _boundary(f, offset: int, size: int) -> int:
+    """The first line start at or after ``offset`` that does not start with a tab."""
+    pos = max(0, offset - 1)
+    f.seek(pos)
+    carry = b""
+    while True:
+        data = f.read(1 << 20)
+        if not data:
+            return size
+        buf = carry + data
+        m = _BOUNDARY_RE.search(buf)
+        if m is not None:
+            return pos - len(carry) + m.start() + 1
+        carry = buf[-1:]
+        pos += len(data)
+
+
+def _first_rank(f) -> int | None:
+    """The ``rank`` of the first envelope that has one, from the first MiBs of the file."""
+    f.seek(0)
+    head = f.read(4 << 20)
+    for line in head.split(b"\n")[:-1]:
+        if line[:1] in (b"\t", b"") or b'"rank": ' not in line:
+            continue
+        m = ev.PREFIX_RE.match(line)
+        if m is None:
+            continue
+        try:
+            r = ev.envelope_rank(ev.decode_envelope(line[m.end() :]))
+        except ev.EntryError:
+            continue
+        if r is not None:
+            return r
+    return None
+
+
+def _seg_bytes(seg: Segment) -> int:
+    return (seg.log.size if seg.end is None else seg.end) - seg.start
+
+
+def plan(logs: list[LogFile], jobs: int) -> list[list[Segment]]:
+    """The segments of every file: one per file, or ``jobs`` for a large uncompressed one."""
+    out: list[list[Segment]] = []
+    for lg in logs:
+        k = min(jobs, lg.size // (SPLIT_MIN_BYTES // 2)) if lg.size >= SPLIT_MIN_BYTES else 1
+        if k <= 1:
+            out.append([Segment(lg)])
+            continue
+        try:
+            with open(lg.path, "rb") as f:
+                if f.read(2) == GZIP_MAGIC:
+                    out.append([Segment(lg)])
+                    continue
+                rank = _first_rank(f)
+                cuts = sorted({_boundary(f, lg.size * i // k, lg.size) for i in range(1, k)})
+        except OSError:
+            out.append([Segment(lg)])
+            continue
+        edges = [0] + [c for c in cuts if 0 < c < lg.size] + [None]
+        out.append([Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])])
+    return out
+
+
 def load(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     *,
@@ -425,7 +568,9 @@ def load(
 ) -> Run:
     """Read log files, ``.gz`` logs or directories of rank logs into a :class:`Run`.
 
-    ``jobs``: worker processes (default: the machine's cores; files are the unit of work).
+    ``jobs``: worker processes (default: the machine's cores). Files are read in parallel, and
+    a large uncompressed file is cut into ``jobs`` segments at entry boundaries, read in
+    parallel and stitched back in order (pairing by compile id happens after stitching).
     ``strict``: raise :class:`StrictError` (carrying the Run) if any bad input was seen.
     ``progress(done_bytes, total_bytes)`` is called as files are read (bytes on disk).
     """
@@ -444,21 +589,31 @@ def load(
         if progress is not None:
             progress(done, total)
 
-    results: list[FileResult]
-    if jobs == 1 or len(logs) <= 1:
-        results = [_build(lg, SUMMARY_PARSERS, on_chunk=tick if progress else None) for lg in logs]
+    segments = plan(logs, jobs)
+    tasks = [seg for segs in segments for seg in segs]
+    parts: list[SegmentResult]
+    if jobs == 1 or len(tasks) <= 1:
+        parts = [_read_segment(seg, on_chunk=tick if progress else None) for seg in tasks]
     else:
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        import multiprocessing
-
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-        with ProcessPoolExecutor(max_workers=min(jobs, len(logs)), mp_context=ctx) as pool:
-            futures = [pool.submit(read_file, lg) for lg in logs]
-            results = []
-            for lg, fut in zip(logs, futures):
-                results.append(fut.result())
-                tick(lg.size)
+        # With no more tasks than jobs, this process reads the first one itself.
+        local = 1 if len(tasks) <= jobs else 0
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks) - local), mp_context=ctx) as pool:
+            futures = [pool.submit(_read_segment, seg) for seg in tasks[local:]]
+            parts = [_read_segment(tasks[0])] if local else []
+            if local:
+                tick(_seg_bytes(tasks[0]))
+            for seg, fut in zip(tasks[local:], futures):
+                parts.append(fut.result())
+                tick(_seg_bytes(seg))
+    results = []
+    i = 0
+    for lg, segs in zip(logs, segments):
+        results.append(_apply(lg, parts[i : i + len(segs)]))
+        i += len(segs)
     run = _merge(path_list, results, diagnostics)
     if strict and run.diagnostics.total:
         raise StrictError(run)
@@ -484,9 +639,11 @@ def graph_sources(
     Graph indices are per file (as in :func:`load` for a rank with one file).
     """
     diag = diagnostics if diagnostics is not None else Diagnostics()
-    logs = find_logs(paths, diag)
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    logs = find_logs([os.fspath(p) for p in paths], diag)
     for lg in logs:
         out: list[GraphSource] = []
-        # _build pushes each source as its outcome is read; we relay them file by file.
-        _build(lg, SOURCE_PARSERS, sink=out.append)
+        res = _apply(lg, [_read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
+        diag.merge(res.diagnostics)
         yield from out

@@ -6,13 +6,18 @@
   ``dedicated_log_torch_trace_*.log[.gz]``; if it holds none of those, any ``*.log[.gz]``.
 - A path that does not exist, or a directory without logs, is a diagnostic
   (``unreadable_file``, ``no_log_files``), never an exception.
+- Entries named like trace logs that are not regular files (dangling symlinks, symlink loops,
+  directories, FIFOs), and a PATH that is a FIFO or a device, are ``unreadable_file``
+  diagnostics and are never opened (opening a FIFO blocks until someone writes to it).
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass
 from typing import IO
@@ -37,15 +42,39 @@ def rank_from_name(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _dir_logs(directory: str) -> list[str]:
+def _not_a_file(path: str) -> str:
+    """Why a path named like a log is not read (it is never opened)."""
     try:
-        names = sorted(n for n in os.listdir(directory) if os.path.isfile(os.path.join(directory, n)))
+        st = os.stat(path)
+    except OSError as e:
+        if os.path.islink(path):
+            return "symlink loop" if e.errno == errno.ELOOP else f"dangling symlink to {os.readlink(path)!r}"
+        return e.strerror or str(e)
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory, not a log file"
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO, not read (it could block)"
+    return "not a regular file"
+
+
+def _dir_logs(directory: str, diagnostics: Diagnostics | None = None) -> list[str]:
+    try:
+        entries = sorted(os.listdir(directory))
     except OSError:
         return []
+    names = [n for n in entries if os.path.isfile(os.path.join(directory, n))]
+    regular = set(names)
     ranked = [n for n in names if _RANK_FILE_RE.search(n)]
     ranked.sort(key=lambda n: (rank_from_name(n), n))
     other = [n for n in names if _TRACE_FILE_RE.search(n) and n not in ranked]
     chosen = ranked + other or [n for n in names if _ANY_LOG_RE.match(n)]
+    if diagnostics is not None:
+        # entries named like trace logs that are not regular files: dangling symlinks, symlink
+        # loops, directories, FIFOs (reported, never opened)
+        for n in entries:
+            full = os.path.join(directory, n)
+            if _TRACE_FILE_RE.search(n) and n not in regular:
+                diagnostics.add("unreadable_file", full, 0, _not_a_file(full))
     return [os.path.join(directory, n) for n in chosen]
 
 
@@ -58,11 +87,14 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
-            files = _dir_logs(p)
+            files = _dir_logs(p, diagnostics)
             if not files:
                 diagnostics.add("no_log_files", p, 0, "directory holds no .log or .log.gz file")
-        elif os.path.exists(p):
+        elif os.path.isfile(p):
             files = [p]
+        elif os.path.exists(p) or os.path.islink(p):  # a FIFO (open could block), a device...
+            diagnostics.add("unreadable_file", p, 0, _not_a_file(p))
+            files = []
         else:
             diagnostics.add("unreadable_file", p, 0, "no such file or directory")
             files = []
@@ -114,7 +146,9 @@ class TolerantGzip:
         got = 0
         while n < 0 or got < n:
             try:
-                piece = self._gz.read(self.PIECE if n < 0 else min(self.PIECE, n - got))
+                # read1: one decompression step per call, so what was decompressed before
+                # the damage is returned (read() would drop its partly filled buffer).
+                piece = self._gz.read1(self.PIECE if n < 0 else min(self.PIECE, n - got))
             except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
                 self.error = str(e) or type(e).__name__
                 break

@@ -1,0 +1,196 @@
+#!/usr/bin/env python
+"""Benchmark ``tracekit summarize`` against tlparse 0.4.3 and a bare orjson loop, side by side.
+
+    python bench/bench_summarize.py                      # 100MB and 1GB, 3 runs each
+    python bench/bench_summarize.py --sizes 100MB --runs 5
+    python bench/bench_summarize.py --no-tlparse-above 100MB   # tlparse only at 100MB
+
+For each size, a log is made from the fixture logs (``bench/make_large_log.py``, falling back to
+concatenating the fixture logs) in /tmp, warmed into the page cache, and each contender is run as
+a subprocess, interleaved, ``--runs`` times; the best wall time counts. Contenders:
+
+- ``tracekit``: ``tracekit summarize FILE --format json --output /dev/null`` (default jobs);
+- ``tracekit -j1``: the same with ``--jobs 1`` (one process);
+- ``bare loop``: a Python loop that reads the file's lines (binary) and ``orjson.loads`` every
+  envelope, nothing else: the floor for any reader that decodes every envelope;
+- ``tlparse``: ``tlparse FILE -o DIR --overwrite --no-browser`` (tlparse 0.4.3, pip package).
+
+Memory: the peak RSS of the largest process (``os.wait4``) and the peak of the proportional set
+size summed over the process tree (sampled from /proc every 10 ms; forked workers share pages). The logs and tlparse's output are deleted at the
+end (``--keep`` keeps the logs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "logs"
+
+BARE_LOOP = r"""
+import sys, orjson
+n = 0
+with open(sys.argv[1], "rb") as f:
+    for line in f:
+        if line[:1] == b"\t" or line == b"\n":
+            continue
+        i = line.find(b"] {")
+        if i >= 0:
+            orjson.loads(line[i + 2:])
+            n += 1
+print(n)
+"""
+TRACEKIT = "from tracekit.cli import main; main()"
+
+
+def parse_size(text: str) -> int:
+    units = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "B": 1}
+    t = text.strip().upper()
+    for u, m in units.items():
+        if t.endswith(u):
+            return int(float(t[: -len(u)]) * m)
+    return int(t)
+
+
+def make_log(size: int, out: Path) -> None:
+    maker = ROOT / "bench" / "make_large_log.py"
+    if maker.exists():
+        src = next((FIXTURES / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*"))
+        r = subprocess.run([sys.executable, str(maker), "--size", str(size), "--out", str(out),
+                            "--source", str(src)], capture_output=True, text=True)
+        if r.returncode == 0 and out.exists():
+            return
+        print(f"make_large_log.py failed ({r.stderr.strip()[-200:]}); concatenating instead",
+              file=sys.stderr)
+    src = next((FIXTURES / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*")).read_bytes()
+    with open(out, "wb") as f:
+        written = 0
+        while written < size:
+            f.write(src)
+            written += len(src)
+
+
+def _tree_pss(pid: int) -> int:
+    """Proportional set size (bytes) of ``pid`` and its descendants: shared pages (forked
+    workers) are split between the processes that share them, so the sum is real memory."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return total
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, int, int, int]:
+    """(wall seconds, peak RSS of the largest process, peak PSS of the tree, exit status)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], _tree_pss(proc.pid))
+            stop.wait(0.01)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    stop.set()
+    t.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        print(f"  {cmd[0]} ... exited {proc.returncode}: {proc.stderr.read()[-300:]!r}", file=sys.stderr)
+    return wall, usage.ru_maxrss * 1024, peak[0], proc.returncode
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="100MB,1GB")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-tlparse-above", default=None, metavar="SIZE",
+                    help="skip tlparse on logs larger than SIZE")
+    ap.add_argument("--keep", action="store_true", help="keep the generated logs")
+    args = ap.parse_args()
+    tlparse = shutil.which("tlparse")
+    if tlparse is None:
+        print("tlparse not found (pip install tlparse==0.4.3): its column is skipped", file=sys.stderr)
+    else:
+        v = subprocess.run([tlparse, "--version"], capture_output=True, text=True).stdout.strip()
+        print(f"tlparse: {v}")
+    tl_max = parse_size(args.no_tlparse_above) if args.no_tlparse_above else None
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time counts)")
+    work = Path(tempfile.mkdtemp(prefix="tracekit_bench_", dir="/tmp"))
+    rows = []
+    try:
+        for size_text in args.sizes.split(","):
+            size = parse_size(size_text)
+            log = work / f"big_{size_text}.log"
+            make_log(size, log)
+            real = log.stat().st_size
+            with open(log, "rb") as f:  # warm the page cache
+                while f.read(1 << 24):
+                    pass
+            contenders = {
+                "tracekit": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format", "json",
+                             "--output", "/dev/null"],
+                "tracekit -j1": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format",
+                                 "json", "--output", "/dev/null", "--jobs", "1"],
+                "bare loop": [sys.executable, "-c", BARE_LOOP, str(log)],
+            }
+            if tlparse and (tl_max is None or real <= tl_max):
+                contenders["tlparse"] = [tlparse, str(log), "-o", str(work / "tl_out"), "--overwrite",
+                                         "--no-browser"]
+            best: dict[str, tuple[float, int, int]] = {}
+            for i in range(args.runs):
+                for name, cmd in contenders.items():
+                    if name == "tlparse" and i > 0 and best.get(name, (0,))[0] > 60:
+                        continue  # one run of a minute-long tlparse is enough
+                    wall, maxrss, tree, rc = run(cmd, env)
+                    shutil.rmtree(work / "tl_out", ignore_errors=True)
+                    if rc != 0 and name != "tlparse":
+                        sys.exit(f"{name} failed")
+                    old = best.get(name)
+                    best[name] = (min(wall, old[0]) if old else wall, max(maxrss, old[1] if old else 0),
+                                  max(tree, old[2] if old else 0))
+            tk = best["tracekit"][0]
+            print(f"\n{size_text} log: {real / 2**20:.1f} MiB")
+            print(f"  {'contender':<14}{'best s':>9}{'MiB/s':>9}{'max RSS MiB':>13}{'tree PSS MiB':>14}")
+            for name, (wall, maxrss, tree) in best.items():
+                print(f"  {name:<14}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}")
+            bare = best["bare loop"][0]
+            line = f"  tracekit / bare loop time: {tk / bare:.2f} (<= 1.0 wanted); -j1: {best['tracekit -j1'][0] / bare:.2f}"
+            if "tlparse" in best:
+                line += f"; tracekit throughput / tlparse: {best['tlparse'][0] / tk:.0f}x (>= 50x wanted)"
+            print(line)
+            rows.append((size_text, best))
+            if not args.keep:
+                log.unlink()
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"logs kept in {work}")
+
+
+if __name__ == "__main__":
+    main()
