@@ -165,6 +165,7 @@ class FsdpPlanner:
         self.ids: dict[fx.Node, int] = {n: i for i, n in enumerate(self.nodes)}
         self._dag_base = _Dag(self.nodes, self.ids)
         self._collect_candidates()
+        self._collect_sizes()
 
     # -- cap-independent facts -------------------------------------------------------------
     def _collect_candidates(self) -> None:
@@ -199,6 +200,22 @@ class FsdpPlanner:
             cid = self.ids[coll]
             self.waits[cid] = self.ids[node]
             self.candidates[kind].append(_Candidate(cid, key, bucket_bytes(coll)))
+
+    def _collect_sizes(self) -> None:
+        # (kind, section, position, node, reported bytes) of every collective on an FSDP group,
+        # in torch's artifact order: by kind, all-gathers before "_out" ones, graph order.
+        groups = set(self.fsdp_groups)
+        self._sized: list[tuple[str, int, int, fx.Node, int]] = []
+        for kind in KINDS:
+            for node in _kind_nodes(self.gm.graph, kind):
+                if group_name_of(node) in groups:
+                    section = 1 if node.target is ALL_GATHER_TARGETS[1] else 0
+                    self._sized.append((kind, section, self.ids[node], node, reported_bytes(kind, node)))
+        self.sizes_before = [
+            {"type": kind, "size_mb": round_mb(n_bytes), "name": node.name}
+            for kind, _, _, node, n_bytes in self._sized
+        ]
+        self.counts_before = count_kinds(self.sizes_before)
 
     def cap_for(self, bucket_cap_mb: float | None) -> PreBucketCap:
         """The cap the pass would use (see :func:`bucketing.compute_pre_bucket_cap_mb`)."""
@@ -255,33 +272,32 @@ class FsdpPlanner:
             n_nodes=nodes_count(self.group_size),
             mode=self.mode,
         )
-        report.sizes_before = collective_sizes(self.gm.graph, self.fsdp_groups)
-        report.counts_before = count_kinds(report.sizes_before)
+        report.sizes_before = [dict(e) for e in self.sizes_before]
+        report.counts_before = dict(self.counts_before)
         return report
 
     def _predicted_sizes_after(self, plan: FsdpPlan) -> list[dict]:
-        groups = set(self.fsdp_groups)
         bucket_of: dict[fx.Node, list[fx.Node]] = {}
         for buckets in plan.buckets.values():
             for bucket in buckets:
                 for n in bucket:
                     bucket_of[n] = bucket
+        reported = {node: n_bytes for _, _, _, node, n_bytes in self._sized}
         out: list[dict] = []
         for kind in KINDS:
             entries: list[tuple[int, float, dict]] = []
-            for node in _kind_nodes(self.gm.graph, kind):
-                if group_name_of(node) not in groups:
+            for k, section, position, node, n_bytes in self._sized:
+                if k != kind:
                     continue
                 bucket = bucket_of.get(node)
                 if bucket is None:
-                    # all-gathers list plain ones before "_out" ones, each in graph order
-                    section = 1 if node.target is ALL_GATHER_TARGETS[1] else 0
-                    entry = {"type": kind, "size_mb": round_mb(reported_bytes(kind, node)), "name": node.name}
-                    entries.append((section if kind == "AG" else 0, self.ids[node], entry))
+                    entry = {"type": kind, "size_mb": round_mb(n_bytes), "name": node.name}
+                    entries.append((section, position, entry))
                 elif node is bucket[-1]:
-                    total = sum(reported_bytes(kind, n) for n in bucket)
+                    # a merged all-gather is an "_out" one; merged nodes sit after the last member
+                    total = sum(reported[n] for n in bucket)
                     entry = {"type": kind, "size_mb": round_mb(total), "name": f"{bucket[0].name}+{len(bucket) - 1}"}
-                    entries.append((1 if kind == "AG" else 0, self.ids[node] + 0.5, entry))
+                    entries.append((1 if kind == "AG" else 0, position + 0.5, entry))
             out.extend(e for _, _, e in sorted(entries, key=lambda t: (t[0], t[1])))
         return out
 
