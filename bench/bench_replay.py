@@ -8,7 +8,8 @@ For graphs with 100, 1,000 and 5,000 FSDP collectives (``bench/graphs.py``'s
 - plan: ``bucketing.FsdpPlanner`` set-up + one cap (what a single-cap replay counts with);
 - torch pass: ``torch._inductor.fx_passes.fsdp.pre_bucket_fsdp_collectives`` on the same
   rebuilt graph at the same cap (the full rewrite torch runs);
-- sweep ratio: a replay of 8 caps (one parse, one planner, 8 plans) over a single-cap replay.
+- sweep ratio: a replay of 8 caps over a single-cap replay, each as ``tracekit replay`` does it
+  per graph (parse, planner, then per cap a plan and the NCCL-model comm estimate).
 
 Run: ``cd /work/main && PYTHONPATH=. python bench/bench_replay.py`` (``--sizes 100,1000`` for a
 quick run). Goals (issue 5): growth no worse than n log n, plan at least 10x faster than torch's
@@ -52,6 +53,8 @@ def main() -> None:
 
     from bench.graphs import make_fsdp_graph
     from bucketing import FsdpPlanner, register_fake_process_groups
+    from tracekit.replay.comm_estimate import Hardware
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
     from tracekit.replay.graph_text import parse_graph_text
 
     torch_fsdp.logger.setLevel(logging.WARNING)
@@ -65,26 +68,26 @@ def main() -> None:
                                                       include_device=True)
         t_parse, gm = _best(lambda: parse_graph_text(text), args.repeat)
 
-        def single():
+        def plan_only():
             planner = FsdpPlanner(gm)
             return planner.plan(CAP_MB)
 
-        def sweep():
-            planner = FsdpPlanner(gm)
-            return [planner.plan(c) for c in SWEEP]
+        def replay(caps):
+            # What `tracekit replay` does per graph: parse, planner, per cap a plan + comm estimate.
+            rp = GraphReplayer(text, ReplayOptions())
+            return [rp.at(c, "override", Hardware()) for c in caps]
 
-        t_plan, report = _best(single, args.repeat)
-        t_sweep, _ = _best(sweep, args.repeat)
+        t_plan, report = _best(plan_only, args.repeat)
+        t_single, _ = _best(lambda: replay([CAP_MB]), args.repeat)
+        t_sweep, _ = _best(lambda: replay(SWEEP), args.repeat)
         t_torch = None
         if n <= args.torch_max:
             fresh = parse_graph_text(text)
             t0 = time.perf_counter()
             torch_fsdp.pre_bucket_fsdp_collectives(fresh, bucket_cap_mb=CAP_MB)
             t_torch = time.perf_counter() - t0
-        single_replay = t_parse + t_plan
-        sweep_replay = t_parse + t_sweep
         rows.append((n, len(gm.graph.nodes), len(text), t_parse, t_plan, t_torch,
-                     sweep_replay / single_replay, report.counts_after))
+                     t_sweep / t_single, report.counts_after))
         print(f"... {n} collectives done", file=sys.stderr, flush=True)
 
     print(f"cap {CAP_MB} MB; sweep caps {SWEEP}; best of {args.repeat}; {os.cpu_count()} cores\n")

@@ -166,11 +166,18 @@ def test_cli_rank_and_graph_selection():
 
 
 def test_cli_table_and_plot(tmp_path):
+    import importlib.util
+
     png = tmp_path / "replay.png"
     res = _run(str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "0.01,1", "--plot", str(png))
-    assert res.exit_code == 0, res.output
     assert "Other caps" in res.output and "2 graphs: 2 rebuilt, 2 reproduced" in res.output
-    pytest.importorskip("matplotlib")
+    md = _run(str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "0.01", "--format", "markdown").output
+    assert md.startswith("## Recorded outcomes") and "## Other caps" in md
+    assert "| 0      | 0/0:0   | 0.01     | override   | 8->8 |" in md
+    if importlib.util.find_spec("matplotlib") is None:  # the optional extra is missing
+        assert res.exit_code == 2 and "pip install 'tracekit[plot]'" in res.output
+        return
+    assert res.exit_code == 0, res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -144,7 +144,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--cap", "cap_auto", multiple=True, type=click.Choice(["auto"]),
               help="`--cap auto`: torch's automatic cap on the (what-if) hardware.")
 @click.option("--interconnect", default=None, metavar="NAME",
-              help="What-if interconnect: NVLINK_A100|NVLINK_H100|NVLINK_B200|NVLINK_V100|IB_HDR|IB_NDR|PCIE.")
+              help="What-if interconnect, one of torch's profiles: NVLINK_A100, NVLINK_H100, NVLINK_B200, "
+                   "NVLINK_V100, IB_HDR, IB_NDR, PCIE (case and -/_ insensitive).")
 @click.option("--group-size", type=click.IntRange(1, 1 << 20), default=None,
               help="What-if FSDP group size for the comm model and the auto cap.")
 @click.option("--gpus-per-node", type=click.IntRange(1, 1024), default=None,
@@ -189,6 +190,12 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         symbols=symbols,
     )
     selectors = [parse_graph_selector(g) for g in graphs]
+    from bucketing.plan import resolve_mode
+
+    try:
+        resolve_mode(mode)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--mode") from None
 
     diag = Diagnostics()
     logs = find_logs(list(paths), diag)

@@ -118,9 +118,15 @@ def collective_bytes(node: fx.Node) -> int:
 def comm_ms(units: Iterable[tuple[str, int]], group_size: int, hw: Hardware) -> float:
     """Sum of the NCCL model's time (ms) for collectives given as ``(kind, bytes)``."""
     total = 0.0
+    seen: dict[tuple[str, int], float] = {}  # graphs repeat sizes: one model call per size
     with hardware_model(hw):
         for kind, n_bytes in units:
-            total += ca.estimate_nccl_collective_runtime_impl(n_bytes, group_size, _KIND_COLL[kind])
+            ms = seen.get((kind, n_bytes))
+            if ms is None:
+                ms = seen[(kind, n_bytes)] = ca.estimate_nccl_collective_runtime_impl(
+                    n_bytes, group_size, _KIND_COLL[kind]
+                )
+            total += ms
     return total
 
 

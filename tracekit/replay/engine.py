@@ -167,6 +167,7 @@ class GraphReplayer:
         self.planner = FsdpPlanner(self.gm, options.mode)
         self.by_name: dict[str, fx.Node] = {n.name: n for n in self.gm.graph.nodes}
         self.group_size = self.planner.group_size
+        self._bytes: dict[str, int] = {}  # collective name -> torch's fx size, computed once
 
     def at(
         self, cap_mb: float, cap_source: str, hardware: ce.Hardware, apply: bool = False
@@ -205,10 +206,12 @@ class GraphReplayer:
         units: list[tuple[str, int]] = []
         bucket_bytes: dict[tuple[str, int], int] = {}
         for s in report.sizes_before:
-            node = self.by_name.get(s["name"])
-            if node is None:
-                return None
-            n_bytes = ce.collective_bytes(node)
+            n_bytes = self._bytes.get(s["name"])
+            if n_bytes is None:
+                node = self.by_name.get(s["name"])
+                if node is None:
+                    return None
+                n_bytes = self._bytes[s["name"]] = ce.collective_bytes(node)
             if s["name"] in in_bucket:
                 key = (s["type"], in_bucket[s["name"]])
                 bucket_bytes[key] = bucket_bytes.get(key, 0) + n_bytes
