@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def register_fake_process_groups(group_names: Iterable[str], group_size: int, rank: int = 0) -> None:
+def register_fake_process_groups(
+    group_names: Iterable[str], group_size: int, rank: int = 0, world_size: int | None = None
+) -> None:
     """Make each of ``group_names`` resolve to a fake process group of ``group_size`` ranks.
 
-    Initializes ``torch.distributed`` with the "fake" backend (world size ``group_size``,
-    ``rank``) if it is not initialized yet. Names that already resolve to a group of that
-    size are kept; others get a new fake group. Raises ValueError when the initialized world
-    is smaller than ``group_size``.
+    Initializes ``torch.distributed`` with the "fake" backend (``world_size``, default
+    ``group_size``; this process is ``rank``) if it is not initialized yet; pass the largest
+    size first, or ``world_size``, when groups of several sizes are needed. Names that already
+    resolve to a group of that size are kept; others get a new fake group (ranks
+    ``0..group_size-1``). Raises ValueError when the world is smaller than ``group_size``.
     """
     import torch.distributed as dist
     from torch._C._distributed_c10d import _register_process_group, _unregister_process_group
@@ -25,7 +28,7 @@ def register_fake_process_groups(group_names: Iterable[str], group_size: int, ra
     if group_size < 1:
         raise ValueError(f"group_size must be positive, got {group_size}")
     if not dist.is_initialized():
-        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=group_size)
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size or group_size)
     world = dist.get_world_size()
     if world < group_size:
         raise ValueError(f"torch.distributed world has {world} ranks, fewer than group_size={group_size}")
