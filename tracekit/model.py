@@ -157,15 +157,20 @@ def graph_from_dict(d: dict[str, Any]) -> Graph:
         sizes_mb=None
         if sizes is None
         else Sizes(
-            before=[CollectiveSize(**s) for s in sizes.get("before") or []],
+            before=[_size_from_dict(s) for s in sizes.get("before") or []],
             after=None
             if sizes.get("after") is None
-            else [CollectiveSize(**s) for s in sizes["after"]],
+            else [_size_from_dict(s) for s in sizes["after"]],
         ),
         source=d.get("source", "torch"),
         file=d.get("file", ""),
         line=int(d.get("line", 0)),
     )
+
+
+def _size_from_dict(d: dict[str, Any]) -> CollectiveSize:
+    # Newer documents may add keys to size entries: take the ones this version knows.
+    return CollectiveSize(type=str(d["type"]), size_mb=float(d["size_mb"]), name=str(d.get("name", "")))
 
 
 def rank_to_dict(r: Rank) -> dict[str, Any]:
