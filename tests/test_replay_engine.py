@@ -272,3 +272,27 @@ def test_symbol_hints_from_the_source_are_used():
     assert r.error is None and r.symbols == {"s67": 128}
     r = replay_source(src, ReplayOptions(symbols={"s67": 4096}))  # --sym wins over the hint
     assert r.symbols == {"s67": 4096}
+
+
+def test_cli_what_if_hardware_auto_cap():
+    res = _run(str(FIXTURE_LOGS / "spmd_auto"), "--cap", "auto", "--interconnect", "ib-ndr",
+               "--group-size", "512", "--gpus-per-node", "8", "--format", "json")
+    doc = json.loads(res.output)
+    assert doc["hardware"] == {"interconnect": "IB_NDR", "group_size": 512, "gpus_per_node": 8}
+    rep = doc["graphs"][0]["replays"][0]
+    # 0.9/0.1 * (30 + 511*12) us * 22 GB/s = 1.2 GB: above the 500 MB ceiling.
+    assert (rep["bucket_cap_mb"], rep["cap_source"]) == (500.0, "ceiling")
+    assert rep["hardware"] == {"interconnect": "IB_NDR", "group_size": 512, "n_nodes": 64}
+    assert doc["graphs"][0]["reproduction"]["hardware"] == {"interconnect": "NVLINK_A100", "group_size": 4, "n_nodes": 1}
+    bad = _run(str(FIXTURE_LOGS / "spmd_auto"), "--interconnect", "token-ring")
+    assert bad.exit_code == 2 and "token-ring" in bad.output
+
+
+def test_all_ranks_rebuild_each_distinct_graph_once():
+    from tracekit.replay.engine import replay_source as one
+
+    rebuilt: dict = {}
+    results = [one(s, ReplayOptions(), rebuilt) for s in _sources("spmd_auto")]
+    assert len(results) == 8 and all(r.reproduced for r in results)
+    assert len(rebuilt) == 2  # forward and backward texts are the same on every rank
+    assert sorted({r.rank for r in results}) == [0, 1, 2, 3]

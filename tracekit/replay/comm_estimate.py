@@ -130,6 +130,14 @@ def comm_ms(units: Iterable[tuple[str, int]], group_size: int, hw: Hardware) -> 
     return total
 
 
+def describe(hw: Hardware, recorded_group_size: int | None) -> dict:
+    """What the model assumes for ``hw``: interconnect (resolved), group size and nNodes."""
+    group_size = hw.group_size or recorded_group_size
+    with hardware_model(hw):
+        interconnect = ca.detect_interconnect(group_size or 1).name
+    return {"interconnect": interconnect, "group_size": group_size, "n_nodes": n_nodes(group_size, hw)}
+
+
 def n_nodes(group_size: int | None, hw: Hardware) -> int:
     """Hosts the group spans on ``hw`` (torch's nNodes)."""
     if group_size is None:

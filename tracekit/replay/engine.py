@@ -21,6 +21,7 @@ Each cap gets the counts after, the size of every collective after bucketing, th
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ class CapReplay:
     estimated_comm_ms: float | None
     comm_ms_vs_recorded: float | None = None
     applied: dict[str, Any] | None = None  # --apply: rewrite outcome and lint
+    hardware: dict[str, Any] | None = None  # what the comm model assumed: interconnect, group size, nNodes
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +83,7 @@ class CapReplay:
             "estimated_comm_ms": _round_ms(self.estimated_comm_ms),
             "comm_ms_vs_recorded": _round_ms(self.comm_ms_vs_recorded),
             "applied": self.applied,
+            "hardware": self.hardware,
         }
 
 
@@ -188,6 +191,7 @@ class GraphReplayer:
             merged_buckets=sum(len(v) for v in report.buckets.values()),
             largest_bucket_mb=largest,
             estimated_comm_ms=self.comm_ms(report, hardware),
+            hardware=ce.describe(hardware, self.group_size),
         )
         if apply:
             out.applied = self.apply(cap_mb, collectives)
@@ -260,8 +264,15 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
     return out
 
 
-def replay_source(src: Any, options: ReplayOptions) -> GraphReplay:
-    """Replay one :class:`tracekit.reader.GraphSource`; never raises for a bad graph."""
+def replay_source(
+    src: Any, options: ReplayOptions, rebuilt: dict[tuple, Any] | None = None
+) -> GraphReplay:
+    """Replay one :class:`tracekit.reader.GraphSource`; never raises for a bad graph.
+
+    ``rebuilt`` (optional, shared across calls) keeps each distinct graph text's rebuilt graph
+    and planner, or its error: ranks normally log identical graphs, so ``--all-ranks`` parses
+    each one once.
+    """
     g: Graph = src.graph
     out = GraphReplay(
         rank=src.rank,
@@ -287,13 +298,20 @@ def replay_source(src: Any, options: ReplayOptions) -> GraphReplay:
             mode=options.mode,
             symbols={**hints, **options.symbols},
         )
-    try:
-        rp = GraphReplayer(src.text, options)
-    except GraphTextError as e:
-        out.error = f"cannot rebuild the graph from {src.text_artifact}: {e}"
-        return out
-    except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
-        out.error = f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+    key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
+           tuple(sorted(options.symbols.items())), options.mode)
+    rp = None if rebuilt is None else rebuilt.get(key)
+    if rp is None:
+        try:
+            rp = GraphReplayer(src.text, options)
+        except GraphTextError as e:
+            rp = f"cannot rebuild the graph from {src.text_artifact}: {e}"
+        except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
+            rp = f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+        if rebuilt is not None:
+            rebuilt[key] = rp
+    if isinstance(rp, str):
+        out.error = rp
         return out
     out.nodes = len(rp.gm.graph.nodes)
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
@@ -365,7 +383,9 @@ def select(sources: Iterable[Any], graphs: list[tuple[str, int | None]]) -> Iter
 
 
 def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[GraphReplay]:
-    return [replay_source(s, options) for s in sources]
+    """Replay many sources, rebuilding each distinct graph text once."""
+    rebuilt: dict[tuple, Any] = {}
+    return [replay_source(s, options, rebuilt) for s in sources]
 
 
 def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: dict | None = None) -> dict:
