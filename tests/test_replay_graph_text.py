@@ -269,3 +269,57 @@ def test_mutated_real_text_never_escapes_graph_text_error(edits):
     except GraphTextError:
         return
     gm.graph.lint()
+
+
+def _fixture_texts():
+    from tests.conftest import FIXTURE_LOGS
+    from tracekit.reader import graph_sources
+
+    out = {}
+    for scenario in ("spmd_auto", "diverge_rank", "tracekit_pass"):
+        for s in graph_sources([FIXTURE_LOGS / scenario]):
+            out.setdefault((scenario, s.rank, s.graph_index), s.text)
+    return out
+
+
+_FIXTURE_TEXTS: dict | None = None
+
+
+def _fixture_text(key):
+    global _FIXTURE_TEXTS
+    if _FIXTURE_TEXTS is None:
+        _FIXTURE_TEXTS = _fixture_texts()
+    return _FIXTURE_TEXTS[key]
+
+
+@pytest.mark.parametrize(
+    "key,nodes,ags,rss",
+    [
+        (("spmd_auto", 0, 0), 59, 8, 0),
+        (("spmd_auto", 0, 1), 110, 5, 8),
+        (("diverge_rank", 3, 0), 72, 10, 0),
+        (("diverge_rank", 3, 1), 140, 7, 10),
+        (("tracekit_pass", 0, 1), 110, 5, 8),
+    ],
+)
+def test_fixture_log_graphs_round_trip(key, nodes, ags, rss):
+    text = _fixture_text(key)
+    gm = parse_graph_text(text)
+    gm.graph.lint()
+    targets = _targets(gm)
+    assert len(gm.graph.nodes) == nodes
+    assert targets.count(c10d.all_gather_into_tensor.default) == ags
+    assert targets.count(c10d.reduce_scatter_tensor.default) == rss
+    # Printed again, the rebuilt graph is the logged text, comments aside.
+    assert _code_lines(_printed(gm)) == _code_lines(text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutations(110))
+def test_mutated_fixture_log_text_never_escapes_graph_text_error(edits):
+    text = _apply(_fixture_text(("spmd_auto", 0, 1)), edits)
+    try:
+        gm = parse_graph_text(text)
+    except GraphTextError:
+        return
+    gm.graph.lint()
