@@ -323,3 +323,16 @@ def test_mutated_fixture_log_text_never_escapes_graph_text_error(edits):
     except GraphTextError:
         return
     gm.graph.lint()
+
+
+_PIECES = _ALPHABET + ["class G(torch.nn.Module):\n", "    def forward(self, x):\n", "        return x\n",
+                       "\x00", "é", "\r\n", 'y: "f32[4][1]cpu" = ', "torch.ops.aten.relu.default(x)\n"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=60))
+def test_random_text_never_escapes_graph_text_error(pieces):
+    try:
+        parse_graph_text("".join(pieces))
+    except GraphTextError:
+        pass
