@@ -39,6 +39,7 @@ import torch
 import torch.fx as fx
 from torch._ops import OpOverload, OpOverloadPacket, _OpNamespace
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph import dtype_abbrs
 
 from tracekit.replay import symbols as sx
@@ -212,7 +213,8 @@ def parse_annotation(text: str) -> Annotation:
     return TensorAnnotation(dtype, shape_t, stride_t, dev)
 
 
-_INT_LIST = re.compile(r"^\s*\d{1,19}(?:\s*,\s*\d{1,19})*\s*$")
+#: ASCII spaces and digits only: ``\s`` and ``\d`` also match characters ``int()`` refuses ("1\x1e").
+_INT_LIST = re.compile(r"[ ]*[0-9]{1,19}(?:[ ]*,[ ]*[0-9]{1,19})*[ ]*\Z")
 
 
 def _size_list(text: str) -> tuple[sx.SizeExpr, ...]:
@@ -676,7 +678,9 @@ def _build_graph_module(text: str, symbols: Mapping[str, int] | None) -> fx.Grap
         root.register_buffer(target, torch.empty(shape, dtype=ann.dtype, device="meta"))  # type: ignore[union-attr]
     try:
         b.graph.lint()
-        gm = fx.GraphModule(root, b.graph, class_name=b.class_name)  # type: ignore[attr-defined]
+        # Lazy: fx generates the module's Python code only if it is asked for (forward, .code);
+        # passes and plans only read the graph, and code generation is a third of the parse.
+        gm = _LazyGraphModule(root, b.graph, class_name=b.class_name)  # type: ignore[attr-defined]
     except (RuntimeError, ValueError, TypeError, NameError, SyntaxError, AttributeError) as e:
         raise GraphTextError(f"the rebuilt graph does not lint: {type(e).__name__}: {str(e)[:200]}") from None
     gm.meta["fake_mode"] = mode
