@@ -169,3 +169,13 @@ def test_hostile_splices_into_real_graphs_are_refused_or_harmless(text):
             val = n.meta.get("val")
             if isinstance(val, torch.Tensor):
                 assert isinstance(val, FakeTensor)  # no real storage, whatever the shape
+
+
+@pytest.mark.parametrize("ann", ["f32[1\x1e][1]cpu", "f32[8, 4\x1c][4, 1]cpu", "f32[\u0663][1]cpu",
+                                 "f32[8][1\x1f]cpu"])
+def test_control_and_unicode_digits_in_sizes_are_refused(ann):
+    # found by fuzz/fuzz_graph_text.py: the size regex's \s and \d accepted what int() refuses
+    text = TEXTS[0].replace('"f32[1024][1]cpu"', f'"{ann}"', 1)
+    assert text != TEXTS[0]
+    with pytest.raises(GraphTextError, match="line 2"):
+        parse_graph_text(text)

@@ -312,3 +312,15 @@ def test_fixture_round_trips_through_gzip_crlf_and_directory(tmp_path):
                 g["file"] = ""
         assert doc["ranks"] == want["ranks"] and doc["totals"] == want["totals"]
         assert doc["totals"]["graphs"] == 2 and doc["totals"]["mb_before"] == 0.837
+
+
+def test_duplicate_artifact_name_is_bad_json_not_a_crash(tmp_path):
+    # found by fuzz/fuzz_reader.py: the bytes name one artifact, the decoded object another
+    lines = CLEAN.split(b"\n")
+    i = next(k for k, ln in enumerate(lines) if b'"name": "pre_bucketing_fsdp_collectives"' in ln)
+    lines[i] = lines[i].replace(b'"name": "pre_bucketing_fsdp_collectives"',
+                                b'"name": "pre_bucketing_fsdp_collectives", "name": "other"', 1)
+    run = _read(tmp_path, b"\n".join(lines))
+    assert run.diagnostics.counts == {"bad_json": 1}
+    assert run.diagnostics.examples[0]["line"] == i + 1
+    assert len(run.ranks[0].graphs) == 1
