@@ -296,3 +296,13 @@ def test_all_ranks_rebuild_each_distinct_graph_once():
     assert len(results) == 8 and all(r.reproduced for r in results)
     assert len(rebuilt) == 2  # forward and backward texts are the same on every rank
     assert sorted({r.rank for r in results}) == [0, 1, 2, 3]
+
+
+def test_cli_says_so_when_there_is_nothing_to_replay(tmp_path):
+    res = _run(str(tmp_path), "--format", "json")
+    assert res.exit_code == 1
+    doc = json.loads(res.output)
+    assert doc["graphs"] == [] and doc["diagnostics"]["counts"] == {"no_log_files": 1}
+    assert "warm inductor cache" in doc["notes"][0]
+    text = _run(str(tmp_path)).output
+    assert "0 graphs" in text and "note: no recorded pre_bucketing_fsdp_collectives outcome" in text
