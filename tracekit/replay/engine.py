@@ -29,7 +29,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, SHORT_NAMES, Graph
+from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Graph
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
 
@@ -427,5 +427,4 @@ __all__ = [
     "replay_source",
     "replay_sources",
     "select",
-    "SHORT_NAMES",
 ]
