@@ -135,3 +135,21 @@ def test_corpus_script_runs_standalone(tmp_path):
     assert (tmp_path / "long_line/damaged").is_dir()
     big = max(len(ln) for ln in (tmp_path / manifest[1]["inputs"][0]).read_bytes().split(b"\n"))
     assert big == 1024 * 1024
+
+
+def test_explicit_unreadable_paths_neither_hang_nor_raise(tmp_path):
+    fifo = tmp_path / "dedicated_log_torch_trace_rank_0_fifo.log"
+    os.mkfifo(fifo)  # opening it would block until a writer comes: it is never opened
+    dangling = tmp_path / "dedicated_log_torch_trace_rank_1_gone.log"
+    os.symlink(tmp_path / "nowhere.log", dangling)
+    eio = tmp_path / "dedicated_log_torch_trace_rank_2_eio.log"
+    os.symlink("/proc/self/mem", eio)  # opens, then every read fails with EIO
+    res = _cli(str(fifo), str(dangling), str(eio), "--format", "json")
+    assert "Traceback" not in res.stderr and "no log could be read" in res.stderr
+    assert res.returncode == 1
+    doc = json.loads(res.stdout)
+    assert doc["diagnostics"]["counts"] == {"unreadable_file": 3}
+    details = {e["file"]: e["detail"] for e in doc["diagnostics"]["examples"]}
+    assert details[str(fifo)] == "a FIFO, not read (it could block)"
+    assert details[str(dangling)].startswith("dangling symlink to ")
+    assert details[str(eio)] == "Input/output error"
