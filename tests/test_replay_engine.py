@@ -306,3 +306,24 @@ def test_cli_says_so_when_there_is_nothing_to_replay(tmp_path):
     assert "warm inductor cache" in doc["notes"][0]
     text = _run(str(tmp_path)).output
     assert "0 graphs" in text and "note: no recorded pre_bucketing_fsdp_collectives outcome" in text
+
+
+def test_recorded_sizes_are_checked_too():
+    import copy
+
+    from tracekit.reader import GraphSource
+
+    real = _sources("spmd_small_cap", 0)[0]
+    assert real.graph.sizes_mb is not None  # the fixtures log the verbose sizes
+    g = copy.deepcopy(real.graph)
+    g.sizes_mb.before[1].size_mb = 0.5
+    g.sizes_mb.after[0].size_mb = 0.126
+    r = replay_source(GraphSource(real.rank, real.compile_id, real.graph_index, g, real.text, real.text_artifact),
+                      ReplayOptions())
+    assert r.reproduced is False
+    assert r.mismatches == [
+        "sizes before: collective #2: recorded ('AG', 0.5, 'all_gather_into_tensor_1'), "
+        "rebuilt graph ('AG', 0.001, 'all_gather_into_tensor_1')",
+        "sizes after (AG, MB): recorded [0.001, 0.017, 0.017, 0.125, 0.126], "
+        "replayed [0.001, 0.017, 0.017, 0.125, 0.125]",
+    ]

@@ -71,6 +71,7 @@ class CapReplay:
     comm_ms_vs_recorded: float | None = None
     applied: dict[str, Any] | None = None  # --apply: rewrite outcome and lint
     hardware: dict[str, Any] | None = None  # what the comm model assumed: interconnect, group size, nNodes
+    report: Any = field(default=None, repr=False, compare=False)  # the BucketingReport (not in JSON)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +193,7 @@ class GraphReplayer:
             largest_bucket_mb=largest,
             estimated_comm_ms=self.comm_ms(report, hardware),
             hardware=ce.describe(hardware, self.group_size),
+            report=report,
         )
         if apply:
             out.applied = self.apply(cap_mb, collectives)
@@ -251,6 +253,9 @@ class GraphReplayer:
 
 
 def _compare(recorded: Graph, got: CapReplay) -> list[str]:
+    """What differs between a recorded outcome and a replay: counts, and the verbose sizes
+    when the log has them (sizes before by name; sizes after per kind, names aside, since
+    merged buckets get new names)."""
     out = []
     for t in COLLECTIVE_TYPES:
         want = recorded.collectives.get(t)
@@ -261,6 +266,23 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
             out.append(
                 f"{t}: recorded {want.before}->{want.after}, replayed {have['before']}->{have['after']}"
             )
+    sizes = recorded.sizes_mb
+    if sizes is None or got.report is None:
+        return out
+    want_before = [(s.type, s.size_mb, s.name) for s in sizes.before]
+    have_before = [(s["type"], s["size_mb"], s["name"]) for s in got.report.sizes_before]
+    if want_before != have_before:
+        i = next((i for i, (a, b) in enumerate(zip(want_before, have_before)) if a != b),
+                 min(len(want_before), len(have_before)))
+        a = want_before[i] if i < len(want_before) else "nothing"
+        b = have_before[i] if i < len(have_before) else "nothing"
+        out.append(f"sizes before: collective #{i + 1}: recorded {a}, rebuilt graph {b}")
+    if sizes.after is not None:
+        for kind in KINDS:
+            want_after = sorted(s.size_mb for s in sizes.after if s.type == kind)
+            have_after = sorted(s["size_mb"] for s in got.report.sizes_after if s["type"] == kind)
+            if want_after != have_after:
+                out.append(f"sizes after ({kind}, MB): recorded {want_after}, replayed {have_after}")
     return out
 
 
