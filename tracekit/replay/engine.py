@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch.fx as fx
@@ -132,6 +132,12 @@ class GraphReplay:
                 "group_size": g.group_size,
                 "n_nodes": g.n_nodes,
                 "collectives": recorded_collectives(g),
+                "sizes_mb": None
+                if g.sizes_mb is None
+                else {
+                    "before": [asdict(x) for x in g.sizes_mb.before],
+                    "after": None if g.sizes_mb.after is None else [asdict(x) for x in g.sizes_mb.after],
+                },
                 "estimated_comm_ms": _round_ms(self.recorded_comm_ms),
             },
             "reproduced": self.reproduced,
