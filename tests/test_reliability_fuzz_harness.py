@@ -19,6 +19,9 @@ def _run(script: str, runs: int, fallback: bool, tmp_path) -> subprocess.Complet
     env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     if fallback:
         env["TRACEKIT_FUZZ_FALLBACK"] = "1"
+    else:  # atheris copies the seeds into a corpus directory under TMPDIR and grows it there
+        (tmp_path / "tmp").mkdir()
+        env["TMPDIR"] = str(tmp_path / "tmp")
     return subprocess.run([sys.executable, str(ROOT / "fuzz" / script), f"-atheris_runs={runs}"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
