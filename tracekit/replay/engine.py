@@ -345,17 +345,19 @@ def replay_source(
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
     try:
-        _replay_caps(rp, out, options)
+        _replay_caps(rp, out, options, src)
     except Exception as e:  # noqa: BLE001
         out.error = f"replay failed: {type(e).__name__}: {str(e)[:300]}"
     return out
 
 
-def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) -> None:
+def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions, src: Any) -> None:
     g = out.recorded
     # The recorded cap, on the recorded hardware (torch's own detection): no what-if here.
     here = ce.Hardware()
-    repro = rp.at(g.bucket_cap_mb, "recorded", here)
+    # Our own pass logs the exact cap (tracekit_fsdp_buckets); torch's line rounds it to 0.1.
+    exact_cap = getattr(src, "exact_cap_mb", None)
+    repro = rp.at(exact_cap if exact_cap is not None else g.bucket_cap_mb, "recorded", here)
     mismatches = _compare(g, repro)
     if mismatches and rp.group_size:
         exact = ce.auto_cap(rp.group_size, ce.Hardware())
