@@ -16,7 +16,7 @@ a subprocess, interleaved, ``--runs`` times; the best wall time counts. Contende
 - ``tlparse``: ``tlparse FILE -o DIR --overwrite --no-browser`` (tlparse 0.4.3, pip package).
 
 Memory: the peak RSS of the largest process (``os.wait4``) and the peak of the proportional set
-size summed over the process tree (sampled from /proc every 10 ms; forked workers share pages). The logs and tlparse's output are deleted at the
+size summed over the process tree (sampled from /proc every 20 ms; forked workers share pages). The logs and tlparse's output are deleted at the
 end (``--keep`` keeps the logs).
 """
 
@@ -78,21 +78,38 @@ def make_log(size: int, out: Path) -> None:
             written += len(src)
 
 
-def _tree_pss(pid: int) -> int:
-    """Proportional set size (bytes) of ``pid`` and its descendants: shared pages (forked
-    workers) are split between the processes that share them, so the sum is real memory."""
-    total = 0
-    todo = [pid]
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
     while todo:
         p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _tree_pss(pid: int) -> int:
+    """Memory (bytes) of ``pid`` and its descendants: the RSS of a lone process, else the sum of
+    proportional set sizes (forked workers share pages; PSS splits them between the sharers).
+    Only the cheap ``statm`` is read for a lone process, so sampling does not slow the machine."""
+    procs = _tree(pid)
+    total = 0
+    if len(procs) == 1:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError):
+            return 0
+    for p in procs:
         try:
             with open(f"/proc/{p}/smaps_rollup") as f:
                 for line in f:
                     if line.startswith("Pss:"):
                         total += int(line.split()[1]) * 1024
                         break
-            with open(f"/proc/{p}/task/{p}/children") as f:
-                todo.extend(int(c) for c in f.read().split())
         except (OSError, ValueError):
             pass
     return total
@@ -108,7 +125,7 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, int, int, int]:
     def sample() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], _tree_pss(proc.pid))
-            stop.wait(0.01)
+            stop.wait(0.02)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()

@@ -2,18 +2,22 @@
 
 Public functions:
 
-- :func:`load` ``(paths, *, jobs=None, strict=False, progress=None) -> Run``: every file, one
-  process per file (up to ``jobs``, default the machine's cores), merged per rank.
+- :func:`load` ``(paths, *, jobs=None, strict=False, progress=None) -> Run``: every file, in
+  parallel processes (up to ``jobs``, default the machine's cores; a large uncompressed file
+  is cut into segments at entry boundaries), merged per rank.
 - :func:`iter_entries` ``(path, want=..., diagnostics=None)``: the decoded entries of one file
   for which ``want(entry_type, artifact_name)`` is true, as :class:`Entry` values.
 - :func:`graph_sources` ``(paths, diagnostics=None)``: for every recorded bucketing outcome, the
   graph text it was computed from (see its docstring), for replay.
 
-How a file is read (one pass, constant memory): the file is read in 1 MiB chunks; payload lines
-(a leading tab) are skipped by a C-level search without decoding; each envelope line is
-classified by cheap byte checks (glog prefix, the entry-type key, which is the first key after
-``{"``, and the artifact name) and only the envelopes of wanted artifacts are decoded with
-orjson, and only their payloads are assembled and MD5-checked.
+How a file is read (one pass, constant memory; see :class:`tracekit.envelopes.Scanner`): the
+file is read in 1 MiB chunks; one regex pass per chunk skips, inside the regex engine, payload
+lines (a leading tab) and every ordinary envelope that is not a wanted artifact (valid glog
+prefix, the entry-type key first after ``{"``, the artifact name, the file's rank, payload
+present exactly when ``has_payload`` says so); only wanted, unusual or bad lines reach Python.
+Only the envelopes of wanted artifacts are decoded with orjson, and only their payloads are
+assembled and MD5-checked. Parsed artifacts become events; events are applied to a per-file
+builder in log order (so a file cut into segments pairs exactly as when read whole).
 
 Pairing (per rank and compile id, never by adjacency: other frames' graphs often come between a
 frame's forward and its lazily compiled backward):
@@ -51,6 +55,9 @@ around a bad one are still used; ``--strict`` makes any of them exit status 1):
 - ``bad_gzip``: a ``.gz`` file that is corrupt or cut short (what was read before is used).
 - ``bad_artifact``: an artifact payload its parser could not parse (e.g. a malformed
   ``pre_bucketing_fsdp_collectives`` line or sizes JSON).
+- ``nul_bytes``: a line with NUL bytes (a crash leaves zeroed blocks), instead of ``bad_prefix``.
+- ``crlf_line_ends``: the file has CRLF line ends (read as LF; reported once).
+- ``empty_file``: the file is empty.
 
 Not detected, on purpose (speed): bad JSON or bad UTF-8 inside envelopes and payloads summarize
 skips, when the envelope still has the shape of one.
@@ -153,6 +160,9 @@ def _entries(
                 if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
                     raise ev.EntryError("bad_field_type", "artifact without a string name")
                 name = meta["name"]
+                if raw.name is not None and name.encode("utf-8", "replace") != raw.name:
+                    # duplicate keys: the bytes named one artifact, the decoded object another
+                    raise ev.EntryError("bad_json", "the artifact name is given twice")
             r = ev.envelope_rank(env)
             cid = ev.compile_id(env)
         except (ev.EntryError, UnicodeDecodeError) as e:
@@ -418,6 +428,8 @@ def _read_segment(
         except OSError as err:
             diag.add("unreadable_file", path, 0, str(err)[:120])
         _check_gzip(stream if not isinstance(stream, _Range) else raw, path, diag)
+    if seg.start and diag.counts.pop("crlf_line_ends", 0):  # reported once, by the first segment
+        diag.examples = [x for x in diag.examples if x["kind"] != "crlf_line_ends"]
     sc = scanner_box[0] if scanner_box else None
     return SegmentResult(events, sc.rank if sc else seg.rank, sc.lines_read if sc else 0, diag)
 
