@@ -32,6 +32,7 @@ move (users of a replaced wait that sat before the bucket), so the graph lints o
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 from collections import defaultdict
 
@@ -138,6 +139,14 @@ def _fast_meta(target, args: tuple, fake_mode) -> torch.Tensor | None:
         return None
     x = args[0]
     try:
+        if target is aten.cat.default:
+            return _fast_cat(args, fake_mode)
+        if target is aten.split_with_sizes.default:
+            from torch.utils._mode_utils import no_dispatch
+
+            with no_dispatch():
+                parts = target(x, *args[1:])
+            return [FakeTensor(fake_mode, p, x.fake_device) for p in parts]
         if target in _VIEW_OPS:
             from torch.utils._mode_utils import no_dispatch
 
@@ -152,15 +161,43 @@ def _fast_meta(target, args: tuple, fake_mode) -> torch.Tensor | None:
     return None
 
 
+def _fast_cat(args: tuple, fake_mode) -> torch.Tensor | None:
+    """Fake ``cat`` of static tensors: a new contiguous tensor, promoted dtype, summed dim."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    tensors = args[0]
+    dim = args[1] if len(args) > 1 else 0
+    first = tensors[0]
+    if not all(isinstance(t, FakeTensor) and t.dim() == first.dim() for t in tensors):
+        return None
+    dim = dim % first.dim()
+    shape = list(first.shape)
+    shape[dim] = sum(t.shape[dim] for t in tensors)
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in tensors))
+    out = torch.empty(shape, dtype=dtype, device="meta")
+    return FakeTensor(fake_mode, out, first.fake_device)
+
+
 def _node_name(target) -> str:
     """The name tracing gives a node: the op's name without its overload (``view``, ``cat``)."""
     return getattr(target, "_opname", None) or getattr(target, "__name__", "node")
 
 
+@functools.cache
+def _target_text(target) -> str:
+    return str(target)  # str() of an OpOverload rebuilds its schema: slow, so cached
+
+
 def _node_source(node: fx.Node):
+    """``NodeSource(node, ...)`` as torch builds it, with the target's text cached."""
+    import copy
+
     from torch.fx.traceback import NodeSource, NodeSourceAction
 
-    return NodeSource(node, PASS_NAME, [NodeSourceAction.CREATE, NodeSourceAction.REPLACE])
+    source = NodeSource(None, PASS_NAME, [NodeSourceAction.CREATE, NodeSourceAction.REPLACE])
+    source.node_info = NodeSource.NodeInfo(name=node.name, target=_target_text(node.target), graph_id=id(node.graph))
+    source.from_node = copy.deepcopy(node.meta["from_node"]) if "from_node" in node.meta else []
+    return source
 
 
 def _only_wait(coll: fx.Node) -> fx.Node:
@@ -192,10 +229,19 @@ def needs_torch_merge(kind: str, members: list[fx.Node], mode: str) -> str | Non
 
 
 def _replace_and_erase(members: list[fx.Node], outputs: list[fx.Node], also: list[list[fx.Node]]) -> None:
-    for m, out, extra in zip(members, outputs, also):
-        wait = _only_wait(m)
-        wait.replace_all_uses_with(out)
-        graph = m.graph
+    """Point the users of each member's wait at its new output, then erase the old nodes.
+
+    Each user is rewritten once for all members (the graph output often returns every
+    reduce-scatter's wait: replacing one wait at a time would rescan its arguments k times).
+    """
+    waits = [_only_wait(m) for m in members]
+    replacement = dict(zip(waits, outputs))
+    users = dict.fromkeys(u for w in waits for u in w.users)
+    for user in users:
+        user.args = fx.node.map_arg(user.args, lambda n: replacement.get(n, n))
+        user.kwargs = fx.node.map_arg(user.kwargs, lambda n: replacement.get(n, n))
+    graph = members[0].graph
+    for m, wait, extra in zip(members, waits, also):
         graph.erase_node(wait)
         graph.erase_node(m)
         for n in extra:

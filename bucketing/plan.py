@@ -21,15 +21,19 @@ to the candidate's topological position, so the plan costs about one walk of the
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
 import torch.fx as fx
 
 from bucketing.cap import PreBucketCap, compute_pre_bucket_cap_mb
-from bucketing.groups import identify_fsdp_groups
+from bucketing.groups import find_collectives, identify_fsdp_groups
 from bucketing.predicates import (
     ALL_GATHER_TARGETS,
+    ALL_REDUCE_TARGET,
+    REDUCE_SCATTER_TARGET,
     KINDS,
     collective_kind,
     group_name_of,
@@ -364,9 +368,6 @@ def _greedy_buckets(
 
 
 def _kind_nodes(graph: fx.Graph, kind: str) -> list[fx.Node]:
-    from bucketing.groups import find_collectives
-    from bucketing.predicates import ALL_REDUCE_TARGET, REDUCE_SCATTER_TARGET
-
     targets = {"AG": ALL_GATHER_TARGETS, "RS": (REDUCE_SCATTER_TARGET,), "AR": (ALL_REDUCE_TARGET,)}[kind]
     return find_collectives(graph, targets)
 
@@ -392,10 +393,6 @@ def count_kinds(sizes: list[dict]) -> dict[str, int]:
 
 def nodes_count(group_size: int | None) -> int:
     """Torch's ``nNodes``: hosts spanned by the group at 8 GPUs per host (or the visible count)."""
-    import math
-
-    import torch
-
     if group_size is None:
         return 1
     per_node = torch.cuda.device_count() if torch.cuda.is_available() else 8
@@ -421,4 +418,7 @@ def plan_fsdp_buckets(
     Returns a :class:`BucketingReport` with ``rewritten=False``. For sweeps over many caps,
     build one :class:`FsdpPlanner` and call its ``plan`` per cap.
     """
-    return FsdpPlanner(gm, mode).plan(bucket_cap_mb)
+    from bucketing.prebucket import _gc_paused
+
+    with _gc_paused():
+        return FsdpPlanner(gm, mode).plan(bucket_cap_mb)

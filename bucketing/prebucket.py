@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
+from collections.abc import Iterator
 
 import torch.fx as fx
 
@@ -46,6 +49,28 @@ def pre_bucket_fsdp_collectives(
     ``recompile=False`` skips regenerating ``gm``'s Python code (inductor does not need it).
     """
     check_torch()
+    with _gc_paused():
+        return _pre_bucket(gm, mode, bucket_cap_mb, recompile)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the pass.
+
+    The pass allocates tens of thousands of small objects next to a large live graph; the
+    collector's full passes over that graph then dominate (5,000 layers: 13 s instead of 6.5 s).
+    Garbage made meanwhile is collected once the collector is back on.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _pre_bucket(gm: fx.GraphModule, mode: str | None, bucket_cap_mb: float | None, recompile: bool) -> BucketingReport:
     planner = FsdpPlanner(gm, mode)
     report = planner.base_report()
     if not planner.fsdp_groups:

@@ -12,8 +12,6 @@ They follow torch 2.13's ``torch._inductor.fx_passes.fsdp`` heuristics:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
-
 import torch
 import torch.fx as fx
 
@@ -144,17 +142,15 @@ def is_fsdp_all_gather_wait(wait: fx.Node) -> bool:
     return coll is not None and is_fsdp_all_gather(coll)
 
 
-def is_fsdp_reduce_scatter_wait(wait: fx.Node, merged: Iterable[fx.Node] = ()) -> bool:
+def is_fsdp_reduce_scatter_wait(wait: fx.Node) -> bool:
     """True when every path from a reduce-scatter's wait reaches the output via 1-input nodes.
 
     A wait with no users is rejected, and so is any path through a node with two or more
     inputs (for example ``add(grad, wait)`` in gradient accumulation): conservative, as in
-    torch. ``merged`` names collectives a planned merge turns into members of a bucket (whose
-    concatenation has several inputs); reaching one rejects the wait, as the merged graph would.
+    torch.
     """
     if not wait.users:
         return False
-    merged_set = merged if isinstance(merged, (set, frozenset, dict)) else set(merged)
     seen: set[fx.Node] = set()
     stack = [wait]
     while stack:
@@ -165,7 +161,7 @@ def is_fsdp_reduce_scatter_wait(wait: fx.Node, merged: Iterable[fx.Node] = ()) -
         for user in current.users:
             if user.op == "output":
                 continue
-            if len(user.all_input_nodes) != 1 or user in merged_set:
+            if len(user.all_input_nodes) != 1:
                 return False
             stack.append(user)
     return True

@@ -219,3 +219,20 @@ def test_install_uninstall_restore_settings() -> None:
 def test_supported_torch() -> None:
     assert bucketing.check_torch().startswith("2.13.")
     assert bucketing.SUPPORTED_TORCH == "2.13"
+
+
+def test_symbolic_shapes_go_through_torch_merge() -> None:
+    from test_bucketing_support import graph_plain
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    world, pair = ensure_fake_pg()
+    step, inputs = graph_plain(world, pair)
+    gm = make_fx(step, tracing_mode="symbolic")(*inputs)
+    theirs = make_fx(step, tracing_mode="symbolic")(*inputs)
+    assert not isinstance(next(iter(gm.graph.nodes)).meta["val"].shape[0], int)
+    report = bucketing.pre_bucket_fsdp_collectives(gm, bucket_cap_mb=25)
+    with captured_artifacts() as records:
+        torch_fsdp.pre_bucket_fsdp_collectives(theirs, bucket_cap_mb=25)
+    assert report.summary_line() == records[-1][1]
+    assert report.summary_line().endswith("all_gather 6->2, reduce_scatter 6->2, all_reduce 0->0")
+    gm.graph.lint()
