@@ -327,3 +327,17 @@ def test_recorded_sizes_are_checked_too():
         "sizes after (AG, MB): recorded [0.001, 0.017, 0.017, 0.125, 0.126], "
         "replayed [0.001, 0.017, 0.017, 0.125, 0.125]",
     ]
+
+
+def test_cuda_graph_texts_replay_on_a_cpu_machine():
+    """Logs of GPU jobs annotate cuda:N devices; fake tensors carry them without CUDA."""
+    from tracekit.reader import GraphSource
+
+    real = _sources("spmd_small_cap", 0)[1]
+    text = real.text.replace(']cpu"', ']cuda:0"').replace("device(type='cpu')", "device(type='cuda', index=0)")
+    assert text.count('cuda:0"') > 100
+    src = GraphSource(real.rank, real.compile_id, real.graph_index, real.graph, text, real.text_artifact)
+    r = replay_source(src, ReplayOptions(caps=[CapRequest(1.0)], apply=True))
+    assert r.reproduced is True
+    assert r.replays[0].applied["ok"] and r.replays[0].applied["matches_plan"]
+    assert r.replays[0].collectives["reduce_scatter"] == {"before": 8, "after": 1}
