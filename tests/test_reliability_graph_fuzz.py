@@ -179,3 +179,13 @@ def test_control_and_unicode_digits_in_sizes_are_refused(ann):
     assert text != TEXTS[0]
     with pytest.raises(GraphTextError, match="line 2"):
         parse_graph_text(text)
+
+
+def test_sym_placeholder_with_an_unknown_symbol_gets_no_value():
+    # found by fuzz/fuzz_graph_text.py: Sym(s5) with no value for s5 raised KeyError
+    text = ('class GraphModule(torch.nn.Module):\n'
+            '    def forward(self, x: "f32[s0][1]cpu", s0: "Sym(s5)"):\n'
+            '        return (x,)\n')
+    gm = parse_graph_text(text, {"s0": 3})
+    x, s0 = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert tuple(x.meta["val"].shape) == (3,) and "val" not in s0.meta
