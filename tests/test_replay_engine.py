@@ -341,3 +341,29 @@ def test_cuda_graph_texts_replay_on_a_cpu_machine():
     assert r.reproduced is True
     assert r.replays[0].applied["ok"] and r.replays[0].applied["matches_plan"]
     assert r.replays[0].collectives["reduce_scatter"] == {"before": 8, "after": 1}
+
+
+def test_symbol_hints_are_read_from_create_symbol_entries(tmp_path):
+    """Dynamo's create_symbol entry (format of a real dynamic-shape log, torch 2.13) gives the hint."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tests.test_replay_graph_text import _fsdp_like, _inputs, _printed
+
+    symbolic = _printed(make_fx(_fsdp_like, tracing_mode="symbolic")(*_inputs()))
+    log = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log"))
+    run = tmp_path / "run"
+    run.mkdir()
+    _replace_graph_text(log, run / log.name, 0, symbolic)
+    lines = (run / log.name).read_text(encoding="utf-8").split("\n")
+    at = next(i for i, ln in enumerate(lines) if '"name": "before_post_grad_graph"' in ln)
+    lines.insert(at, 'V1202 14:33:40.100000 5389 torch/fx/experimental/symbolic_shapes.py:5137] '
+                     '{"create_symbol": {"symbol": "s67", "val": "128", "vr": "[2, int_oo]", '
+                     '"source": "L[\'g\'].size()[0]"}, "rank": 0, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}')
+    (run / log.name).write_text("\n".join(lines), encoding="utf-8")
+    g = json.loads(_run(str(run), "--graph", "0/0:0", "--format", "json").output)["graphs"][0]
+    assert g["error"] is None and g["symbols"] == {"s67": 128}
+    g = json.loads(_run(str(run), "--graph", "0/0:0", "--sym", "s67=4096", "--format", "json").output)["graphs"][0]
+    assert g["symbols"] == {"s67": 4096}
+    # The backward (same compile id, a static text) needs no hint and still reproduces.
+    g = json.loads(_run(str(run), "--graph", "0/0:1", "--format", "json").output)["graphs"][0]
+    assert g["reproduced"] is True and g["symbols"] == {}

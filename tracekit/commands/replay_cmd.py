@@ -169,6 +169,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     from tracekit.reader import graph_sources
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, parse_graph_selector, replay_document, replay_sources, select
+    from tracekit.replay.hints import attach_hints
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
     from tracekit.sources import find_logs
 
@@ -210,6 +211,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         chosen = rank if rank is not None else (ranks[0] if ranks else None)
         if chosen is not None:
             sources = [s for s in sources if s.rank == chosen]
+    attach_hints(sources, diag)
     results = replay_sources(sources, options)
     notes = []
     if not sources:

@@ -142,8 +142,8 @@ class UnresolvedSymbolsError(GraphTextError):
         self.symbols = sorted(missing)
         where = ", ".join(f"{s} (line {missing[s]})" for s in self.symbols)
         super().__init__(
-            f"symbolic sizes without a value: {where}; the log records no hint for them, "
-            f"set them with --sym NAME=VALUE"
+            f"symbolic sizes without a value: {where}; the log records no hint for them "
+            f"(no create_symbol entry), set them with --sym NAME=VALUE"
         )
 
 
@@ -573,7 +573,8 @@ def _set_values(b: _Builder, values: Mapping[str, int], mode: FakeTensorMode) ->
         try:
             if isinstance(ann, TensorAnnotation):
                 p.node.meta["val"] = _fake_tensor(mode, ann, values)
-            elif isinstance(ann, SymAnnotation) and ann.expr is not None:
+            elif isinstance(ann, SymAnnotation) and ann.expr is not None and ann.symbols() <= values.keys():
+                # only tensor annotations need values: a Sym(...) with an unknown symbol gets none
                 p.node.meta["val"] = sx.evaluate(ann.expr, values)
         except (sx.SizeExprError, RuntimeError, ValueError, OverflowError) as e:
             raise b.error(f"cannot make a fake tensor for {p.node.name}: {e}", p.line) from None
