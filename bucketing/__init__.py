@@ -8,6 +8,7 @@ it did, and extra log artifacts for replay. Public API::
     compute_pre_bucket_cap_mb(group_size, override=None) -> PreBucketCap(cap_mb, source)
     dedup_fsdp_reduce_scatter(gm) -> pairs fused
     plan_fsdp_buckets(gm, bucket_cap_mb=None, mode=None) -> BucketingReport   (no rewrite)
+    FsdpPlanner(gm).plan(bucket_cap_mb) -> BucketingReport   (prepare once, plan many caps)
     pre_bucket_fsdp_collectives(gm, mode=None, bucket_cap_mb=None) -> BucketingReport
     install() / uninstall() / installed()   (make torch.compile use the pass)
     register_fake_process_groups(group_names, group_size)

@@ -135,12 +135,14 @@ def _fast_meta(target, args: tuple, fake_mode) -> torch.Tensor | None:
     """
     from torch._subclasses.fake_tensor import FakeTensor
 
-    if fake_mode is None or not args or not isinstance(args[0], FakeTensor) or args[0].fake_mode is not fake_mode:
+    if fake_mode is None or not args:
         return None
+    if target is aten.cat.default:
+        return _fast_cat(args, fake_mode)
     x = args[0]
+    if not isinstance(x, FakeTensor) or x.fake_mode is not fake_mode:
+        return None
     try:
-        if target is aten.cat.default:
-            return _fast_cat(args, fake_mode)
         if target is aten.split_with_sizes.default:
             from torch.utils._mode_utils import no_dispatch
 
@@ -167,8 +169,10 @@ def _fast_cat(args: tuple, fake_mode) -> torch.Tensor | None:
 
     tensors = args[0]
     dim = args[1] if len(args) > 1 else 0
+    if not tensors or not all(isinstance(t, FakeTensor) and t.fake_mode is fake_mode for t in tensors):
+        return None
     first = tensors[0]
-    if not all(isinstance(t, FakeTensor) and t.dim() == first.dim() for t in tensors):
+    if first.dim() == 0 or any(t.dim() != first.dim() for t in tensors):
         return None
     dim = dim % first.dim()
     shape = list(first.shape)

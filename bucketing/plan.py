@@ -186,6 +186,8 @@ class FsdpPlanner:
             if coll is None or len(coll.users) != 1:
                 continue
             kind = collective_kind(coll)
+            if "val" not in coll.meta:
+                raise ValueError(f"{coll.name}: collective without meta['val']; cannot size or key it")
             if kind == "AG":
                 if not is_fsdp_all_gather(coll):
                     continue
