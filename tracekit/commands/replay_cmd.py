@@ -165,13 +165,12 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
            graphs, syms, mode, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
+    from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
-    from tracekit.reader import graph_sources
     from tracekit.replay import comm_estimate as ce
-    from tracekit.replay.engine import ReplayOptions, parse_graph_selector, replay_document, replay_sources, select
-    from tracekit.replay.hints import attach_hints
+    from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
+    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
-    from tracekit.sources import find_logs
 
     if rank is not None and all_ranks:
         raise click.UsageError("--rank and --all-ranks exclude each other")
@@ -183,6 +182,10 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         ic = None if interconnect is None else ce.interconnect_name(interconnect)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--interconnect") from None
+    try:
+        resolve_mode(mode)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--mode") from None
     options = ReplayOptions(
         caps=_caps(cap_mb, cap_auto),
         hardware=ce.Hardware(interconnect=ic, group_size=group_size, gpus_per_node=gpus_per_node),
@@ -190,28 +193,10 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         mode=mode,
         symbols=symbols,
     )
-    selectors = [parse_graph_selector(g) for g in graphs]
-    from bucketing.plan import resolve_mode
-
-    try:
-        resolve_mode(mode)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--mode") from None
 
     diag = Diagnostics()
-    logs = find_logs(list(paths), diag)
-    if not all_ranks:
-        hints = sorted({lg.rank_hint for lg in logs if lg.rank_hint is not None})
-        wanted = rank if rank is not None else (hints[0] if hints else None)
-        if wanted is not None:
-            logs = [lg for lg in logs if lg.rank_hint in (wanted, None)]
-    sources = list(select(graph_sources([lg.path for lg in logs], diag), selectors))
-    if not all_ranks and sources:
-        ranks = sorted({s.rank for s in sources if s.rank is not None})
-        chosen = rank if rank is not None else (ranks[0] if ranks else None)
-        if chosen is not None:
-            sources = [s for s in sources if s.rank == chosen]
-    attach_hints(sources, diag)
+    sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks,
+                                 graphs=[parse_graph_selector(g) for g in graphs], diagnostics=diag)
     results = replay_sources(sources, options)
     notes = []
     if not sources:

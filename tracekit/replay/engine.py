@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -396,22 +396,6 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions, sr
 # --- many graphs ---------------------------------------------------------------------------------
 
 
-def parse_graph_selector(text: str) -> tuple[str, int | None]:
-    """``0/0`` -> ("0/0", None); ``0/0:1`` -> ("0/0", 1)."""
-    cid, sep, idx = text.rpartition(":")
-    if sep and idx.isdigit() and cid:
-        return cid, int(idx)
-    return text, None
-
-
-def select(sources: Iterable[Any], graphs: list[tuple[str, int | None]]) -> Iterator[Any]:
-    for src in sources:
-        if not graphs or any(
-            src.compile_id == cid and (idx is None or src.graph_index == idx) for cid, idx in graphs
-        ):
-            yield src
-
-
 def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[GraphReplay]:
     """Replay many sources, rebuilding each distinct graph text once."""
     rebuilt: dict[tuple, Any] = {}
@@ -452,9 +436,7 @@ __all__ = [
     "GraphReplay",
     "GraphReplayer",
     "ReplayOptions",
-    "parse_graph_selector",
     "replay_document",
     "replay_source",
     "replay_sources",
-    "select",
 ]
