@@ -367,3 +367,16 @@ def test_symbol_hints_are_read_from_create_symbol_entries(tmp_path):
     # The backward (same compile id, a static text) needs no hint and still reproduces.
     g = json.loads(_run(str(run), "--graph", "0/0:1", "--format", "json").output)["graphs"][0]
     assert g["reproduced"] is True and g["symbols"] == {}
+
+
+def test_python_api():
+    import sys
+
+    import tracekit.replay
+
+    run = tracekit.replay.replay(FIXTURE_LOGS / "spmd_small_cap", cap_mb=[0.05], auto=True, graphs=["0/0:1"])
+    assert [(g.rank, g.label, g.reproduced) for g in run.graphs] == [(0, "0/0:1", True)]
+    assert [r.cap_source for r in run.graphs[0].replays] == ["override", "saturation"]
+    doc = run.to_dict()
+    assert doc["schema"] == "tracekit.replay/1" and doc["caps"] == ["0.05", "auto"]
+    assert "torch" in sys.modules  # replay is the one part of tracekit that uses torch

@@ -1,2 +1,74 @@
 """``tracekit replay``: rebuild recorded graphs from their ``print_readable`` text and re-run
-FSDP collective bucketing on them with other caps. Imports torch (only this package does)."""
+FSDP collective bucketing on them with other caps. Uses torch (only this package does), and
+imports it only when a function below runs.
+
+Modules, in the order data flows:
+
+- :mod:`~tracekit.replay.pairing`: which recorded outcomes (with their graph texts) to replay;
+- :mod:`~tracekit.replay.hints`: the hints the log recorded for symbolic sizes;
+- :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.symbols`): the safe parser of
+  graph text into a ``GraphModule`` with fake ``meta["val"]``;
+- :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``;
+- :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
+- :mod:`~tracekit.replay.plot`: ``--plot`` (matplotlib, optional).
+
+Python API::
+
+    import tracekit.replay
+    run = tracekit.replay.replay("logs/job", cap_mb=[16, 64], auto=True)
+    run.graphs[0].reproduced, run.graphs[0].replays[0].estimated_comm_ms
+    run.to_dict()                                # the tracekit.replay/1 JSON document
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def replay(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    cap_mb: Iterable[float] = (),
+    auto: bool = False,
+    interconnect: str | None = None,
+    group_size: int | None = None,
+    gpus_per_node: int | None = None,
+    apply: bool = False,
+    rank: int | None = None,
+    all_ranks: bool = False,
+    graphs: Iterable[str] = (),
+    symbols: Mapping[str, int] | None = None,
+    mode: str | None = None,
+) -> Any:
+    """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
+
+    Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``).
+    """
+    from tracekit.model import Diagnostics
+    from tracekit.replay import comm_estimate as ce
+    from tracekit.replay.engine import CapRequest, ReplayOptions, ReplayRun, replay_sources
+    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    caps = [CapRequest(float(c)) for c in cap_mb] + ([CapRequest(None)] if auto else [])
+    options = ReplayOptions(
+        caps=caps,
+        hardware=ce.Hardware(
+            interconnect=None if interconnect is None else ce.interconnect_name(interconnect),
+            group_size=group_size,
+            gpus_per_node=gpus_per_node,
+        ),
+        apply=apply,
+        mode=mode,
+        symbols=dict(symbols or {}),
+    )
+    diag = Diagnostics()
+    sources = replay_sources_for([os.fspath(p) for p in paths], rank=rank, all_ranks=all_ranks,
+                                 graphs=[parse_graph_selector(g) for g in graphs], diagnostics=diag)
+    return ReplayRun(replay_sources(sources, options), options, diag)
+
+
+__all__ = ["replay"]

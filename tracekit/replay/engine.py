@@ -29,7 +29,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Graph
+from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Diagnostics, Graph
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
 
@@ -402,6 +402,19 @@ def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[Graph
     return [replay_source(s, options, rebuilt) for s in sources]
 
 
+@dataclass
+class ReplayRun:
+    """What :func:`tracekit.replay.replay` returns: the graphs replayed, how, and bad input."""
+
+    graphs: list[GraphReplay]
+    options: ReplayOptions
+    diagnostics: Diagnostics
+
+    def to_dict(self) -> dict:
+        """The ``tracekit.replay/1`` document."""
+        return replay_document(self.graphs, self.options, {"diagnostics": self.diagnostics.to_dict()})
+
+
 def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: dict | None = None) -> dict:
     """The ``tracekit.replay/1`` JSON document."""
     hw = options.hardware
@@ -436,6 +449,7 @@ __all__ = [
     "GraphReplay",
     "GraphReplayer",
     "ReplayOptions",
+    "ReplayRun",
     "replay_document",
     "replay_source",
     "replay_sources",
