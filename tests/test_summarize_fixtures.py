@@ -125,3 +125,19 @@ def test_help_does_not_import_torch():
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "--strict" in out.stdout and "--jobs" in out.stdout
+
+
+def test_streamed_json_is_the_document_text():
+    import io
+
+    from tracekit.render import dumps_json
+    from tracekit.summarize import write_summary_json
+
+    for scenario in ("diverge_rank", "tracekit_pass"):
+        run = load(FIXTURE_LOGS / scenario, jobs=1)
+        buf = io.BytesIO()
+        write_summary_json(run, buf.write)
+        assert buf.getvalue().decode() == dumps_json(summary_document(run))
+    empty = io.BytesIO()
+    write_summary_json(Run(paths=[]), empty.write)
+    assert json.loads(empty.getvalue())["ranks"] == []

@@ -12,6 +12,7 @@ Payloads are untrusted text: they are parsed with regular expressions and orjson
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -117,8 +118,13 @@ def parse_sizes(text: str) -> list[CollectiveSize]:
             raise ArtifactError(f"size {i} has type {t!r}")
         if type(mb) not in (int, float) or not isinstance(nm, str):
             raise ArtifactError(f"size {i} has a bad size_mb or name")
-        out.append(CollectiveSize(type=t, size_mb=float(mb), name=nm))
+        out.append(CollectiveSize(type=_intern(t), size_mb=float(mb), name=_intern(nm)))
     return out
+
+
+def _intern(s: str) -> str:
+    """Node names repeat across graphs and ranks: share one string object per name."""
+    return sys.intern(s) if len(s) < 200 else s
 
 
 class SizesParser(ArtifactParser):

@@ -22,6 +22,7 @@ from tracekit.model import (
     Graph,
     Rank,
     Run,
+    graph_to_dict,
     rank_from_dict,
     rank_to_dict,
 )
@@ -282,18 +283,66 @@ def notes(run: Run) -> list[str]:
     return out
 
 
-def summary_document(run: Run) -> dict[str, Any]:
-    """The ``tracekit.summary/1`` JSON document of a Run."""
-    return {
+def summary_document(run: Run, *, with_ranks: bool = True) -> dict[str, Any]:
+    """The ``tracekit.summary/1`` JSON document of a Run (``with_ranks=False``: without the
+    ``ranks`` key, for :func:`write_summary_json`)."""
+    doc = {
         "schema": SCHEMA,
         "paths": list(run.paths),
-        "ranks": [rank_to_dict(r) for r in run.ranks],
+        "ranks": [rank_to_dict(r) for r in run.ranks] if with_ranks else None,
         "totals": totals(run),
         "divergence": divergence(run),
         "did_nothing": did_nothing(run),
         "notes": notes(run),
         "diagnostics": run.diagnostics.to_dict(),
     }
+    if not with_ranks:
+        del doc["ranks"]
+    return doc
+
+
+def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
+    """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
+    newline: the same text as ``render.dumps_json(summary_document(run))``), one graph at a
+    time, so memory stays that of the Run, not of the Run plus its whole document."""
+    import orjson
+
+    opt = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+
+    def dump(value: Any, indent: int) -> bytes:
+        return orjson.dumps(value, option=opt).replace(b"\n", b"\n" + b" " * indent)
+
+    head = {k: v for k, v in summary_document(run, with_ranks=False).items()}
+    keys = sorted([*head, "ranks"])
+    write(b"{\n")
+    for i, key in enumerate(keys):
+        comma = b"," if i < len(keys) - 1 else b""
+        write(b'  "' + key.encode() + b'": ')
+        if key != "ranks":
+            write(dump(head[key], 2) + comma + b"\n")
+            continue
+        if not run.ranks:
+            write(b"[]" + comma + b"\n")
+            continue
+        write(b"[\n")
+        for j, r in enumerate(run.ranks):
+            rd = rank_to_dict(Rank(r.rank, r.files, [], r.compiled_graphs, r.cache_hits))
+            rkeys = sorted(rd)
+            write(b"    {\n")
+            for k, rk in enumerate(rkeys):
+                rcomma = b"," if k < len(rkeys) - 1 else b""
+                write(b'      "' + rk.encode() + b'": ')
+                if rk != "graphs" or not r.graphs:
+                    write(dump(rd[rk], 6) + rcomma + b"\n")
+                    continue
+                write(b"[\n")
+                for n, g in enumerate(r.graphs):
+                    gcomma = b"," if n < len(r.graphs) - 1 else b""
+                    write(b"        " + dump(graph_to_dict(g), 8) + gcomma + b"\n")
+                write(b"      ]" + rcomma + b"\n")
+            write(b"    }" + (b"," if j < len(run.ranks) - 1 else b"") + b"\n")
+        write(b"  ]" + comma + b"\n")
+    write(b"}\n")
 
 
 class DocumentError(ValueError):

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.render import FORMATS, dumps_json, fmt_mb, heading, table
+from tracekit.render import FORMATS, fmt_mb, heading, table
 
 GRAPH_HEADERS = ["rank", "compile id", "graph", "FSDP groups", "group size", "nodes", "cap MB",
                  "AG", "RS", "AR"]
@@ -169,21 +169,29 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool
     where it merged nothing."""
     from tracekit.progress import ProgressBar
     from tracekit.reader import load
-    from tracekit.summarize import summary_document
+    from tracekit.summarize import summary_document, write_summary_json
 
     with ProgressBar() as bar:
         run = load(list(paths), jobs=jobs, progress=bar)
-    doc = summary_document(run)
-    text = dumps_json(doc) if fmt == "json" else render_text(doc, fmt)
-    if output:
-        try:
-            with open(output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            click.echo(f"tracekit summarize: cannot write {output}: {e.strerror}", err=True)
-            sys.exit(1)
-    else:
-        click.echo(text, nl=False)
+    try:
+        out = open(output, "wb") if output else None  # noqa: SIM115 - closed below
+    except OSError as e:
+        click.echo(f"tracekit summarize: cannot write {output}: {e.strerror}", err=True)
+        sys.exit(1)
+    try:
+        sink = out if out is not None else click.get_binary_stream("stdout")
+        if fmt == "json":
+            # streamed graph by graph: memory stays that of the Run, whatever the log size
+            write_summary_json(run, sink.write)
+        else:
+            sink.write(render_text(summary_document(run), fmt).encode("utf-8"))
+        sink.flush()
+    except OSError as e:
+        click.echo(f"tracekit summarize: cannot write {output or 'stdout'}: {e.strerror}", err=True)
+        sys.exit(1)
+    finally:
+        if out is not None:
+            out.close()
     if not any(r.files for r in run.ranks):
         click.echo("tracekit summarize: no log could be read", err=True)
         sys.exit(1)
