@@ -115,8 +115,9 @@ def _tree_pss(pid: int) -> int:
     return total
 
 
-def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tuple[float, int, int, int]:
-    """(wall seconds, peak RSS of the largest process, peak PSS of the tree, exit status).
+def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tuple[float, int, int, int, float]:
+    """(wall seconds, peak RSS of the largest process, peak PSS of the tree, exit status, CPU
+    seconds of the tree: user + system, workers included).
 
     A run longer than ``timeout`` is killed; its time is then the timeout (a lower bound) and
     its status -9."""
@@ -142,7 +143,7 @@ def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tu
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         print(f"  {cmd[0]} ... exited {proc.returncode}: {proc.stderr.read()[-300:]!r}", file=sys.stderr)
-    return wall, usage.ru_maxrss * 1024, peak[0], proc.returncode
+    return wall, usage.ru_maxrss * 1024, peak[0], proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -190,7 +191,7 @@ def main() -> None:
                 for name, cmd in contenders.items():
                     if name == "tlparse" and i > 0 and best.get(name, (0,))[0] > 60:
                         continue  # one run of a minute-long tlparse is enough
-                    wall, maxrss, tree, rc = run(cmd, env, args.tlparse_timeout if name == "tlparse" else None)
+                    wall, maxrss, tree, rc, cpu = run(cmd, env, args.tlparse_timeout if name == "tlparse" else None)
                     if rc == -9:
                         print(f"  tlparse killed after {wall:.0f} s: its time is a lower bound", file=sys.stderr)
                     shutil.rmtree(work / "tl_out", ignore_errors=True)
@@ -198,14 +199,16 @@ def main() -> None:
                         sys.exit(f"{name} failed")
                     old = best.get(name)
                     best[name] = (min(wall, old[0]) if old else wall, max(maxrss, old[1] if old else 0),
-                                  max(tree, old[2] if old else 0))
+                                  max(tree, old[2] if old else 0), min(cpu, old[3]) if old else cpu)
             tk = best["tracekit"][0]
             print(f"\n{size_text} log: {real / 2**20:.1f} MiB")
-            print(f"  {'contender':<14}{'best s':>9}{'MiB/s':>9}{'max RSS MiB':>13}{'tree PSS MiB':>14}")
-            for name, (wall, maxrss, tree) in best.items():
-                print(f"  {name:<14}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}")
+            print(f"  {'contender':<14}{'best s':>9}{'MiB/s':>9}{'cpu s':>9}{'max RSS MiB':>13}{'tree PSS MiB':>14}")
+            for name, (wall, maxrss, tree, cpu) in best.items():
+                print(f"  {name:<14}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{cpu:>9.3f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}")
             bare = best["bare loop"][0]
-            line = f"  tracekit / bare loop time: {tk / bare:.2f} (<= 1.0 wanted); -j1: {best['tracekit -j1'][0] / bare:.2f}"
+            bare_cpu = best["bare loop"][3]
+            line = (f"  tracekit / bare loop time: {tk / bare:.2f} (<= 1.0 wanted); -j1: "
+                    f"{best['tracekit -j1'][0] / bare:.2f}; cpu -j1 / bare: {best['tracekit -j1'][3] / bare_cpu:.2f}")
             if "tlparse" in best:
                 line += f"; tracekit throughput / tlparse: {best['tlparse'][0] / tk:.0f}x (>= 50x wanted)"
             print(line)
