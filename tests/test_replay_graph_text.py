@@ -203,6 +203,18 @@ def test_deep_nesting_is_refused():
         parse_graph_text(_graph("return (x,)", params=f'x: "f32[{shape}][1]cpu"'), {"s0": 1})
 
 
+def test_sym_placeholder_without_a_value_gets_no_val():
+    text = _graph("y = torch.ops.aten.relu.default(x)", "return (y,)", params='x: "f32[4][1]cpu", n: "Sym(s5)"')
+    gm = parse_graph_text(text)
+    n = next(n for n in gm.graph.nodes if n.name == "n")
+    assert "val" not in n.meta
+    gm = parse_graph_text(text, {"s5": 7})
+    assert next(n for n in gm.graph.nodes if n.name == "n").meta["val"] == 7
+    # Unicode digits and a trailing newline are not sizes.
+    with pytest.raises(GraphTextError):
+        parse_graph_text(_graph("return (x,)", params='x: "f32[\u0663][1]cpu"'))
+
+
 def test_unknown_namespace_is_refused_without_creating_it():
     with pytest.raises(GraphTextError, match="unknown operator"):
         parse_graph_text(_graph("y = torch.ops.tracekit_nowhere.foo.default(x)", "return (y,)"))
