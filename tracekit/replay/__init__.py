@@ -6,8 +6,9 @@ Modules, in the order data flows:
 
 - :mod:`~tracekit.replay.pairing`: which recorded outcomes (with their graph texts) to replay;
 - :mod:`~tracekit.replay.hints`: the hints the log recorded for symbolic sizes;
-- :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.symbols`): the safe parser of
-  graph text into a ``GraphModule`` with fake ``meta["val"]``;
+- :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.annotations` and
+  :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
+  fake ``meta["val"]``;
 - :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``;
 - :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
 - :mod:`~tracekit.replay.plot`: ``--plot`` (matplotlib, optional).
