@@ -102,12 +102,20 @@ def main() -> None:
         print(f"{n:>11} {nodes:>7} {chars / 1e6:>8.2f} {tp:>8.3f} {tpl:>8.4f} {torch_s:>12} "
               f"{speedup:>10} {whole:>18} {ratio:>12.2f}x  {counts}")
     print()
+    timed = [r for r in rows if r[5] is not None]
+    if timed:
+        worst = min(r[5] / r[4] for r in timed)
+        print(f"goal plan >= 10x faster than torch's pass: worst {worst:.0f}x -> {'met' if worst >= 10 else 'MISSED'}")
+    worst_sweep = max(r[6] for r in rows)
+    print(f"goal 8-cap sweep <= 2x a single-cap replay: worst {worst_sweep:.2f}x -> "
+          f"{'met' if worst_sweep <= 2 else 'MISSED'}")
     for (n0, _, _, p0, l0, t0, _, _), (n1, _, _, p1, l1, t1, _, _) in zip(rows, rows[1:]):
         k = math.log(n1 / n0)
         line = (f"growth {n0}->{n1}: parse n^{math.log(p1 / p0) / k:.2f}, plan n^{math.log(l1 / l0) / k:.2f}")
         if t0 and t1:
             line += f", torch pass n^{math.log(t1 / t0) / k:.2f}"
-        print(line)
+        nlogn = math.log((n1 * math.log(n1)) / (n0 * math.log(n0))) / k
+        print(f"{line}  (n log n would be n^{nlogn:.2f})")
 
 
 if __name__ == "__main__":
