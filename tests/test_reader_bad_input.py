@@ -15,8 +15,10 @@ from conftest import FIXTURE_LOGS, ROOT
 from tracekit.reader import load
 
 SRC = next((FIXTURE_LOGS / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*"))
-FWD_OUTCOME = 3326  # envelope line of the forward's pre_bucketing_fsdp_collectives
-BWD_OUTCOME = 6716
+_OUTCOMES = [i + 1 for i, x in enumerate(SRC.read_text(encoding="utf-8").split("\n"))
+             if '"name": "pre_bucketing_fsdp_collectives"' in x]
+FWD_OUTCOME, BWD_OUTCOME = _OUTCOMES  # envelope lines of the two outcomes: 3326, 6716
+LAST_LINE = SRC.read_bytes().count(b"\n")  # the file ends with a newline: 9441 lines
 
 
 def lines() -> list[str]:
@@ -126,7 +128,7 @@ def test_lines_of_another_rank_are_counted_not_used(tmp_path):
 def test_truncated_last_entry(tmp_path):
     data = SRC.read_bytes()
     run = load(write(tmp_path, data[:-40]))
-    assert counts(run) == {"truncated_entry": 1} and where(run, "truncated_entry") == [9441]
+    assert counts(run) == {"truncated_entry": 1} and where(run, "truncated_entry") == [LAST_LINE]
     assert len(run.ranks[0].graphs) == 2
 
 

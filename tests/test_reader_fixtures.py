@@ -138,3 +138,20 @@ def test_import_and_summarize_never_import_torch():
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "4"
+
+
+def test_a_file_cut_into_segments_reads_as_one(tmp_path, monkeypatch):
+    import tracekit.reader as reader
+
+    src = rank0_file().read_bytes()
+    p = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
+    p.write_bytes(src * 3)  # three runs of 0/0 back to back: indices 0..5 for 0/0
+    whole = load(p, jobs=1)
+    monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 1 << 20)
+    (segs,) = reader.plan(reader.find_logs([str(p)], reader.Diagnostics()), 2)
+    assert len(segs) == 2 and 0 < segs[1].start < len(src) * 3 and segs[1].rank == 0
+    split = load(p, jobs=2)
+    assert [g.graph_index for g in split.ranks[0].graphs] == [0, 1, 2, 3, 4, 5]
+    assert split.ranks[0].graphs == whole.ranks[0].graphs
+    assert [g.line for g in split.ranks[0].graphs][4] == 3326 + 2 * 9441  # third copy's forward
+    assert split.diagnostics.counts == whole.diagnostics.counts == {}
