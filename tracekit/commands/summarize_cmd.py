@@ -113,8 +113,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     if not div:
         if nranks > 1:
             out.append(f"all {nranks} ranks agree on all {ngraphs} graphs\n")
+        elif nranks == 1:
+            out.append("one rank: nothing to compare\n")
         else:
-            out.append(f"{nranks} rank: nothing to compare\n")
+            out.append("no rank read\n")
     else:
         ranks_hit = sorted({r for d in div for r in d["ranks"] if r is not None})
         out.append(f"{len(div)} difference(s) from the majority; differing rank(s): "
