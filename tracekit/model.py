@@ -170,7 +170,13 @@ def graph_from_dict(d: dict[str, Any]) -> Graph:
 
 def _size_from_dict(d: dict[str, Any]) -> CollectiveSize:
     # Newer documents may add keys to size entries: take the ones this version knows.
-    return CollectiveSize(type=str(d["type"]), size_mb=float(d["size_mb"]), name=str(d.get("name", "")))
+    try:
+        size_mb = d["size_mb"]
+        if isinstance(size_mb, bool) or not isinstance(size_mb, (int, float)):
+            raise TypeError
+        return CollectiveSize(type=str(d["type"]), size_mb=float(size_mb), name=str(d.get("name", "")))
+    except (KeyError, TypeError):
+        raise ValueError(f"bad size entry {d!r}") from None
 
 
 def rank_to_dict(r: Rank) -> dict[str, Any]:
