@@ -52,7 +52,7 @@ def test_diverge_rank_names_rank_3_and_the_first_difference():
                                           "size_mb": 0.004, "list": "before"}
     bwd_rs = next(d for d in div if d["graph_index"] == 1 and d["field"] == "reduce_scatter")
     assert bwd_rs["value"] == {"before": 10, "after": 1}
-    assert bwd_rs["first_difference"]["index"] == 1
+    assert bwd_rs["first_difference"]["index"] == 1 and bwd_rs["first_difference"]["type"] == "RS"
     assert bwd_rs["first_difference"]["majority_size_mb"] == 0.016
     assert bwd_rs["first_difference"]["size_mb"] == 0.004
     assert sorted({d["field"] for d in div}) == ["all_gather", "reduce_scatter", "sizes_mb.after",

@@ -17,6 +17,7 @@ from typing import Any
 
 from tracekit.model import (
     COLLECTIVE_TYPES,
+    SHORT_NAMES,
     CollectiveSize,
     Diagnostics,
     Graph,
@@ -85,9 +86,12 @@ def _canon(v: Any) -> str:
     return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
 
 
-def first_difference(majority: Graph, other: Graph, after_first: bool = False) -> dict[str, Any] | None:
+def first_difference(
+    majority: Graph, other: Graph, after_first: bool = False, only_type: str | None = None
+) -> dict[str, Any] | None:
     """The first collective where two graphs' recorded sizes differ (before, then after lists;
-    the other way round with ``after_first``).
+    the other way round with ``after_first``; only collectives of ``only_type``, e.g. ``"RS"``,
+    when given: ``index`` is then the position among them).
 
     ``{index, type, majority_size_mb, size_mb, list}``: ``list`` is ``"before"`` or ``"after"``;
     on a list that is longer on one side, the missing side's size is None. None when either
@@ -99,6 +103,9 @@ def first_difference(majority: Graph, other: Graph, after_first: bool = False) -
         pairs.append(("after", majority.sizes_mb.after, other.sizes_mb.after))
     if after_first:
         pairs.reverse()
+    if only_type is not None:
+        pairs = [(w, [x for x in a if x.type == only_type], [y for y in b if y.type == only_type])
+                 for w, a, b in pairs]
     for which, a, b in pairs:
         for i in range(max(len(a), len(b))):
             x = a[i] if i < len(a) else None
@@ -174,7 +181,8 @@ def divergence(run: Run) -> list[dict[str, Any]]:
                         "majority_value": values[maj],
                         "value": values[c],
                         "first_difference": first_difference(
-                            graphs[maj], graphs[c], after_first=fname == "sizes_mb.after"
+                            graphs[maj], graphs[c], after_first=fname == "sizes_mb.after",
+                            only_type=SHORT_NAMES.get(fname),
                         ),
                     }
                 )
