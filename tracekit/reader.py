@@ -504,7 +504,7 @@ def default_jobs() -> int:
 
 
 #: Uncompressed files at least this large are split into segments read in parallel.
-SPLIT_MIN_BYTES = 256 << 20
+SPLIT_MIN_BYTES = 64 << 20
 _BOUNDARY_RE = re.compile(rb"\n[^\t]")
 
 
