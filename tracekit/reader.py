@@ -571,6 +571,47 @@ def plan(logs: list[LogFile], jobs: int) -> list[list[Segment]]:
     return out
 
 
+def _read_forked(tasks: list[Segment], tick: Callable[[int], None]) -> list[SegmentResult]:
+    """Read ``tasks[1:]`` in forked children and ``tasks[0]`` here, at the same time.
+
+    Cheaper to start than a process pool (no executor, no imports): each child reads its
+    segment, sends back the pickled :class:`SegmentResult` (our own data, never a log's) on a
+    pipe and exits. A child that fails is replaced by reading its segment here."""
+    import pickle
+
+    children: list[tuple[int, int]] = []
+    for seg in tasks[1:]:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            status = 1
+            try:
+                os.close(r)
+                data = pickle.dumps(_read_segment(seg), protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(w, "wb") as f:
+                    f.write(data)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(w)
+        children.append((pid, r))
+    parts = [_read_segment(tasks[0])]
+    tick(_seg_bytes(tasks[0]))
+    for seg, (pid, r) in zip(tasks[1:], children):
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+        part = None
+        if status == 0 and data:
+            try:
+                part = pickle.loads(data)
+            except Exception:  # noqa: BLE001 - a broken child: read its segment here
+                part = None
+        parts.append(part if isinstance(part, SegmentResult) else _read_segment(seg))
+        tick(_seg_bytes(seg))
+    return parts
+
+
 def load(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     *,
@@ -606,6 +647,8 @@ def load(
     parts: list[SegmentResult]
     if jobs == 1 or len(tasks) <= 1:
         parts = [_read_segment(seg, on_chunk=tick if progress else None) for seg in tasks]
+    elif len(tasks) <= jobs and hasattr(os, "fork"):
+        parts = _read_forked(tasks, tick)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
