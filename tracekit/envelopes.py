@@ -273,13 +273,18 @@ class Scanner:
             data = read(self.chunk_size)
             if on_chunk is not None:
                 on_chunk(len(data))
-            if crlf is None and data:
+            if crlf is None and data and b"\n" in data:  # the first newline of the stream
                 nl = data.find(b"\n")
-                crlf = nl > 0 and data[nl - 1] == 13  # 13: "\r"
+                # nothing is consumed before the first newline: buf holds what came before it
+                crlf = data[nl - 1] == 13 if nl > 0 else (len(buf) > 1 and buf[-1] == 13)  # "\r"
                 if crlf:
                     self.report("crlf_line_ends", 1, "CRLF line ends (read as LF)")
+                    if nl == 0:
+                        buf, held = buf[:-1], b"\r"
             if crlf:
                 data, held = _lf(held + data, final=not data)
+                if not data and held:  # the chunk was a lone "\r", held back: not the end
+                    continue
             if not data:
                 eof = True
                 if first and len(buf) == 1:
