@@ -11,8 +11,12 @@ from tracekit.model import Counts, CollectiveSize, Diagnostics, Graph, Rank, Run
 __all__ = ["Counts", "CollectiveSize", "Diagnostics", "Graph", "Rank", "Run", "Sizes", "load"]
 
 
-def load(paths, *, jobs: int | None = None, strict: bool = False) -> Run:
-    """Read log files, ``.gz`` logs or directories of rank logs into a :class:`Run`."""
+def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None) -> Run:
+    """Read log files, ``.gz`` logs or directories of rank logs into a :class:`Run`.
+
+    ``jobs``: worker processes (default: the cores); ``strict``: raise
+    ``tracekit.reader.StrictError`` on any bad input; ``progress``: see ``tracekit.reader.load``.
+    """
     from tracekit.reader import load as _load
 
-    return _load(paths, jobs=jobs, strict=strict)
+    return _load(paths, jobs=jobs, strict=strict, progress=progress)
