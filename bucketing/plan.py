@@ -39,7 +39,7 @@ from bucketing.predicates import (
     group_name_of,
     is_all_gather,
     is_fsdp_all_gather,
-    is_fsdp_reduce_scatter_wait,
+    fsdp_reduce_scatter_downstream,
     reduce_op_of,
     waited_collective,
 )
@@ -310,23 +310,10 @@ class FsdpPlanner:
 
 def _unary_walk_all_gathers(wait: fx.Node) -> list[fx.Node] | None:
     """None when ``wait`` is not an FSDP reduce-scatter wait, else the all-gathers its walk crossed."""
-    if not is_fsdp_reduce_scatter_wait(wait):
+    reached = fsdp_reduce_scatter_downstream(wait)
+    if reached is None:
         return None
-    touched: list[fx.Node] = []
-    seen: set[fx.Node] = set()
-    stack = [wait]
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        for user in current.users:
-            if user.op == "output":
-                continue
-            if is_all_gather(user):
-                touched.append(user)
-            stack.append(user)
-    return touched
+    return [n for n in reached if is_all_gather(n)]
 
 
 def _adjacent_runs(cands: list[_Candidate]) -> list[list[_Candidate]]:

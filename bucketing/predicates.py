@@ -149,9 +149,16 @@ def is_fsdp_reduce_scatter_wait(wait: fx.Node) -> bool:
     inputs (for example ``add(grad, wait)`` in gradient accumulation): conservative, as in
     torch.
     """
+    return fsdp_reduce_scatter_downstream(wait) is not None
+
+
+def fsdp_reduce_scatter_downstream(wait: fx.Node) -> list[fx.Node] | None:
+    """The nodes on the unary paths from ``wait`` to the output (graph order not kept), or None
+    when ``wait`` is not an FSDP reduce-scatter wait (see :func:`is_fsdp_reduce_scatter_wait`)."""
     if not wait.users:
-        return False
+        return None
     seen: set[fx.Node] = set()
+    reached: list[fx.Node] = []
     stack = [wait]
     while stack:
         current = stack.pop()
@@ -162,6 +169,7 @@ def is_fsdp_reduce_scatter_wait(wait: fx.Node) -> bool:
             if user.op == "output":
                 continue
             if len(user.all_input_nodes) != 1:
-                return False
+                return None
+            reached.append(user)
             stack.append(user)
-    return True
+    return reached
