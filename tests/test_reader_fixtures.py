@@ -115,7 +115,6 @@ def test_graph_sources_pairs_outcomes_with_their_graph_text():
     assert fwd.graph.collectives["all_gather"] == Counts(8, 1)
 
 
-@pytest.mark.skipif(not (FIXTURE_LOGS / "tracekit_pass").is_dir(), reason="fixture not generated")
 def test_tracekit_pass_graphs_are_marked_and_use_the_pass_input_graph():
     run = load(FIXTURE_LOGS / "tracekit_pass", jobs=1)
     assert run.ranks and all(g.source == "tracekit" for r in run.ranks for g in r.graphs)
