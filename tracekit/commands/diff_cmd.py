@@ -21,6 +21,7 @@ from typing import Any
 import click
 import orjson
 
+from tracekit.commands.output import output_sink
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
 from tracekit.render import dumps_json, fmt_mb, heading, table
@@ -318,16 +319,6 @@ def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool) 
         fail(str(e))
     result = diff_runs(a, b, a_label=run_a, b_label=run_b, a_kind=a_kind, b_kind=b_kind)
     text = render(result, fmt)
-    if output:
-        try:
-            with open(output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            fail(f"{output}: cannot write: {e.strerror or e}")
-    else:
-        try:
-            click.echo(text, nl=False)
-            sys.stdout.flush()
-        except BrokenPipeError:  # `tracekit diff A B | head`: the reader left, not an error
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    with output_sink(output, command="diff", error_status=2) as write:
+        write(text.encode("utf-8"))
     sys.exit(1 if exit_code and not result.identical else 0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from tracekit.commands.output import output_sink
 from tracekit.render import dumps_json, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
@@ -207,10 +208,8 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     doc = replay_document(results, options, {"paths": list(paths), "notes": notes,
                                              "diagnostics": diag.to_dict()})
-    if fmt == "json":
-        click.echo(dumps_json(doc), nl=False)
-    else:
-        click.echo(render_text(doc, fmt), nl=False)
+    with output_sink(None, command="replay", error_status=2) as write:
+        write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     if plot_path:
         from tracekit.replay.plot import PlotUnavailable, plot_replay
 

@@ -169,31 +169,19 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
     what FSDP collective pre-bucketing did per rank and graph, whether the ranks agree, and
     where it merged nothing."""
+    from tracekit.commands.output import output_sink
     from tracekit.progress import ProgressBar
     from tracekit.reader import load
     from tracekit.summarize import summary_document, write_summary_json
 
     with ProgressBar() as bar:
         run = load(list(paths), jobs=jobs, progress=bar)
-    try:
-        out = open(output, "wb") if output else None  # noqa: SIM115 - closed below
-    except OSError as e:
-        click.echo(f"tracekit summarize: cannot write {output}: {e.strerror}", err=True)
-        sys.exit(1)
-    try:
-        sink = out if out is not None else click.get_binary_stream("stdout")
+    with output_sink(output, command="summarize", error_status=1) as write:
         if fmt == "json":
             # streamed graph by graph: memory stays that of the Run, whatever the log size
-            write_summary_json(run, sink.write)
+            write_summary_json(run, write)
         else:
-            sink.write(render_text(summary_document(run), fmt).encode("utf-8"))
-        sink.flush()
-    except OSError as e:
-        click.echo(f"tracekit summarize: cannot write {output or 'stdout'}: {e.strerror}", err=True)
-        sys.exit(1)
-    finally:
-        if out is not None:
-            out.close()
+            write(render_text(summary_document(run), fmt).encode("utf-8"))
     if not any(r.files for r in run.ranks):
         click.echo("tracekit summarize: no log could be read", err=True)
         sys.exit(1)

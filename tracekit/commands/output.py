@@ -1,0 +1,38 @@
+"""Where a command's output goes: ``--output FILE`` or stdout, the same way for every command.
+
+A reader that goes away (``tracekit summarize logs/ | head``) is not an error: the rest of the
+output is dropped quietly. A file that cannot be written is one line on stderr and the command's
+error status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+
+import click
+
+
+@contextlib.contextmanager
+def output_sink(output: str | None, *, command: str, error_status: int) -> Iterator[Callable[[bytes], object]]:
+    """Yield a ``write(bytes)`` for FILE (``output``) or stdout; see the module docstring."""
+    try:
+        f = open(output, "wb") if output else None  # noqa: SIM115 - closed below
+    except OSError as e:
+        click.echo(f"tracekit {command}: cannot write {output}: {e.strerror or e}", err=True)
+        sys.exit(error_status)
+    sink = f if f is not None else click.get_binary_stream("stdout")
+    try:
+        yield sink.write
+        sink.flush()
+    except BrokenPipeError:
+        # the pipe's reader left: point stdout at /dev/null so the interpreter's final flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as e:
+        click.echo(f"tracekit {command}: cannot write {output or 'stdout'}: {e.strerror or e}", err=True)
+        sys.exit(error_status)
+    finally:
+        if f is not None:
+            f.close()
