@@ -78,6 +78,20 @@ def _dir_logs(directory: str, diagnostics: Diagnostics | None = None) -> list[st
     return [os.path.join(directory, n) for n in chosen]
 
 
+def _no_logs_detail(directory: str) -> str:
+    """Why a directory gave no logs, naming subdirectories that do hold some (one level is read:
+    a folder of runs is given run by run)."""
+    try:
+        subdirs = sorted(n for n in os.listdir(directory) if os.path.isdir(os.path.join(directory, n)))
+    except OSError:
+        subdirs = []
+    with_logs = [n for n in subdirs if _dir_logs(os.path.join(directory, n))]
+    if not with_logs:
+        return "directory holds no .log or .log.gz file"
+    shown = ", ".join(with_logs[:5]) + (", ..." if len(with_logs) > 5 else "")
+    return f"directory holds no .log or .log.gz file; its subdirectories {shown} do: pass them"
+
+
 def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics) -> list[LogFile]:
     """Expand PATHs into the log files to read, in order, each file once."""
     if isinstance(paths, (str, os.PathLike)):
@@ -89,7 +103,7 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
         if os.path.isdir(p):
             files = _dir_logs(p, diagnostics)
             if not files:
-                diagnostics.add("no_log_files", p, 0, "directory holds no .log or .log.gz file")
+                diagnostics.add("no_log_files", p, 0, _no_logs_detail(p))
         elif os.path.isfile(p):
             files = [p]
         elif os.path.exists(p) or os.path.islink(p):  # a FIFO (open could block), a device...
