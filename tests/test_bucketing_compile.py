@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from logtext import artifacts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,27 +58,6 @@ SCRIPT = textwrap.dedent(
     """
 )
 
-ENVELOPE = re.compile(r"^[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ ([^:]+):\d+\] (\{.*\})$")
-
-
-def _artifacts(log_text: str) -> list[tuple[str, str, str]]:
-    """(name, source file of the log call, payload) of every artifact entry, in order."""
-    out: list[tuple[str, str, str]] = []
-    lines = log_text.split("\n")
-    for i, line in enumerate(lines):
-        match = ENVELOPE.match(line)
-        if not match:
-            continue
-        entry = json.loads(match.group(2))
-        if "artifact" not in entry:
-            continue
-        payload = []
-        for following in lines[i + 1 :]:
-            if not following.startswith("\t"):
-                break
-            payload.append(following[1:])
-        out.append((entry["artifact"]["name"], match.group(1), "\n".join(payload)))
-    return out
 
 
 def test_compile_with_install_emits_our_artifacts(tmp_path: Path) -> None:
@@ -91,7 +71,7 @@ def test_compile_with_install_emits_our_artifacts(tmp_path: Path) -> None:
 
     logs = sorted(tmp_path.glob("dedicated_log_torch_trace_rank_0_*.log"))
     assert len(logs) == 1
-    arts = _artifacts(logs[0].read_text())
+    arts = artifacts(logs[0].read_text())
     names = [name for name, _, _ in arts]
 
     ours = [i for i, name in enumerate(names) if name.startswith("tracekit_fsdp_")]

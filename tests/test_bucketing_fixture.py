@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from conftest import FIXTURE_LOGS
+from logtext import artifacts
 
-ENVELOPE = re.compile(r"^[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ ([^:]+):\d+\] (\{.*\})$")
 WATCHED = (
     "tracekit_fsdp_input_graph",
     "pre_bucketing_collective_sizes",
@@ -21,22 +20,7 @@ WATCHED = (
 
 def _bucketing_artifacts(path: Path) -> list[tuple[str, str, str]]:
     """(name, source file, payload) of the pre-bucketing artifacts of one log, in order."""
-    lines = path.read_text().split("\n")
-    out = []
-    for i, line in enumerate(lines):
-        match = ENVELOPE.match(line)
-        if not match:
-            continue
-        name = json.loads(match.group(2)).get("artifact", {}).get("name")
-        if name not in WATCHED:
-            continue
-        payload = []
-        for following in lines[i + 1 :]:
-            if not following.startswith("\t"):
-                break
-            payload.append(following[1:])
-        out.append((name, match.group(1), "\n".join(payload)))
-    return out
+    return [a for a in artifacts(path.read_text()) if a[0] in WATCHED]
 
 
 def _rank_log(scenario: str, rank: int) -> Path:
