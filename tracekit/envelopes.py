@@ -13,7 +13,9 @@ of it. This module knows the line format and nothing about what an artifact mean
 - :class:`Scanner` walks a binary stream in large chunks and yields one :class:`RawEntry` per
   wanted envelope line. Payload lines are skipped with a C-level search (``\\n`` followed by a non-tab)
   and only copied out when the caller's ``want`` predicate asks for them, so memory stays bounded
-  by the chunk size plus the largest payload that is kept.
+  by the chunk size plus the largest payload that is kept. On a seekable stream the partial
+  line at the end of a chunk is read again with the next chunk (a short seek back) instead of
+  being glued to it: no copy of every chunk, no fresh heap pages for it.
 - :func:`prefix_end`, :func:`entry_type`, :func:`artifact_name` are cheap byte checks on an
   envelope line, made before any JSON decoding.
 - :func:`decode_envelope`, :func:`compile_id`, :func:`check_payload` turn a wanted entry into
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -258,6 +261,8 @@ class Scanner:
 
     def entries(self, stream: IO[bytes]) -> Iterator[RawEntry]:
         read = stream.read
+        rewind = _rewinder(stream)
+        back = 0  # bytes stepped back after the last chunk, read again in this one
         on_chunk = self.on_chunk
         consume = self._consume
         pend: _Pending | None = None
@@ -272,7 +277,8 @@ class Scanner:
         while not eof:
             data = read(self.chunk_size)
             if on_chunk is not None:
-                on_chunk(len(data))
+                on_chunk(len(data) - back)
+            back = 0
             if crlf is None and data and b"\n" in data:  # the first newline of the stream
                 nl = data.find(b"\n")
                 # nothing is consumed before the first newline: buf holds what came before it
@@ -282,10 +288,13 @@ class Scanner:
                     if nl == 0:
                         buf, held = buf[:-1], b"\r"
             if crlf:
+                rewind = None  # the chunks are rewritten: file offsets no longer match them
                 data, held = _lf(held + data, final=not data)
                 if not data and held:  # the chunk was a lone "\r", held back: not the end
                     continue
-            if not data:
+            if not buf and data:  # rewound: data starts with the newline the last chunk ended at
+                buf = data
+            elif not data:
                 eof = True
                 if first and len(buf) == 1:
                     self.report("empty_file", 0, "the file is empty")
@@ -340,7 +349,12 @@ class Scanner:
                     pos = end
             cur_line += buf.count(b"\n", cursor, limit)
             cursor = 0
-            buf = buf[limit:]
+            if rewind is not None and not eof:
+                back = len(buf) - limit
+                rewind(back)  # read buf[limit:] again, at the start of the next chunk
+                buf = b""
+            else:
+                buf = buf[limit:]
         if pend is not None:
             e = self._finish(pend)
             if e is not None:
@@ -348,6 +362,18 @@ class Scanner:
         self.lines_read = cur_line - 1
         if truncated_file:
             self.report("truncated_entry", cur_line - 1, "the file ends inside this entry (no final newline)")
+
+
+def _rewinder(stream: IO[bytes]) -> Callable[[int], None] | None:
+    """``rewind(n)``: step back ``n`` bytes in ``stream``, when it can (a plain file, a
+    :class:`io.BytesIO`, or a stream with a ``rewind`` method); None otherwise (gzip)."""
+    rewind = getattr(stream, "rewind", None)
+    if rewind is not None:
+        return rewind
+    if isinstance(stream, (io.BufferedReader, io.FileIO, io.BytesIO)) and stream.seekable():
+        seek = stream.seek
+        return lambda n: seek(-n, io.SEEK_CUR)
+    return None
 
 
 def _lf(data: bytes, final: bool) -> tuple[bytes, bytes]:

@@ -378,6 +378,12 @@ class _Range:
         self.remaining -= len(data)
         return data
 
+    def rewind(self, n: int) -> None:
+        """Step back ``n`` bytes (they are read again)."""
+        self.raw.seek(-n, os.SEEK_CUR)
+        if self.remaining is not None:
+            self.remaining += n
+
 
 def _parser_table(parsers: tuple[ArtifactParser, ...]) -> dict[str, ArtifactParser]:
     return {k.decode(): p for k, p in by_name(parsers).items()}
