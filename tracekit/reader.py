@@ -531,11 +531,29 @@ def _boundary(f, offset: int, size: int) -> int:
         pos += len(data)
 
 
-def _first_rank(f) -> int | None:
-    """The ``rank`` of the first envelope that has one, from the first MiBs of the file."""
+def _first_rank(f, limit: int = 4 << 20) -> int | None:
+    """The ``rank`` of the first envelope that has one, from the first MiBs of the file (read
+    64 KiB at a time: it is usually on the first lines)."""
     f.seek(0)
-    head = f.read(4 << 20)
-    for line in head.split(b"\n")[:-1]:
+    tail = b""  # the partial line at the end of what was read
+    done = 0
+    while done < limit:
+        data = f.read(min(64 << 10, limit - done))
+        if not data:
+            break
+        done += len(data)
+        text = tail + data
+        cut = text.rfind(b"\n") + 1
+        r = _rank_in_lines(text[:cut])
+        if r is not None:
+            return r
+        tail = text[cut:]
+    return None
+
+
+def _rank_in_lines(text: bytes) -> int | None:
+    """The ``rank`` of the first envelope line in ``text`` (whole lines) that has one."""
+    for line in text.split(b"\n")[:-1]:
         if line[:1] in (b"\t", b"") or b'"rank": ' not in line:
             continue
         m = ev.PREFIX_RE.match(line)
