@@ -76,7 +76,13 @@ _SKIP, _KEEP, _BAD, _NONE = 0, 1, 2, 3
 #: JSON pieces, printable ASCII only (torch writes envelopes with ``ensure_ascii``).
 _J_STR = rb'"[ !#-\[\]-~]*"'
 _J_SCALAR = rb"(?:" + _J_STR + rb"|-?\d+(?:\.\d+)?|true|false|null)"
-_J_META = rb"(?:\{[ -z|~]*\}|\[[ -Z\\^-~]*\]|" + _J_SCALAR + rb")"  # one level: no nesting
+#: An object whose strings hold no braces, with objects one level inside it (torch's
+#: ``describe_tensor`` has ``"dynamo_hint_overrides": {}``, ``dynamo_start`` a list of frames).
+_J_OBJ = rb"\{[ -z|~]*+(?:\{[ -z|~]*+\}[ -z|~]*+)*+\}"
+_J_META = rb"(?:" + _J_OBJ + rb"|\[[ -Z\\^-~]*\]|" + _J_SCALAR + rb")"
+#: The keys torch writes after the metadata of most entries, in its order: matched as one
+#: literal run before the general key loop (an alternation-free run sre matches fast).
+_TORCH_KEYS = rb'(?:, "frame_id": \d++, "frame_compile_id": \d++, "attempt": \d++)?+'
 
 
 @functools.lru_cache(maxsize=64)
@@ -89,12 +95,12 @@ def _interesting_line_re(names: frozenset[bytes], rank: int | None) -> re.Patter
 
         PREFIX {"TYPE": META[, "rank": RANK][, "KEY": SCALAR]...[, "has_payload": "MD5"]}
 
-    with META a flat object, list or scalar, printable ASCII only, followed by payload lines
-    exactly when it has ``has_payload``; or a blank line not followed by payload lines.
-    Everything else matches and is checked in Python: wanted artifacts, bad or unusual lines
-    (nested metadata, another rank, orphan or missing payloads), lines with a rank while the
-    file's rank is unknown, and the last line before the end of the buffer (its successor is
-    not known yet).
+    with META an object (with objects one level inside it), a flat list or a scalar,
+    printable ASCII only, followed by payload lines exactly when it has ``has_payload``; or a
+    blank line not followed by payload lines. Everything else matches and is checked in
+    Python: wanted artifacts, bad or unusual lines (metadata nested deeper, another rank,
+    orphan or missing payloads), lines with a rank while the file's rank is unknown, and the
+    last line before the end of the buffer (its successor is not known yet).
     """
     wanted = b"|".join(re.escape(n) for n in sorted(names)) or b"(?!)"
     head = (
@@ -103,8 +109,9 @@ def _interesting_line_re(names: frozenset[bytes], rank: int | None) -> re.Patter
         + rb'[A-Za-z0-9_]+": '
         + _J_META
     )
-    rank_part = rb"" if rank is None else rb'(?:, "rank": ' + str(rank).encode() + rb")?"
-    keys = rb'(?:, "(?!has_payload"|rank")[A-Za-z0-9_]+": ' + _J_SCALAR + rb")*"
+    rank_part = rb"" if rank is None else rb'(?:, "rank": ' + str(rank).encode() + rb")?+"
+    # possessive (*+, ?+): no backtracking bookkeeping; the keys cannot match another way
+    keys = _TORCH_KEYS + rb'(?:, "(?!has_payload"|rank")[A-Za-z0-9_]++": ' + _J_SCALAR + rb")*+"
     tail = rb'(?:, "has_payload": "[0-9a-f]{32}"\}\n\t|\}\n(?!\t))'
     return re.compile(rb"\n(?!\t|" + head + rank_part + keys + tail + rb"|\n(?!\t))")
 
