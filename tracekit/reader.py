@@ -624,13 +624,15 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None]) -> list[Segm
     for seg, (pid, r) in zip(tasks[1:], children):
         with os.fdopen(r, "rb") as f:
             data = f.read()
-        _, status = os.waitpid(pid, 0)
         part = None
-        if status == 0 and data:
+        if data:  # decoded while the child exits (its teardown is not waited for first)
             try:
                 part = pickle.loads(data)
             except Exception:  # noqa: BLE001 - a broken child: read its segment here
                 part = None
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            part = None
         parts.append(part if isinstance(part, SegmentResult) else _read_segment(seg))
         tick(_seg_bytes(seg))
     return parts
