@@ -144,7 +144,8 @@ class Scanner:
     ``report(kind, lineno, detail)``: ``bad_prefix``, ``bad_json``/``bad_utf8``/
     ``not_an_object`` (skipped envelopes: only those that fail the shape check),
     ``orphan_payload``, ``missing_payload``, ``truncated_entry``, ``other_rank``.
-    :attr:`rank` is the file's rank: the first rank an envelope carries (or :meth:`set_rank`).
+    :attr:`rank` is the file's rank: the first rank an envelope carries (or ``rank=``, or
+    :meth:`set_rank`).
     """
 
     def __init__(
@@ -155,6 +156,7 @@ class Scanner:
         want: Callable[[bytes, bytes | None], bool] | None = None,
         chunk_size: int = CHUNK_SIZE,
         on_chunk: Callable[[int], None] | None = None,
+        rank: int | None = None,
     ) -> None:
         self._names = None if artifact_names is None else frozenset(n.encode() for n in artifact_names)
         if want is None:
@@ -167,7 +169,10 @@ class Scanner:
         self.on_chunk = on_chunk
         self.rank: int | None = None
         self._tokens: tuple[bytes, bytes] | None = None
-        self._pattern = self._make_pattern()
+        if rank is None:
+            self._pattern = self._make_pattern()
+        else:  # known in advance (a segment of a file): one regex compiled, not two
+            self.set_rank(rank)
         self.lines_read = 0  # lines in the stream, once :meth:`entries` is exhausted
 
     def _make_pattern(self) -> re.Pattern[bytes]:

@@ -139,9 +139,7 @@ def _entries(
         def want_bytes(etype: bytes, name: bytes | None) -> bool:
             return want(etype.decode("utf-8", "replace"), None if name is None else name.decode("utf-8", "replace"))
 
-    scanner = ev.Scanner(report, artifact_names=names, want=want_bytes, on_chunk=on_chunk)
-    if rank is not None:
-        scanner.set_rank(rank)
+    scanner = ev.Scanner(report, artifact_names=names, want=want_bytes, on_chunk=on_chunk, rank=rank)
     if scanner_out is not None:
         scanner_out.append(scanner)
     payload_cache: dict[tuple[bytes, bytes | None], bool] = {}
