@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from tracekit.model import COLLECTIVE_TYPES, CollectiveSize, Graph, Rank, Run
 
 SCHEMA = "tracekit.diff/1"
@@ -471,8 +473,6 @@ def _sizes_change_to_dict(s: SizesChange) -> dict[str, Any]:
 def _signature(changes: tuple[GraphChange, ...]) -> tuple:
     """A hashable form of a change set that ignores where each graph was read, and size-node
     names (labels only)."""
-    import orjson
-
     out = []
     for c in changes:
         d = c.to_dict()

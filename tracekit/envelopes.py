@@ -16,8 +16,6 @@ of it. This module knows the line format and nothing about what an artifact mean
   by the chunk size plus the largest payload that is kept. On a seekable stream the partial
   line at the end of a chunk is read again with the next chunk (a short seek back) instead of
   being glued to it: no copy of every chunk, no fresh heap pages for it.
-- :func:`prefix_end`, :func:`entry_type`, :func:`artifact_name` are cheap byte checks on an
-  envelope line, made before any JSON decoding.
 - :func:`decode_envelope`, :func:`compile_id`, :func:`check_payload` turn a wanted entry into
   Python values, reporting what is wrong as a diagnostic kind (a string) instead of raising.
 """
@@ -38,7 +36,6 @@ import orjson
 PREFIX_RE = re.compile(rb"[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ [^:\n]+:\d+\] ")
 #: End of a payload block: a newline followed by anything but a tab (next envelope, blank line).
 _BLOCK_END_RE = re.compile(rb"\n[^\t]")
-_ARTIFACT_HEAD = b'{"artifact": {"name": "'
 CHUNK_SIZE = 1 << 20
 
 
@@ -410,32 +407,6 @@ def _slow_artifact_name(json_bytes: bytes) -> bytes | None:
         return None
     nm = meta.get("name") if isinstance(meta, dict) else None
     return nm.encode("utf-8", "replace") if isinstance(nm, str) else None
-
-
-# --- cheap byte checks on an envelope line ------------------------------------------------------
-
-
-def prefix_end(line: bytes) -> int:
-    """Offset of the JSON object after a valid glog prefix, or -1 when the prefix is bad."""
-    m = PREFIX_RE.match(line)
-    return -1 if m is None else m.end()
-
-
-def entry_type(line: bytes, start: int) -> bytes | None:
-    """The entry-type key (the first key of the object), read without decoding: ``b"artifact"``."""
-    if not line.startswith(b'{"', start):
-        return None
-    end = line.find(b'"', start + 2)
-    return None if end < 0 else line[start + 2 : end]
-
-
-def artifact_name(line: bytes, start: int) -> bytes | None:
-    """The artifact name when the envelope starts the way torch writes artifacts, else None."""
-    if not line.startswith(_ARTIFACT_HEAD, start):
-        return None
-    s = start + len(_ARTIFACT_HEAD)
-    end = line.find(b'"', s)
-    return None if end < 0 else line[s:end]
 
 
 # --- decoding wanted entries --------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or formats text.
 
-- :func:`divergence` (alias :func:`consensus`): where the ranks' bucketing outcomes differ from
+- :func:`divergence`: where the ranks' bucketing outcomes differ from
   the majority, graph by graph and field by field, with the first differing collective. Reusable
   on any Run (diff uses it on runs read from logs or from summary JSON).
 - :func:`totals`, :func:`did_nothing`, :func:`notes`.
@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from tracekit.model import (
     COLLECTIVE_TYPES,
@@ -81,8 +83,6 @@ def _rank_order(r: int | None) -> int:
 
 
 def _canon(v: Any) -> str:
-    import orjson
-
     return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
 
 
@@ -189,9 +189,6 @@ def divergence(run: Run) -> list[dict[str, Any]]:
     return items
 
 
-consensus = divergence
-
-
 def _sum_sizes(graphs: list[Graph], after: bool) -> float | None:
     total, any_ = 0.0, False
     for g in graphs:
@@ -203,15 +200,6 @@ def _sum_sizes(graphs: list[Graph], after: bool) -> float | None:
         any_ = True
         total += sum(s.size_mb for s in lst)
     return round(total, 3) if any_ else None
-
-
-def graph_mb(g: Graph) -> tuple[float | None, float | None]:
-    """MB moved by a graph's FSDP collectives before and after bucketing (None: not logged)."""
-    if g.sizes_mb is None:
-        return None, None
-    before = round(sum(s.size_mb for s in g.sizes_mb.before), 3)
-    after = None if g.sizes_mb.after is None else round(sum(s.size_mb for s in g.sizes_mb.after), 3)
-    return before, after
 
 
 def totals(run: Run) -> dict[str, Any]:
@@ -261,10 +249,12 @@ def did_nothing(run: Run) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def notes(run: Run) -> list[str]:
-    """Plain-language remarks: e.g. why a run has no bucketing outcome at all."""
+def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
+    """Plain-language remarks: e.g. why a run has no bucketing outcome at all (``t``: the run's
+    :func:`totals`, when the caller has them already)."""
     out: list[str] = []
-    t = totals(run)
+    if t is None:
+        t = totals(run)
     if not run.ranks:
         out.append("no log entries read")
     elif t["graphs"] == 0:
@@ -294,14 +284,15 @@ def notes(run: Run) -> list[str]:
 def summary_document(run: Run, *, with_ranks: bool = True) -> dict[str, Any]:
     """The ``tracekit.summary/1`` JSON document of a Run (``with_ranks=False``: without the
     ``ranks`` key, for :func:`write_summary_json`)."""
+    t = totals(run)
     doc = {
         "schema": SCHEMA,
         "paths": list(run.paths),
         "ranks": [rank_to_dict(r) for r in run.ranks] if with_ranks else None,
-        "totals": totals(run),
+        "totals": t,
         "divergence": divergence(run),
         "did_nothing": did_nothing(run),
-        "notes": notes(run),
+        "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }
     if not with_ranks:
@@ -335,8 +326,6 @@ def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
     """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
     newline: the same text as ``render.dumps_json(summary_document(run))``), one graph at a
     time, so memory stays that of the Run, not of the Run plus its whole document."""
-    import orjson
-
     opt = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
     def dump(value: Any, indent: int) -> bytes:
