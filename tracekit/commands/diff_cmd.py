@@ -81,7 +81,7 @@ def run_from_summary(doc: Any, path: str) -> Run:
     if not isinstance(doc.get("ranks", []), list):
         raise InputError(f"{path}: bad summary: \"ranks\" is not a list")
     try:
-        run = run_from_document(_known_size_keys(doc))
+        run = run_from_document(doc)  # the model keeps only the keys it knows
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise InputError(f"{path}: bad summary: {e}") from None
     problem = summary_problem(run)
@@ -90,34 +90,6 @@ def run_from_summary(doc: Any, path: str) -> Run:
     if not run.paths:
         run.paths = [path]
     return run
-
-
-def _known_size_keys(doc: dict[str, Any]) -> dict[str, Any]:
-    """The document with size entries cut to the keys this version knows, so that a newer minor
-    version may add keys there too. Anything malformed is left for the model to refuse."""
-    ranks = []
-    for r in doc.get("ranks", []):
-        if isinstance(r, dict) and isinstance(r.get("graphs"), list):
-            r = dict(r, graphs=[_graph_known_sizes(g) for g in r["graphs"]])
-        ranks.append(r)
-    return dict(doc, ranks=ranks)
-
-
-def _graph_known_sizes(g: Any) -> Any:
-    sizes = g.get("sizes_mb") if isinstance(g, dict) else None
-    if not isinstance(sizes, dict):
-        return g
-    cut = {}
-    for which in ("before", "after"):
-        entries = sizes.get(which)
-        if isinstance(entries, list):
-            entries = [
-                {k: e[k] for k in ("type", "size_mb", "name") if k in e}
-                if isinstance(e, dict) else e
-                for e in entries
-            ]
-        cut[which] = entries
-    return dict(g, sizes_mb=cut)
 
 
 def summary_problem(run: Run) -> str:
@@ -133,10 +105,6 @@ def summary_problem(run: Run) -> str:
         for g in r.graphs:
             if g.group_size is not None and not isinstance(g.group_size, int):
                 return f"rank {r.rank} graph {g.label}: group_size {g.group_size!r}"
-            for entries in (g.sizes_mb.before, g.sizes_mb.after or []) if g.sizes_mb else ():
-                for e in entries:
-                    if not isinstance(e.type, str) or not isinstance(e.size_mb, (int, float)):
-                        return f"rank {r.rank} graph {g.label}: bad size entry {e!r}"
     return ""
 
 
