@@ -84,7 +84,6 @@ class _Builder:
         self.members = members
         self.sources = [_node_source(m) for m in members]
         self.first_meta = members[0].meta
-        self.new_nodes: list[fx.Node] = []
 
     def call(self, target, args: tuple, kwargs: dict | None = None, member: int | None = None) -> fx.Node:
         kwargs = kwargs or {}
@@ -102,7 +101,6 @@ class _Builder:
             if key in meta_src:
                 node.meta[key] = meta_src[key]
         node.meta["from_node"] = [self.sources[member]] if member is not None else list(self.sources)
-        self.new_nodes.append(node)
         return node
 
     def reshape(self, x: fx.Node, shape: list[int], member: int | None = None) -> fx.Node:

@@ -41,11 +41,6 @@ def is_reduce_scatter(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target is REDUCE_SCATTER_TARGET
 
 
-def is_all_reduce(node: fx.Node) -> bool:
-    """An ``all_reduce`` call (the functional, out-of-place one)."""
-    return node.op == "call_function" and node.target is ALL_REDUCE_TARGET
-
-
 def is_wait(node: fx.Node) -> bool:
     """A ``wait_tensor`` call."""
     return node.op == "call_function" and node.target is WAIT_TARGET
@@ -134,12 +129,6 @@ def is_fsdp_all_gather(node: fx.Node) -> bool:
         else:
             stack.extend(current.all_input_nodes)
     return placeholders == 1
-
-
-def is_fsdp_all_gather_wait(wait: fx.Node) -> bool:
-    """A wait whose all-gather is an FSDP one (see :func:`is_fsdp_all_gather`)."""
-    coll = waited_collective(wait)
-    return coll is not None and is_fsdp_all_gather(coll)
 
 
 def is_fsdp_reduce_scatter_wait(wait: fx.Node) -> bool:

@@ -63,12 +63,6 @@ class Hardware:
     def is_default(self) -> bool:
         return self.interconnect is None and self.gpus_per_node is None
 
-    def describe(self, group_size: int | None) -> dict:
-        return {
-            "interconnect": self.interconnect or "detected",
-            "group_size": self.group_size or group_size,
-            "gpus_per_node": self.gpus_per_node or "default",
-        }
 
 
 @contextlib.contextmanager

@@ -345,19 +345,18 @@ def replay_source(
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
     try:
-        _replay_caps(rp, out, options, src)
+        _replay_caps(rp, out, options)
     except Exception as e:  # noqa: BLE001
         out.error = f"replay failed: {type(e).__name__}: {str(e)[:300]}"
     return out
 
 
-def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions, src: Any) -> None:
+def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) -> None:
     g = out.recorded
     # The recorded cap, on the recorded hardware (torch's own detection): no what-if here.
     here = ce.Hardware()
-    # Our own pass logs the exact cap (tracekit_fsdp_buckets); torch's line rounds it to 0.1.
-    exact_cap = getattr(src, "exact_cap_mb", None)
-    repro = rp.at(exact_cap if exact_cap is not None else g.bucket_cap_mb, "recorded", here)
+    # torch's line rounds the cap to 0.1 MB: an automatic cap is retried exactly below.
+    repro = rp.at(g.bucket_cap_mb, "recorded", here)
     mismatches = _compare(g, repro)
     if mismatches and rp.group_size:
         exact = ce.auto_cap(rp.group_size, ce.Hardware())
@@ -380,7 +379,7 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions, sr
     base_ms = repro.estimated_comm_ms
     if hw != here:
         # Compare with the recorded buckets costed on the requested hardware.
-        base_ms = rp.comm_ms(rp.planner.plan(repro.bucket_cap_mb), hw)
+        base_ms = rp.comm_ms(repro.report, hw)
     out.recorded_comm_ms = base_ms
     for req in options.caps:
         if req.mb is None:
