@@ -59,3 +59,8 @@ def fmt_mb(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.3f}".rstrip("0").rstrip(".")
+
+
+def fmt_counts(c: dict[str, int] | None) -> str:
+    """A collective count before and after bucketing, ``{"before": 8, "after": 1}``: ``8->1``."""
+    return "-" if not c else f"{c['before']}->{c['after']}"

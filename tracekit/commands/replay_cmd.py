@@ -17,7 +17,8 @@ from typing import Any
 import click
 
 from tracekit.commands.output import output_sink
-from tracekit.render import dumps_json, fmt_mb, heading, table
+from tracekit.model import COLLECTIVE_TYPES
+from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 GRAPH_HEADERS = ["rank", "graph", "nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
@@ -53,10 +54,6 @@ def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
     return uniq
 
 
-def _counts(c: dict[str, int] | None) -> str:
-    return "-" if not c else f"{c['before']}->{c['after']}"
-
-
 def _ms(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "-"
@@ -79,7 +76,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table / markdown view of a ``tracekit.replay/1`` document."""
     import os
 
-    types = ("all_gather", "reduce_scatter", "all_reduce")
+    types = COLLECTIVE_TYPES
     out = [heading("Recorded outcomes, rebuilt and reproduced", fmt)]
     runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}
 
@@ -95,7 +92,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         else:
             verdict = "yes" if g["reproduced"] else "NO"
         rows.append([*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
-                     fmt_mb(rec["bucket_cap_mb"]), *(_counts(rec["collectives"].get(t)) for t in types),
+                     fmt_mb(rec["bucket_cap_mb"]), *(fmt_counts(rec["collectives"].get(t)) for t in types),
                      verdict, _ms(rec["estimated_comm_ms"])])
     out.append(table(rows, (["run"] if len(runs) > 1 else []) + GRAPH_HEADERS, fmt))
     problems = []
@@ -115,7 +112,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
             row = [*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
-                   r["cap_source"], *(_counts(r["collectives"].get(t)) for t in types),
+                   r["cap_source"], *(fmt_counts(r["collectives"].get(t)) for t in types),
                    f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
                    _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
             if doc.get("apply"):

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.render import FORMATS, fmt_mb, heading, table
+from tracekit.render import FORMATS, fmt_counts, fmt_mb, heading, table
 
 GRAPH_HEADERS = ["rank", "compile id", "graph", "FSDP groups", "group size", "nodes", "cap MB",
                  "AG", "RS", "AR"]
@@ -27,10 +27,6 @@ def _label(graph_index: int) -> str:
     from tracekit.summarize import graph_label
 
     return graph_label(graph_index)
-
-
-def _counts(c: dict[str, Any] | None) -> str:
-    return "-" if not c else f"{c['before']}->{c['after']}"
 
 
 def _mb(sizes: list[dict[str, Any]] | None) -> float | None:
@@ -52,7 +48,7 @@ def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                 g["group_size"],
                 g["n_nodes"],
                 fmt_mb(g["bucket_cap_mb"]),
-                *(_counts(g["collectives"].get(t)) for t in COLLECTIVE_TYPES),
+                *(fmt_counts(g["collectives"].get(t)) for t in COLLECTIVE_TYPES),
             ]
             if with_sizes:
                 s = g.get("sizes_mb")
@@ -65,7 +61,7 @@ def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
 def _total_row(doc: dict[str, Any], width: int) -> list[Any]:
     t = doc["totals"]
     row = ["total", f"{t['graphs']} graphs", "", "", "", "", "",
-           *(_counts(t["collectives"][c]) for c in COLLECTIVE_TYPES)]
+           *(fmt_counts(t["collectives"][c]) for c in COLLECTIVE_TYPES)]
     if width > len(row):
         row += [fmt_mb(t["mb_before"]), fmt_mb(t["mb_after"])]
     return row
@@ -75,7 +71,7 @@ def _value_text(field: str, v: Any) -> str:
     if v is None:
         return "-"
     if field in COLLECTIVE_TYPES:
-        return _counts(v)
+        return fmt_counts(v)
     if field.startswith("sizes_mb"):
         n = len(v)
         return f"{n} collective{'' if n == 1 else 's'}, {fmt_mb(sum(x[1] for x in v))} MB"
