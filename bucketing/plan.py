@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -210,13 +210,11 @@ class FsdpPlanner:
     def _collect_sizes(self) -> None:
         # (kind, section, position, node, reported bytes) of every collective on an FSDP group,
         # in torch's artifact order: by kind, all-gathers before "_out" ones, graph order.
-        groups = set(self.fsdp_groups)
-        self._sized: list[tuple[str, int, int, fx.Node, int]] = []
-        for kind in KINDS:
-            for node in _kind_nodes(self.gm.graph, kind):
-                if group_name_of(node) in groups:
-                    section = 1 if node.target is ALL_GATHER_TARGETS[1] else 0
-                    self._sized.append((kind, section, self.ids[node], node, reported_bytes(kind, node)))
+        self._sized: list[tuple[str, int, int, fx.Node, int]] = [
+            (kind, 1 if node.target is ALL_GATHER_TARGETS[1] else 0, self.ids[node], node,
+             reported_bytes(kind, node))
+            for kind, node in fsdp_collectives(self.gm.graph, self.fsdp_groups)
+        ]
         self.sizes_before = [
             {"type": kind, "size_mb": round_mb(n_bytes), "name": node.name}
             for kind, _, _, node, n_bytes in self._sized
@@ -361,15 +359,22 @@ def _kind_nodes(graph: fx.Graph, kind: str) -> list[fx.Node]:
     return find_collectives(graph, targets)
 
 
-def collective_sizes(graph: fx.Graph, fsdp_groups: list[str]) -> list[dict]:
-    """Torch's ``pre_bucketing_collective_sizes`` payload for ``graph``, as a list of dicts."""
+def fsdp_collectives(graph: fx.Graph, fsdp_groups) -> Iterator[tuple[str, fx.Node]]:
+    """(kind, node) of every collective on an FSDP group, in torch's artifact order: by kind
+    (AG, RS, AR), graph order within a kind (all-gathers before ``_out`` ones)."""
     groups = set(fsdp_groups)
-    sizes: list[dict] = []
     for kind in KINDS:
         for node in _kind_nodes(graph, kind):
             if group_name_of(node) in groups:
-                sizes.append({"type": kind, "size_mb": round_mb(reported_bytes(kind, node)), "name": node.name})
-    return sizes
+                yield kind, node
+
+
+def collective_sizes(graph: fx.Graph, fsdp_groups: list[str]) -> list[dict]:
+    """Torch's ``pre_bucketing_collective_sizes`` payload for ``graph``, as a list of dicts."""
+    return [
+        {"type": kind, "size_mb": round_mb(reported_bytes(kind, node)), "name": node.name}
+        for kind, node in fsdp_collectives(graph, fsdp_groups)
+    ]
 
 
 def count_kinds(sizes: list[dict]) -> dict[str, int]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bucketing.sizes import round_mb
+
 REPORT_SCHEMA = "tracekit.bucketing_report/1"
 BUCKETS_SCHEMA = "tracekit.buckets/1"
 
@@ -57,7 +59,7 @@ class BucketingReport:
     def bucket_sizes_mb(self) -> dict[str, list[float]]:
         """Per kind, each bucket's total size in MB (sum of exact member bytes, 3 decimals)."""
         return {
-            kind: [round(sum(m.bytes for m in bucket) / (1024 * 1024), 3) for bucket in buckets]
+            kind: [round_mb(sum(m.bytes for m in bucket)) for bucket in buckets]
             for kind, buckets in self.buckets.items()
         }
 

@@ -57,6 +57,14 @@ class ReplayOptions:
     symbols: Mapping[str, int] = field(default_factory=dict)
 
 
+def _collective_counts(report) -> dict[str, dict[str, int]]:
+    """A BucketingReport's counts in the shape summarize uses: ``{"all_gather": {"before", "after"}}``."""
+    return {
+        LONG_NAMES[k]: {"before": report.counts_before.get(k, 0), "after": report.counts_after.get(k, 0)}
+        for k in KINDS
+    }
+
+
 @dataclass
 class CapReplay:
     """What bucketing does to one graph at one cap."""
@@ -184,10 +192,7 @@ class GraphReplayer:
     ) -> CapReplay:
         """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too."""
         report = self.planner.plan(cap_mb)
-        collectives = {
-            LONG_NAMES[k]: {"before": report.counts_before.get(k, 0), "after": report.counts_after.get(k, 0)}
-            for k in KINDS
-        }
+        collectives = _collective_counts(report)
         sizes = {k: [s["size_mb"] for s in report.sizes_after if s["type"] == k] for k in KINDS}
         largest = max((x for v in sizes.values() for x in v), default=0.0)
         out = CapReplay(
@@ -244,10 +249,7 @@ class GraphReplayer:
             gm.graph.lint()
         except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
             return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        counts = {
-            LONG_NAMES[k]: {"before": report.counts_before.get(k, 0), "after": report.counts_after.get(k, 0)}
-            for k in KINDS
-        }
+        counts = _collective_counts(report)
         return {
             "ok": True,
             "lint": "ok",
