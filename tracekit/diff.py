@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from tracekit.model import COLLECTIVE_TYPES, CollectiveSize, Graph, Rank, Run
+from tracekit.summarize import first_mismatch
 
 SCHEMA = "tracekit.diff/1"
 
@@ -318,15 +319,10 @@ def diff_sizes(
     which: str, a: list[CollectiveSize], b: list[CollectiveSize]
 ) -> SizesChange | None:
     """The first collective whose type or size differs, or None when the lists match."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if (x.type, x.size_mb) != (y.type, y.size_mb):
-            return SizesChange(which, len(a), len(b), i, x, y)
-    if len(a) == len(b):
+    i = first_mismatch(a, b)
+    if i is None:
         return None
-    n = min(len(a), len(b))
-    return SizesChange(
-        which, len(a), len(b), n, a[n] if n < len(a) else None, b[n] if n < len(b) else None
-    )
+    return SizesChange(which, len(a), len(b), i, a[i] if i < len(a) else None, b[i] if i < len(b) else None)
 
 
 def group_ranks(per_rank: dict[int | None, tuple[GraphChange, ...]]) -> tuple[RankGroup, ...]:

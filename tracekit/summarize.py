@@ -107,18 +107,27 @@ def first_difference(
         pairs = [(w, [x for x in a if x.type == only_type], [y for y in b if y.type == only_type])
                  for w, a, b in pairs]
     for which, a, b in pairs:
-        for i in range(max(len(a), len(b))):
+        i = first_mismatch(a, b)
+        if i is not None:
             x = a[i] if i < len(a) else None
             y = b[i] if i < len(b) else None
-            if x is None or y is None or x.type != y.type or x.size_mb != y.size_mb:
-                return {
-                    "index": i,
-                    "type": (x or y).type if (x is None or y is None or x.type == y.type) else f"{x.type}/{y.type}",
-                    "majority_size_mb": None if x is None else x.size_mb,
-                    "size_mb": None if y is None else y.size_mb,
-                    "list": which,
-                }
+            return {
+                "index": i,
+                "type": (x or y).type if (x is None or y is None or x.type == y.type) else f"{x.type}/{y.type}",
+                "majority_size_mb": None if x is None else x.size_mb,
+                "size_mb": None if y is None else y.size_mb,
+                "list": which,
+            }
     return None
+
+
+def first_mismatch(a: list[CollectiveSize], b: list[CollectiveSize]) -> int | None:
+    """Index of the first collective whose type or size differs (the shorter length when one
+    list is a prefix of the other), or None when the lists match."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x.type != y.type or x.size_mb != y.size_mb:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def divergence(run: Run) -> list[dict[str, Any]]:
