@@ -16,6 +16,7 @@ import gzip
 import os
 import sys
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -25,6 +26,7 @@ from tracekit.commands.output import output_sink
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
 from tracekit.render import dumps_json, fmt_mb, heading, table
+from tracekit.sources import GZIP_MAGIC
 from tracekit.summarize import graph_label, run_from_document
 
 SUMMARY_PREFIX = "tracekit.summary/"
@@ -41,16 +43,19 @@ class InputError(Exception):
 # --- reading the inputs --------------------------------------------------------------------------
 
 
-def sniff_json(path: str) -> bool:
-    """True when the file's first non-space byte is ``{`` (looked at through gzip when the file is
-    gzipped): a JSON document, not a glog-prefixed compile log."""
+def sniff_json(path: str) -> Callable[..., Any] | None:
+    """How to open the file (``open`` or ``gzip.open``) when its first non-space byte is ``{``
+    (looked at through gzip when the file is gzipped): a JSON document, not a glog-prefixed
+    compile log. None for anything else."""
     with open(path, "rb") as f:
         head = f.read(4096)
-    if head[:2] == b"\x1f\x8b":
+    opener: Callable[..., Any] = open
+    if head[:2] == GZIP_MAGIC:
+        opener = gzip.open
         with gzip.open(path, "rb") as f:
             head = f.read(4096)
     head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    return head[:1] == b"{"
+    return opener if head[:1] == b"{" else None
 
 
 def summary_major(schema: Any, path: str) -> int:
@@ -114,12 +119,11 @@ def load_run(path: str) -> tuple[Run, str]:
         raise InputError(f"{path}: no such file or directory")
     if os.path.isfile(path):
         try:
-            is_json = sniff_json(path)
+            opener = sniff_json(path)
         except (OSError, EOFError) as e:
             raise InputError(f"{path}: cannot read: {e}") from None
-        if is_json:
+        if opener is not None:
             try:
-                opener = gzip.open if _is_gzip(path) else open
                 with opener(path, "rb") as f:
                     doc = orjson.loads(f.read())
             except orjson.JSONDecodeError as e:
@@ -153,11 +157,6 @@ def has_log_entries(run: Run) -> bool:
     return any(
         r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks
     )
-
-
-def _is_gzip(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
 
 
 # --- rendering -----------------------------------------------------------------------------------
