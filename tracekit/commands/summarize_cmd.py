@@ -17,16 +17,11 @@ import click
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.render import FORMATS, fmt_counts, fmt_mb, heading, table
+from tracekit.summarize import graph_label
 
 GRAPH_HEADERS = ["rank", "compile id", "graph", "FSDP groups", "group size", "nodes", "cap MB",
                  "AG", "RS", "AR"]
 SIZE_HEADERS = ["MB before", "MB after"]
-
-
-def _label(graph_index: int) -> str:
-    from tracekit.summarize import graph_label
-
-    return graph_label(graph_index)
 
 
 def _mb(sizes: list[dict[str, Any]] | None) -> float | None:
@@ -43,7 +38,7 @@ def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
             row = [
                 "-" if r["rank"] is None else r["rank"],
                 g["compile_id"],
-                _label(g["graph_index"]),
+                graph_label(g["graph_index"]),
                 ",".join(g["fsdp_groups"]),
                 g["group_size"],
                 g["n_nodes"],
@@ -118,7 +113,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append(f"{len(div)} difference(s) from the majority; differing rank(s): "
                    f"{_ranks_text(ranks_hit)}\n\n")
         out.append(table(
-            [[d["compile_id"], _label(d["graph_index"]), d["field"], _ranks_text(d["ranks"]),
+            [[d["compile_id"], graph_label(d["graph_index"]), d["field"], _ranks_text(d["ranks"]),
               _value_text(d["field"], d["value"]), _ranks_text(d["majority_ranks"]),
               _value_text(d["field"], d["majority_value"]), _first_diff_text(d["first_difference"])]
              for d in div],
@@ -131,7 +126,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("none: every graph with more than one collective of a type merged some\n")
     else:
         out.append(table(
-            [[d["compile_id"], _label(d["graph_index"]),
+            [[d["compile_id"], graph_label(d["graph_index"]),
               ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items()),
               fmt_mb(d["bucket_cap_mb"]), _ranks_text(d["ranks"])] for d in dn],
             ["compile id", "graph", "not merged", "cap MB", "ranks"], fmt))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch.fx as fx
@@ -321,13 +321,7 @@ def replay_source(
     # Hints the log recorded for symbolic sizes (if the reader offers them), then --sym.
     hints = dict(getattr(src, "symbol_hints", None) or {})
     if hints:
-        options = ReplayOptions(
-            caps=options.caps,
-            hardware=options.hardware,
-            apply=options.apply,
-            mode=options.mode,
-            symbols={**hints, **options.symbols},
-        )
+        options = replace(options, symbols={**hints, **options.symbols})
     key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
            tuple(sorted(options.symbols.items())), options.mode)
     rp = None if rebuilt is None else rebuilt.get(key)
