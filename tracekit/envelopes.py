@@ -23,7 +23,6 @@ of it. This module knows the line format and nothing about what an artifact mean
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 import re
 from collections.abc import Callable, Iterator
@@ -31,6 +30,11 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
+
+try:  # CPython's own MD5: no OpenSSL start-up (~3 ms) for the few small payloads checked
+    from _md5 import md5 as _md5
+except ImportError:  # pragma: no cover - a build without it
+    from hashlib import md5 as _md5
 
 #: tlparse's glog prefix: level, MMDD, time, pid, path:line, "] ".
 PREFIX_RE = re.compile(rb"[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ [^:\n]+:\d+\] ")
@@ -45,7 +49,8 @@ class RawEntry:
 
     ``line`` is the envelope line without its newline and ``start`` the offset of its JSON
     object; ``entry_type`` / ``name`` are what the byte checks read (``name`` only for
-    artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed).
+    artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed, or when
+    the scanner was told the payload is not needed).
     ``truncated`` is set when the stream ended inside this entry (no final newline).
     """
 
@@ -100,17 +105,24 @@ def _interesting_line_re(names: frozenset[bytes], rank: int | None) -> re.Patter
     last line before the end of the buffer (its successor is not known yet).
     """
     wanted = b"|".join(re.escape(n) for n in sorted(names)) or b"(?!)"
-    head = (
-        PREFIX_RE.pattern
-        + rb'\{"(?!artifact": \{"name": "(?:' + wanted + rb')")(?!artifact"(?!: \{"name": "))'
+    rank_part = rb"" if rank is None else rb'(?:, "rank": ' + str(rank).encode() + rb")?+"
+    # Most envelopes (chromium events above all) are ``{"TYPE": {}`` then torch's keys and a
+    # payload: one alternation-free run, tried before the general form (which accepts it too).
+    common = (rb'\{"(?!artifact")[A-Za-z0-9_]++": \{\}' + rank_part + _TORCH_KEYS
+              + rb', "has_payload": "[0-9a-f]{32}"\}\n\t')
+    general = (
+        rb'\{"(?!artifact": \{"name": "(?:' + wanted + rb')")(?!artifact"(?!: \{"name": "))'
         + rb'[A-Za-z0-9_]+": '
         + _J_META
+        + rank_part
+        # possessive (*+, ?+): no backtracking bookkeeping; the keys cannot match another way
+        + _TORCH_KEYS + rb'(?:, "(?!has_payload"|rank")[A-Za-z0-9_]++": ' + _J_SCALAR + rb")*+"
+        + rb'(?:, "has_payload": "[0-9a-f]{32}"\}\n\t|\}\n(?!\t))'
     )
-    rank_part = rb"" if rank is None else rb'(?:, "rank": ' + str(rank).encode() + rb")?+"
-    # possessive (*+, ?+): no backtracking bookkeeping; the keys cannot match another way
-    keys = _TORCH_KEYS + rb'(?:, "(?!has_payload"|rank")[A-Za-z0-9_]++": ' + _J_SCALAR + rb")*+"
-    tail = rb'(?:, "has_payload": "[0-9a-f]{32}"\}\n\t|\}\n(?!\t))'
-    return re.compile(rb"\n(?!\t|" + head + rank_part + keys + tail + rb"|\n(?!\t))")
+    # ``(?!\t)`` on its own first: a payload line's newline (most newlines) fails on one
+    # opcode, before the alternation is entered.
+    return re.compile(rb"\n(?!\t)(?!" + PREFIX_RE.pattern + rb"(?:" + common + rb"|" + general
+                      + rb")|\n(?!\t))")
 
 
 class _Pending:
@@ -127,7 +139,7 @@ class _Pending:
         self.name: bytes | None = None
         self.has = False
         self.nlines = 0
-        self.parts: list[bytes] = []
+        self.parts: list[bytes] | None = None  # the payload's blocks, when it is kept
 
 
 class Scanner:
@@ -137,7 +149,10 @@ class Scanner:
     engine, every ordinary envelope that is not one of those artifacts, and every payload line;
     only wanted, unusual or bad lines reach Python (see :func:`_interesting_line_re`). With a
     ``want(entry_type, name)`` predicate instead, every envelope line reaches Python (slower,
-    any selection). Wanted entries are yielded with their payload bytes. Problems are passed to
+    any selection). Wanted entries are yielded with their payload bytes, unless
+    ``payload_for(entry_type, name)`` says the payload is not needed (it is then only counted:
+    :attr:`RawEntry.payload` is None, :attr:`RawEntry.payload_lines` says whether there was
+    one). Problems are passed to
     ``report(kind, lineno, detail)``: ``bad_prefix``, ``bad_json``/``bad_utf8``/
     ``not_an_object`` (skipped envelopes: only those that fail the shape check),
     ``orphan_payload``, ``missing_payload``, ``truncated_entry``, ``other_rank``.
@@ -151,6 +166,7 @@ class Scanner:
         *,
         artifact_names: frozenset[str] | None = None,
         want: Callable[[bytes, bytes | None], bool] | None = None,
+        payload_for: Callable[[bytes, bytes | None], bool] | None = None,
         chunk_size: int = CHUNK_SIZE,
         on_chunk: Callable[[int], None] | None = None,
         rank: int | None = None,
@@ -160,7 +176,9 @@ class Scanner:
             names = self._names or frozenset()
             want = lambda etype, name: etype == b"artifact" and name in names  # noqa: E731
         self._want = want
-        self._cache: dict[tuple[bytes | None, bytes | None], bool] = {}
+        self._payload_for = payload_for
+        # (entry type, name) -> (wanted, payload kept)
+        self._cache: dict[tuple[bytes | None, bytes | None], tuple[bool, bool]] = {}
         self.report = report
         self.chunk_size = chunk_size
         self.on_chunk = on_chunk
@@ -190,7 +208,7 @@ class Scanner:
                 return
             if r is not None:
                 self.set_rank(r)
-        elif self._tokens[0] not in line and self._tokens[1] not in line:
+        elif line.rfind(self._tokens[0]) < 0 and line.rfind(self._tokens[1]) < 0:
             try:
                 r = envelope_rank(decode_envelope(line[start:]))
             except EntryError as e:
@@ -217,11 +235,16 @@ class Scanner:
         if etype == b"artifact" and name is None:
             name = _slow_artifact_name(line[start:])
         key = (etype, name)
-        keep = self._cache.get(key)
-        if keep is None:
-            keep = self._cache[key] = etype is not None and bool(self._want(etype, name))
+        sel = self._cache.get(key)
+        if sel is None:
+            keep = etype is not None and bool(self._want(etype, name))
+            collect = keep and (self._payload_for is None or bool(self._payload_for(etype, name)))
+            sel = self._cache[key] = (keep, collect)
+        keep, collect = sel
         pend = _Pending(_KEEP if keep else _SKIP, lineno)
         pend.line, pend.start, pend.etype, pend.name = line, start, etype, name
+        if collect:
+            pend.parts = []
         if not keep:
             if etype is None or line[-1] != 125 or not line.isascii():  # 125: "}"
                 try:
@@ -230,8 +253,10 @@ class Scanner:
                     self.report(e.kind, lineno, e.detail)
                     pend.kind = _BAD
                     return pend
-            pend.has = b'"has_payload": ' in line
-            if b'"rank": ' in line:
+            # torch writes the reserved keys last: searching from the end finds them at once
+            # on long lines (compilation metrics run to 40 KB)
+            pend.has = line.rfind(b'"has_payload": ') >= 0
+            if line.rfind(b'"rank": ') >= 0:
                 self._check_skipped_rank(line, start, lineno)
         return pend
 
@@ -260,10 +285,9 @@ class Scanner:
             return a
         m = _BLOCK_END_RE.search(buf, a, limit + 1)
         e = limit if m is None else m.start()
-        block = buf[a + 1 : e]
-        pend.nlines += block.count(b"\n") + 1
-        if pend.kind == _KEEP:
-            pend.parts.append(block)
+        pend.nlines += buf.count(b"\n", a + 1, e) + 1
+        if pend.parts is not None:
+            pend.parts.append(buf[a + 1 : e])
         if m is None and not eof:
             return -1
         return e
@@ -482,7 +506,7 @@ def check_payload(env: dict[str, Any], payload: bytes | None) -> str:
         raise EntryError("bad_field_type", "has_payload is not a string")
     if payload is None:
         raise EntryError("missing_payload", "has_payload set but no payload lines follow")
-    got = hashlib.md5(payload, usedforsecurity=False).hexdigest()
+    got = _md5(payload, usedforsecurity=False).hexdigest()
     if got != want:
         raise EntryError("md5_mismatch", f"expected {want}, got {got}")
     try:

@@ -111,6 +111,14 @@ class Entry:
 # --- the core loop ------------------------------------------------------------------------------
 
 
+def _on_bytes(pred: Callable[[str, str | None], bool] | None) -> Callable[[bytes, bytes | None], bool] | None:
+    """``pred(entry_type, name)`` for the scanner, which has them as bytes."""
+    if pred is None:
+        return None
+    return lambda etype, name: pred(etype.decode("utf-8", "replace"),
+                                    None if name is None else name.decode("utf-8", "replace"))
+
+
 def _entries(
     stream,
     file: str,
@@ -133,13 +141,8 @@ def _entries(
     def report(kind: str, lineno: int, detail: str) -> None:
         add(kind, file, lineno, detail)
 
-    want_bytes = None
-    if want is not None:
-
-        def want_bytes(etype: bytes, name: bytes | None) -> bool:
-            return want(etype.decode("utf-8", "replace"), None if name is None else name.decode("utf-8", "replace"))
-
-    scanner = ev.Scanner(report, artifact_names=names, want=want_bytes, on_chunk=on_chunk, rank=rank)
+    scanner = ev.Scanner(report, artifact_names=names, want=_on_bytes(want), payload_for=_on_bytes(payload_for),
+                         on_chunk=on_chunk, rank=rank)
     if scanner_out is not None:
         scanner_out.append(scanner)
     payload_cache: dict[tuple[bytes, bytes | None], bool] = {}
@@ -403,7 +406,15 @@ def _read_segment(
         diag.add("unreadable_file", path, 0, e.strerror or str(e))
         return SegmentResult(events, seg.rank, 0, diag, readable=False)
     scanner_box: list[ev.Scanner] = []
+    rank = seg.rank
     with raw:
+        if stream is raw and rank is None and not seg.start:
+            # the file's rank from its first lines: the scanner's pattern is compiled once
+            try:
+                rank = _first_rank(raw)
+                raw.seek(0)
+            except OSError:
+                rank = None  # reported when the file is read below
         if stream is raw and (seg.start or seg.end is not None):
             raw.seek(seg.start)
             stream = _Range(raw, None if seg.end is None else seg.end - seg.start)
@@ -419,7 +430,7 @@ def _read_segment(
         payload_for = lambda etype, name: table[name].needs_payload  # noqa: E731
         try:
             for e in _entries(stream, path, diag, names=frozenset(table), on_chunk=progress_cb,
-                              payload_for=payload_for, rank=seg.rank, scanner_out=scanner_box):
+                              payload_for=payload_for, rank=rank, scanner_out=scanner_box):
                 parser = table[e.artifact_name]
                 value: Any = e.payload
                 if parser.needs_payload:
@@ -435,7 +446,7 @@ def _read_segment(
     if seg.start and diag.counts.pop("crlf_line_ends", 0):  # reported once, by the first segment
         diag.examples = [x for x in diag.examples if x["kind"] != "crlf_line_ends"]
     sc = scanner_box[0] if scanner_box else None
-    return SegmentResult(events, sc.rank if sc else seg.rank, sc.lines_read if sc else 0, diag)
+    return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag)
 
 
 def _apply(
