@@ -97,6 +97,22 @@ def test_summary_document_has_the_schema_fields_and_round_trips():
     assert summary_document(back)["divergence"] == []
 
 
+def test_graph_to_dict_is_asdict_of_every_field():
+    # graph_to_dict is written out field by field (for speed): a field added to Graph and
+    # forgotten there would silently drop out of the JSON.
+    import dataclasses
+
+    from tracekit.model import Graph, graph_to_dict
+
+    graphs = [g for sc in ("spmd_small_cap", "tracekit_pass")
+              for r in load(FIXTURE_LOGS / sc, jobs=1).ranks for g in r.graphs]
+    assert len(graphs) == 16 and any(g.sizes_mb and g.sizes_mb.after for g in graphs)
+    for g in graphs:
+        d = graph_to_dict(g)
+        assert list(d) == [f.name for f in dataclasses.fields(Graph)]
+        assert d == dataclasses.asdict(g)
+
+
 def test_command_table_json_csv_markdown(tmp_path):
     runner = CliRunner()
     path = str(FIXTURE_LOGS / "diverge_rank")

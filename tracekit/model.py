@@ -12,7 +12,7 @@ from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Collective types, in the order torch reports them, with the short names of its size artifacts.
@@ -136,9 +136,29 @@ class Run:
 
 
 def graph_to_dict(g: Graph) -> dict[str, Any]:
-    d = asdict(g)
-    d["collectives"] = {t: asdict(c) for t, c in g.collectives.items()}
-    return d
+    """The JSON form of a Graph: its fields, the nested values as plain dicts and lists (what
+    ``dataclasses.asdict`` gives, built directly: ~5x faster on graphs with size lists)."""
+    sizes = g.sizes_mb
+    return {
+        "compile_id": g.compile_id,
+        "graph_index": g.graph_index,
+        "fsdp_groups": list(g.fsdp_groups),
+        "group_size": g.group_size,
+        "n_nodes": g.n_nodes,
+        "bucket_cap_mb": g.bucket_cap_mb,
+        "collectives": {t: {"before": c.before, "after": c.after} for t, c in g.collectives.items()},
+        "sizes_mb": None if sizes is None else {
+            "before": [_size_to_dict(s) for s in sizes.before],
+            "after": None if sizes.after is None else [_size_to_dict(s) for s in sizes.after],
+        },
+        "source": g.source,
+        "file": g.file,
+        "line": g.line,
+    }
+
+
+def _size_to_dict(s: CollectiveSize) -> dict[str, Any]:
+    return {"type": s.type, "size_mb": s.size_mb, "name": s.name}
 
 
 def graph_from_dict(d: dict[str, Any]) -> Graph:

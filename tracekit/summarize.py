@@ -12,7 +12,6 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or fo
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ from tracekit.model import (
     Graph,
     Rank,
     Run,
+    graph_to_dict,
     rank_from_dict,
     rank_to_dict,
 )
@@ -309,28 +309,6 @@ def summary_document(run: Run, *, with_ranks: bool = True) -> dict[str, Any]:
     return doc
 
 
-_SCALARS = (str, int, float, bool, type(None))
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _plain(value: Any) -> Any:
-    """``dataclasses.asdict`` of a model value (a :class:`Graph` and what it holds), without
-    asdict's deep copies: a Graph's dict is then that of :func:`graph_to_dict`, ~5x faster."""
-    t = type(value)
-    if t in _SCALARS:
-        return value
-    names = _FIELD_NAMES.get(t)
-    if names is None:
-        if t is list or t is tuple:
-            return t(_plain(v) for v in value)
-        if t is dict:
-            return {k: _plain(v) for k, v in value.items()}
-        if not dataclasses.is_dataclass(t):
-            return value
-        names = _FIELD_NAMES[t] = tuple(f.name for f in dataclasses.fields(t))
-    return {n: _plain(getattr(value, n)) for n in names}
-
-
 def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
     """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
     newline: the same text as ``render.dumps_json(summary_document(run))``), one graph at a
@@ -366,7 +344,7 @@ def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
                 write(b"[\n")
                 for n, g in enumerate(r.graphs):
                     gcomma = b"," if n < len(r.graphs) - 1 else b""
-                    write(b"        " + dump(_plain(g), 8) + gcomma + b"\n")
+                    write(b"        " + dump(graph_to_dict(g), 8) + gcomma + b"\n")
                 write(b"      ]" + rcomma + b"\n")
             write(b"    }" + (b"," if j < len(run.ranks) - 1 else b"") + b"\n")
         write(b"  ]" + comma + b"\n")
