@@ -6,7 +6,6 @@ thing everywhere and the output pipes and diffs well (stable key order, a traili
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +23,8 @@ def dumps_json(doc: Any) -> str:
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], fmt: str = "table") -> str:
     """A table as plain text (``table``), GitHub markdown (``markdown``) or CSV (``csv``)."""
     if fmt == "csv":
+        import csv
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(headers)

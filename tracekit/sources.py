@@ -14,11 +14,9 @@
 from __future__ import annotations
 
 import errno
-import gzip
 import os
 import re
 import stat
-import zlib
 from dataclasses import dataclass
 from typing import IO
 
@@ -150,7 +148,11 @@ class TolerantGzip:
     PIECE = 1 << 16
 
     def __init__(self, raw: IO[bytes]) -> None:
+        import gzip  # imported for .gz logs only
+        import zlib
+
         self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._damage = (EOFError, OSError, zlib.error)  # gzip.BadGzipFile is an OSError
         self.error: str | None = None
 
     def read(self, n: int = -1) -> bytes:
@@ -163,7 +165,7 @@ class TolerantGzip:
                 # read1: one decompression step per call, so what was decompressed before
                 # the damage is returned (read() would drop its partly filled buffer).
                 piece = self._gz.read1(self.PIECE if n < 0 else min(self.PIECE, n - got))
-            except (EOFError, OSError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+            except self._damage as e:
                 self.error = str(e) or type(e).__name__
                 break
             if not piece:
