@@ -13,11 +13,19 @@ a subprocess, interleaved, ``--runs`` times; the best wall time counts. Contende
 - ``tracekit -j1``: the same with ``--jobs 1`` (one process);
 - ``bare loop``: a Python loop that reads the file's lines (binary) and ``orjson.loads`` every
   envelope, nothing else: the floor for any reader that decodes every envelope;
-- ``tlparse``: ``tlparse FILE -o DIR --overwrite --no-browser`` (tlparse 0.4.3, pip package).
+- ``tlparse``: ``tlparse FILE -o DIR --overwrite --no-browser`` (tlparse 0.4.3, pip package);
+- ``python start``: ``python -c pass``, for reference: the interpreter's own start-up, which
+  every Python contender pays (site-packages ``.pth`` hooks included).
 
-Memory: the peak RSS of the largest process (``os.wait4``) and the peak of the proportional set
-size summed over the process tree (sampled from /proc every 20 ms; forked workers share pages). The logs and tlparse's output are deleted at the
-end (``--keep`` keeps the logs).
+tracekit's modules are byte-compiled first (``compileall``), as in an installed package (pip
+byte-compiles on install): where ``PYTHONDONTWRITEBYTECODE`` is set, as on this project's
+machines, a source checkout would otherwise be compiled again on every run (~35 ms).
+
+Memory: the peak RSS of the largest process, as ``/usr/bin/time -f %M`` reports it (each
+contender runs under it: ``os.wait4`` on a direct child would count the benchmark's own image,
+which the child had before its ``exec``), and the peak of the proportional set size summed over
+the process tree (sampled from /proc every 20 ms; forked workers share pages). The logs and
+tlparse's output are deleted at the end (``--keep`` keeps the logs).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ with open(sys.argv[1], "rb") as f:
 print(n)
 """
 TRACEKIT = "from tracekit.cli import main; main()"
+TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
 def parse_size(text: str) -> int:
@@ -121,8 +130,14 @@ def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tu
 
     A run longer than ``timeout`` is killed; its time is then the timeout (a lower bound) and
     its status -9."""
+    rss_file = None
+    if TIME is not None:
+        fd, rss_file = tempfile.mkstemp(prefix="tracekit_bench_rss_")
+        os.close(fd)
+        cmd = [TIME, "-f", "%M", "-o", rss_file, *cmd]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
     peak = [0]
     stop = threading.Event()
 
@@ -130,7 +145,7 @@ def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tu
         while not stop.is_set():
             peak[0] = max(peak[0], _tree_pss(proc.pid))
             if timeout is not None and time.perf_counter() - start > timeout:
-                proc.kill()
+                os.killpg(proc.pid, 9)
                 return
             stop.wait(0.02)
 
@@ -141,9 +156,20 @@ def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tu
     stop.set()
     t.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
+    maxrss = usage.ru_maxrss * 1024
+    if rss_file is not None:
+        try:
+            with open(rss_file) as f:
+                lines = f.read().split()
+            maxrss = int(lines[-1]) * 1024
+            if lines[0] == "Command":  # "Command exited with non-zero status N" (or killed)
+                proc.returncode = proc.returncode or 1
+        except (OSError, ValueError, IndexError):
+            pass
+        os.unlink(rss_file)
     if proc.returncode != 0:
         print(f"  {cmd[0]} ... exited {proc.returncode}: {proc.stderr.read()[-300:]!r}", file=sys.stderr)
-    return wall, usage.ru_maxrss * 1024, peak[0], proc.returncode, usage.ru_utime + usage.ru_stime
+    return wall, maxrss, peak[0], proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -163,6 +189,8 @@ def main() -> None:
         v = subprocess.run([tlparse, "--version"], capture_output=True, text=True).stdout.strip()
         print(f"tlparse: {v}")
     tl_max = parse_size(args.no_tlparse_above) if args.no_tlparse_above else None
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
+                   stdout=subprocess.DEVNULL)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time counts)")
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_", dir="/tmp"))
@@ -182,6 +210,7 @@ def main() -> None:
                 "tracekit -j1": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format",
                                  "json", "--output", "/dev/null", "--jobs", "1"],
                 "bare loop": [sys.executable, "-c", BARE_LOOP, str(log)],
+                "python start": [sys.executable, "-c", "pass"],
             }
             if tlparse and (tl_max is None or real <= tl_max):
                 contenders["tlparse"] = [tlparse, str(log), "-o", str(work / "tl_out"), "--overwrite",
