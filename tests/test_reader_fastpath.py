@@ -46,6 +46,8 @@ def test_torch_lines_stay_in_the_regex():
     (CHROMIUM, b"V"),  # has_payload without payload lines
     (CHROMIUM.replace(b'"frame_id": 0', b'"frame_id": -1'), b"V"),
     (START[:-1], b"V"),  # cut short
+    (CHROMIUM.replace(b'"rank": 0', b'"rank": 1'), b"\t{}"),  # another rank, common form
+    (CHROMIUM.replace(b'{"chromium_event": {}', b'{"artifact": {}'), b"\t{}"),  # nameless artifact
 ])
 def test_unusual_lines_reach_python(line, follow):
     assert not skipped(line, follow)
@@ -75,3 +77,20 @@ def test_damaged_torch_lines_are_reported_as_on_the_every_line_path():
     assert fast == slow
     assert fast == ([], [("other_rank", 3), ("orphan_payload", 5), ("missing_payload", 7),
                          ("bad_json", 8)], 9)
+
+
+def test_payloads_nobody_reads_are_counted_not_assembled():
+    import hashlib
+
+    reports: list[tuple[str, int]] = []
+    sc = ev.Scanner(lambda k, ln, d: reports.append((k, ln)), chunk_size=4096,
+                    artifact_names=frozenset(n.decode() for n in NAMES),
+                    payload_for=lambda t, n: n != b"before_post_grad_graph")
+    got = list(sc.entries(io.BytesIO(SRC.read_bytes())))
+    graphs = [e for e in got if e.name == b"before_post_grad_graph"]
+    others = [e for e in got if e.name != b"before_post_grad_graph"]
+    assert reports == [] and len(graphs) == 2 and len(others) == 6
+    assert all(e.payload is None and e.payload_lines > 50 for e in graphs)
+    for e in others:
+        md5 = ev.decode_envelope(e.line[e.start:])["has_payload"]
+        assert hashlib.md5(e.payload).hexdigest() == md5

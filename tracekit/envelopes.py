@@ -49,8 +49,8 @@ class RawEntry:
 
     ``line`` is the envelope line without its newline and ``start`` the offset of its JSON
     object; ``entry_type`` / ``name`` are what the byte checks read (``name`` only for
-    artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed, or when
-    the scanner was told the payload is not needed).
+    artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed,
+    or when the scanner was told the payload is not needed).
     ``truncated`` is set when the stream ended inside this entry (no final newline).
     """
 

@@ -141,8 +141,8 @@ def _entries(
     def report(kind: str, lineno: int, detail: str) -> None:
         add(kind, file, lineno, detail)
 
-    scanner = ev.Scanner(report, artifact_names=names, want=_on_bytes(want), payload_for=_on_bytes(payload_for),
-                         on_chunk=on_chunk, rank=rank)
+    scanner = ev.Scanner(report, artifact_names=names, want=_on_bytes(want),
+                         payload_for=_on_bytes(payload_for), on_chunk=on_chunk, rank=rank)
     if scanner_out is not None:
         scanner_out.append(scanner)
     payload_cache: dict[tuple[bytes, bytes | None], bool] = {}
