@@ -56,7 +56,7 @@ with open(sys.argv[1], "rb") as f:
             n += 1
 print(n)
 """
-TRACEKIT = "from tracekit.cli import main; main()"
+TRACEKIT = "from tracekit.cli import run; run()"  # what the tracekit command runs
 TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
