@@ -50,7 +50,7 @@ class RawEntry:
     ``line`` is the envelope line without its newline and ``start`` the offset of its JSON
     object; ``entry_type`` / ``name`` are what the byte checks read (``name`` only for
     artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed,
-    or when the scanner was told the payload is not needed).
+    or when the scanner was told the payload is not needed: ``payload_wanted`` says which).
     ``truncated`` is set when the stream ended inside this entry (no final newline).
     """
 
@@ -62,6 +62,7 @@ class RawEntry:
     payload_lines: int
     payload: bytes | None
     truncated: bool
+    payload_wanted: bool = True
 
 
 #: The head of an envelope line: glog prefix, entry-type key, and for artifacts laid out the way
@@ -265,7 +266,7 @@ class Scanner:
         if kind == _KEEP:
             parts = pend.parts
             return RawEntry(pend.lineno, pend.line, pend.start, pend.etype, pend.name, n,
-                            _join(parts) if parts else None, False)
+                            _join(parts) if parts else None, False, parts is not None)
         if kind == _SKIP:
             if n and not pend.has:
                 self.report("orphan_payload", pend.lineno + 1, "payload lines after an envelope without has_payload")

@@ -145,7 +145,6 @@ def _entries(
                          payload_for=_on_bytes(payload_for), on_chunk=on_chunk, rank=rank)
     if scanner_out is not None:
         scanner_out.append(scanner)
-    payload_cache: dict[tuple[bytes, bytes | None], bool] = {}
     for raw in scanner.entries(stream):
         if raw.truncated:
             add("truncated_entry", file, raw.lineno, "the file ends inside this entry")
@@ -175,13 +174,9 @@ def _entries(
             elif r != scanner.rank:
                 add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
                 continue
-        key = (raw.entry_type, raw.name)
-        need = payload_cache.get(key)
-        if need is None:
-            need = payload_cache[key] = True if payload_for is None else bool(payload_for(etype, name))
         payload = None
         has = env.get("has_payload")
-        if need:
+        if raw.payload_wanted:  # the scanner asked payload_for once per entry type and name
             try:
                 payload = ev.check_payload(env, raw.payload)
             except ev.EntryError as e:
