@@ -1,0 +1,51 @@
+"""Rank sets as ranges: ``[0, 1, 2, 3, 5, 7, 8]`` <-> ``"0-3,5,7-8"``.
+
+At 1,024 ranks a list of rank numbers is unreadable; every place tracekit prints a set of ranks
+(tables, JSON, markdown, HTML) prints it with :func:`format_ranks`. A rank of ``None`` (a log
+whose entries carry no rank and whose file name has none) is printed as ``-``, last.
+
+>>> format_ranks([3, 0, 1, 2, 5, 7, 8])
+'0-3,5,7-8'
+>>> parse_ranks("0-3,5")
+[0, 1, 2, 3, 5]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def format_ranks(ranks: Iterable[int | None]) -> str:
+    """Sorted, de-duplicated ranks as comma-separated ranges (``""`` for none)."""
+    items = set(ranks)
+    has_none = None in items
+    nums = sorted(r for r in items if r is not None)
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    if has_none:
+        parts.append("-")
+    return ",".join(parts)
+
+
+def parse_ranks(text: str) -> list[int]:
+    """The ranks of a :func:`format_ranks` string (``-`` entries are dropped); ValueError on
+    anything else."""
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part or part == "-":
+            continue
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"not a rank range: {part!r}")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a:
+            raise ValueError(f"empty rank range: {part!r}")
+        out.update(range(a, b + 1))
+    return sorted(out)
