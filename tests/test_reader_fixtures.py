@@ -88,11 +88,28 @@ def test_parallel_jobs_give_the_same_run():
 def test_several_paths_and_files():
     f0 = rank0_file()
     run = load([str(f0), str(FIXTURE_LOGS / "spmd_small_cap")], jobs=1)
-    # rank 0 has two files (two runs): the second run's graphs continue the indices
+    # rank 0 has two files of two runs: never merged; the second is a duplicate_rank diagnostic
     r0 = run.rank(0)
-    assert len(r0.files) == 2
-    assert [(g.graph_index, g.bucket_cap_mb) for g in r0.graphs] == [(0, 27.4), (1, 27.4), (2, 0.1), (3, 0.1)]
-    assert [r.rank for r in run.ranks] == [0, 1, 2, 3]
+    assert r0.files == [str(f0)]
+    assert [(g.graph_index, g.bucket_cap_mb) for g in r0.graphs] == [(0, 27.4), (1, 27.4)]
+    assert [r.rank for r in run.ranks] == [0, 1, 2, 3] and run.duplicated == [0]
+    assert run.diagnostics.counts == {"duplicate_rank": 1}
+    (ex,) = run.diagnostics.examples
+    assert ex["file"].endswith("dedicated_log_torch_trace_rank_0_4zav8eri.log")
+    assert ex["detail"] == (f"rank 0 is also in {f0}; this file is another run (written by another "
+                            "process: pid 13271, not 12482): not merged")
+
+
+def test_a_log_split_across_files_is_merged(tmp_path):
+    """One process's log cut in two files (same pid, compile ids go on): one rank, indices go on."""
+    src = rank0_file().read_bytes()
+    cut = src.index(b"\nV", len(src) // 2) + 1  # an entry boundary past the forward's outcome
+    (tmp_path / "dedicated_log_torch_trace_rank_0_a.log").write_bytes(src[:cut])
+    (tmp_path / "dedicated_log_torch_trace_rank_0_b.log").write_bytes(src[cut:])
+    run = load(tmp_path, jobs=1)
+    (r0,) = run.ranks
+    assert len(r0.files) == 2 and [g.graph_index for g in r0.graphs] == [0, 1]
+    assert run.diagnostics.counts == {} and run.duplicated == []
 
 
 def test_iter_entries_selects_by_type_and_name():

@@ -91,9 +91,9 @@ def test_damaged_log(corpus, name):
     case = cases[name]
     inputs = [str(out / p) for p in case.inputs]
     expected_run = load([str(out / p) for p in case.expected], jobs=1, strict=True)  # clean
-    expected = summary_document(expected_run)
+    expected = summary_document(expected_run, per_rank=True)
 
-    ok = _cli(*inputs, "--format", "json")
+    ok = _cli(*inputs, "--format", "json", "--per-rank")
     assert "Traceback" not in ok.stderr, ok.stderr
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
@@ -116,7 +116,7 @@ def test_damaged_log(corpus, name):
 
 def test_clean_logs_pass_strict():
     for scenario in ("spmd_auto", "spmd_auto_gz", "diverge_rank"):
-        res = _cli(str(FIXTURE_LOGS / scenario), "--strict", "--format", "json")
+        res = _cli(str(FIXTURE_LOGS / scenario), "--strict", "--format", "json", "--per-rank")
         assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
         doc = json.loads(res.stdout)
         assert doc["diagnostics"]["counts"] == {}
@@ -144,7 +144,7 @@ def test_explicit_unreadable_paths_neither_hang_nor_raise(tmp_path):
     os.symlink(tmp_path / "nowhere.log", dangling)
     eio = tmp_path / "dedicated_log_torch_trace_rank_2_eio.log"
     os.symlink("/proc/self/mem", eio)  # opens, then every read fails with EIO
-    res = _cli(str(fifo), str(eio), "--format", "json")
+    res = _cli(str(fifo), str(eio), "--format", "json", "--per-rank")
     assert "Traceback" not in res.stderr and "no log could be read" in res.stderr
     assert res.returncode == 2  # unreadable input
     doc = json.loads(res.stdout)

@@ -35,6 +35,7 @@ class Entry:
     artifact_name: str | None
     payload: str | None  # None when the payload was not asked for (or there is none)
     envelope: dict[str, Any]
+    pid: int | None = None  # the process id of the glog prefix
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -61,6 +62,7 @@ def decode_entries(
     payload_for: Callable[[str, str | None], bool] | None = None,
     rank: int | None = None,
     scanner_out: list | None = None,
+    validate_all: bool = False,
 ) -> Iterator[Entry]:
     """Decoded entries of one stream: those with one of the entry ``keys`` (fast path) or those
     ``want(entry_type, name)`` selects; everything else is checked cheaply (see
@@ -68,14 +70,25 @@ def decode_entries(
 
     ``payload_for(entry_type, name)`` says whether a wanted entry's payload is needed (default:
     all of them); entries kept without payload are still checked for the payload's presence.
-    ``scanner_out``, when given, receives the scanner (its ``rank`` and ``lines_read``)."""
+    ``scanner_out``, when given, receives the scanner (its ``rank`` and ``lines_read``).
+    ``validate_all``: every envelope is decoded and every payload MD5-checked, whatever is
+    selected (``--strict``: slower, and nothing bad goes unseen); only the selected entries are
+    yielded."""
     add = diagnostics.add
 
     def report(kind: str, lineno: int, detail: str) -> None:
         add(kind, file, lineno, detail)
 
     names = types = None
-    if keys is not None:
+    selected: Callable[[str, str | None], bool] | None = None
+    if validate_all:
+        if keys is not None:
+            wanted = frozenset(keys)
+            selected = lambda t, n: (t, n) in wanted  # noqa: E731
+        else:
+            selected = want
+        want, keys, payload_for = (lambda t, n: True), None, (lambda t, n: True)
+    elif keys is not None:
         names = frozenset(n for t, n in keys if t == "artifact" and n is not None)
         types = frozenset(t for t, n in keys if t != "artifact")
     scanner = ev.Scanner(report, artifact_names=names, entry_types=types, want=_on_bytes(want),
@@ -124,7 +137,18 @@ def decode_entries(
             continue
         if raw.payload_lines and has is None:
             add("orphan_payload", file, raw.lineno + 1, "payload lines after an envelope without has_payload")
-        yield Entry(file, raw.lineno, r, cid, etype, name, payload, env)
+        if selected is not None and not selected(etype, name):
+            continue
+        yield Entry(file, raw.lineno, r, cid, etype, name, payload, env, _pid(raw.line))
+
+
+def _pid(line: bytes) -> int | None:
+    """The process id of a glog prefix (``V1202 12:55:04.644000 5659 path:line] ``)."""
+    parts = line.split(b" ", 3)
+    try:
+        return int(parts[2])
+    except (IndexError, ValueError):
+        return None
 
 
 def check_gzip(stream, path: str, diag: Diagnostics) -> None:

@@ -270,6 +270,43 @@ class Scanner:
                 self._check_skipped_rank(line, start, lineno)
         return pend
 
+    @staticmethod
+    def _envelope_whole(buf: bytes, p: int, le: int) -> bool:
+        """The last line of a file without a final newline is an envelope: whole when it has a
+        glog prefix and decodes (an envelope that promises a payload is judged with it)."""
+        m = _HEAD_RE.match(buf, p + 1, le)
+        if m is None:
+            return False
+        try:
+            decode_envelope(buf[m.end(1) : le])
+        except EntryError:
+            return False
+        return True
+
+    @staticmethod
+    def _whole_at_end(pend: _OpenEntry, block: bytes | None) -> bool:
+        """The file ended, without a final newline, inside ``pend``: is the entry whole? Its
+        envelope must decode, and its payload match its ``has_payload`` MD5 (none declared: no
+        payload lines). ``block``: the payload lines read in this chunk, when the entry started
+        in it; otherwise the payload is known only if it was kept (else: not whole)."""
+        if pend.kind not in (_KEEP, _SKIP) or not pend.line:
+            return False
+        try:
+            env = decode_envelope(pend.line[pend.start :])
+        except EntryError:
+            return False
+        want = env.get("has_payload")
+        if want is None:
+            return pend.nlines == 0
+        if pend.parts is not None:
+            payload = _join(pend.parts) if pend.parts else None
+        elif block:
+            payload = _join([block])  # tab-led lines, as the scanner keeps them
+        else:
+            payload = None
+        return (isinstance(want, str) and payload is not None
+                and _md5(payload, usedforsecurity=False).hexdigest() == want)
+
     def _finish(self, pend: _OpenEntry) -> RawEntry | None:
         kind, n = pend.kind, pend.nlines
         if kind == _KEEP:
@@ -315,6 +352,7 @@ class Scanner:
         eof = False
         first = True
         truncated_file = False
+        last_whole = False  # the file ends without a newline, but its last entry is whole
         crlf: bool | None = None  # CRLF line ends: known from the first chunk
         held = b""  # a "\r" at the end of a chunk, kept until the next one
         while not eof:
@@ -358,7 +396,9 @@ class Scanner:
                 end = consume(pend, buf, 0, limit, eof)
                 if end >= 0:
                     if truncated_file and end == limit:
-                        pend.kind = _BAD
+                        last_whole = self._whole_at_end(pend, None)
+                        if not last_whole:
+                            pend.kind = _BAD
                     e = self._finish(pend)
                     pend = None
                     if e is not None:
@@ -374,7 +414,7 @@ class Scanner:
                     cur_line += buf.count(b"\n", cursor, p)
                     cursor = p
                     le = buf.find(b"\n", p + 1)
-                    if truncated_file and le == limit:
+                    if truncated_file and le == limit and not self._envelope_whole(buf, p, le):
                         pend = _OpenEntry(_BAD, cur_line)  # reported below, once
                     else:
                         pend = self._head(buf, p, le, cur_line)
@@ -383,7 +423,9 @@ class Scanner:
                     if end < 0:
                         break
                     if truncated_file and end == limit:
-                        pend.kind = _BAD  # cut short: reported once, below
+                        last_whole = self._whole_at_end(pend, buf[le + 1 : limit] if le < limit else b"")
+                        if not last_whole:
+                            pend.kind = _BAD  # cut short: reported once, below
                     e = self._finish(pend)
                     pend = None
                     if e is not None:
@@ -403,7 +445,7 @@ class Scanner:
             if e is not None:
                 yield e
         self.lines_read = cur_line - 1
-        if truncated_file:
+        if truncated_file and not last_whole:
             self.report("truncated_entry", cur_line - 1, "the file ends inside this entry (no final newline)")
 
 

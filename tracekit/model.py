@@ -83,6 +83,8 @@ class Rank:
     graphs: list[Graph] = field(default_factory=list)
     compiled_graphs: int = 0  # before_post_grad_graph artifacts seen (graphs that ran post-grad)
     cache_hits: int = 0  # fx_graph_cache_hit artifacts seen (graphs that skipped the passes)
+    compiles: int = 0  # dynamo_start entries seen (compiles started, with or without graphs)
+    torch_version: str | None = None  # the torch_version artifact's pytorch_version
 
     def graph(self, compile_id: str, graph_index: int = 0) -> Graph | None:
         for g in self.graphs:
@@ -125,6 +127,7 @@ class Run:
     paths: list[str]
     ranks: list[Rank] = field(default_factory=list)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    duplicated: list[int | None] = field(default_factory=list)  # ranks also found in another run
 
     def rank(self, rank: int | None) -> Rank | None:
         for r in self.ranks:
@@ -153,6 +156,10 @@ class GraphField:
     load: Callable[[Any], Any]
     default: Any = None  # when a document lacks the field; _REQUIRED: it must be there
     compare: Callable[[Any], dict[str, Any]] | None = None
+    #: a cheap hashable stand-in for the value: equal stand-ins mean equal values (default: the
+    #: value itself when it is a scalar, else the object's identity, for values shared between
+    #: ranks, such as interned size lists)
+    fact: Callable[[Any], Any] | None = None
 
 
 _REQUIRED = object()
@@ -214,7 +221,12 @@ def _sizes_compare(s: Sizes | None) -> dict[str, Any]:
 
 
 def _scalar(name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same) -> GraphField:
-    return GraphField(name, "scalar", dump, load, default, lambda v, n=name: {n: dump(v)})
+    return GraphField(name, "scalar", dump, load, default, lambda v, n=name: {n: dump(v)},
+                      fact=lambda v: tuple(v) if isinstance(v, list) else v)
+
+
+def _counts_fact(c: dict[str, Counts]) -> tuple:
+    return tuple((t, x.before, x.after) for t, x in c.items())
 
 
 #: The fields of :class:`Graph`, in the order comparisons are reported.
@@ -225,7 +237,7 @@ GRAPH_FIELDS: tuple[GraphField, ...] = (
     _scalar("group_size", _same, None),
     _scalar("n_nodes", int, 1),
     _scalar("bucket_cap_mb", float),
-    GraphField("collectives", "counts", _counts_dump, _counts_load, {}, _counts_compare),
+    GraphField("collectives", "counts", _counts_dump, _counts_load, {}, _counts_compare, _counts_fact),
     GraphField("sizes_mb", "sizes", _sizes_dump, _sizes_load, None, _sizes_compare),
     _scalar("source", str, "torch"),
     GraphField("file", "where", _same, str, ""),
@@ -250,6 +262,18 @@ def compared_names() -> list[str]:
     for f in _COMPARED:
         names += list(f.compare(f.load(f.default)) if f.default is not _REQUIRED else [f.name])
     return names
+
+
+def fact_key(g: Graph) -> tuple:
+    """A hashable key of a graph's identity and compared values, cheap to make (see
+    :attr:`GraphField.fact`): graphs with equal keys have equal compared values."""
+    return (g.compile_id, g.graph_index, *(_fact(f, getattr(g, f.name)) for f in _COMPARED))
+
+
+def _fact(f: GraphField, v: Any) -> Any:
+    if f.fact is not None:
+        return f.fact(v)
+    return v if v is None or isinstance(v, (str, int, float)) else id(v)
 
 
 def outcome_facts(g: Graph) -> tuple:
@@ -286,6 +310,8 @@ def rank_to_dict(r: Rank) -> dict[str, Any]:
         "files": list(r.files),
         "compiled_graphs": r.compiled_graphs,
         "cache_hits": r.cache_hits,
+        "compiles": r.compiles,
+        "torch_version": r.torch_version,
         "graphs": [graph_to_dict(g) for g in r.graphs],
     }
 
@@ -297,4 +323,6 @@ def rank_from_dict(d: dict[str, Any]) -> Rank:
         graphs=[graph_from_dict(g) for g in d.get("graphs", [])],
         compiled_graphs=int(d.get("compiled_graphs", 0)),
         cache_hits=int(d.get("cache_hits", 0)),
+        compiles=int(d.get("compiles", 0)),
+        torch_version=d.get("torch_version"),
     )

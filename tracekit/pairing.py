@@ -74,6 +74,9 @@ class RankBuilder:
         self._index: dict[str, int] = {}
         self.sources: list[GraphSource] | None = [] if keep_sources else None  # for replay
         self.symbol_hints: dict[str, dict[str, int]] = {}  # compile id -> {symbol: hint}
+        self.compiles = 0  # dynamo_start entries: compiles started, whatever they logged after
+        self.torch_version: str | None = None
+        self.first_compile_id: str | None = None  # of the first compile (dynamo_start)
 
     def _p(self) -> PendingGraph:
         p = self._pending.get(self.cid)
@@ -100,6 +103,15 @@ class RankBuilder:
         p.tracekit = True
         if input_graph is not None:
             p.tracekit_text = input_graph
+
+    def count_compile(self) -> None:
+        self.compiles += 1
+        if self.first_compile_id is None:
+            self.first_compile_id = self.cid
+
+    def set_torch_version(self, version: str) -> None:
+        if self.torch_version is None:
+            self.torch_version = version
 
     def add_symbol_hint(self, symbol: str, value: int) -> None:
         self.symbol_hints.setdefault(self.cid, {})[symbol] = value
@@ -148,6 +160,12 @@ class FileResult:
     cache_hits: int = 0
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     readable: bool = True  # False when the file could not be opened at all
+    compiles: int = 0
+    # what tells one run from another: the writing processes, the first compile, torch's version
+    pids: frozenset[int] = frozenset()
+    first_compile_id: str | None = None
+    torch_version: str | None = None
+    name_rank: int | None = None  # the N of ``rank_N`` in the file name
 
 
 @dataclass
@@ -160,6 +178,7 @@ class SegmentResult:
     lines: int  # lines in the segment: the next segment's line numbers start after them
     diagnostics: Diagnostics
     readable: bool = True
+    pids: set[int] = field(default_factory=set)  # processes that wrote the wanted entries
 
 
 def build_file(
@@ -192,30 +211,92 @@ def build_file(
             src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
             sink(src)
     readable = all(p.readable for p in parts)
-    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable)
+    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable,
+                      compiles=b.compiles, pids=frozenset().union(*(p.pids for p in parts)),
+                      first_compile_id=b.first_compile_id, torch_version=b.torch_version,
+                      name_rank=log.rank_hint)
+
+
+def another_run(first: FileResult, other: FileResult) -> str | None:
+    """Why ``other``, a second file of ``first``'s rank, is another run of the job (and must
+    not be merged), or None when it continues the same one (a log split across files)."""
+    if first.pids and other.pids and first.pids.isdisjoint(other.pids):
+        return f"written by another process: pid {min(other.pids)}, not {min(first.pids)}"
+    if first.torch_version and other.torch_version and first.torch_version != other.torch_version:
+        return f"another torch: {other.torch_version}, not {first.torch_version}"
+    if other.first_compile_id is not None and other.first_compile_id == first.first_compile_id:
+        return f"its compile ids start again at {other.first_compile_id}"
+    return None
+
+
+class _Interner:
+    """Shares equal size lists across ranks: at 8,192 ranks of one model, memory grows with the
+    distinct outcomes, not with ranks x collectives. Shared lists are read-only (the model's
+    users copy before they change one)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, Any] = {}
+
+    def share(self, key: Any, value: Any) -> Any:
+        return self._seen.setdefault(key, value)
+
+    def graph(self, g: Graph) -> None:
+        """Share the graph's size lists (its bulk) with equal ones: they are read-only."""
+        if g.sizes_mb is not None:
+            s = g.sizes_mb
+            key = ("sizes", tuple((x.type, x.size_mb, x.name) for x in s.before),
+                   None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after))
+            g.sizes_mb = self.share(key, s)
 
 
 def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
-    """One Run from the files' results, in the order given: files of one rank are merged, their
-    graph indices continued per compile id; ranks sorted (the rank-less one last)."""
+    """One Run from the files' results, in the order given (a generator is consumed as it
+    comes): files of one rank are merged, their graph indices continued per compile id; ranks
+    sorted (the rank-less one last).
+
+    A second file of a rank that belongs to another run (:func:`another_run`) is never merged:
+    it is a ``duplicate_rank`` diagnostic and its rank is listed in ``Run.duplicated``. A file
+    whose name says another rank than its entries is a ``rank_mismatch`` diagnostic (the
+    entries win)."""
     ranks: dict[int | None, Rank] = {}
+    firsts: dict[int | None, FileResult] = {}
     next_index: dict[int | None, dict[str, int]] = {}
+    duplicated: set[int | None] = set()
+    interner = _Interner()
     for res in results:
         diagnostics.merge(res.diagnostics)
         if not res.readable:
             continue
+        if res.rank is not None and res.name_rank is not None and res.rank != res.name_rank:
+            diagnostics.add("rank_mismatch", res.path, 0,
+                            f"the entries say rank {res.rank}, the file name rank {res.name_rank}")
         r = ranks.get(res.rank)
         if r is None:
             r = ranks[res.rank] = Rank(rank=res.rank)
             next_index[res.rank] = {}
+            firsts[res.rank] = res
+        else:
+            why = another_run(firsts[res.rank], res)
+            if why is not None:
+                who = "-" if res.rank is None else res.rank
+                diagnostics.add("duplicate_rank", res.path, 0,
+                                f"rank {who} is also in {firsts[res.rank].path}; this file is another run "
+                                f"({why}): not merged")
+                duplicated.add(res.rank)
+                continue
         r.files.append(res.path)
         r.compiled_graphs += res.compiled_graphs
         r.cache_hits += res.cache_hits
+        r.compiles += res.compiles
+        if r.torch_version is None:
+            r.torch_version = res.torch_version
         offsets = next_index[res.rank]
         base = dict(offsets)
         for g in res.graphs:
             g.graph_index += base.get(g.compile_id, 0)
             offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
+            interner.graph(g)
             r.graphs.append(g)
     order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
-    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics)
+    dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
+    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup)

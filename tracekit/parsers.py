@@ -52,6 +52,8 @@ class ModelBuilder(Protocol):
     def count_cache_hit(self) -> None: ...
     def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None: ...
     def add_symbol_hint(self, symbol: str, value: int) -> None: ...
+    def count_compile(self) -> None: ...
+    def set_torch_version(self, version: str) -> None: ...
 
 
 class EntryParser:
@@ -221,6 +223,41 @@ class TracekitInputGraphTextParser(TracekitInputGraphParser):
     needs_payload = True
 
 
+# --- what a run is: compiles started, torch's version -------------------------------------------
+
+
+class CompileStartParser(EntryParser):
+    """``dynamo_start``: one per compile Dynamo started, whatever it logged after (an older
+    torch, or a compile that failed before inductor, logs no ``before_post_grad_graph``)."""
+
+    entry_types = frozenset({"dynamo_start"})
+    needs_payload = False
+
+    def parse(self, payload, envelope):
+        return None
+
+    def apply(self, builder, key, value, file, line):
+        builder.count_compile()
+
+
+class TorchVersionParser(EntryParser):
+    """``torch_version`` (json, the file's first entry): ``{"pytorch_version": "2.13.0+cpu", ...}``."""
+
+    artifacts = frozenset({"torch_version"})
+
+    def parse(self, payload, envelope):
+        try:
+            v = orjson.loads(payload or "")
+        except orjson.JSONDecodeError as e:
+            raise ArtifactError(f"torch_version is not JSON: {e}") from None
+        version = v.get("pytorch_version") if isinstance(v, dict) else None
+        return version if isinstance(version, str) else None
+
+    def apply(self, builder, key, value, file, line):
+        if value is not None:
+            builder.set_torch_version(value)
+
+
 # --- create_symbol: the hints of symbolic sizes, for replay ----------------------------------------
 
 
@@ -258,6 +295,8 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     CacheHitCounter(),
     TracekitBucketsParser(),
     TracekitInputGraphParser(),
+    CompileStartParser(),
+    TorchVersionParser(),
 )
 
 #: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.

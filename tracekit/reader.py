@@ -94,6 +94,7 @@ def load(
     *,
     jobs: int | None = None,
     strict: bool = False,
+    validate_all: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Run:
     """Read log files, ``.gz`` logs or directories of rank logs into a :class:`Run`.
@@ -101,9 +102,15 @@ def load(
     ``jobs``: worker processes (default: the machine's cores). Files are read in parallel, and
     a large uncompressed file is cut into ``jobs`` segments at entry boundaries, read in
     parallel and stitched back in order (pairing by compile id happens after stitching).
-    ``strict``: raise :class:`StrictError` (carrying the Run) if any bad input was seen.
-    ``progress(done_bytes, total_bytes)`` is called as files are read (bytes on disk).
+    Results are merged as they come (memory holds the model, not every file's results).
+    ``validate_all`` (default: ``strict``): decode and check every line, not only the entries
+    tracekit reads (slower). ``strict``: raise :class:`StrictError` (carrying the Run) if any
+    bad input was seen. The world checks (:func:`tracekit.world.check_world`: missing ranks)
+    are added to the diagnostics. ``progress(done_bytes, total_bytes)`` is called as files are
+    read (bytes on disk).
     """
+    from tracekit.world import check_world
+
     path_list = _paths(paths)
     diagnostics = Diagnostics()
     logs = find_logs(path_list, diagnostics)
@@ -118,13 +125,15 @@ def load(
             progress(done, total)
 
     segments = plan(logs, jobs)
-    parts = read_segments([seg for segs in segments for seg in segs], jobs, tick, progress is not None)
-    results = []
-    i = 0
-    for lg, segs in zip(logs, segments):
-        results.append(build_file(lg, parts[i : i + len(segs)], SUMMARY_PARSERS))
-        i += len(segs)
-    run = merge_files(path_list, results, diagnostics)
+    parts = read_segments([seg for segs in segments for seg in segs], jobs, tick, progress is not None,
+                          validate_all=strict if validate_all is None else validate_all)
+
+    def files() -> Iterator[FileResult]:
+        for lg, segs in zip(logs, segments):
+            yield build_file(lg, [next(parts) for _ in segs], SUMMARY_PARSERS)
+
+    run = merge_files(path_list, files(), diagnostics)
+    check_world(run)
     if strict and run.diagnostics.total:
         raise StrictError(run)
     return run

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,12 +66,17 @@ def read_segment(
     seg: Segment,
     parsers: tuple[EntryParser, ...] = SUMMARY_PARSERS,
     on_chunk: Callable[[int], None] | None = None,
+    validate_all: bool = False,
 ) -> SegmentResult:
-    """Scan one segment: the entries ``parsers`` want, parsed, as events (no pairing yet)."""
+    """Scan one segment: the entries ``parsers`` want, parsed, as events (no pairing yet).
+
+    ``validate_all`` (``--strict``): every line is decoded and checked, not only the wanted
+    ones (see :func:`tracekit.entries.decode_entries`)."""
     path = seg.log.path
     table = by_key(parsers)
     diag = Diagnostics()
     events: list[Event] = []
+    pids: set[int] = set()
     try:
         stream, raw = open_log(path)
     except OSError as e:
@@ -104,11 +109,14 @@ def read_segment(
 
         try:
             for e in decode_entries(stream, path, diag, keys=table.keys(), on_chunk=progress_cb,
-                                    payload_for=payload_for, rank=rank, scanner_out=scanner_box):
+                                    payload_for=payload_for, rank=rank, scanner_out=scanner_box,
+                                    validate_all=validate_all):
                 key = e.key
                 parser = table[key]
+                if e.pid is not None:
+                    pids.add(e.pid)
                 try:
-                    value: Any = parser.parse(e.payload, e.envelope)
+                    value: Any = parser.parse(e.payload if parser.needs_payload else None, e.envelope)
                 except ArtifactError as err:
                     diag.add("bad_artifact", path, e.line, f"{e.artifact_name or e.entry_type}: {err}"[:160])
                     continue
@@ -119,7 +127,7 @@ def read_segment(
     if seg.start and diag.counts.pop("crlf_line_ends", 0):  # reported once, by the first segment
         diag.examples = [x for x in diag.examples if x["kind"] != "crlf_line_ends"]
     sc = scanner_box[0] if scanner_box else None
-    return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag)
+    return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids)
 
 
 def default_jobs() -> int:
@@ -210,7 +218,7 @@ def plan(logs: list[LogFile], jobs: int) -> list[list[Segment]]:
     return out
 
 
-def _read_forked(tasks: list[Segment], tick: Callable[[int], None]) -> list[SegmentResult]:
+def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all: bool) -> Iterator[SegmentResult]:
     """Read ``tasks[1:]`` in forked children and ``tasks[0]`` here, at the same time.
 
     Cheaper to start than a process pool (no executor, no imports): each child reads its
@@ -226,7 +234,8 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None]) -> list[Segm
             status = 1
             try:
                 os.close(r)
-                data = pickle.dumps(read_segment(seg), protocol=pickle.HIGHEST_PROTOCOL)
+                data = pickle.dumps(read_segment(seg, validate_all=validate_all),
+                                    protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(w, "wb") as f:
                     f.write(data)
                 status = 0
@@ -234,7 +243,7 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None]) -> list[Segm
                 os._exit(status)
         os.close(w)
         children.append((pid, r))
-    parts = [read_segment(tasks[0])]
+    yield read_segment(tasks[0], validate_all=validate_all)
     tick(segment_bytes(tasks[0]))
     for seg, (pid, r) in zip(tasks[1:], children):
         with os.fdopen(r, "rb") as f:
@@ -248,32 +257,45 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None]) -> list[Segm
         _, status = os.waitpid(pid, 0)
         if status != 0:
             part = None
-        parts.append(part if isinstance(part, SegmentResult) else read_segment(seg))
+        yield part if isinstance(part, SegmentResult) else read_segment(seg, validate_all=validate_all)
         tick(segment_bytes(seg))
-    return parts
+
+
+#: Segments handed to the pool at once: results are taken in order as they come, so memory
+#: holds a window of results, not all of them (100,000 small files).
+_POOL_WINDOW = 256
 
 
 def read_segments(
-    tasks: list[Segment], jobs: int, tick: Callable[[int], None], progress: bool = False
-) -> list[SegmentResult]:
+    tasks: list[Segment], jobs: int, tick: Callable[[int], None], progress: bool = False,
+    validate_all: bool = False,
+) -> Iterator[SegmentResult]:
     """Every segment's result, in order, read with up to ``jobs`` processes; ``tick(bytes)``
-    after each segment (``progress``: also per chunk, when reading in this process)."""
+    after each segment (``progress``: also per chunk, when reading in this process). A
+    generator: results are used (and dropped) as they come."""
     if jobs == 1 or len(tasks) <= 1:
-        return [read_segment(seg, on_chunk=tick if progress else None) for seg in tasks]
+        for seg in tasks:
+            yield read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
+        return
     if len(tasks) <= jobs and hasattr(os, "fork"):
-        return _read_forked(tasks, tick)
+        yield from _read_forked(tasks, tick, validate_all)
+        return
     import multiprocessing
+    from collections import deque
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-    # With no more tasks than jobs, this process reads the first one itself.
-    local = 1 if len(tasks) <= jobs else 0
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks) - local), mp_context=ctx) as pool:
-        futures = [pool.submit(read_segment, seg) for seg in tasks[local:]]
-        parts = [read_segment(tasks[0])] if local else []
-        if local:
-            tick(segment_bytes(tasks[0]))
-        for seg, fut in zip(tasks[local:], futures):
-            parts.append(fut.result())
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
+        pending: deque = deque()
+        it = iter(tasks)
+        for seg in it:
+            pending.append((seg, pool.submit(read_segment, seg, SUMMARY_PARSERS, None, validate_all)))
+            if len(pending) >= _POOL_WINDOW:
+                break
+        while pending:
+            seg, fut = pending.popleft()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(read_segment, nxt, SUMMARY_PARSERS, None, validate_all)))
+            yield fut.result()
             tick(segment_bytes(seg))
-    return parts

@@ -17,6 +17,7 @@ The options ``--format``, ``--output`` and ``--jobs`` are declared here once
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -72,6 +73,6 @@ def examples(*lines: str) -> Callable[[Any], Any]:
     """Append an "Examples" block to a command's ``--help``."""
     def deco(f: Any) -> Any:
         block = "\n\n\b\nExamples:\n" + "\n".join(f"  {ln}" for ln in lines)
-        f.__doc__ = (f.__doc__ or "").rstrip() + block
+        f.__doc__ = inspect.cleandoc(f.__doc__ or "") + block
         return f
     return deco

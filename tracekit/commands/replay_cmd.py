@@ -16,13 +16,22 @@ from typing import Any
 
 import click
 
-from tracekit.commands.options import file_in_existing_dir, format_option, paths_argument
+from tracekit.commands.options import (
+    BAD_INPUT,
+    FINDINGS,
+    OK,
+    examples,
+    fail,
+    file_in_existing_dir,
+    format_option,
+    paths_argument,
+)
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
-GRAPH_HEADERS = ["rank", "graph", "nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
+GRAPH_HEADERS = ["rank", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
 CAP_HEADERS = ["rank", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
                "comm ms", "vs recorded"]
 
@@ -73,12 +82,29 @@ def _rank(r: Any) -> Any:
     return "-" if r is None else r
 
 
+def hardware_line(doc: dict[str, Any]) -> str:
+    """What the comm-ms columns assume, said above every table that shows them."""
+    seen = []
+    for g in doc["graphs"]:
+        for r in g["replays"]:
+            hw = r.get("hardware")
+            if hw and hw not in seen:
+                seen.append(hw)
+    if not seen:
+        asked = {k: v for k, v in (doc.get("hardware") or {}).items() if v is not None}
+        what = ", ".join(f"{k} {v}" for k, v in asked.items()) or "this machine's interconnect as torch detects it"
+        return f"comm ms: torch's NCCL model, assuming {what}\n"
+    parts = [f"{hw['interconnect']}, group size {hw['group_size']}, "
+             f"{hw['n_nodes']} machine{'s' if hw['n_nodes'] != 1 else ''}" for hw in seen]
+    return f"comm ms: torch's NCCL model, assuming {'; '.join(parts)}\n"
+
+
 def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table / markdown view of a ``tracekit.replay/1`` document."""
     import os
 
     types = COLLECTIVE_TYPES
-    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt)]
+    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc)]
     runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}
 
     def run_of(g: dict[str, Any]) -> list[str]:
@@ -124,6 +150,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         what_if = ", ".join(f"{k}={v}" for k, v in hw.items() if v is not None)
         title = "Other caps" + (f" ({what_if})" if what_if else "")
         out.append("\n" + heading(title, fmt))
+        out.append(hardware_line(doc))
         out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
@@ -159,6 +186,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--mode", default=None, help="Bucket mode (default, custom_ops, ...), as torch's pass.")
 @format_option(REPLAY_FORMATS)
 @file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
+@examples(
+    "tracekit replay logs/ --cap-mb 64",
+    "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
+    "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
+)
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
            graphs, syms, mode, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
@@ -167,7 +199,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
-    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
 
     if rank is not None and all_ranks:
@@ -193,8 +225,15 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     )
 
     diag = Diagnostics()
-    sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks,
-                                 graphs=[parse_graph_selector(g) for g in graphs], diagnostics=diag)
+    try:
+        selectors = [parse_graph_selector(g) for g in graphs]
+    except SelectionError as e:
+        raise click.BadParameter(str(e), param_hint="--graph") from None
+    try:
+        sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
+                                     diagnostics=diag)
+    except SelectionError as e:
+        fail("replay", str(e), BAD_INPUT)
     results = replay_sources(sources, options)
     notes = []
     if not sources:
@@ -213,8 +252,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         try:
             plot_replay(doc, plot_path)
         except PlotUnavailable as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
+            fail("replay", f"error: {e}", BAD_INPUT)
         click.echo(f"plot written to {plot_path}", err=True)
     ok = bool(results) and all(r.error is None and r.reproduced for r in results)
-    sys.exit(0 if ok else 1)
+    sys.exit(OK if ok else FINDINGS)
