@@ -19,12 +19,14 @@ COMMANDS: dict[str, str] = {
     "summarize": "tracekit.commands.summarize_cmd:summarize",
     "replay": "tracekit.commands.replay_cmd:replay",
     "diff": "tracekit.commands.diff_cmd:diff",
+    "report": "tracekit.commands.report_cmd:report",
 }
 
 SHORT_HELP: dict[str, str] = {
     "summarize": "Read every rank's compile log; aggregate bucketing outcomes; flag divergence.",
     "replay": "Rebuild the recorded graphs and re-run bucketing with other caps.",
     "diff": "Compare the bucketing outcomes of two runs.",
+    "report": "Write one self-contained HTML page of the run, to attach to a bug.",
 }
 
 

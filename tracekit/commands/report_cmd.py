@@ -1,0 +1,95 @@
+"""``tracekit report PATH... -o report.html``: one self-contained HTML file to attach to a bug.
+
+Reads the logs (:func:`tracekit.reader.load`), builds the summary document
+(:func:`tracekit.summarize.summary_document`) and renders it (:func:`tracekit.render_html.render_html`).
+PATH may also be one JSON file that ``tracekit summarize --format json`` wrote: the page is then
+rendered from that document as it is. Never imports torch.
+
+Exit status: 0; 1 when no log could be read (the page is still written and says so); 2 for a
+usage error, an output that cannot be written, or a JSON file that is not a summary, with one
+line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+SUMMARY_PREFIX = "tracekit.summary/"
+
+
+def fail(message: str) -> None:
+    """One line on stderr, exit status 2."""
+    click.echo(f"tracekit report: error: {message}", err=True)
+    sys.exit(2)
+
+
+def saved_summary(path: str) -> dict[str, Any] | None:
+    """The document of a saved JSON summary at ``path``; None when the file is not JSON (a log).
+    A JSON file that is not a ``tracekit.summary`` document is an error (exit 2)."""
+    import orjson
+
+    from tracekit.commands.diff_cmd import sniff_json
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        opener = sniff_json(path)
+        if opener is None:
+            return None
+        with opener(path, "rb") as f:
+            doc = orjson.loads(f.read())
+    except orjson.JSONDecodeError as e:
+        fail(f"{path}: bad JSON summary: {e}")
+    except (OSError, EOFError) as e:
+        fail(f"{path}: cannot read: {e}")
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SUMMARY_PREFIX):
+        fail(f"{path}: JSON that is not a tracekit summary (no \"schema\": \"{SUMMARY_PREFIX}N\")")
+    return doc
+
+
+@click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
+              help="The HTML file to write ('-': stdout).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Worker processes reading files in parallel (default: the machine's cores).")
+def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
+    """Write one self-contained HTML page (verdict, world, rank groups, divergence, bucket
+    sizes, graphs where bucketing did nothing, diagnostics) from the compile logs of every rank,
+    or from one JSON file written by `tracekit summarize --format json`. The page fetches
+    nothing: attach it to a bug."""
+    from tracekit.commands.output import output_sink
+    from tracekit.render_html import render_html
+
+    if output != "-":
+        parent = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(parent):
+            fail(f"cannot write {output}: no directory {parent}")
+    docs = [d for d in (saved_summary(p) for p in paths) if d is not None]
+    no_logs = False
+    if docs:
+        if len(paths) > 1:
+            fail("a saved JSON summary must be the only PATH")
+        doc = docs[0]
+    else:
+        from tracekit.progress import ProgressBar
+        from tracekit.reader import load
+        from tracekit.summarize import summary_document
+
+        with ProgressBar() as bar:
+            run = load(list(paths), jobs=jobs, progress=bar)
+        doc = summary_document(run)
+        no_logs = not any(r.files for r in run.ranks)
+    try:
+        page = render_html(doc).encode("utf-8")
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # a hand-edited summary
+        fail(f"{paths[0]}: bad summary: {type(e).__name__}: {e}")
+    with output_sink(None if output == "-" else output, command="report", error_status=2) as write:
+        write(page)
+    if no_logs:
+        click.echo("tracekit report: no log could be read", err=True)
+        sys.exit(1)
