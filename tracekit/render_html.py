@@ -127,7 +127,8 @@ def world_of(doc: dict[str, Any]) -> dict[str, Any]:
     ranks = doc.get("ranks")
     if not isinstance(ranks, list):
         n = (doc.get("totals") or {}).get("ranks")
-        return {"expected": None, "found": n, "ranks": None, "missing": [], "duplicated": []}
+        return {"expected": None, "found": n, "ranks": None, "missing": [], "duplicated": [],
+                "derived": True}
     found = [r.get("rank") for r in ranks]
     nums = [r for r in found if isinstance(r, int)]
     missing = sorted(set(range(max(nums) + 1)) - set(nums)) if nums else []
@@ -156,9 +157,12 @@ def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
         return "no_data", str(notes[0]) if notes else "no bucketing outcome in the logs"
     differing = differing_ranks(doc)
     if differing:
-        n = len(doc.get("divergence") or []) + len(doc.get("schedule_divergence") or [])
-        return "diverge", (f"rank(s) {differing} differ from the majority "
-                           f"({n} difference{'s' if n != 1 else ''})")
+        k = len(rank_members(differing))
+        n = sum(len(doc.get(key) or []) for key in
+                ("divergence", "schedule_divergence", "compile_divergence"))
+        return "diverge", (f"{k} rank{'s' if k != 1 else ''} ({differing}) "
+                           f"differ{'s' if k == 1 else ''} from the majority: "
+                           f"{n} difference{'s' if n != 1 else ''}")
     if world.get("missing"):
         return "incomplete", f"rank(s) {ranks_text(world['missing'])} missing from the logs"
     return "agree", (f"all {totals.get('ranks', 0)} ranks agree on all "
@@ -260,8 +264,10 @@ def section_world(world: dict[str, Any]) -> str:
                  + (f' <span class="mono">({esc(ranks_text(ranks))})</span>' if ranks else "")))
     missing = ranks_text(world.get("missing") or [])
     label = "missing (gaps below the highest rank)" if world.get("derived") else "missing"
-    rows.append((label, f'<span class="mono" data-ranks="{esc(missing)}" data-where="missing">'
-                        f"{esc(missing) or 'none'}</span>"))
+    unknown = world.get("derived") and not ranks
+    rows.append((label, "unknown" if unknown else
+                 f'<span class="mono" data-ranks="{esc(missing)}" data-where="missing">'
+                 f"{esc(missing) or 'none'}</span>"))
     dup = ranks_text(world.get("duplicated") or [])
     if dup or "duplicated" in world and not world.get("derived"):
         rows.append(("duplicated", f'<span class="mono">{esc(dup) or "none"}</span>'))
