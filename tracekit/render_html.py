@@ -64,6 +64,11 @@ def esc(value: Any) -> str:
 # --- rank sets -------------------------------------------------------------------------------------
 
 
+def cell(value: Any) -> str:
+    """A value for a table cell, escaped; ``-`` for none."""
+    return "-" if value is None else esc(value)
+
+
 def rank_members(value: Any) -> set[int | None]:
     """The ranks of a rank set given as a list (``[0, 1, 2]``) or a range string (``"0-2"``);
     ``None`` stands for a rank-less log (``-``). Unreadable parts are dropped."""
@@ -278,7 +283,8 @@ def section_world(world: dict[str, Any]) -> str:
         last = max(last, expected - 1)
     rank_map = ""
     if 0 <= last < MAX_MAP_RANKS:
-        rank_map = (f'<div id="rank-map" data-last="{last}" data-missing="{esc(missing)}" '
+        size = " class=\"small\"" if last >= 4096 else ""
+        rank_map = (f'<div id="rank-map"{size} data-last="{last}" data-missing="{esc(missing)}" '
                     'title="one cell per rank, coloured by rank group; click to look a rank up">'
                     "</div>")
     return f'<section id="world"><h2>World</h2><dl class="world">{dl}</dl>{rank_map}</section>'
@@ -294,7 +300,7 @@ def graph_table(graphs: list[dict[str, Any]]) -> str:
         coll = g.get("collectives") or {}
         sizes = g.get("sizes_mb")
         row = [*_where(g), esc(",".join(map(str, g.get("fsdp_groups") or []))),
-               esc(g.get("group_size", "-")), esc(g.get("n_nodes", "-")),
+               cell(g.get("group_size")), cell(g.get("n_nodes")),
                esc(fmt_mb(g.get("bucket_cap_mb"))),
                *(esc(fmt_counts(coll.get(t))) for t in COLLECTIVE_TYPES),
                esc(fmt_mb(_mb(sizes.get("before")))) if sizes else "-",
@@ -315,8 +321,8 @@ def final_schedule(graph: dict[str, Any]) -> str:
     items, more = _cut(final["collectives"])
     cid, label = _where(graph)
     rows = [[str(i), esc(SHORT_NAMES.get(str(c.get("kind")), c.get("kind", "?"))),
-             esc(c.get("group", "-")), esc(c.get("group_size", "-")), fmt_bytes(c.get("bytes")),
-             esc(c.get("est_ms", "-"))]
+             cell(c.get("group")), cell(c.get("group_size")), fmt_bytes(c.get("bytes")),
+             cell(c.get("est_ms"))]
             for i, c in enumerate(items) if isinstance(c, dict)]
     n = len(final["collectives"])
     return (f"<details><summary>final schedule of {cid} {label}: {n} collective"
@@ -376,7 +382,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if sched:
         items, more = _cut(sched)
         out.append("<h3>Final schedule</h3>")
-        rows = [[*_where(d), esc(d.get("position", "-")), _ranks_cell(d.get("ranks")),
+        rows = [[*_where(d), cell(d.get("position")), _ranks_cell(d.get("ranks")),
                  esc(collective_text(d.get("value"))), _ranks_cell(d.get("majority_ranks")),
                  esc(collective_text(d.get("majority_value")))] for d in items]
         out.append(table(["compile id", "graph", "position", "ranks", "collective",
@@ -407,7 +413,7 @@ def sizes_svg(sizes: dict[str, Any], title: str) -> str:
     lists = [(w, lst) for w, lst in lists if lst or w == "before"]
     peak = max([s.get("size_mb") for _, lst in lists for s in lst
                 if isinstance(s.get("size_mb"), (int, float))] + [1e-9])
-    width, left, row_h, gap = 560, 64, 56, 18
+    width, left, row_h, gap = 560, 92, 56, 18
     plot_w = width - left - 8
     height = len(lists) * (row_h + gap) + 22
     parts = [f'<svg class="sizes" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '

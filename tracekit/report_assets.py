@@ -43,8 +43,9 @@ border-bottom:none}
 .stats span{display:inline-block;margin-right:18px}
 dl.world{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:4px 0}
 dl.world dt{color:var(--muted)}dl.world dd{margin:0}
-#rank-map{display:flex;flex-wrap:wrap;gap:1px;max-width:820px;margin:8px 0}
+#rank-map{display:flex;flex-wrap:wrap;gap:1px;max-width:833px;margin:8px 0}
 #rank-map i{width:12px;height:12px;background:var(--line);cursor:pointer}
+#rank-map.small i{width:5px;height:5px}
 #rank-map i.missing{background:repeating-linear-gradient(45deg,#fff 0 2px,var(--bad) 2px 4px)}
 #rank-map i.sel{outline:2px solid var(--fg)}
 .swatch{display:inline-block;width:11px;height:11px;margin-right:6px;vertical-align:-1px;
