@@ -2,7 +2,8 @@
 
 - :func:`fixture_doc`: the ``tracekit.summary/1`` document of a fixture run, as summarize makes it;
 - :func:`wide_doc`: a 1,024-rank run made by replicating the ranks of ``diverge_rank`` (rank 0,
-  of the majority, everywhere; rank 3, which built two more layers, at the ranks given);
+  of the majority, everywhere; rank 3, which built two more layers, at the ranks given), and
+  :func:`distinct_run`, the same where every rank has its own cap;
 - :func:`v2_doc`: a fixture document with the keys of ``tracekit.summary/2`` (world, verdict,
   groups with final schedules, schedule and compile divergence, explain commands, rank sets as
   range strings, no ``ranks``), each filled from the fixture's own values.
@@ -40,6 +41,15 @@ def wide_run(n: int = 1024, odd: frozenset[int] = frozenset({300, 777})) -> Run:
                                  files=[f"dedicated_log_torch_trace_rank_{r}.log"])
              for r in range(n)]
     return Run(paths=[f"{n} ranks"], ranks=ranks)
+
+
+def distinct_run(n: int = 1024) -> Run:
+    """:func:`wide_run` where every rank compiled with its own cap (27 MB + rank/1000): the worst
+    case for a report, ``n`` rank groups."""
+    run = wide_run(n)
+    run.ranks = [dataclasses.replace(r, graphs=[dataclasses.replace(g, bucket_cap_mb=27.0 + r.rank / 1000)
+                                                for g in r.graphs]) for r in run.ranks]
+    return run
 
 
 def wide_doc(n: int = 1024, odd: frozenset[int] = frozenset({300, 777})) -> dict[str, Any]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from browser import visit
 from htmltree import parse
-from report_docs import fixture_doc, v2_doc, wide_doc
+from report_docs import distinct_run, fixture_doc, v2_doc, wide_doc
+
+from tracekit.summarize import summary_document
 
 from tracekit.render_html import render_html
 
@@ -41,9 +43,9 @@ def test_diverge_rank_in_chromium(tmp_path):
                              "diagnostics"]
     assert v["cells"] == ["c0", "c0", "c0", "c1 sel"]  # ranks 0-2 one group, rank 3 another
     assert v["found"] == "rank 3: group 2; divergence"
-    assert v["hits"] == ["group 2"] + ["divergence"] * 7
+    assert v["hits"] == ["group 2"] + ["divergence"] * (1 + 7)  # the differing ranks, the rows
     dom = parse(seen.dom)  # the DOM chromium built, script run
-    assert dom.find("body").attrs["data-js"] == "ready" and dom.find("body").attrs["data-found"] == "8"
+    assert dom.find("body").attrs["data-js"] == "ready" and dom.find("body").attrs["data-found"] == "9"
     assert dom.find("section", id="divergence").attrs["data-differing-ranks"] == "3"
     assert len(dom.find("div", id="rank-map").find_all("i")) == 4
     assert len(dom.find("section", id="sizes").find_all("rect")) == 54
@@ -59,6 +61,16 @@ def test_1024_ranks_in_chromium(tmp_path):
     assert v["found"] == "rank 777: group 2; divergence"
     dom = parse(seen.dom)
     assert dom.find("section", id="divergence").attrs["data-differing-ranks"] == "300,777"
+
+
+def test_1024_rank_groups_in_chromium(tmp_path):
+    """The worst case, each rank its own group: groups past the 64th are table rows."""
+    seen = open_page(tmp_path, summary_document(distinct_run()), fragment="#rank=1000")
+    v = seen.values
+    assert v["cells"][:9] == ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "cx"]
+    assert v["cells"][1000] == "cx sel"
+    assert v["found"] == "rank 1000: group 1001; divergence"
+    assert v["hits"] == ["group 1001", "divergence"]  # its rows are past the first 400
 
 
 def test_summary_v2_in_chromium(tmp_path):

@@ -5,7 +5,6 @@ strings; and the command end to end (exit statuses, saved JSON input, no torch i
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import re
 import subprocess
@@ -14,7 +13,7 @@ import sys
 from click.testing import CliRunner
 from conftest import FIXTURE_LOGS, ROOT
 from htmltree import parse
-from report_docs import fixture_doc, v2_doc, wide_doc, wide_run
+from report_docs import distinct_run, fixture_doc, v2_doc, wide_doc
 
 from tracekit.cli import main
 from tracekit.render_html import render_html
@@ -114,12 +113,13 @@ def test_1024_ranks_print_ranges_and_stay_small():
 
 def test_1024_distinct_ranks_under_3_mb():
     """The worst case: every rank compiled something else (its own cap), 1,024 rank groups."""
-    run = wide_run()
-    run.ranks = [dataclasses.replace(r, graphs=[dataclasses.replace(g, bucket_cap_mb=27.0 + r.rank / 1000)
-                                                for g in r.graphs]) for r in run.ranks]
-    page = render_html(summary_document(run))
+    page = render_html(summary_document(distinct_run()))
     tree = parse(page)
-    assert len(tree.find_all("div", class_="group")) == 1024
+    assert len(tree.find_all("div", class_="group")) == 64
+    rest = tree.find_all("tr", class_="group")
+    assert len(rest) == 1024 - 64
+    assert [c.text for c in rest[-1].find_all("td")] == ["1024", "1", "1023"]
+    assert rest[-1].attrs["data-where"] == "group 1024"
     # 2 graphs * 1,023 caps off the majority's, + the 7 differences of ranks 300 and 777
     assert len(tree.find_all("tr", data_where="divergence")) == 400
     assert "first 400 of 2053 shown" in tree.find("section", id="divergence").text

@@ -339,21 +339,27 @@ def section_groups(groups: list[dict[str, Any]]) -> str:
     out = ['<section id="groups"><h2>Rank groups</h2>',
            f'<p class="muted">{len(groups)} group{"s" if len(groups) != 1 else ""} of ranks whose '
            "graphs are identical (where they were read aside)</p>"]
+    rest = []
     for i, g in enumerate(groups):
         ranks = ranks_text(g.get("ranks"))
         count = g.get("count", rank_count(g.get("ranks")))
         colour = f"c{i}" if i < COLOURS else "cx"
+        attrs = (f'class="group" data-ranks="{esc(ranks)}" data-colour="{colour}" '
+                 f'data-where="group {i + 1}"')
         graphs = [x for x in g.get("graphs") or [] if isinstance(x, dict)]
+        if i >= MAX_GROUPS:  # one row each: ranks and counts only
+            rest.append(f'<tr {attrs}><td class="num">{i + 1}</td><td class="num">{esc(count)}'
+                        f'</td><td class="mono">{esc(ranks) or "-"}</td></tr>')
+            continue
         title = (f'<h3><span class="swatch {colour}"></span>group {i + 1}: '
                  f'{esc(count)} rank{"s" if count != 1 else ""} '
                  f'<span class="mono">{esc(ranks) or "-"}</span>, {len(graphs)} graph'
                  f'{"s" if len(graphs) != 1 else ""}</h3>')
-        attrs = (f'class="group" data-ranks="{esc(ranks)}" data-colour="{colour}" '
-                 f'data-where="group {i + 1}"')
-        body = graph_table(graphs) if i < MAX_GROUPS else ""
-        out.append(f"<div {attrs}>{title}{body}</div>")
-    if len(groups) > MAX_GROUPS:
-        out.append(f'<p class="muted">graph tables shown for the first {MAX_GROUPS} groups</p>')
+        out.append(f"<div {attrs}>{title}{graph_table(graphs)}</div>")
+    if rest:
+        out.append(f"<h3>{len(rest)} more groups (graph tables shown for the first {MAX_GROUPS})"
+                   "</h3><table><thead><tr><th>group</th><th>count</th><th>ranks</th></tr></thead>"
+                   f"<tbody>{''.join(rest)}</tbody></table>")
     out.append("</section>")
     return "".join(out)
 
@@ -367,7 +373,8 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if not (div or sched or comp):
         out.append('<p class="muted">none: every rank agrees with the majority</p></section>')
         return "".join(out)
-    out.append(f'<p>differing rank(s): <span class="mono">{esc(differing)}</span></p>')
+    out.append(f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
+               f'<span class="mono">{esc(differing)}</span></p>')
     if div:
         items, more = _cut(div)
         out.append("<h3>Bucketing outcome</h3>")
