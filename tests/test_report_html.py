@@ -250,3 +250,20 @@ def test_report_never_imports_torch(tmp_path):
                        timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert p.stdout == "NO TORCH\n", p.stderr
     assert out.stat().st_size > 15_000
+
+
+def test_huge_rank_numbers_are_not_expanded():
+    """A saved summary is untrusted: rank sets naming a billion ranks render as they are."""
+    doc = copy.deepcopy(fixture_doc("diverge_rank"))
+    doc["ranks"][3]["rank"] = 999_999_999
+    doc["divergence"][0]["ranks"] = "0-999999999"
+    doc["world"] = {"expected": 10**9, "found": 4, "ranks": "0-2,999999999", "missing": "3-999999998"}
+    tree = parse(render_html(doc))
+    assert tree.find_all("tr", data_where="divergence")[0].find_all("td")[3].text == "0-999999999"
+    assert [d.text for d in tree.find("section", id="world").find_all("dd")] == [
+        "1000000000", "4 (0-2,999999999)", "3-999999998"]
+    assert not tree.find_all("div", id="rank-map")
+    assert tree.find("section", id="divergence").attrs["data-differing-ranks"] == "3"
+    del doc["world"]
+    world = parse(render_html(doc)).find("section", id="world")
+    assert [d.text for d in world.find_all("dd")] == ["unknown", "4 (0-2,999999999)", "unknown"]

@@ -24,6 +24,7 @@ Everything taken from the document is untrusted (it comes from logs): every stri
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,6 +51,9 @@ MAX_BARS = 400
 COLOURS = 8
 #: Rank maps are drawn up to this many ranks.
 MAX_MAP_RANKS = 16384
+#: Rank sets naming more ranks are not expanded (a document is untrusted: "0-999999999").
+MAX_RANKS = 1 << 20
+RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 SECTIONS = [("verdict", "Verdict"), ("world", "World"), ("groups", "Rank groups"),
             ("divergence", "Divergence"), ("sizes", "Bucket sizes"),
@@ -73,6 +77,8 @@ def rank_members(value: Any) -> set[int | None]:
     """The ranks of a rank set given as a list (``[0, 1, 2]``) or a range string (``"0-2"``);
     ``None`` stands for a rank-less log (``-``). Unreadable parts are dropped."""
     if isinstance(value, str):
+        if rank_span(value) > MAX_RANKS:
+            return set()
         try:
             out: set[int | None] = set(parse_ranks(value))
         except ValueError:
@@ -85,8 +91,16 @@ def rank_members(value: Any) -> set[int | None]:
     return set()
 
 
+def rank_span(text: str) -> int:
+    """How many ranks a range string names (``"0-3,5"``: 5), counted without expanding it."""
+    return sum(int(b or a) - int(a) + 1 for a, b in RANGE.findall(text))
+
+
 def ranks_text(value: Any) -> str:
-    """A rank set as ranges, whichever way the document spells it."""
+    """A rank set as ranges, whichever way the document spells it (a string naming more than
+    :data:`MAX_RANKS` ranks is shown as it is)."""
+    if isinstance(value, str) and rank_span(value) > MAX_RANKS:
+        return value
     return format_ranks(rank_members(value))
 
 
@@ -136,7 +150,8 @@ def world_of(doc: dict[str, Any]) -> dict[str, Any]:
                 "derived": True}
     found = [r.get("rank") for r in ranks]
     nums = [r for r in found if isinstance(r, int)]
-    missing = sorted(set(range(max(nums) + 1)) - set(nums)) if nums else []
+    top = max(nums, default=-1)
+    missing = sorted(set(range(top + 1)) - set(nums)) if top < MAX_RANKS else None
     return {"expected": None, "found": len(found), "ranks": format_ranks(found),
             "missing": missing, "duplicated": [], "derived": True}
 
@@ -269,7 +284,7 @@ def section_world(world: dict[str, Any]) -> str:
                  + (f' <span class="mono">({esc(ranks_text(ranks))})</span>' if ranks else "")))
     missing = ranks_text(world.get("missing") or [])
     label = "missing (gaps below the highest rank)" if world.get("derived") else "missing"
-    unknown = world.get("derived") and not ranks
+    unknown = world.get("derived") and (not ranks or world.get("missing") is None)
     rows.append((label, "unknown" if unknown else
                  f'<span class="mono" data-ranks="{esc(missing)}" data-where="missing">'
                  f"{esc(missing) or 'none'}</span>"))

@@ -33,7 +33,7 @@ table{border-collapse:collapse;margin:4px 0 8px;font-size:13px}
 th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
 th{background:var(--soft);font-weight:600}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-tr.hit td,.group.hit>h3,li.hit{background:#fff3bf}
+tr.hit td,.group.hit>h3,p.hit,span.hit{background:#fff3bf}
 .verdict{border-left:6px solid var(--none);padding:10px 14px;margin-top:14px;background:var(--soft);
 border-bottom:none}
 .verdict p.line{font-size:17px;font-weight:600;margin:2px 0 6px}
