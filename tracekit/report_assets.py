@@ -24,7 +24,8 @@ h1{font-size:20px;margin:0 0 4px}
 h2{font-size:16px;margin:0 0 8px}
 h3{font-size:14px;margin:14px 0 6px}
 main{padding:4px 24px 24px;max-width:1400px}
-section{padding:14px 0;border-bottom:1px solid var(--line)}
+section{padding:14px 0;border-bottom:1px solid var(--line);
+content-visibility:auto;contain-intrinsic-size:auto 600px}
 nav a{margin-right:12px;color:var(--muted);text-decoration:none;font-size:13px}
 nav a:hover{text-decoration:underline}
 .paths,.muted{color:var(--muted);font-size:13px}
