@@ -9,7 +9,8 @@ import pytest
 
 from conftest import FIXTURE_LOGS, ROOT
 from tracekit.model import CollectiveSize, Counts
-from tracekit.reader import graph_sources, iter_entries, load
+from tracekit.entries import iter_entries
+from tracekit.reader import graph_sources, load
 
 SPMD = FIXTURE_LOGS / "spmd_auto"
 FWD_BEFORE = [0.016, 0.001, 0.125, 0.001, 0.125, 0.001, 0.016, 0.0]
@@ -140,14 +141,16 @@ def test_import_and_summarize_never_import_torch():
 
 
 def test_a_file_cut_into_segments_reads_as_one(tmp_path, monkeypatch):
-    import tracekit.reader as reader
+    import tracekit.segments as segments
+    from tracekit.model import Diagnostics
+    from tracekit.sources import find_logs
 
     src = rank0_file().read_bytes()
     p = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
     p.write_bytes(src * 3)  # three runs of 0/0 back to back: indices 0..5 for 0/0
     whole = load(p, jobs=1)
-    monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 1 << 20)
-    (segs,) = reader.plan(reader.find_logs([str(p)], reader.Diagnostics()), 2)
+    monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 1 << 20)
+    (segs,) = segments.plan(find_logs([str(p)], Diagnostics()), 2)
     assert len(segs) == 2 and 0 < segs[1].start < len(src) * 3 and segs[1].rank == 0
     split = load(p, jobs=2)
     assert [g.graph_index for g in split.ranks[0].graphs] == [0, 1, 2, 3, 4, 5]

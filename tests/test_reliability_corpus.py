@@ -144,12 +144,15 @@ def test_explicit_unreadable_paths_neither_hang_nor_raise(tmp_path):
     os.symlink(tmp_path / "nowhere.log", dangling)
     eio = tmp_path / "dedicated_log_torch_trace_rank_2_eio.log"
     os.symlink("/proc/self/mem", eio)  # opens, then every read fails with EIO
-    res = _cli(str(fifo), str(dangling), str(eio), "--format", "json")
+    res = _cli(str(fifo), str(eio), "--format", "json")
     assert "Traceback" not in res.stderr and "no log could be read" in res.stderr
-    assert res.returncode == 1
+    assert res.returncode == 2  # unreadable input
     doc = json.loads(res.stdout)
-    assert doc["diagnostics"]["counts"] == {"unreadable_file": 3}
+    assert doc["diagnostics"]["counts"] == {"unreadable_file": 2}
     details = {e["file"]: e["detail"] for e in doc["diagnostics"]["examples"]}
     assert details[str(fifo)] == "a FIFO, not read (it could block)"
-    assert details[str(dangling)].startswith("dangling symlink to ")
     assert details[str(eio)] == "Input/output error"
+    # a path that does not exist (a dangling symlink) is refused before any work
+    res = _cli(str(fifo), str(dangling))
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert f"Path '{dangling}' does not exist" in res.stderr

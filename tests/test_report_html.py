@@ -208,19 +208,19 @@ def test_report_command(tmp_path):
     # from a saved summary: the same page
     saved = tmp_path / "s.json"
     assert tk("summarize", DIVERGE, "--format", "json", "-o", str(saved)).exit_code == 0
-    r = tk("report", str(saved), "-o", "-")
+    r = tk("report", str(saved))  # stdout: not a terminal here
     assert r.exit_code == 0 and r.stdout == page
     # a summary/2 document saved as JSON
     v2 = tmp_path / "v2.json"
     v2.write_text(json.dumps(v2_doc()))
-    r = tk("report", str(v2), "-o", "-")
+    r = tk("report", str(v2))
     assert r.exit_code == 0 and 'data-schema="tracekit.summary/2"' in r.stdout
 
 
 def test_report_command_errors(tmp_path):
     r = tk("report", DIVERGE, "-o", str(tmp_path / "no" / "such" / "report.html"))
     assert r.exit_code == 2
-    assert r.stderr == f"tracekit report: error: cannot write {tmp_path}/no/such/report.html: " \
+    assert r.stderr == f"tracekit report: cannot write {tmp_path}/no/such/report.html: " \
                        f"no directory {tmp_path}/no/such\n"
     other = tmp_path / "other.json"
     other.write_text('{"schema": "tracekit.diff/1"}')
@@ -230,12 +230,12 @@ def test_report_command_errors(tmp_path):
     saved = tmp_path / "s.json"
     saved.write_text(json.dumps(fixture_doc("spmd_auto")))
     r = tk("report", str(saved), DIVERGE, "-o", str(tmp_path / "r.html"))
-    assert (r.exit_code, r.stderr) == (2, "tracekit report: error: a saved JSON summary must be the only PATH\n")
+    assert (r.exit_code, r.stderr) == (2, "tracekit report: a saved JSON summary must be the only PATH\n")
     assert tk("report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")).exit_code == 2
     empty = tmp_path / "empty"
     empty.mkdir()
     r = tk("report", str(empty), "-o", str(tmp_path / "r.html"))
-    assert (r.exit_code, r.stderr) == (1, "tracekit report: no log could be read\n")
+    assert (r.exit_code, r.stderr) == (2, "tracekit report: no log could be read\n")
     verdict = parse((tmp_path / "r.html").read_text()).find("section", id="verdict")
     assert verdict.attrs["data-status"] == "no_data"
 
@@ -267,3 +267,19 @@ def test_huge_rank_numbers_are_not_expanded():
     del doc["world"]
     world = parse(render_html(doc)).find("section", id="world")
     assert [d.text for d in world.find_all("dd")] == ["unknown", "4 (0-2,999999999)", "unknown"]
+
+
+def test_no_html_into_a_terminal(tmp_path):
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "tracekit", "report", DIVERGE], cwd=tmp_path,
+                           stdout=follower, stderr=subprocess.PIPE, text=True, timeout=60,
+                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert (p.returncode, p.stderr) == (
+        2, "tracekit report: the page is HTML: give -o FILE (or redirect stdout)\n")

@@ -89,12 +89,14 @@ _TORCH_KEYS = rb'(?:, "frame_id": \d++, "frame_compile_id": \d++, "attempt": \d+
 
 
 @functools.lru_cache(maxsize=64)
-def _interesting_line_re(names: frozenset[bytes], rank: int | None) -> re.Pattern[bytes]:
+def _interesting_line_re(
+    names: frozenset[bytes], rank: int | None, types: frozenset[bytes] = frozenset()
+) -> re.Pattern[bytes]:
     """A regex whose matches are the newlines before the lines Python must look at.
 
     A line is skipped inside the regex engine (it never reaches Python) when it is an
-    ordinary envelope laid out the way torch writes it and is not one of the wanted artifacts
-    ``names``::
+    ordinary envelope laid out the way torch writes it and is neither one of the wanted
+    artifacts ``names`` nor of one of the wanted entry types ``types``::
 
         PREFIX {"TYPE": META[, "rank": RANK][, "KEY": SCALAR]...[, "has_payload": "MD5"]}
 
@@ -106,14 +108,17 @@ def _interesting_line_re(names: frozenset[bytes], rank: int | None) -> re.Patter
     last line before the end of the buffer (its successor is not known yet).
     """
     wanted = b"|".join(re.escape(n) for n in sorted(names)) or b"(?!)"
+    # an entry type that is wanted is never skipped: the type key must not be one of them
+    not_wanted_type = (rb'(?!(?:' + b"|".join(re.escape(t) for t in sorted(types)) + rb')")'
+                       if types else rb"")
     rank_part = rb"" if rank is None else rb'(?:, "rank": ' + str(rank).encode() + rb")?+"
     # Most envelopes (chromium events above all) are ``{"TYPE": {}`` then torch's keys and a
     # payload: one alternation-free run, tried before the general form (which accepts it too).
-    common = (rb'\{"(?!artifact")[A-Za-z0-9_]++": \{\}' + rank_part + _TORCH_KEYS
+    common = (rb'\{"(?!artifact")' + not_wanted_type + rb'[A-Za-z0-9_]++": \{\}' + rank_part + _TORCH_KEYS
               + rb', "has_payload": "[0-9a-f]{32}"\}\n\t')
     general = (
         rb'\{"(?!artifact": \{"name": "(?:' + wanted + rb')")(?!artifact"(?!: \{"name": "))'
-        + rb'[A-Za-z0-9_]+": '
+        + not_wanted_type + rb'[A-Za-z0-9_]+": '
         + _J_META
         + rank_part
         # possessive (*+, ?+): no backtracking bookkeeping; the keys cannot match another way
@@ -126,7 +131,7 @@ def _interesting_line_re(names: frozenset[bytes], rank: int | None) -> re.Patter
                       + rb")|\n(?!\t))")
 
 
-class _Pending:
+class _OpenEntry:
     """The entry whose payload lines are being read."""
 
     __slots__ = ("kind", "lineno", "line", "start", "etype", "name", "has", "nlines", "parts")
@@ -146,8 +151,9 @@ class _Pending:
 class Scanner:
     """Walks a binary stream in large chunks; yields the wanted entries; checks the others cheaply.
 
-    With ``artifact_names`` (the fast path), one regex pass per chunk skips, inside the regex
-    engine, every ordinary envelope that is not one of those artifacts, and every payload line;
+    With ``artifact_names`` and/or ``entry_types`` (the fast path), one regex pass per chunk
+    skips, inside the regex engine, every ordinary envelope that is neither one of those
+    artifacts nor of one of those entry types, and every payload line;
     only wanted, unusual or bad lines reach Python (see :func:`_interesting_line_re`). With a
     ``want(entry_type, name)`` predicate instead, every envelope line reaches Python (slower,
     any selection). Wanted entries are yielded with their payload bytes, unless
@@ -166,16 +172,19 @@ class Scanner:
         report: Callable[[str, int, str], None],
         *,
         artifact_names: frozenset[str] | None = None,
+        entry_types: frozenset[str] | None = None,
         want: Callable[[bytes, bytes | None], bool] | None = None,
         payload_for: Callable[[bytes, bytes | None], bool] | None = None,
         chunk_size: int = CHUNK_SIZE,
         on_chunk: Callable[[int], None] | None = None,
         rank: int | None = None,
     ) -> None:
-        self._names = None if artifact_names is None else frozenset(n.encode() for n in artifact_names)
+        fast = artifact_names is not None or entry_types is not None
+        self._names = frozenset(n.encode() for n in artifact_names or ()) if fast else None
+        self._types = frozenset(t.encode() for t in entry_types or ())
         if want is None:
-            names = self._names or frozenset()
-            want = lambda etype, name: etype == b"artifact" and name in names  # noqa: E731
+            names, types = self._names or frozenset(), self._types
+            want = lambda etype, name: (etype == b"artifact" and name in names) or etype in types  # noqa: E731
         self._want = want
         self._payload_for = payload_for
         # (entry type, name) -> (wanted, payload kept)
@@ -194,7 +203,7 @@ class Scanner:
     def _make_pattern(self) -> re.Pattern[bytes]:
         if self._names is None:
             return _ANY_LINE_RE
-        return _interesting_line_re(self._names, self.rank)
+        return _interesting_line_re(self._names, self.rank, self._types)
 
     def set_rank(self, rank: int) -> None:
         self.rank = rank
@@ -218,10 +227,10 @@ class Scanner:
             if r != self.rank:
                 self.report("other_rank", lineno, f"rank {r} in a file of rank {self.rank}")
 
-    def _head(self, buf: bytes, p: int, le: int, lineno: int) -> _Pending:
+    def _head(self, buf: bytes, p: int, le: int, lineno: int) -> _OpenEntry:
         """Classify the line ``buf[p+1:le]``; report what is wrong with it if skipped."""
         if le == p + 1:  # blank line: payload lines after it have no envelope
-            return _Pending(_NONE, lineno + 1)
+            return _OpenEntry(_NONE, lineno + 1)
         m = _HEAD_RE.match(buf, p + 1, le)
         if m is None:
             nuls = buf.count(b"\x00", p + 1, le)
@@ -229,7 +238,7 @@ class Scanner:
                 self.report("nul_bytes", lineno, f"{nuls} NUL byte(s) in the line")
             else:
                 self.report("bad_prefix", lineno, buf[p + 1 : min(le, p + 61)].decode("utf-8", "replace"))
-            return _Pending(_BAD, lineno)
+            return _OpenEntry(_BAD, lineno)
         prefix, etype, name = m.groups()
         line = buf[p + 1 : le]
         start = len(prefix)
@@ -242,7 +251,7 @@ class Scanner:
             collect = keep and (self._payload_for is None or bool(self._payload_for(etype, name)))
             sel = self._cache[key] = (keep, collect)
         keep, collect = sel
-        pend = _Pending(_KEEP if keep else _SKIP, lineno)
+        pend = _OpenEntry(_KEEP if keep else _SKIP, lineno)
         pend.line, pend.start, pend.etype, pend.name = line, start, etype, name
         if collect:
             pend.parts = []
@@ -261,7 +270,7 @@ class Scanner:
                 self._check_skipped_rank(line, start, lineno)
         return pend
 
-    def _finish(self, pend: _Pending) -> RawEntry | None:
+    def _finish(self, pend: _OpenEntry) -> RawEntry | None:
         kind, n = pend.kind, pend.nlines
         if kind == _KEEP:
             parts = pend.parts
@@ -277,7 +286,7 @@ class Scanner:
         return None
 
     @staticmethod
-    def _consume(pend: _Pending, buf: bytes, a: int, limit: int, eof: bool) -> int:
+    def _consume(pend: _OpenEntry, buf: bytes, a: int, limit: int, eof: bool) -> int:
         """Take the payload lines after the newline at ``a``; the index of the newline ending
         them, or -1 when they may go on past ``limit`` (the last complete line)."""
         if a >= limit:
@@ -299,7 +308,7 @@ class Scanner:
         back = 0  # bytes stepped back after the last chunk, read again in this one
         on_chunk = self.on_chunk
         consume = self._consume
-        pend: _Pending | None = None
+        pend: _OpenEntry | None = None
         cur_line = 1  # line number of the line that starts right after buf[cursor]
         cursor = 0
         buf = b"\n"  # sentinel: buf[0] is always the newline that ends the previous line
@@ -344,7 +353,7 @@ class Scanner:
             if first:
                 first = False
                 if len(buf) > 1 and buf[1] == 9:
-                    pend = _Pending(_NONE, 1)
+                    pend = _OpenEntry(_NONE, 1)
             if pend is not None:
                 end = consume(pend, buf, 0, limit, eof)
                 if end >= 0:
@@ -366,7 +375,7 @@ class Scanner:
                     cursor = p
                     le = buf.find(b"\n", p + 1)
                     if truncated_file and le == limit:
-                        pend = _Pending(_BAD, cur_line)  # reported below, once
+                        pend = _OpenEntry(_BAD, cur_line)  # reported below, once
                     else:
                         pend = self._head(buf, p, le, cur_line)
                         search = self._pattern.search  # the rank may have become known

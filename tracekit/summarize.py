@@ -25,35 +25,13 @@ from tracekit.model import (
     Graph,
     Rank,
     Run,
+    compared_values,
     graph_to_dict,
     rank_from_dict,
     rank_to_dict,
 )
 
 SCHEMA = "tracekit.summary/1"
-
-#: The fields compared across ranks, in report order: name -> value of a graph (JSON-able).
-FIELDS: dict[str, Callable[[Graph], Any]] = {
-    "fsdp_groups": lambda g: list(g.fsdp_groups),
-    "group_size": lambda g: g.group_size,
-    "n_nodes": lambda g: g.n_nodes,
-    "bucket_cap_mb": lambda g: g.bucket_cap_mb,
-    **{
-        t: (lambda g, t=t: {"before": g.collectives[t].before, "after": g.collectives[t].after}
-            if t in g.collectives else None)
-        for t in COLLECTIVE_TYPES
-    },
-    "sizes_mb.before": lambda g: None if g.sizes_mb is None else _sizes_value(g.sizes_mb.before),
-    "sizes_mb.after": lambda g: None
-    if g.sizes_mb is None or g.sizes_mb.after is None
-    else _sizes_value(g.sizes_mb.after),
-    "source": lambda g: g.source,
-}
-
-
-def _sizes_value(sizes: list[CollectiveSize]) -> list[list[Any]]:
-    return [[s.type, s.size_mb] for s in sizes]
-
 
 def graph_label(graph_index: int) -> str:
     """``forward`` for the first outcome of a compile id, ``backward`` for the second, then N."""
@@ -135,7 +113,8 @@ def divergence(run: Run) -> list[dict[str, Any]]:
 
     Items: ``{compile_id, graph_index, majority_ranks, ranks, field, majority_value, value,
     first_difference}``. ``field`` is ``"presence"`` for a graph some ranks lack (``value``
-    ``"absent"``/``"present"``), else one of :data:`FIELDS`. Empty when all ranks agree.
+    ``"absent"``/``"present"``), else a compared value of the graph
+    (:func:`tracekit.model.compared_values`). Empty when all ranks agree.
     """
     maps = [(r.rank, _graph_map(r)) for r in run.ranks]
     if len(maps) < 2:
@@ -161,15 +140,15 @@ def divergence(run: Run) -> list[dict[str, Any]]:
                     "first_difference": None,
                 }
             )
-        holders = [(rk, m[key]) for rk, m in maps if key in m]
+        holders = [(rk, m[key], compared_values(m[key])) for rk, m in maps if key in m]
         if len(holders) < 2:
             continue
-        for fname, get in FIELDS.items():
+        for fname in holders[0][2]:
             groups: dict[str, list[int | None]] = {}
             values: dict[str, Any] = {}
             graphs: dict[str, Graph] = {}
-            for rk, g in holders:
-                v = get(g)
+            for rk, g, vals in holders:
+                v = vals[fname]
                 c = _canon(v)
                 groups.setdefault(c, []).append(rk)
                 values.setdefault(c, v)

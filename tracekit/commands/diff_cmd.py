@@ -17,11 +17,13 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import orjson
 
+from tracekit.commands import options
+from tracekit.commands.options import format_option, output_option
 from tracekit.commands.output import output_sink
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
@@ -254,20 +256,16 @@ def _plural(n: int, word: str) -> str:
 # --- the command ---------------------------------------------------------------------------------
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """One line on stderr, exit status 2."""
-    click.echo(f"tracekit diff: error: {message}", err=True)
-    sys.exit(2)
+    options.fail("diff", f"error: {message}", options.BAD_INPUT)
 
 
 @click.command("diff", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
-@click.option(
-    "--format", "fmt", type=click.Choice(DIFF_FORMATS), default="table", show_default=True,
-    help="Output format; json is the tracekit.diff/1 document.",
-)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE, not stdout.")
+@format_option(DIFF_FORMATS, help="Output format; json is the tracekit.diff/1 document.")
+@output_option("Write to FILE, not stdout.")
 @click.option(
     "--exit-code", is_flag=True,
     help="Exit 1 when the runs differ, 0 when identical (like git diff --exit-code).",

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from tracekit.commands.options import file_in_existing_dir, format_option, paths_argument
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
@@ -136,7 +137,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
 
 @click.command("replay")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@paths_argument()
 @click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]",
               help="Cap(s) to replay, in MB; repeatable or comma-separated (auto allowed).")
 @click.option("--cap", "cap_auto", multiple=True, type=click.Choice(["auto"]),
@@ -156,9 +157,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--sym", "syms", multiple=True, metavar="NAME=VALUE",
               help="Value of a symbolic size (e.g. s77=1024); repeatable.")
 @click.option("--mode", default=None, help="Bucket mode (default, custom_ops, ...), as torch's pass.")
-@click.option("--format", "fmt", type=click.Choice(REPLAY_FORMATS), default="table", show_default=True)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
-              help="Draw collectives and comm time against the cap (needs matplotlib).")
+@format_option(REPLAY_FORMATS)
+@file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
            graphs, syms, mode, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP

@@ -5,9 +5,9 @@ Reads the logs (:func:`tracekit.reader.load`), builds the summary document
 PATH may also be one JSON file that ``tracekit summarize --format json`` wrote: the page is then
 rendered from that document as it is. Never imports torch.
 
-Exit status: 0; 1 when no log could be read (the page is still written and says so); 2 for a
-usage error, an output that cannot be written, or a JSON file that is not a summary, with one
-line on stderr.
+Exit status (:mod:`tracekit.commands.options`): 0; 2 for a missing PATH, an output that cannot
+be written (``-o`` into a missing directory), a JSON file that is not a summary, or no log that
+could be read (the page is still written and says so), with one line on stderr.
 """
 
 from __future__ import annotations
@@ -18,13 +18,9 @@ from typing import Any
 
 import click
 
+from tracekit.commands.options import BAD_INPUT, examples, fail, jobs_option, paths_argument
+
 SUMMARY_PREFIX = "tracekit.summary/"
-
-
-def fail(message: str) -> None:
-    """One line on stderr, exit status 2."""
-    click.echo(f"tracekit report: error: {message}", err=True)
-    sys.exit(2)
 
 
 def saved_summary(path: str) -> dict[str, Any] | None:
@@ -43,21 +39,23 @@ def saved_summary(path: str) -> dict[str, Any] | None:
         with opener(path, "rb") as f:
             doc = orjson.loads(f.read())
     except orjson.JSONDecodeError as e:
-        fail(f"{path}: bad JSON summary: {e}")
+        fail("report", f"{path}: bad JSON summary: {e}")
     except (OSError, EOFError) as e:
-        fail(f"{path}: cannot read: {e}")
+        fail("report", f"{path}: cannot read: {e}")
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SUMMARY_PREFIX):
-        fail(f"{path}: JSON that is not a tracekit summary (no \"schema\": \"{SUMMARY_PREFIX}N\")")
+        fail("report", f"{path}: JSON that is not a tracekit summary "
+                       f"(no \"schema\": \"{SUMMARY_PREFIX}N\")")
     return doc
 
 
 @click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
-              help="The HTML file to write ('-': stdout).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Worker processes reading files in parallel (default: the machine's cores).")
-def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
+@paths_argument()
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="The HTML file to write (default: stdout, when it is not a terminal).")
+@jobs_option()
+@examples("tracekit report logs/ -o report.html",
+          "tracekit summarize logs/ --format json -o run.json && tracekit report run.json -o report.html")
+def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None:
     """Write one self-contained HTML page (verdict, world, rank groups, divergence, bucket
     sizes, graphs where bucketing did nothing, diagnostics) from the compile logs of every rank,
     or from one JSON file written by `tracekit summarize --format json`. The page fetches
@@ -65,15 +63,17 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
     from tracekit.commands.output import output_sink
     from tracekit.render_html import render_html
 
-    if output != "-":
+    if output is None and sys.stdout.isatty():
+        fail("report", "the page is HTML: give -o FILE (or redirect stdout)")
+    if output is not None:  # checked before reading: one line, not click's usage block
         parent = os.path.dirname(os.path.abspath(output))
         if not os.path.isdir(parent):
-            fail(f"cannot write {output}: no directory {parent}")
+            fail("report", f"cannot write {output}: no directory {parent}")
     docs = [d for d in (saved_summary(p) for p in paths) if d is not None]
     no_logs = False
     if docs:
         if len(paths) > 1:
-            fail("a saved JSON summary must be the only PATH")
+            fail("report", "a saved JSON summary must be the only PATH")
         doc = docs[0]
     else:
         from tracekit.progress import ProgressBar
@@ -87,9 +87,8 @@ def report(paths: tuple[str, ...], output: str, jobs: int | None) -> None:
     try:
         page = render_html(doc).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # a hand-edited summary
-        fail(f"{paths[0]}: bad summary: {type(e).__name__}: {e}")
-    with output_sink(None if output == "-" else output, command="report", error_status=2) as write:
+        fail("report", f"{paths[0]}: bad summary: {type(e).__name__}: {e}")
+    with output_sink(output, command="report", error_status=BAD_INPUT) as write:
         write(page)
     if no_logs:
-        click.echo("tracekit report: no log could be read", err=True)
-        sys.exit(1)
+        fail("report", "no log could be read", BAD_INPUT)

@@ -5,7 +5,8 @@ Reads the logs (:func:`tracekit.reader.load`), builds the ``tracekit.summary/1``
 rank consensus, graphs where bucketing did nothing, diagnostics. The text renderers below work
 from the document alone, so they render a saved JSON summary the same way.
 
-Exit status: 0; 1 when ``--strict`` and any bad input was seen, or when no log could be read.
+Exit status (the policy of :mod:`tracekit.commands.options`): 0; 1 when ``--strict`` and any bad
+input was seen; 2 when a path does not exist or no log could be read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from typing import Any
 
 import click
 
+from tracekit.commands.options import (
+    BAD_INPUT,
+    FINDINGS,
+    fail,
+    format_option,
+    jobs_option,
+    output_option,
+    paths_argument,
+)
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.render import FORMATS, fmt_counts, fmt_mb, heading, table
 from tracekit.summarize import graph_label
@@ -147,14 +157,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
 
 @click.command("summarize")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Output format.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write to FILE instead of stdout.")
+@paths_argument()
+@format_option(FORMATS)
+@output_option()
 @click.option("--strict", is_flag=True, help="Exit with status 1 if any bad input was seen.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Worker processes reading files in parallel (default: the machine's cores).")
+@jobs_option()
 def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool,
               jobs: int | None) -> None:
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
@@ -174,8 +181,6 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool
         else:
             write(render_text(summary_document(run), fmt).encode("utf-8"))
     if not any(r.files for r in run.ranks):
-        click.echo("tracekit summarize: no log could be read", err=True)
-        sys.exit(1)
+        fail("summarize", "no log could be read", BAD_INPUT)
     if strict and run.diagnostics.total:
-        click.echo(f"tracekit summarize: {run.diagnostics.total} bad input(s) (--strict)", err=True)
-        sys.exit(1)
+        fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)

@@ -319,7 +319,7 @@ def replay_source(
         )
         return out
     # Hints the log recorded for symbolic sizes (if the reader offers them), then --sym.
-    hints = dict(getattr(src, "symbol_hints", None) or {})
+    hints = dict(src.symbol_hints)
     if hints:
         options = replace(options, symbols={**hints, **options.symbols})
     key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),

@@ -1,6 +1,7 @@
 """Which recorded outcomes to replay: the reader pairs each outcome with its graph text
 (:func:`tracekit.reader.graph_sources`, per rank and compile id, forward then backward); here
-we pick ranks and graphs, and attach the symbol hints the log recorded.
+we pick ranks and graphs. Each source carries the symbol hints its file recorded
+(``create_symbol`` entries, read in the same pass).
 
 - default: the lowest rank (ranks are normally identical; ``tracekit summarize`` tells when
   they are not); only that rank's files are read when their names carry the rank;
@@ -41,9 +42,8 @@ def replay_sources_for(
     graphs: list[tuple[str, int | None]] | None = None,
     diagnostics: Diagnostics | None = None,
 ) -> list[Any]:
-    """The :class:`tracekit.reader.GraphSource` values to replay, with ``symbol_hints`` set."""
+    """The :class:`tracekit.reader.GraphSource` values to replay (one pass over their files)."""
     from tracekit.reader import graph_sources
-    from tracekit.replay.hints import attach_hints
     from tracekit.sources import find_logs
 
     diag = diagnostics if diagnostics is not None else Diagnostics()
@@ -59,5 +59,4 @@ def replay_sources_for(
         chosen = rank if rank is not None else (seen[0] if seen else None)
         if chosen is not None:
             sources = [s for s in sources if s.rank == chosen]
-    attach_hints(sources, diag)
     return sources

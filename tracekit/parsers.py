@@ -1,12 +1,15 @@
-"""Entries -> artifacts: one small parser per artifact kind, all behind one interface.
+"""Entries -> values: one small parser per entry kind, all behind one interface.
 
-Each parser names the artifacts it wants (:attr:`ArtifactParser.names`), says whether it needs
-the payload text (:attr:`ArtifactParser.needs_payload`), turns the payload into a value
-(:meth:`ArtifactParser.parse`, raising :class:`ArtifactError` on anything it does not accept)
-and hands the value to the per-rank model builder (:meth:`ArtifactParser.apply`). The reader's
-loop only splits lines and dispatches; adding an artifact kind is adding one parser here.
+Each parser says which entries it wants: artifacts by name (:attr:`EntryParser.artifacts`,
+``{"artifact": {"name": NAME}}``) and other entry kinds by type (:attr:`EntryParser.entry_types`,
+e.g. ``{"create_symbol": {...}}``); whether it needs the payload text
+(:attr:`EntryParser.needs_payload`); turns the entry into a value (:meth:`EntryParser.parse`,
+from the payload and the envelope, raising :class:`ArtifactError` on anything it does not
+accept); and hands the value to the per-rank model builder (:meth:`EntryParser.apply`, through
+the :class:`ModelBuilder` interface). The reader's loop only splits lines and dispatches;
+adding an entry kind is adding one parser here and naming it in a parser set.
 
-Payloads are untrusted text: they are parsed with regular expressions and orjson, never eval'd.
+Payloads and envelopes are untrusted: parsed with regular expressions and orjson, never eval'd.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import orjson
 
 from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, CollectiveSize, Counts
 
-if TYPE_CHECKING:
-    from tracekit.reader import RankBuilder
+#: An entry's selection key: ``("artifact", NAME)`` for an artifact, ``(TYPE, None)`` otherwise.
+EntryKey = tuple[str, "str | None"]
 
 
 class ArtifactError(ValueError):
@@ -39,16 +42,33 @@ class Outcome:
     collectives: dict[str, Counts]
 
 
-class ArtifactParser:
-    """The interface: which artifacts, whether the payload is needed, what is made of them."""
+class ModelBuilder(Protocol):
+    """What parsers hand their values to: one file's model, built in log order (implemented by
+    :class:`tracekit.pairing.RankBuilder`; the compile id of the entry is already set on it)."""
 
-    names: ClassVar[frozenset[str]] = frozenset()
+    def add_outcome(self, outcome: Outcome, file: str, line: int) -> None: ...
+    def set_sizes(self, after: bool, sizes: list[CollectiveSize]) -> None: ...
+    def count_compiled_graph(self, text: str | None) -> None: ...
+    def count_cache_hit(self) -> None: ...
+    def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None: ...
+    def add_symbol_hint(self, symbol: str, value: int) -> None: ...
+
+
+class EntryParser:
+    """The interface: which entries, whether the payload is needed, what is made of them."""
+
+    artifacts: ClassVar[frozenset[str]] = frozenset()  # artifact names
+    entry_types: ClassVar[frozenset[str]] = frozenset()  # other entry types ("create_symbol")
     needs_payload: ClassVar[bool] = True
 
-    def parse(self, payload: str) -> Any:
+    def keys(self) -> list[EntryKey]:
+        return [("artifact", n) for n in sorted(self.artifacts)] + [(t, None) for t in sorted(self.entry_types)]
+
+    def parse(self, payload: str | None, envelope: dict[str, Any]) -> Any:
+        """The value of one entry (``payload`` is None when :attr:`needs_payload` is false)."""
         return payload
 
-    def apply(self, builder: RankBuilder, name: str, value: Any, file: str, line: int) -> None:
+    def apply(self, builder: ModelBuilder, key: EntryKey, value: Any, file: str, line: int) -> None:
         raise NotImplementedError
 
 
@@ -88,13 +108,13 @@ def parse_outcome(text: str) -> Outcome:
     )
 
 
-class OutcomeParser(ArtifactParser):
-    names = frozenset({"pre_bucketing_fsdp_collectives"})
+class OutcomeParser(EntryParser):
+    artifacts = frozenset({"pre_bucketing_fsdp_collectives"})
 
-    def parse(self, payload: str) -> Outcome:
-        return parse_outcome(payload)
+    def parse(self, payload, envelope):
+        return parse_outcome(payload or "")
 
-    def apply(self, builder, name, value, file, line):
+    def apply(self, builder, key, value, file, line):
         builder.add_outcome(value, file, line)
 
 
@@ -127,28 +147,28 @@ def _intern(s: str) -> str:
     return sys.intern(s) if len(s) < 200 else s
 
 
-class SizesParser(ArtifactParser):
-    names = frozenset({"pre_bucketing_collective_sizes", "pre_bucketing_collective_sizes_after"})
+class SizesParser(EntryParser):
+    artifacts = frozenset({"pre_bucketing_collective_sizes", "pre_bucketing_collective_sizes_after"})
 
-    def parse(self, payload: str) -> list[CollectiveSize]:
-        return parse_sizes(payload)
+    def parse(self, payload, envelope):
+        return parse_sizes(payload or "")
 
-    def apply(self, builder, name, value, file, line):
-        builder.set_sizes(after=name.endswith("_after"), sizes=value)
+    def apply(self, builder, key, value, file, line):
+        builder.set_sizes(after=key[1].endswith("_after"), sizes=value)
 
 
 # --- counters: graphs that ran post-grad passes, inductor cache hits ----------------------------
 
 
-class CompiledGraphCounter(ArtifactParser):
+class CompiledGraphCounter(EntryParser):
     """``before_post_grad_graph``: one per graph that went through the post-grad passes.
 
     Summarize only counts it; replay also wants its text (the graph the outcome came from)."""
 
-    names = frozenset({"before_post_grad_graph"})
+    artifacts = frozenset({"before_post_grad_graph"})
     needs_payload = False
 
-    def apply(self, builder, name, value, file, line):
+    def apply(self, builder, key, value, file, line):
         builder.count_compiled_graph(value)
 
 
@@ -158,42 +178,42 @@ class GraphTextParser(CompiledGraphCounter):
     needs_payload = True
 
 
-class CacheHitCounter(ArtifactParser):
+class CacheHitCounter(EntryParser):
     """``fx_graph_cache_hit``: a graph that skipped the post-grad passes (so no bucketing logs)."""
 
-    names = frozenset({"fx_graph_cache_hit"})
+    artifacts = frozenset({"fx_graph_cache_hit"})
     needs_payload = False
 
-    def apply(self, builder, name, value, file, line):
+    def apply(self, builder, key, value, file, line):
         builder.count_cache_hit()
 
 
 # --- tracekit's own pass (bucketing.install()) --------------------------------------------------
 
 
-class TracekitBucketsParser(ArtifactParser):
+class TracekitBucketsParser(EntryParser):
     """``tracekit_fsdp_buckets`` (json): marks the next outcome of the compile id as ours."""
 
-    names = frozenset({"tracekit_fsdp_buckets"})
+    artifacts = frozenset({"tracekit_fsdp_buckets"})
 
-    def parse(self, payload: str) -> Any:
+    def parse(self, payload, envelope):
         try:
-            return orjson.loads(payload)
+            return orjson.loads(payload or "")
         except orjson.JSONDecodeError as e:
             raise ArtifactError(f"tracekit_fsdp_buckets is not JSON: {e}") from None
 
-    def apply(self, builder, name, value, file, line):
+    def apply(self, builder, key, value, file, line):
         builder.mark_tracekit(buckets=value)
 
 
-class TracekitInputGraphParser(ArtifactParser):
+class TracekitInputGraphParser(EntryParser):
     """``tracekit_fsdp_input_graph`` (string): the graph our pass was given, just before its
     outcome. Summarize only needs to know it was there; replay keeps the text."""
 
-    names = frozenset({"tracekit_fsdp_input_graph"})
+    artifacts = frozenset({"tracekit_fsdp_input_graph"})
     needs_payload = False
 
-    def apply(self, builder, name, value, file, line):
+    def apply(self, builder, key, value, file, line):
         builder.mark_tracekit(input_graph=value)
 
 
@@ -201,8 +221,37 @@ class TracekitInputGraphTextParser(TracekitInputGraphParser):
     needs_payload = True
 
 
+# --- create_symbol: the hints of symbolic sizes, for replay ----------------------------------------
+
+
+class SymbolHintParser(EntryParser):
+    """``{"create_symbol": {"symbol": "s77", "val": "8", ...}}``: Dynamo made a size symbolic;
+    ``val`` is the size seen then (the hint). A frame's forward and backward share one shape
+    environment, so the hints of a compile id serve both its graphs. Unbacked symbols (``u0``)
+    and symbolic hints give nothing (replay then needs ``--sym``)."""
+
+    entry_types = frozenset({"create_symbol"})
+    needs_payload = False
+
+    def parse(self, payload, envelope):
+        body = envelope.get("create_symbol")
+        if not isinstance(body, dict):
+            return None
+        name, val = body.get("symbol"), body.get("val")
+        if not isinstance(name, str) or isinstance(val, bool) or not isinstance(val, (str, int)):
+            return None
+        try:
+            return name, int(val)
+        except ValueError:
+            return None
+
+    def apply(self, builder, key, value, file, line):
+        if value is not None:
+            builder.add_symbol_hint(*value)
+
+
 #: The parsers summarize uses.
-SUMMARY_PARSERS: tuple[ArtifactParser, ...] = (
+SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     OutcomeParser(),
     SizesParser(),
     CompiledGraphCounter(),
@@ -211,34 +260,38 @@ SUMMARY_PARSERS: tuple[ArtifactParser, ...] = (
     TracekitInputGraphParser(),
 )
 
-#: The parsers graph_sources uses: the same, with graph texts kept.
-SOURCE_PARSERS: tuple[ArtifactParser, ...] = (
+#: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.
+SOURCE_PARSERS: tuple[EntryParser, ...] = (
     OutcomeParser(),
     SizesParser(),
     GraphTextParser(),
     CacheHitCounter(),
     TracekitBucketsParser(),
     TracekitInputGraphTextParser(),
+    SymbolHintParser(),
 )
 
 
-def by_name(parsers: tuple[ArtifactParser, ...]) -> dict[bytes, ArtifactParser]:
-    """Artifact name (bytes, as it appears in the envelope) -> its parser."""
-    table: dict[bytes, ArtifactParser] = {}
+def by_key(parsers: tuple[EntryParser, ...]) -> dict[EntryKey, EntryParser]:
+    """Entry key (``("artifact", NAME)`` or ``(TYPE, None)``) -> its parser."""
+    table: dict[EntryKey, EntryParser] = {}
     for p in parsers:
-        for n in p.names:
-            table[n.encode()] = p
+        for k in p.keys():
+            if k in table:
+                raise ValueError(f"two parsers for {k}")
+            table[k] = p
     return table
 
 
 __all__ = [
     "COLLECTIVE_TYPES",
     "ArtifactError",
-    "ArtifactParser",
+    "EntryParser",
+    "ModelBuilder",
     "Outcome",
     "SOURCE_PARSERS",
     "SUMMARY_PARSERS",
-    "by_name",
+    "by_key",
     "parse_outcome",
     "parse_sizes",
 ]

@@ -1,0 +1,221 @@
+"""Parsed entries -> the per-rank model: pairing artifacts into graphs, files into ranks.
+
+Pairing is per rank and compile id, never by adjacency (other frames' graphs often come between
+a frame's forward and its lazily compiled backward):
+
+- ``graph_index`` is the position of a ``pre_bucketing_fsdp_collectives`` outcome among the
+  outcomes of its compile id in log order: 0 is the forward, 1 the backward.
+- ``pre_bucketing_collective_sizes`` / ``..._after`` attach to the next outcome of the same rank
+  and compile id; ``tracekit_fsdp_buckets`` / ``tracekit_fsdp_input_graph`` before an outcome
+  mark it ``source="tracekit"`` (our pass, ``bucketing.install()``).
+- ``before_post_grad_graph`` is counted per rank (``Rank.compiled_graphs``), ``fx_graph_cache_hit``
+  too (``Rank.cache_hits``); ``create_symbol`` hints are kept per compile id (replay).
+- Entries with no compile id (a pass called outside torch.compile) get compile id ``"-"``.
+- A file's rank is the first ``rank`` an envelope carries (else the ``rank_N`` of its name).
+  Several files of one rank are merged in the order given; graph indices continue across them.
+
+:class:`RankBuilder` implements :class:`tracekit.parsers.ModelBuilder`: the parsers hand it their
+values, in log order. :func:`build_file` applies one file's parsed events (from one or more
+segments, see :mod:`tracekit.segments`) and :func:`merge_files` merges files into a Run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracekit.model import CollectiveSize, Diagnostics, Graph, Rank, Run, Sizes
+from tracekit.parsers import EntryKey, EntryParser, Outcome, by_key
+from tracekit.sources import LogFile
+
+NO_COMPILE_ID = "-"
+
+#: One parsed entry, in log order: (entry key, parsed value, compile id, line).
+Event = tuple[EntryKey, Any, str, int]
+
+
+@dataclass
+class PendingGraph:
+    """What was seen for one compile id since its last outcome."""
+
+    sizes_before: list[CollectiveSize] | None = None
+    sizes_after: list[CollectiveSize] | None = None
+    tracekit: bool = False
+    tracekit_text: str | None = None
+    graph_text: str | None = None
+
+
+@dataclass
+class GraphSource:
+    """One outcome and the graph text it was computed from (see
+    :func:`tracekit.reader.graph_sources`), with the symbol hints of its compile id."""
+
+    rank: int | None
+    compile_id: str
+    graph_index: int
+    graph: Graph
+    text: str | None
+    text_artifact: str | None  # "before_post_grad_graph" | "tracekit_fsdp_input_graph" | None
+    symbol_hints: dict[str, int] = field(default_factory=dict)
+
+
+class RankBuilder:
+    """Builds one file's graphs from its parsed entries (see the module docstring)."""
+
+    def __init__(self, file: str, keep_sources: bool = False) -> None:
+        self.file = file
+        self.rank: int | None = None
+        self.graphs: list[Graph] = []
+        self.compiled_graphs = 0
+        self.cache_hits = 0
+        self.cid = NO_COMPILE_ID
+        self._pending: dict[str, PendingGraph] = {}
+        self._index: dict[str, int] = {}
+        self.sources: list[GraphSource] | None = [] if keep_sources else None  # for replay
+        self.symbol_hints: dict[str, dict[str, int]] = {}  # compile id -> {symbol: hint}
+
+    def _p(self) -> PendingGraph:
+        p = self._pending.get(self.cid)
+        if p is None:
+            p = self._pending[self.cid] = PendingGraph()
+        return p
+
+    def set_sizes(self, after: bool, sizes: list[CollectiveSize]) -> None:
+        if after:
+            self._p().sizes_after = sizes
+        else:
+            self._p().sizes_before = sizes
+
+    def count_compiled_graph(self, text: str | None) -> None:
+        self.compiled_graphs += 1
+        if text is not None:
+            self._p().graph_text = text
+
+    def count_cache_hit(self) -> None:
+        self.cache_hits += 1
+
+    def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None:
+        p = self._p()
+        p.tracekit = True
+        if input_graph is not None:
+            p.tracekit_text = input_graph
+
+    def add_symbol_hint(self, symbol: str, value: int) -> None:
+        self.symbol_hints.setdefault(self.cid, {})[symbol] = value
+
+    def add_outcome(self, o: Outcome, file: str, line: int) -> None:
+        cid = self.cid
+        p = self._pending.pop(cid, None) or PendingGraph()
+        idx = self._index.get(cid, 0)
+        self._index[cid] = idx + 1
+        sizes = None
+        if p.sizes_before is not None or p.sizes_after is not None:
+            sizes = Sizes(before=p.sizes_before or [], after=p.sizes_after)
+        g = Graph(
+            compile_id=cid,
+            graph_index=idx,
+            fsdp_groups=o.fsdp_groups,
+            group_size=o.group_size,
+            n_nodes=o.n_nodes,
+            bucket_cap_mb=o.bucket_cap_mb,
+            collectives=o.collectives,
+            sizes_mb=sizes,
+            source="tracekit" if p.tracekit else "torch",
+            file=file,
+            line=line,
+        )
+        self.graphs.append(g)
+        if self.sources is None:
+            return
+        if p.tracekit_text is not None:
+            text, art = p.tracekit_text, "tracekit_fsdp_input_graph"
+        elif p.graph_text is not None:
+            text, art = p.graph_text, "before_post_grad_graph"
+        else:
+            text, art = None, None
+        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art))
+
+
+@dataclass
+class FileResult:
+    """What one file gave; small, so it travels back from a worker process cheaply."""
+
+    path: str
+    rank: int | None
+    graphs: list[Graph] = field(default_factory=list)
+    compiled_graphs: int = 0
+    cache_hits: int = 0
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    readable: bool = True  # False when the file could not be opened at all
+
+
+@dataclass
+class SegmentResult:
+    """The parsed entries of one segment of a file, in order, to be applied to the file's
+    builder (see :mod:`tracekit.segments`)."""
+
+    events: list[Event]
+    rank: int | None
+    lines: int  # lines in the segment: the next segment's line numbers start after them
+    diagnostics: Diagnostics
+    readable: bool = True
+
+
+def build_file(
+    log: LogFile,
+    parts: list[SegmentResult],
+    parsers: tuple[EntryParser, ...],
+    sink: Callable[[GraphSource], None] | None = None,
+) -> FileResult:
+    """Build one file's graphs from its segments' events, in order (pairing happens here).
+
+    ``sink`` receives the file's :class:`GraphSource` values, with their symbol hints, once the
+    whole file is applied."""
+    table = by_key(parsers)
+    diag = Diagnostics()
+    b = RankBuilder(log.path, keep_sources=sink is not None)
+    b.rank = next((p.rank for p in parts if p.rank is not None), log.rank_hint)
+    offset = 0
+    for part in parts:
+        if offset:
+            for ex in part.diagnostics.examples:
+                if ex["line"]:
+                    ex["line"] += offset
+        diag.merge(part.diagnostics)
+        for key, value, cid, line in part.events:
+            b.cid = cid
+            table[key].apply(b, key, value, log.path, line + offset)
+        offset += part.lines
+    if b.sources is not None and sink is not None:
+        for src in b.sources:
+            src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
+            sink(src)
+    readable = all(p.readable for p in parts)
+    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable)
+
+
+def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
+    """One Run from the files' results, in the order given: files of one rank are merged, their
+    graph indices continued per compile id; ranks sorted (the rank-less one last)."""
+    ranks: dict[int | None, Rank] = {}
+    next_index: dict[int | None, dict[str, int]] = {}
+    for res in results:
+        diagnostics.merge(res.diagnostics)
+        if not res.readable:
+            continue
+        r = ranks.get(res.rank)
+        if r is None:
+            r = ranks[res.rank] = Rank(rank=res.rank)
+            next_index[res.rank] = {}
+        r.files.append(res.path)
+        r.compiled_graphs += res.compiled_graphs
+        r.cache_hits += res.cache_hits
+        offsets = next_index[res.rank]
+        base = dict(offsets)
+        for g in res.graphs:
+            g.graph_index += base.get(g.compile_id, 0)
+            offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
+            r.graphs.append(g)
+    order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
+    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics)
