@@ -168,6 +168,7 @@ def test_documents_without_ranks_or_groups_still_render():
     del doc["ranks"]
     tree = parse(render_html(doc))
     assert "no per-rank graphs" in tree.find("section", id="groups").text
+    assert tree.find("section", id="sizes").find_all("p")[-1].text == "this document has no per-rank graphs"
     assert [d.text for d in tree.find("section", id="world").find_all("dd")] == ["unknown", "4", "unknown"]
     assert tree.find("section", id="divergence").attrs["data-differing-ranks"] == "3"
     empty = parse(render_html({"schema": "tracekit.summary/1"}))

@@ -481,7 +481,9 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
             label = graph_label(label) if isinstance(label, int) else label
             charts.append(sizes_svg(graph["sizes_mb"], f"group {i + 1} (ranks {ranks}): "
                                                         f"{cid} {label}"))
-    if not charts:
+    if not groups:
+        out.append('<p class="muted">this document has no per-rank graphs</p>')
+    elif not charts:
         out.append('<p class="muted">no sizes recorded (set pre_bucketing_fsdp_collectives_verbose '
                    "= True in the job to log them)</p>")
     else:

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from tracekit.commands.options import BAD_INPUT, examples, fail, jobs_option, paths_argument
+from tracekit.commands.options import BAD_INPUT, fail, jobs_option, paths_argument
 
 SUMMARY_PREFIX = "tracekit.summary/"
 
@@ -53,13 +53,17 @@ def saved_summary(path: str) -> dict[str, Any] | None:
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="The HTML file to write (default: stdout, when it is not a terminal).")
 @jobs_option()
-@examples("tracekit report logs/ -o report.html",
-          "tracekit summarize logs/ --format json -o run.json && tracekit report run.json -o report.html")
 def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None:
-    """Write one self-contained HTML page (verdict, world, rank groups, divergence, bucket
-    sizes, graphs where bucketing did nothing, diagnostics) from the compile logs of every rank,
-    or from one JSON file written by `tracekit summarize --format json`. The page fetches
-    nothing: attach it to a bug."""
+    """Write one self-contained HTML page to attach to a bug.
+
+    The page shows the verdict, the world of ranks, rank groups, divergence, bucket sizes,
+    graphs where bucketing did nothing and diagnostics, from the compile logs of every rank or
+    from one JSON file written by `tracekit summarize --format json`. It fetches nothing.
+
+    \b
+    tracekit report logs/ -o report.html
+    tracekit summarize logs/ --format json -o run.json && tracekit report run.json -o report.html
+    """
     from tracekit.commands.output import output_sink
     from tracekit.render_html import render_html
 
