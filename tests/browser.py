@@ -24,6 +24,7 @@ FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-extensions", "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
+    "--disable-dev-shm-usage",  # containers with a small /dev/shm
 ]
 
 
