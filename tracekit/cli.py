@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("tracekit.commands.replay_cmd:replay",
                "Rebuild the recorded graphs and re-run bucketing with other caps."),
     "diff": ("tracekit.commands.diff_cmd:diff", "Compare the bucketing outcomes of two runs."),
+    "report": ("tracekit.commands.report_cmd:report",
+               "Write one self-contained HTML page of the run, to attach to a bug."),
 }
 
 
