@@ -30,7 +30,7 @@ def fixture_run(name: str) -> Run:
 
 
 def fixture_doc(name: str) -> dict[str, Any]:
-    return summary_document(fixture_run(name))
+    return summary_document(fixture_run(name), per_rank=True)
 
 
 def wide_run(n: int = 1024, odd: frozenset[int] = frozenset({300, 777})) -> Run:
@@ -53,7 +53,7 @@ def distinct_run(n: int = 1024) -> Run:
 
 
 def wide_doc(n: int = 1024, odd: frozenset[int] = frozenset({300, 777})) -> dict[str, Any]:
-    return summary_document(wide_run(n, odd))
+    return summary_document(wide_run(n, odd), per_rank=True)
 
 
 def v2_doc(name: str = "diverge_rank") -> dict[str, Any]:
@@ -80,7 +80,8 @@ def v2_doc(name: str = "diverge_rank") -> dict[str, Any]:
     doc["groups"] = [{"ranks": format_ranks(g["ranks"]), "count": len(g["ranks"]),
                       "graphs": g["graphs"]} for g in groups.values()]
     for d in doc["divergence"]:
-        d["ranks"], d["majority_ranks"] = format_ranks(d["ranks"]), format_ranks(d["majority_ranks"])
+        d["ranks"], d["majority_ranks"] = (x if isinstance(x, str) else format_ranks(x)
+                                           for x in (d["ranks"], d["majority_ranks"]))
     majority, odd = doc["groups"][0]["graphs"][1], doc["groups"][1]["graphs"][1]
     doc["schedule_divergence"] = [{
         "compile_id": "0/0", "graph_index": 1, "ranks": "3", "majority_ranks": "0-2", "position": 0,

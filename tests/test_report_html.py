@@ -45,7 +45,7 @@ def test_diverge_rank_page():
     assert [s.attrs["id"] for s in tree.find_all("section")] == SECTIONS
     verdict = tree.find("section", id="verdict")
     assert verdict.attrs["data-status"] == "diverge"
-    assert verdict.find("p", class_="line").text == "1 rank (3) differs from the majority: 7 differences"
+    assert verdict.find("p", class_="line").text == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"
     div = tree.find("section", id="divergence")
     assert div.attrs["data-differing-ranks"] == "3"
     rows = div.find_all("tr", data_where="divergence")
@@ -70,7 +70,7 @@ def test_diverge_rank_page():
     assert tree.find("section", id="did-nothing").find("p").text.startswith("none:")
     assert tree.find("section", id="diagnostics").find("p").text == "no bad input"
     world = tree.find("section", id="world")
-    assert [d.text for d in world.find_all("dd")] == ["unknown", "4 (0-3)", "none"]
+    assert [d.text for d in world.find_all("dd")] == ["4", "4 (0-3)", "none", "none"]
     assert world.find("div", id="rank-map").attrs["data-last"] == "3"
     assert_self_contained(page)
     assert 15_000 < len(page.encode()) < 40_000
@@ -84,7 +84,7 @@ def test_spmd_auto_page_agrees():
     assert div.find("p").text == "none: every rank agrees with the majority"
     verdict = tree.find("section", id="verdict")
     assert (verdict.attrs["data-status"], verdict.find("p", class_="line").text) == (
-        "agree", "all 4 ranks agree on all 2 graphs")
+        "agree", "OK: all 4 ranks agree on all 2 graphs")
     assert [g.find("h3").text for g in tree.find_all("div", class_="group")] == [
         "group 1: 4 ranks 0-3, 2 graphs"]
     assert len(tree.find_all("svg")) == 2
@@ -165,7 +165,8 @@ def test_summary_v2_keys():
 
 def test_documents_without_ranks_or_groups_still_render():
     doc = fixture_doc("diverge_rank")
-    del doc["ranks"]
+    for key in ("ranks", "groups", "world", "verdict"):  # a tracekit.summary/1-like document
+        del doc[key]
     tree = parse(render_html(doc))
     assert "no per-rank graphs" in tree.find("section", id="groups").text
     assert tree.find("section", id="sizes").find_all("p")[-1].text == "this document has no per-rank graphs"
@@ -180,6 +181,7 @@ def test_documents_without_ranks_or_groups_still_render():
 def test_log_strings_are_escaped():
     evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
     doc = copy.deepcopy(fixture_doc("diverge_rank"))
+    del doc["groups"]  # the page groups the per-rank entries edited below
     doc["paths"] = [evil]
     g = doc["ranks"][3]["graphs"][0]
     g["compile_id"] = evil
