@@ -5,8 +5,12 @@ from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
 
     Run
      ├─ ranks: [Rank]                one per rank seen in the logs (rank None: no rank written)
-     │    └─ graphs: [Graph]         one per recorded ``pre_bucketing_fsdp_collectives`` outcome,
-     │                               in log order; identified by (compile_id, graph_index)
+     │    ├─ graphs: [Graph]         one per recorded ``pre_bucketing_fsdp_collectives`` outcome,
+     │    │                          in log order; identified by (compile_id, graph_index);
+     │    │                          ``final``: the collectives that run (a FinalSchedule)
+     │    ├─ schedules_without_outcome: [FinalSchedule]   post-grad graphs with a collective
+     │    │                          schedule but no pre-bucketing outcome (no FSDP collectives)
+     │    └─ compile_ids, cache_events   the compile ids in order, fx graph cache hits/misses
      └─ diagnostics: Diagnostics     every bad line, counted by kind, first few with file:line
 """
 
@@ -48,6 +52,48 @@ class Sizes:
 
 
 @dataclass
+class ScheduledCollective:
+    """One collective of ``inductor_collective_schedule`` (waits are not collectives), with what
+    ``fx_collectives_analytical_estimation`` says of it when it could be matched (else None)."""
+
+    kind: str  # "all_gather" | "reduce_scatter" | "all_reduce" | another op ("all_to_all_single")
+    op: str  # the op's name without namespace and overload: "all_gather_into_tensor_out"
+    group: str | None = None  # group_name
+    group_size: int | None = None
+    bytes: int | None = None  # input_bytes
+    est_ms: float | None = None  # torch's NCCL estimate
+
+
+@dataclass
+class FinalSchedule:
+    """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
+    (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
+    from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.parsers`).
+
+    ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
+    backward; see :mod:`tracekit.pairing`). ``sizes``: ``"matched"`` when every kind's
+    estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
+    disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged."""
+
+    compile_id: str
+    position: int
+    collectives: list[ScheduledCollective]
+    world_size: int | None = None
+    sizes: str = "not_logged"
+
+    def counts(self) -> dict[str, int]:
+        """Collectives by kind: the three COLLECTIVE_TYPES always, ``other`` for the rest."""
+        out = {t: 0 for t in COLLECTIVE_TYPES} | {"other": 0}
+        for c in self.collectives:
+            out[c.kind if c.kind in out else "other"] += 1
+        return out
+
+    def sequence(self) -> list[list[Any]]:
+        """What must agree across ranks: ``[kind, group, bytes]`` per collective, in order."""
+        return [[c.kind, c.group, c.bytes] for c in self.collectives]
+
+
+@dataclass
 class Graph:
     """One bucketing outcome: one compiled graph (forward or backward) of one rank."""
 
@@ -62,6 +108,7 @@ class Graph:
     source: str = "torch"  # "torch": stock pass; "tracekit": our pass (bucketing.install())
     file: str = ""  # where the outcome artifact was read
     line: int = 0
+    final: FinalSchedule | None = None  # None when no inductor_collective_schedule was paired
 
     @property
     def key(self) -> tuple[str, int]:
@@ -83,6 +130,9 @@ class Rank:
     graphs: list[Graph] = field(default_factory=list)
     compiled_graphs: int = 0  # before_post_grad_graph artifacts seen (graphs that ran post-grad)
     cache_hits: int = 0  # fx_graph_cache_hit artifacts seen (graphs that skipped the passes)
+    schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)  # dynamo_start order, each once
+    cache_events: list[list[str]] = field(default_factory=list)  # [compile_id, hit|miss|bypass]
 
     def graph(self, compile_id: str, graph_index: int = 0) -> Graph | None:
         for g in self.graphs:
@@ -144,7 +194,8 @@ class GraphField:
 
     ``kind``: ``"key"`` (identifies the graph), ``"where"`` (where it was read: never compared),
     ``"scalar"`` (compared as one value), ``"counts"`` (compared per collective type),
-    ``"sizes"`` (compared per list, first differing collective). ``compare(value)`` gives the
+    ``"sizes"`` (compared per list, first differing collective), ``"final"`` (the collectives
+    that run, compared as one sequence: :mod:`tracekit.schedule`). ``compare(value)`` gives the
     compared values by name (JSON-able)."""
 
     name: str
@@ -213,6 +264,67 @@ def _sizes_compare(s: Sizes | None) -> dict[str, Any]:
             "sizes_mb.after": None if s is None else _size_values(s.after)}
 
 
+def _collective_dump(c: ScheduledCollective) -> dict[str, Any]:
+    return {"kind": c.kind, "op": c.op, "group": c.group, "group_size": c.group_size,
+            "bytes": c.bytes, "est_ms": c.est_ms}
+
+
+def _opt(v: Any, t: type) -> Any:
+    """``v`` as ``t`` (int or float), None stays None; ValueError on anything else."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"not a number: {v!r}")
+    return t(v)
+
+
+def final_to_dict(f: FinalSchedule | None) -> dict[str, Any] | None:
+    """The JSON form of a FinalSchedule, with its counts and totals (derived, for readers)."""
+    if f is None:
+        return None
+    sizes = [c.bytes for c in f.collectives]
+    ms = [c.est_ms for c in f.collectives]
+    return {
+        "compile_id": f.compile_id,
+        "position": f.position,
+        "counts": f.counts(),
+        "bytes": None if None in sizes else sum(sizes),
+        "est_ms": None if None in ms else round(sum(ms), 4),
+        "world_size": f.world_size,
+        "sizes": f.sizes,
+        "collectives": [_collective_dump(c) for c in f.collectives],
+    }
+
+
+def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
+    """A FinalSchedule from its JSON form (derived keys are recomputed, not read)."""
+    if d is None:
+        return None
+    try:
+        return FinalSchedule(
+            compile_id=str(d["compile_id"]),
+            position=int(d["position"]),
+            collectives=[
+                ScheduledCollective(
+                    kind=str(c["kind"]), op=str(c.get("op", "")),
+                    group=None if c.get("group") is None else str(c["group"]),
+                    group_size=_opt(c.get("group_size"), int), bytes=_opt(c.get("bytes"), int),
+                    est_ms=_opt(c.get("est_ms"), float),
+                )
+                for c in d.get("collectives") or []
+            ],
+            world_size=_opt(d.get("world_size"), int),
+            sizes=str(d.get("sizes", "not_logged")),
+        )
+    except (KeyError, TypeError, AttributeError):
+        raise ValueError(f"bad final schedule {str(d)[:80]!r}") from None
+
+
+def _final_compare(f: FinalSchedule | None) -> dict[str, Any]:
+    """Compared: the (kind, group, bytes) sequence; estimates are a model, not behaviour."""
+    return {"final": None if f is None else f.sequence()}
+
+
 def _scalar(name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same) -> GraphField:
     return GraphField(name, "scalar", dump, load, default, lambda v, n=name: {n: dump(v)})
 
@@ -228,6 +340,7 @@ GRAPH_FIELDS: tuple[GraphField, ...] = (
     GraphField("collectives", "counts", _counts_dump, _counts_load, {}, _counts_compare),
     GraphField("sizes_mb", "sizes", _sizes_dump, _sizes_load, None, _sizes_compare),
     _scalar("source", str, "torch"),
+    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare),
     GraphField("file", "where", _same, str, ""),
     GraphField("line", "where", _same, int, 0),
 )
@@ -287,6 +400,9 @@ def rank_to_dict(r: Rank) -> dict[str, Any]:
         "compiled_graphs": r.compiled_graphs,
         "cache_hits": r.cache_hits,
         "graphs": [graph_to_dict(g) for g in r.graphs],
+        "schedules_without_outcome": [final_to_dict(f) for f in r.schedules_without_outcome],
+        "compile_ids": list(r.compile_ids),
+        "cache_events": [list(e) for e in r.cache_events],
     }
 
 
@@ -297,4 +413,7 @@ def rank_from_dict(d: dict[str, Any]) -> Rank:
         graphs=[graph_from_dict(g) for g in d.get("graphs", [])],
         compiled_graphs=int(d.get("compiled_graphs", 0)),
         cache_hits=int(d.get("cache_hits", 0)),
+        schedules_without_outcome=[final_from_dict(f) for f in d.get("schedules_without_outcome") or []],
+        compile_ids=[str(c) for c in d.get("compile_ids") or []],
+        cache_events=[[str(c), str(s)] for c, s in d.get("cache_events") or []],
     )

@@ -10,6 +10,20 @@ a frame's forward and its lazily compiled backward):
   mark it ``source="tracekit"`` (our pass, ``bucketing.install()``).
 - ``before_post_grad_graph`` is counted per rank (``Rank.compiled_graphs``), ``fx_graph_cache_hit``
   too (``Rank.cache_hits``); ``create_symbol`` hints are kept per compile id (replay).
+- The collectives that run (``Graph.final``, a :class:`tracekit.model.FinalSchedule`) are paired
+  by *post-grad position*: the k-th graph of a compile id that inductor compiled or loaded, in
+  log order (0 the forward, 1 the backward). A position starts at each ``before_post_grad_graph``
+  and at each ``fx_graph_cache_hit`` (a graph loaded from the cache: no passes, no schedule);
+  the outcome, ``fx_collectives_analytical_estimation`` (the last one wins) and
+  ``inductor_collective_schedule`` that follow belong to the compile id's current position. An
+  outcome, estimation or schedule that finds no open position (none yet, a cache hit, or one
+  whose schedule came already: its ``before_post_grad_graph`` is missing) starts a new one, so
+  a schedule is never attached to an earlier graph. A schedule whose position has an outcome
+  becomes that Graph's ``final``; one without (a graph with collectives but no FSDP ones) goes to
+  ``Rank.schedules_without_outcome``. ``FinalSchedule.position`` equals the outcome's
+  ``graph_index`` when every post-grad graph of the compile id had an outcome.
+- ``dynamo_start`` gives ``Rank.compile_ids`` (each once, in order); ``fx_graph_cache_hit`` /
+  ``_miss`` / ``_bypass`` give ``Rank.cache_events`` (``[compile_id, state]`` in order).
 - Entries with no compile id (a pass called outside torch.compile) get compile id ``"-"``.
 - A file's rank is the first ``rank`` an envelope carries (else the ``rank_N`` of its name).
   Several files of one rank are merged in the order given; graph indices continue across them.
@@ -25,8 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.model import CollectiveSize, Diagnostics, Graph, Rank, Run, Sizes
-from tracekit.parsers import EntryKey, EntryParser, Outcome, by_key
+from tracekit.model import CollectiveSize, Diagnostics, FinalSchedule, Graph, Rank, Run, Sizes
+from tracekit.parsers import EntryKey, EntryParser, Estimation, Outcome, by_key, final_schedule
 from tracekit.sources import LogFile
 
 NO_COMPILE_ID = "-"
@@ -44,6 +58,20 @@ class PendingGraph:
     tracekit: bool = False
     tracekit_text: str | None = None
     graph_text: str | None = None
+
+
+@dataclass
+class PostGradGraph:
+    """One post-grad position of a compile id (see the module docstring) and what it holds."""
+
+    position: int
+    cache_hit: bool = False
+    graph: Graph | None = None
+    estimation: Estimation | None = None
+    final: FinalSchedule | None = None
+
+    def is_open(self) -> bool:
+        return not self.cache_hit and self.final is None
 
 
 @dataclass
@@ -74,6 +102,41 @@ class RankBuilder:
         self._index: dict[str, int] = {}
         self.sources: list[GraphSource] | None = [] if keep_sources else None  # for replay
         self.symbol_hints: dict[str, dict[str, int]] = {}  # compile id -> {symbol: hint}
+        self.schedules_without_outcome: list[FinalSchedule] = []
+        self.compile_ids: dict[str, None] = {}
+        self.cache_events: list[list[str]] = []
+        self._post_grad: dict[str, PostGradGraph] = {}  # compile id -> its current position
+        self.positions: dict[str, int] = {}  # compile id -> positions started
+
+    def _new_position(self, cache_hit: bool = False) -> PostGradGraph:
+        n = self.positions.get(self.cid, 0)
+        self.positions[self.cid] = n + 1
+        pg = self._post_grad[self.cid] = PostGradGraph(n, cache_hit)
+        return pg
+
+    def _open_position(self) -> PostGradGraph:
+        pg = self._post_grad.get(self.cid)
+        return pg if pg is not None and pg.is_open() else self._new_position()
+
+    def add_compile_id(self) -> None:
+        if self.cid != NO_COMPILE_ID:
+            self.compile_ids.setdefault(self.cid, None)
+
+    def add_cache_event(self, state: str) -> None:
+        self.cache_events.append([self.cid, state])
+        if state == "hit":
+            self._new_position(cache_hit=True)
+
+    def set_estimation(self, estimation: Estimation) -> None:
+        self._open_position().estimation = estimation
+
+    def set_schedule(self, ops: list[tuple[str, str]]) -> None:
+        pg = self._open_position()
+        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation)
+        if pg.graph is not None:
+            pg.graph.final = pg.final
+        else:
+            self.schedules_without_outcome.append(pg.final)
 
     def _p(self) -> PendingGraph:
         p = self._pending.get(self.cid)
@@ -89,6 +152,7 @@ class RankBuilder:
 
     def count_compiled_graph(self, text: str | None) -> None:
         self.compiled_graphs += 1
+        self._new_position()
         if text is not None:
             self._p().graph_text = text
 
@@ -126,6 +190,10 @@ class RankBuilder:
             line=line,
         )
         self.graphs.append(g)
+        pg = self._open_position()
+        if pg.graph is not None:  # a second outcome in one post-grad graph: a graph of its own
+            pg = self._new_position()
+        pg.graph = g
         if self.sources is None:
             return
         if p.tracekit_text is not None:
@@ -148,6 +216,10 @@ class FileResult:
     cache_hits: int = 0
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     readable: bool = True  # False when the file could not be opened at all
+    schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)
+    cache_events: list[list[str]] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)  # post-grad positions per compile id
 
 
 @dataclass
@@ -192,14 +264,17 @@ def build_file(
             src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
             sink(src)
     readable = all(p.readable for p in parts)
-    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable)
+    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable,
+                      b.schedules_without_outcome, list(b.compile_ids), b.cache_events, b.positions)
 
 
 def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
     """One Run from the files' results, in the order given: files of one rank are merged, their
-    graph indices continued per compile id; ranks sorted (the rank-less one last)."""
+    graph indices and post-grad positions continued per compile id, compile ids kept once;
+    ranks sorted (the rank-less one last)."""
     ranks: dict[int | None, Rank] = {}
     next_index: dict[int | None, dict[str, int]] = {}
+    next_position: dict[int | None, dict[str, int]] = {}
     for res in results:
         diagnostics.merge(res.diagnostics)
         if not res.readable:
@@ -208,6 +283,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         if r is None:
             r = ranks[res.rank] = Rank(rank=res.rank)
             next_index[res.rank] = {}
+            next_position[res.rank] = {}
         r.files.append(res.path)
         r.compiled_graphs += res.compiled_graphs
         r.cache_hits += res.cache_hits
@@ -217,5 +293,19 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             g.graph_index += base.get(g.compile_id, 0)
             offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
             r.graphs.append(g)
+        _continue_positions(r, res, next_position[res.rank])
     order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
     return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics)
+
+
+def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> None:
+    """Add one file's schedules, compile ids and cache events to its rank, post-grad positions
+    continued after those of the rank's earlier files."""
+    finals = [g.final for g in res.graphs if g.final is not None] + res.schedules_without_outcome
+    for f in finals:
+        f.position += offsets.get(f.compile_id, 0)
+    for cid, n in res.positions.items():
+        offsets[cid] = offsets.get(cid, 0) + n
+    r.schedules_without_outcome += res.schedules_without_outcome
+    r.compile_ids += [c for c in res.compile_ids if c not in r.compile_ids]
+    r.cache_events += res.cache_events
