@@ -12,6 +12,7 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or fo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from tracekit.model import (
     rank_from_dict,
     rank_to_dict,
 )
+from tracekit.schedule import compile_divergence, schedule_divergence
 
 SCHEMA = "tracekit.summary/1"
 
@@ -168,10 +170,10 @@ def divergence(run: Run) -> list[dict[str, Any]]:
                         "field": fname,
                         "majority_value": values[maj],
                         "value": values[c],
-                        "first_difference": first_difference(
+                        "first_difference": None if fname == "final" else first_difference(
                             graphs[maj], graphs[c], after_first=fname == "sizes_mb.after",
                             only_type=SHORT_NAMES.get(fname),
-                        ),
+                        ),  # the final's first difference: schedule_divergence
                     }
                 )
     return items
@@ -279,6 +281,8 @@ def summary_document(run: Run, *, with_ranks: bool = True) -> dict[str, Any]:
         "ranks": [rank_to_dict(r) for r in run.ranks] if with_ranks else None,
         "totals": t,
         "divergence": divergence(run),
+        "schedule_divergence": schedule_divergence(run),
+        "compile_divergence": compile_divergence(run),
         "did_nothing": did_nothing(run),
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
@@ -311,7 +315,7 @@ def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
             continue
         write(b"[\n")
         for j, r in enumerate(run.ranks):
-            rd = rank_to_dict(Rank(r.rank, r.files, [], r.compiled_graphs, r.cache_hits))
+            rd = rank_to_dict(dataclasses.replace(r, graphs=[]))
             rkeys = sorted(rd)
             write(b"    {\n")
             for k, rk in enumerate(rkeys):

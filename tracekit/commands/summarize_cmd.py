@@ -6,7 +6,8 @@ rank consensus, graphs where bucketing did nothing, diagnostics. The text render
 from the document alone, so they render a saved JSON summary the same way.
 
 Exit status (the policy of :mod:`tracekit.commands.options`): 0; 1 when ``--strict`` and any bad
-input was seen; 2 when a path does not exist or no log could be read.
+input was seen, or ``--fail-on-divergence`` and the ranks diverge; 2 when a path does not exist
+or no log could be read.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.commands.schedule_render import render_schedule_sections, sequence_text
 from tracekit.render import FORMATS, fmt_counts, fmt_mb, heading, table
 from tracekit.summarize import graph_label
 
@@ -77,6 +79,8 @@ def _value_text(field: str, v: Any) -> str:
         return "-"
     if field in COLLECTIVE_TYPES:
         return fmt_counts(v)
+    if field == "final":
+        return sequence_text(v)
     if field.startswith("sizes_mb"):
         n = len(v)
         return f"{n} collective{'' if n == 1 else 's'}, {fmt_mb(sum(x[1] for x in v))} MB"
@@ -130,6 +134,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             ["compile id", "graph", "field", "ranks", "value", "majority ranks",
              "majority value", "first difference"], fmt))
 
+    out.append(render_schedule_sections(doc, fmt))
+
     out.append("\n" + heading("Bucketing did nothing", fmt))
     dn = doc["did_nothing"]
     if not dn:
@@ -161,15 +167,19 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @format_option(FORMATS)
 @output_option()
 @click.option("--strict", is_flag=True, help="Exit with status 1 if any bad input was seen.")
+@click.option("--fail-on-divergence", is_flag=True,
+              help="Exit with status 1 if the ranks diverge: bucketing outcome, the collectives "
+                   "that run, compile ids or cache hits (for CI after a hang).")
 @jobs_option()
 def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool,
-              jobs: int | None) -> None:
+              fail_on_divergence: bool, jobs: int | None) -> None:
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
     what FSDP collective pre-bucketing did per rank and graph, whether the ranks agree, and
     where it merged nothing."""
     from tracekit.commands.output import output_sink
     from tracekit.progress import ProgressBar
     from tracekit.reader import load
+    from tracekit.commands.schedule_render import any_divergence
     from tracekit.summarize import summary_document, write_summary_json
 
     with ProgressBar() as bar:
@@ -184,3 +194,7 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool
         fail("summarize", "no log could be read", BAD_INPUT)
     if strict and run.diagnostics.total:
         fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
+    if fail_on_divergence:
+        found = any_divergence(summary_document(run, with_ranks=False))
+        if found:
+            fail("summarize", f"the ranks diverge: {found} (--fail-on-divergence)", FINDINGS)
