@@ -77,14 +77,16 @@ class FinalSchedule:
 
     compile_id: str
     position: int
+    counts: dict[str, int]  # by kind: the three COLLECTIVE_TYPES, ``other`` for the rest
     collectives: list[ScheduledCollective]
     world_size: int | None = None
     sizes: str = "not_logged"
 
-    def counts(self) -> dict[str, int]:
+    @staticmethod
+    def count_kinds(collectives: list[ScheduledCollective]) -> dict[str, int]:
         """Collectives by kind: the three COLLECTIVE_TYPES always, ``other`` for the rest."""
         out = {t: 0 for t in COLLECTIVE_TYPES} | {"other": 0}
-        for c in self.collectives:
+        for c in collectives:
             out[c.kind if c.kind in out else "other"] += 1
         return out
 
@@ -279,40 +281,38 @@ def _opt(v: Any, t: type) -> Any:
 
 
 def final_to_dict(f: FinalSchedule | None) -> dict[str, Any] | None:
-    """The JSON form of a FinalSchedule, with its counts and totals (derived, for readers)."""
+    """The JSON form of a FinalSchedule: its fields, nested values as plain dicts."""
     if f is None:
         return None
-    sizes = [c.bytes for c in f.collectives]
-    ms = [c.est_ms for c in f.collectives]
     return {
         "compile_id": f.compile_id,
         "position": f.position,
-        "counts": f.counts(),
-        "bytes": None if None in sizes else sum(sizes),
-        "est_ms": None if None in ms else round(sum(ms), 4),
+        "counts": dict(f.counts),
+        "collectives": [_collective_dump(c) for c in f.collectives],
         "world_size": f.world_size,
         "sizes": f.sizes,
-        "collectives": [_collective_dump(c) for c in f.collectives],
     }
 
 
 def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
-    """A FinalSchedule from its JSON form (derived keys are recomputed, not read)."""
+    """A FinalSchedule from its JSON form (``counts`` are recounted from the collectives)."""
     if d is None:
         return None
     try:
+        collectives = [
+            ScheduledCollective(
+                kind=str(c["kind"]), op=str(c.get("op", "")),
+                group=None if c.get("group") is None else str(c["group"]),
+                group_size=_opt(c.get("group_size"), int), bytes=_opt(c.get("bytes"), int),
+                est_ms=_opt(c.get("est_ms"), float),
+            )
+            for c in d.get("collectives") or []
+        ]
         return FinalSchedule(
             compile_id=str(d["compile_id"]),
             position=int(d["position"]),
-            collectives=[
-                ScheduledCollective(
-                    kind=str(c["kind"]), op=str(c.get("op", "")),
-                    group=None if c.get("group") is None else str(c["group"]),
-                    group_size=_opt(c.get("group_size"), int), bytes=_opt(c.get("bytes"), int),
-                    est_ms=_opt(c.get("est_ms"), float),
-                )
-                for c in d.get("collectives") or []
-            ],
+            counts=FinalSchedule.count_kinds(collectives),
+            collectives=collectives,
             world_size=_opt(d.get("world_size"), int),
             sizes=str(d.get("sizes", "not_logged")),
         )
@@ -340,9 +340,9 @@ GRAPH_FIELDS: tuple[GraphField, ...] = (
     GraphField("collectives", "counts", _counts_dump, _counts_load, {}, _counts_compare),
     GraphField("sizes_mb", "sizes", _sizes_dump, _sizes_load, None, _sizes_compare),
     _scalar("source", str, "torch"),
-    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare),
     GraphField("file", "where", _same, str, ""),
     GraphField("line", "where", _same, int, 0),
+    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare),
 )
 
 _COMPARED = tuple(f for f in GRAPH_FIELDS if f.compare is not None)

@@ -338,7 +338,7 @@ def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
     A kind whose counts disagree keeps the schedule's count, with sizes left None."""
     colls = [ScheduledCollective(kind, op) for kind, op in ops]
     if estimation is None:
-        return FinalSchedule(compile_id, position, colls, None, "not_logged")
+        return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls)
     by_kind: dict[str, list[ScheduledCollective]] = {}
     for e in estimation.collectives:
         by_kind.setdefault(e.kind, []).append(e)
@@ -355,7 +355,8 @@ def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
             c.group, c.group_size, c.bytes, c.est_ms = e.group, e.group_size, e.bytes, e.est_ms
     if any(len(v) != len(mine.get(k, [])) for k, v in by_kind.items()):
         status = "partial"
-    return FinalSchedule(compile_id, position, colls, estimation.world_size, status)
+    return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls,
+                         estimation.world_size, status)
 
 
 # --- tracekit's own pass (bucketing.install()) --------------------------------------------------

@@ -75,7 +75,7 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
     groups: dict[tuple[str, int, bytes], list[Any]] = {}
     first: dict[tuple[str, int, bytes], dict[str, Any]] = {}
     for rank, f in _finals(doc):
-        sig = {k: f[k] for k in ("counts", "bytes", "est_ms", "sizes", "collectives")}
+        sig = {k: f[k] for k in ("counts", "sizes", "collectives")}
         key = (f["compile_id"], f["position"], orjson.dumps(sig, option=orjson.OPT_SORT_KEYS))
         groups.setdefault(key, []).append(rank)
         first.setdefault(key, f)
@@ -86,10 +86,12 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
     for key in sorted(groups, key=lambda k: (order[k[0]], k[1], min(-1 if r is None else r for r in groups[k]))):
         f = first[key]
         c = f["counts"]
-        est = "-" if f["est_ms"] is None else f"{f['est_ms']:.4f}"
+        sizes = [x["bytes"] for x in f["collectives"]]
+        ms = [x["est_ms"] for x in f["collectives"]]
         rows.append([f["compile_id"], graph_label(f["position"]), format_ranks(groups[key]),
                      *(c.get(t, 0) for t in COLLECTIVE_TYPES), c.get("other", 0),
-                     _bytes(f["bytes"]), est, f["sizes"]])
+                     "?" if None in sizes else _bytes(sum(sizes)),
+                     "?" if None in ms else f"{sum(ms):.4f}", f["sizes"]])
     return rows
 
 
