@@ -9,12 +9,14 @@ import json
 import shutil
 
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import FIXTURE_LOGS
 from tracekit.commands.diff_cmd import diff as diff_cmd
 from tracekit.commands.summarize_cmd import summarize
 from tracekit.model import FinalSchedule, ScheduledCollective
-from tracekit.parsers import collective_op, parse_estimation
+from tracekit.parsers import ArtifactError, ScheduleParser, collective_op, parse_estimation
 from tracekit.reader import load
 from tracekit.schedule import compile_divergence, first_difference, schedule_divergence
 from tracekit.summarize import run_from_document, summary_document
@@ -283,3 +285,28 @@ def test_positions_continue_across_files_of_one_rank(tmp_path):
     assert len(run.rank(0).files) == 2
     assert [(g.graph_index, g.final.position) for g in run.rank(0).graphs] == [(0, 0), (1, 1)]
     assert schedule_divergence(run) == []
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(
+    ["0", "7", ",", ":", "#", " ", "\n", "_", ".", "\u00b2", "\u0663", "None", "group_size:",
+     "group_name:", "input_bytes:", "# World size: ", "_c10d_functional.all_gather_into_tensor.default",
+     "Collective Key,NCCL Est(ms),Inductor Est(ms)\n", "9" * 5000, "nan", "1e999"]), max_size=30).map("".join))
+def test_estimation_parser_never_raises_anything_but_artifact_error(text):
+    for payload in (text, "Collective Key,NCCL Est(ms),Inductor Est(ms)\n" + text):
+        try:
+            est = parse_estimation(payload)
+        except ArtifactError:
+            continue
+        assert all(c.bytes is None or 0 <= c.bytes < 10**19 for c in est.collectives)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+                    lambda inner: st.lists(inner, max_size=4), max_leaves=10))
+def test_schedule_parser_never_raises_anything_but_artifact_error(value):
+    try:
+        ops = ScheduleParser().parse(json.dumps(value), {})
+    except ArtifactError:
+        return
+    assert all(isinstance(kind, str) and isinstance(op, str) for kind, op in ops)

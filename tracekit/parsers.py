@@ -274,7 +274,8 @@ _KEY_RE = re.compile(r"(?P<target>\S+) group_size:(?P<size>\S*) group_name:(?P<n
 
 
 def _int_or_none(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+    """A plain decimal count (ASCII digits, at most 19 of them), else None ("None", garbage)."""
+    return int(text) if re.fullmatch(r"[0-9]{1,19}", text) else None
 
 
 def parse_estimation(text: str) -> Estimation:
@@ -289,7 +290,7 @@ def parse_estimation(text: str) -> Estimation:
         if not ln.strip():
             continue
         if ln.startswith("#"):
-            m = re.fullmatch(r"# World size: (\d+)\s*", ln)
+            m = re.fullmatch(r"# World size: ([0-9]{1,9})\s*", ln)
             world = int(m[1]) if m else world
             continue
         if header is None:

@@ -129,7 +129,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append(table(
             [[d["compile_id"], graph_label(d["graph_index"]), d["field"], _ranks_text(d["ranks"]),
               _value_text(d["field"], d["value"]), _ranks_text(d["majority_ranks"]),
-              _value_text(d["field"], d["majority_value"]), _first_diff_text(d["first_difference"])]
+              _value_text(d["field"], d["majority_value"]),
+              "see Schedule consensus" if d["field"] == "final" else _first_diff_text(d["first_difference"])]
              for d in div],
             ["compile id", "graph", "field", "ranks", "value", "majority ranks",
              "majority value", "first difference"], fmt))
