@@ -307,5 +307,6 @@ def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> No
     for cid, n in res.positions.items():
         offsets[cid] = offsets.get(cid, 0) + n
     r.schedules_without_outcome += res.schedules_without_outcome
-    r.compile_ids += [c for c in res.compile_ids if c not in r.compile_ids]
+    seen = set(r.compile_ids)
+    r.compile_ids += [c for c in res.compile_ids if c not in seen]
     r.cache_events += res.cache_events
