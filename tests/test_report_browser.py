@@ -42,10 +42,11 @@ def test_diverge_rank_in_chromium(tmp_path):
     assert v["sections"] == ["verdict", "world", "groups", "divergence", "sizes", "did-nothing",
                              "diagnostics"]
     assert v["cells"] == ["c0", "c0", "c0", "c1 sel"]  # ranks 0-2 one group, rank 3 another
-    assert v["found"] == "rank 3: group 2; divergence"
-    assert v["hits"] == ["group 2"] + ["divergence"] * (1 + 7)  # the differing ranks, the rows
+    assert v["found"] == "rank 3: group 2; divergence; schedule divergence"
+    # the differing ranks, the rows: 9 bucketing differences, 2 schedule ones
+    assert v["hits"] == ["group 2"] + ["divergence"] * (1 + 9) + ["schedule divergence"] * 2
     dom = parse(seen.dom)  # the DOM chromium built, script run
-    assert dom.find("body").attrs["data-js"] == "ready" and dom.find("body").attrs["data-found"] == "9"
+    assert dom.find("body").attrs["data-js"] == "ready" and dom.find("body").attrs["data-found"] == "13"
     assert dom.find("section", id="divergence").attrs["data-differing-ranks"] == "3"
     assert len(dom.find("div", id="rank-map").find_all("i")) == 4
     assert len(dom.find("section", id="sizes").find_all("rect")) == 54
@@ -58,7 +59,7 @@ def test_1024_ranks_in_chromium(tmp_path):
     assert len(v["cells"]) == 1024
     assert {i for i, c in enumerate(v["cells"]) if c.startswith("c1")} == {300, 777}
     assert v["cells"][777] == "c1 sel" and v["cells"][0] == "c0"
-    assert v["found"] == "rank 777: group 2; divergence"
+    assert v["found"] == "rank 777: group 2; divergence; schedule divergence"
     dom = parse(seen.dom)
     assert dom.find("section", id="divergence").attrs["data-differing-ranks"] == "300,777"
 

@@ -49,7 +49,7 @@ def test_diverge_rank_page():
     div = tree.find("section", id="divergence")
     assert div.attrs["data-differing-ranks"] == "3"
     rows = div.find_all("tr", data_where="divergence")
-    assert [r.attrs["data-ranks"] for r in rows] == ["3"] * 7
+    assert [r.attrs["data-ranks"] for r in rows] == ["3"] * 9  # 7 bucketing + 2 final (schedule)
     assert [c.text for c in rows[0].find_all("td")] == [
         "0/0", "forward", "all_gather", "3", "10->1", "0-2", "8->1", "#8 AG (before): - vs 0.004 MB"]
     groups = tree.find_all("div", class_="group")
@@ -58,7 +58,7 @@ def test_diverge_rank_page():
                                                   "group 2: 1 rank 3, 2 graphs"]
     odd_backward = groups[1].find_all("tr")[2]
     assert [c.text for c in odd_backward.find_all("td")] == [
-        "0/0", "backward", "0", "4", "1", "27.4", "7->1", "10->1", "0->0", "0.56", "0.559"]
+        "0/0", "backward", "0", "4", "1", "27.4", "7->1", "10->1", "0->0", "0.56", "0.559", "AG 1 RS 1 AR 0"]
     # one chart per group and graph; one bar per recorded collective, before and after
     charts = tree.find("section", id="sizes").find_all("svg")
     assert [c.attrs["aria-label"] for c in charts] == [
@@ -120,9 +120,9 @@ def test_1024_distinct_ranks_under_3_mb():
     assert len(rest) == 1024 - 64
     assert [c.text for c in rest[-1].find_all("td")] == ["1024", "1", "1023"]
     assert rest[-1].attrs["data-where"] == "group 1024"
-    # 2 graphs * 1,023 caps off the majority's, + the 7 differences of ranks 300 and 777
+    # 2 graphs * 1,023 caps off the majority's, + the 9 differences of ranks 300 and 777
     assert len(tree.find_all("tr", data_where="divergence")) == 400
-    assert "first 400 of 2053 shown" in tree.find("section", id="divergence").text
+    assert "first 400 of 2055 shown" in tree.find("section", id="divergence").text
     assert len(tree.find("section", id="sizes").find_all("svg")) == 6 * 2
     assert len(page.encode()) < 3_000_000
 

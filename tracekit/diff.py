@@ -7,6 +7,7 @@ Pure analysis on two :class:`~tracekit.model.Run` objects; it reads no file and 
 Matching: ranks by rank number; graphs of a matched rank by ``(compile_id, graph_index)`` (a key
 logged twice on one rank is matched by occurrence). Compared per graph: FSDP groups, group size,
 nNodes, bucket cap, which pass ran (``source``), the before/after counts of each collective type,
+the collectives that run (``final``: kind, group and bytes in order) when both runs logged them,
 and the per-collective sizes when both runs logged them (the first differing collective, with its
 index, type and size in A and in B, and the list lengths). Node names in the size lists are shown
 but never compared: they are labels, not behaviour.
@@ -289,7 +290,8 @@ def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
         return None
     va, vb = compared_values(a), compared_values(b)
     fields = [FieldChange(name, va[name], vb[name]) for name in va
-              if name not in _SIZE_VALUES and va[name] != vb[name]]
+              if name not in _SIZE_VALUES and va[name] != vb[name]
+              and not (name in _LOGGED_VALUES and (va[name] is None or vb[name] is None))]
     sizes = []
     if a.sizes_mb is not None and b.sizes_mb is not None:
         for which in ("before", "after"):
@@ -305,6 +307,9 @@ def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
 
 #: Compared values reported as a :class:`SizesChange` (first differing collective), not as values.
 _SIZE_VALUES = frozenset({"sizes_mb.before", "sizes_mb.after"})
+#: Compared values that only some logs have (a schedule needs overlap scheduling, older summaries
+#: lack it): compared only when both runs have them, like the sizes.
+_LOGGED_VALUES = frozenset({"final"})
 
 
 def diff_sizes(
@@ -366,10 +371,21 @@ def context_notes(
             f"per-collective sizes logged by only one run on {_ranks_text(no_sizes)}: "
             "sizes not compared there"
         )
+    no_final = [rank for rank in shared if _final_keys(ranks_a[rank]) != _final_keys(ranks_b[rank])]
+    if no_final:
+        notes.append(
+            f"collective schedules (final) logged by only one run for some graphs on "
+            f"{_ranks_text(no_final)}: not compared there"
+        )
     return notes
 
 
 # --- small helpers -------------------------------------------------------------------------------
+
+
+def _final_keys(rank: Rank) -> set[tuple[str, int]]:
+    """The graphs of a rank whose final schedule was logged."""
+    return {g.key for g in rank.graphs if g.final is not None}
 
 
 def run_info(run: Run, label: str, kind: str) -> RunInfo:

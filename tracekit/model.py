@@ -5,8 +5,12 @@ from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
 
     Run
      ├─ ranks: [Rank]                one per rank seen in the logs (rank None: no rank written)
-     │    └─ graphs: [Graph]         one per recorded ``pre_bucketing_fsdp_collectives`` outcome,
-     │                               in log order; identified by (compile_id, graph_index)
+     │    ├─ graphs: [Graph]         one per recorded ``pre_bucketing_fsdp_collectives`` outcome,
+     │    │                          in log order; identified by (compile_id, graph_index);
+     │    │                          ``final``: the collectives that run (a FinalSchedule)
+     │    ├─ schedules_without_outcome: [FinalSchedule]   post-grad graphs with a collective
+     │    │                          schedule but no pre-bucketing outcome (no FSDP collectives)
+     │    └─ compile_ids, cache_events   the compile ids in order, fx graph cache hits/misses
      └─ diagnostics: Diagnostics     every bad line, counted by kind, first few with file:line
 """
 
@@ -48,6 +52,50 @@ class Sizes:
 
 
 @dataclass
+class ScheduledCollective:
+    """One collective of ``inductor_collective_schedule`` (waits are not collectives), with what
+    ``fx_collectives_analytical_estimation`` says of it when it could be matched (else None)."""
+
+    kind: str  # "all_gather" | "reduce_scatter" | "all_reduce" | another op ("all_to_all_single")
+    op: str  # the op's name without namespace and overload: "all_gather_into_tensor_out"
+    group: str | None = None  # group_name
+    group_size: int | None = None
+    bytes: int | None = None  # input_bytes
+    est_ms: float | None = None  # torch's NCCL estimate
+
+
+@dataclass
+class FinalSchedule:
+    """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
+    (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
+    from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.parsers`).
+
+    ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
+    backward; see :mod:`tracekit.pairing`). ``sizes``: ``"matched"`` when every kind's
+    estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
+    disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged."""
+
+    compile_id: str
+    position: int
+    counts: dict[str, int]  # by kind: the three COLLECTIVE_TYPES, ``other`` for the rest
+    collectives: list[ScheduledCollective]
+    world_size: int | None = None
+    sizes: str = "not_logged"
+
+    @staticmethod
+    def count_kinds(collectives: list[ScheduledCollective]) -> dict[str, int]:
+        """Collectives by kind: the three COLLECTIVE_TYPES always, ``other`` for the rest."""
+        out = {t: 0 for t in COLLECTIVE_TYPES} | {"other": 0}
+        for c in collectives:
+            out[c.kind if c.kind in out else "other"] += 1
+        return out
+
+    def sequence(self) -> list[list[Any]]:
+        """What must agree across ranks: ``[kind, group, bytes]`` per collective, in order."""
+        return [[c.kind, c.group, c.bytes] for c in self.collectives]
+
+
+@dataclass
 class Graph:
     """One bucketing outcome: one compiled graph (forward or backward) of one rank."""
 
@@ -62,6 +110,7 @@ class Graph:
     source: str = "torch"  # "torch": stock pass; "tracekit": our pass (bucketing.install())
     file: str = ""  # where the outcome artifact was read
     line: int = 0
+    final: FinalSchedule | None = None  # None when no inductor_collective_schedule was paired
 
     @property
     def key(self) -> tuple[str, int]:
@@ -85,6 +134,9 @@ class Rank:
     cache_hits: int = 0  # fx_graph_cache_hit artifacts seen (graphs that skipped the passes)
     compiles: int = 0  # dynamo_start entries seen (compiles started, with or without graphs)
     torch_version: str | None = None  # the torch_version artifact's pytorch_version
+    schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)  # dynamo_start order, each once
+    cache_events: list[list[str]] = field(default_factory=list)  # [compile_id, hit|miss|bypass]
 
     def graph(self, compile_id: str, graph_index: int = 0) -> Graph | None:
         for g in self.graphs:
@@ -147,7 +199,8 @@ class GraphField:
 
     ``kind``: ``"key"`` (identifies the graph), ``"where"`` (where it was read: never compared),
     ``"scalar"`` (compared as one value), ``"counts"`` (compared per collective type),
-    ``"sizes"`` (compared per list, first differing collective). ``compare(value)`` gives the
+    ``"sizes"`` (compared per list, first differing collective), ``"final"`` (the collectives
+    that run, compared as one sequence: :mod:`tracekit.schedule`). ``compare(value)`` gives the
     compared values by name (JSON-able)."""
 
     name: str
@@ -220,6 +273,65 @@ def _sizes_compare(s: Sizes | None) -> dict[str, Any]:
             "sizes_mb.after": None if s is None else _size_values(s.after)}
 
 
+def _collective_dump(c: ScheduledCollective) -> dict[str, Any]:
+    return {"kind": c.kind, "op": c.op, "group": c.group, "group_size": c.group_size,
+            "bytes": c.bytes, "est_ms": c.est_ms}
+
+
+def _opt(v: Any, t: type) -> Any:
+    """``v`` as ``t`` (int or float), None stays None; ValueError on anything else."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"not a number: {v!r}")
+    return t(v)
+
+
+def final_to_dict(f: FinalSchedule | None) -> dict[str, Any] | None:
+    """The JSON form of a FinalSchedule: its fields, nested values as plain dicts."""
+    if f is None:
+        return None
+    return {
+        "compile_id": f.compile_id,
+        "position": f.position,
+        "counts": dict(f.counts),
+        "collectives": [_collective_dump(c) for c in f.collectives],
+        "world_size": f.world_size,
+        "sizes": f.sizes,
+    }
+
+
+def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
+    """A FinalSchedule from its JSON form (``counts`` are recounted from the collectives)."""
+    if d is None:
+        return None
+    try:
+        collectives = [
+            ScheduledCollective(
+                kind=str(c["kind"]), op=str(c.get("op", "")),
+                group=None if c.get("group") is None else str(c["group"]),
+                group_size=_opt(c.get("group_size"), int), bytes=_opt(c.get("bytes"), int),
+                est_ms=_opt(c.get("est_ms"), float),
+            )
+            for c in d.get("collectives") or []
+        ]
+        return FinalSchedule(
+            compile_id=str(d["compile_id"]),
+            position=int(d["position"]),
+            counts=FinalSchedule.count_kinds(collectives),
+            collectives=collectives,
+            world_size=_opt(d.get("world_size"), int),
+            sizes=str(d.get("sizes", "not_logged")),
+        )
+    except (KeyError, TypeError, AttributeError):
+        raise ValueError(f"bad final schedule {str(d)[:80]!r}") from None
+
+
+def _final_compare(f: FinalSchedule | None) -> dict[str, Any]:
+    """Compared: the (kind, group, bytes) sequence; estimates are a model, not behaviour."""
+    return {"final": None if f is None else f.sequence()}
+
+
 def _scalar(name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same) -> GraphField:
     return GraphField(name, "scalar", dump, load, default, lambda v, n=name: {n: dump(v)},
                       fact=lambda v: tuple(v) if isinstance(v, list) else v)
@@ -242,6 +354,7 @@ GRAPH_FIELDS: tuple[GraphField, ...] = (
     _scalar("source", str, "torch"),
     GraphField("file", "where", _same, str, ""),
     GraphField("line", "where", _same, int, 0),
+    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare),
 )
 
 _COMPARED = tuple(f for f in GRAPH_FIELDS if f.compare is not None)
@@ -313,6 +426,9 @@ def rank_to_dict(r: Rank) -> dict[str, Any]:
         "compiles": r.compiles,
         "torch_version": r.torch_version,
         "graphs": [graph_to_dict(g) for g in r.graphs],
+        "schedules_without_outcome": [final_to_dict(f) for f in r.schedules_without_outcome],
+        "compile_ids": list(r.compile_ids),
+        "cache_events": [list(e) for e in r.cache_events],
     }
 
 
@@ -325,4 +441,7 @@ def rank_from_dict(d: dict[str, Any]) -> Rank:
         cache_hits=int(d.get("cache_hits", 0)),
         compiles=int(d.get("compiles", 0)),
         torch_version=d.get("torch_version"),
+        schedules_without_outcome=[final_from_dict(f) for f in d.get("schedules_without_outcome") or []],
+        compile_ids=[str(c) for c in d.get("compile_ids") or []],
+        cache_events=[[str(c), str(s)] for c, s in d.get("cache_events") or []],
     )

@@ -10,6 +10,20 @@ a frame's forward and its lazily compiled backward):
   mark it ``source="tracekit"`` (our pass, ``bucketing.install()``).
 - ``before_post_grad_graph`` is counted per rank (``Rank.compiled_graphs``), ``fx_graph_cache_hit``
   too (``Rank.cache_hits``); ``create_symbol`` hints are kept per compile id (replay).
+- The collectives that run (``Graph.final``, a :class:`tracekit.model.FinalSchedule`) are paired
+  by *post-grad position*: the k-th graph of a compile id that inductor compiled or loaded, in
+  log order (0 the forward, 1 the backward). A position starts at each ``before_post_grad_graph``
+  and at each ``fx_graph_cache_hit`` (a graph loaded from the cache: no passes, no schedule);
+  the outcome, ``fx_collectives_analytical_estimation`` (the last one wins) and
+  ``inductor_collective_schedule`` that follow belong to the compile id's current position. An
+  outcome, estimation or schedule that finds no open position (none yet, a cache hit, or one
+  whose schedule came already: its ``before_post_grad_graph`` is missing) starts a new one, so
+  a schedule is never attached to an earlier graph. A schedule whose position has an outcome
+  becomes that Graph's ``final``; one without (a graph with collectives but no FSDP ones) goes to
+  ``Rank.schedules_without_outcome``. ``FinalSchedule.position`` equals the outcome's
+  ``graph_index`` when every post-grad graph of the compile id had an outcome.
+- ``dynamo_start`` gives ``Rank.compile_ids`` (each once, in order); ``fx_graph_cache_hit`` /
+  ``_miss`` / ``_bypass`` give ``Rank.cache_events`` (``[compile_id, state]`` in order).
 - Entries with no compile id (a pass called outside torch.compile) get compile id ``"-"``.
 - A file's rank is the first ``rank`` an envelope carries (else the ``rank_N`` of its name).
   Several files of one rank are merged in the order given; graph indices continue across them.
@@ -25,8 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.model import CollectiveSize, Diagnostics, Graph, Rank, Run, Sizes
-from tracekit.parsers import EntryKey, EntryParser, Outcome, by_key
+from tracekit.model import CollectiveSize, Diagnostics, FinalSchedule, Graph, Rank, Run, Sizes
+from tracekit.parsers import EntryKey, EntryParser, Estimation, Outcome, by_key, final_schedule
 from tracekit.sources import LogFile
 
 NO_COMPILE_ID = "-"
@@ -44,6 +58,20 @@ class PendingGraph:
     tracekit: bool = False
     tracekit_text: str | None = None
     graph_text: str | None = None
+
+
+@dataclass
+class PostGradGraph:
+    """One post-grad position of a compile id (see the module docstring) and what it holds."""
+
+    position: int
+    cache_hit: bool = False
+    graph: Graph | None = None
+    estimation: Estimation | None = None
+    final: FinalSchedule | None = None
+
+    def is_open(self) -> bool:
+        return not self.cache_hit and self.final is None
 
 
 @dataclass
@@ -77,6 +105,45 @@ class RankBuilder:
         self.compiles = 0  # dynamo_start entries: compiles started, whatever they logged after
         self.torch_version: str | None = None
         self.first_compile_id: str | None = None  # of the first compile (dynamo_start)
+        self.schedules_without_outcome: list[FinalSchedule] = []
+        self.compile_ids: dict[str, None] = {}
+        self.cache_events: list[list[str]] = []
+        self._post_grad: dict[str, PostGradGraph] = {}  # compile id -> its current position
+        self.positions: dict[str, int] = {}  # compile id -> positions started
+
+    def _new_position(self, cache_hit: bool = False) -> PostGradGraph:
+        n = self.positions.get(self.cid, 0)
+        self.positions[self.cid] = n + 1
+        pg = self._post_grad[self.cid] = PostGradGraph(n, cache_hit)
+        return pg
+
+    def _open_position(self) -> PostGradGraph:
+        pg = self._post_grad.get(self.cid)
+        return pg if pg is not None and pg.is_open() else self._new_position()
+
+    def add_compile_id(self) -> None:
+        """A compile started (``dynamo_start``): counted, and its compile id kept in order."""
+        self.compiles += 1
+        if self.first_compile_id is None:
+            self.first_compile_id = self.cid
+        if self.cid != NO_COMPILE_ID:
+            self.compile_ids.setdefault(self.cid, None)
+
+    def add_cache_event(self, state: str) -> None:
+        self.cache_events.append([self.cid, state])
+        if state == "hit":
+            self._new_position(cache_hit=True)
+
+    def set_estimation(self, estimation: Estimation) -> None:
+        self._open_position().estimation = estimation
+
+    def set_schedule(self, ops: list[tuple[str, str]]) -> None:
+        pg = self._open_position()
+        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation)
+        if pg.graph is not None:
+            pg.graph.final = pg.final
+        else:
+            self.schedules_without_outcome.append(pg.final)
 
     def _p(self) -> PendingGraph:
         p = self._pending.get(self.cid)
@@ -92,6 +159,7 @@ class RankBuilder:
 
     def count_compiled_graph(self, text: str | None) -> None:
         self.compiled_graphs += 1
+        self._new_position()
         if text is not None:
             self._p().graph_text = text
 
@@ -103,11 +171,6 @@ class RankBuilder:
         p.tracekit = True
         if input_graph is not None:
             p.tracekit_text = input_graph
-
-    def count_compile(self) -> None:
-        self.compiles += 1
-        if self.first_compile_id is None:
-            self.first_compile_id = self.cid
 
     def set_torch_version(self, version: str) -> None:
         if self.torch_version is None:
@@ -138,6 +201,10 @@ class RankBuilder:
             line=line,
         )
         self.graphs.append(g)
+        pg = self._open_position()
+        if pg.graph is not None:  # a second outcome in one post-grad graph: a graph of its own
+            pg = self._new_position()
+        pg.graph = g
         if self.sources is None:
             return
         if p.tracekit_text is not None:
@@ -166,6 +233,10 @@ class FileResult:
     first_compile_id: str | None = None
     torch_version: str | None = None
     name_rank: int | None = None  # the N of ``rank_N`` in the file name
+    schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)
+    cache_events: list[list[str]] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)  # post-grad positions per compile id
 
 
 @dataclass
@@ -214,7 +285,8 @@ def build_file(
     return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable,
                       compiles=b.compiles, pids=frozenset().union(*(p.pids for p in parts)),
                       first_compile_id=b.first_compile_id, torch_version=b.torch_version,
-                      name_rank=log.rank_hint)
+                      name_rank=log.rank_hint, schedules_without_outcome=b.schedules_without_outcome,
+                      compile_ids=list(b.compile_ids), cache_events=b.cache_events, positions=b.positions)
 
 
 def another_run(first: FileResult, other: FileResult) -> str | None:
@@ -251,18 +323,20 @@ class _Interner:
 
 def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
     """One Run from the files' results, in the order given (a generator is consumed as it
-    comes): files of one rank are merged, their graph indices continued per compile id; ranks
-    sorted (the rank-less one last).
+    comes): files of one rank are merged, their graph indices and post-grad positions continued
+    per compile id, compile ids kept once; ranks sorted (the rank-less one last).
 
     A second file of a rank that belongs to another run (:func:`another_run`) is never merged:
     it is a ``duplicate_rank`` diagnostic and its rank is listed in ``Run.duplicated``. A file
     whose name says another rank than its entries is a ``rank_mismatch`` diagnostic (the
     entries win)."""
+
     ranks: dict[int | None, Rank] = {}
     firsts: dict[int | None, FileResult] = {}
     next_index: dict[int | None, dict[str, int]] = {}
     duplicated: set[int | None] = set()
     interner = _Interner()
+    next_position: dict[int | None, dict[str, int]] = {}
     for res in results:
         diagnostics.merge(res.diagnostics)
         if not res.readable:
@@ -274,6 +348,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         if r is None:
             r = ranks[res.rank] = Rank(rank=res.rank)
             next_index[res.rank] = {}
+            next_position[res.rank] = {}
             firsts[res.rank] = res
         else:
             why = another_run(firsts[res.rank], res)
@@ -297,6 +372,21 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
             interner.graph(g)
             r.graphs.append(g)
+        _continue_positions(r, res, next_position[res.rank])
     order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
     dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
     return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup)
+
+
+def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> None:
+    """Add one file's schedules, compile ids and cache events to its rank, post-grad positions
+    continued after those of the rank's earlier files."""
+    finals = [g.final for g in res.graphs if g.final is not None] + res.schedules_without_outcome
+    for f in finals:
+        f.position += offsets.get(f.compile_id, 0)
+    for cid, n in res.positions.items():
+        offsets[cid] = offsets.get(cid, 0) + n
+    r.schedules_without_outcome += res.schedules_without_outcome
+    seen = set(r.compile_ids)
+    r.compile_ids += [c for c in res.compile_ids if c not in seen]
+    r.cache_events += res.cache_events

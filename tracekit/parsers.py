@@ -21,7 +21,14 @@ from typing import Any, ClassVar, Protocol
 
 import orjson
 
-from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, CollectiveSize, Counts
+from tracekit.model import (
+    COLLECTIVE_TYPES,
+    LONG_NAMES,
+    CollectiveSize,
+    Counts,
+    FinalSchedule,
+    ScheduledCollective,
+)
 
 #: An entry's selection key: ``("artifact", NAME)`` for an artifact, ``(TYPE, None)`` otherwise.
 EntryKey = tuple[str, "str | None"]
@@ -50,9 +57,12 @@ class ModelBuilder(Protocol):
     def set_sizes(self, after: bool, sizes: list[CollectiveSize]) -> None: ...
     def count_compiled_graph(self, text: str | None) -> None: ...
     def count_cache_hit(self) -> None: ...
+    def add_cache_event(self, state: str) -> None: ...
+    def add_compile_id(self) -> None: ...
+    def set_estimation(self, estimation: Estimation) -> None: ...
+    def set_schedule(self, ops: list[tuple[str, str]]) -> None: ...
     def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None: ...
     def add_symbol_hint(self, symbol: str, value: int) -> None: ...
-    def count_compile(self) -> None: ...
     def set_torch_version(self, version: str) -> None: ...
 
 
@@ -180,14 +190,175 @@ class GraphTextParser(CompiledGraphCounter):
     needs_payload = True
 
 
-class CacheHitCounter(EntryParser):
-    """``fx_graph_cache_hit``: a graph that skipped the post-grad passes (so no bucketing logs)."""
+class CacheEventParser(EntryParser):
+    """``fx_graph_cache_hit`` / ``_miss`` / ``_bypass``: inductor's FX graph cache, once per
+    graph (logged after the graph is compiled or loaded; not at all when the cache is disabled).
+    A hit skipped the post-grad passes (so no bucketing logs) and is counted; every event is
+    kept in order, for the cross-rank cache comparison (:func:`tracekit.schedule.compile_divergence`)."""
 
-    artifacts = frozenset({"fx_graph_cache_hit"})
+    artifacts = frozenset({"fx_graph_cache_hit", "fx_graph_cache_miss", "fx_graph_cache_bypass"})
     needs_payload = False
 
     def apply(self, builder, key, value, file, line):
-        builder.count_cache_hit()
+        state = key[1].rsplit("_", 1)[1]
+        if state == "hit":
+            builder.count_cache_hit()
+        builder.add_cache_event(state)
+
+
+class CompileStartParser(EntryParser):
+    """``{"dynamo_start": {...}}``: Dynamo starts compiling a frame; its compile id (``0/0``,
+    ``1/0``, a recompile ``0/1``, a restart ``0/0_1``) is kept, in order, per rank."""
+
+    entry_types = frozenset({"dynamo_start"})
+    needs_payload = False
+
+    def apply(self, builder, key, value, file, line):
+        builder.add_compile_id()
+
+
+# --- the collectives that run: inductor_collective_schedule, fx_collectives_analytical_estimation
+
+
+def collective_op(name: str | None) -> tuple[str, str] | None:
+    """``(kind, op)`` of a scheduled op name, None for a wait (not a collective)::
+
+        torch.ops._c10d_functional.all_gather_into_tensor_out.default -> ("all_gather", "all_gather_into_tensor_out")
+        _c10d_functional.reduce_scatter_tensor.default                -> ("reduce_scatter", "reduce_scatter_tensor")
+        torch.ops._c10d_functional.all_to_all_single.default          -> ("all_to_all_single", "all_to_all_single")
+
+    ``kind`` is the collective type (:data:`COLLECTIVE_TYPES`) the op's name starts with, else
+    the op itself; a name inductor could not give (``null``) is ``("unknown", "unknown")``."""
+    if name is None:
+        return ("unknown", "unknown")
+    parts = name.split(".")
+    if parts[:2] == ["torch", "ops"]:
+        parts = parts[2:]
+    op = parts[1] if len(parts) >= 2 else parts[0]
+    if op.startswith("wait_tensor"):
+        return None
+    op = _intern(op)
+    return (next((t for t in COLLECTIVE_TYPES if op.startswith(t)), op), op)
+
+
+class ScheduleParser(EntryParser):
+    """``inductor_collective_schedule`` (json): the op names inductor emits, in run order, waits
+    included (``["torch.ops._c10d_functional.all_gather_into_tensor_out.default",
+    "torch.ops._c10d_functional.wait_tensor.default"]``). Value: ``[(kind, op), ...]`` of the
+    collectives (waits dropped; see :func:`collective_op`)."""
+
+    artifacts = frozenset({"inductor_collective_schedule"})
+
+    def parse(self, payload, envelope):
+        try:
+            names = orjson.loads(payload or "")
+        except orjson.JSONDecodeError as e:
+            raise ArtifactError(f"inductor_collective_schedule is not JSON: {e}") from None
+        if not isinstance(names, list) or not all(n is None or isinstance(n, str) for n in names):
+            raise ArtifactError("inductor_collective_schedule is not a list of op names")
+        return [op for op in map(collective_op, names) if op is not None]
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_schedule(value)
+
+
+@dataclass
+class Estimation:
+    """What one ``fx_collectives_analytical_estimation`` says: the world size and one
+    collective per line (graph order, as the overlap scheduler saw them)."""
+
+    world_size: int | None
+    collectives: list[ScheduledCollective]
+
+
+_KEY_RE = re.compile(r"(?P<target>\S+) group_size:(?P<size>\S*) group_name:(?P<name>.*?) input_bytes:(?P<bytes>\S*)")
+
+
+def _int_or_none(text: str) -> int | None:
+    """A plain decimal count (ASCII digits, at most 19 of them), else None ("None", garbage)."""
+    return int(text) if re.fullmatch(r"[0-9]{1,19}", text) else None
+
+
+def parse_estimation(text: str) -> Estimation:
+    """Parse ``# World size: 4`` / ``Collective Key,NCCL Est(ms),Inductor Est(ms)`` / lines
+    ``_c10d_functional.all_gather_into_tensor_out.default group_size:4 group_name:0
+    input_bytes:75596,0.0116,0.0116`` (with benchmarks, more columns: the NCCL estimate is found
+    by its header). ``None`` in a key (a size torch could not tell) gives None."""
+    world: int | None = None
+    header: list[str] | None = None
+    out: list[ScheduledCollective] = []
+    for ln in text.split("\n"):
+        if not ln.strip():
+            continue
+        if ln.startswith("#"):
+            m = re.fullmatch(r"# World size: ([0-9]{1,9})\s*", ln)
+            world = int(m[1]) if m else world
+            continue
+        if header is None:
+            header = ln.split(",")
+            if header[0] != "Collective Key" or "NCCL Est(ms)" not in header:
+                raise ArtifactError(f"not a collectives estimation header: {ln[:80]!r}")
+            continue
+        cells = ln.rsplit(",", len(header) - 1)
+        m = _KEY_RE.fullmatch(cells[0])
+        if len(cells) != len(header) or m is None:
+            raise ArtifactError(f"not a collectives estimation line: {ln[:80]!r}")
+        op = collective_op(m["target"])
+        if op is None:
+            continue
+        try:
+            ms: float | None = float(cells[header.index("NCCL Est(ms)")])
+        except ValueError:
+            ms = None
+        name = m["name"]
+        out.append(ScheduledCollective(
+            kind=op[0], op=op[1], group=None if name == "None" else _intern(name),
+            group_size=_int_or_none(m["size"]), bytes=_int_or_none(m["bytes"]), est_ms=ms))
+    if header is None:
+        raise ArtifactError("no collectives estimation header")
+    return Estimation(world, out)
+
+
+class EstimationParser(EntryParser):
+    """``fx_collectives_analytical_estimation`` (string, from overlap scheduling): see
+    :func:`parse_estimation`."""
+
+    artifacts = frozenset({"fx_collectives_analytical_estimation"})
+
+    def parse(self, payload, envelope):
+        return parse_estimation(payload or "")
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_estimation(value)
+
+
+def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
+                   estimation: Estimation | None) -> FinalSchedule:
+    """A schedule's collectives with sizes from the graph's estimation, matched by order within
+    each kind: the i-th all-gather of the schedule gets the i-th all-gather line of the
+    estimation (overlap scheduling moves collectives, but keeps those of one kind in order).
+    A kind whose counts disagree keeps the schedule's count, with sizes left None."""
+    colls = [ScheduledCollective(kind, op) for kind, op in ops]
+    if estimation is None:
+        return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls)
+    by_kind: dict[str, list[ScheduledCollective]] = {}
+    for e in estimation.collectives:
+        by_kind.setdefault(e.kind, []).append(e)
+    mine: dict[str, list[ScheduledCollective]] = {}
+    for c in colls:
+        mine.setdefault(c.kind, []).append(c)
+    status = "matched"
+    for kind, cs in mine.items():
+        es = by_kind.get(kind, [])
+        if len(es) != len(cs):
+            status = "partial"
+            continue
+        for c, e in zip(cs, es):
+            c.group, c.group_size, c.bytes, c.est_ms = e.group, e.group_size, e.bytes, e.est_ms
+    if any(len(v) != len(mine.get(k, [])) for k, v in by_kind.items()):
+        status = "partial"
+    return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls,
+                         estimation.world_size, status)
 
 
 # --- tracekit's own pass (bucketing.install()) --------------------------------------------------
@@ -224,20 +395,6 @@ class TracekitInputGraphTextParser(TracekitInputGraphParser):
 
 
 # --- what a run is: compiles started, torch's version -------------------------------------------
-
-
-class CompileStartParser(EntryParser):
-    """``dynamo_start``: one per compile Dynamo started, whatever it logged after (an older
-    torch, or a compile that failed before inductor, logs no ``before_post_grad_graph``)."""
-
-    entry_types = frozenset({"dynamo_start"})
-    needs_payload = False
-
-    def parse(self, payload, envelope):
-        return None
-
-    def apply(self, builder, key, value, file, line):
-        builder.count_compile()
 
 
 class TorchVersionParser(EntryParser):
@@ -292,11 +449,13 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     OutcomeParser(),
     SizesParser(),
     CompiledGraphCounter(),
-    CacheHitCounter(),
+    CacheEventParser(),
     TracekitBucketsParser(),
     TracekitInputGraphParser(),
     CompileStartParser(),
     TorchVersionParser(),
+    ScheduleParser(),
+    EstimationParser(),
 )
 
 #: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.
@@ -304,7 +463,7 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
     OutcomeParser(),
     SizesParser(),
     GraphTextParser(),
-    CacheHitCounter(),
+    CacheEventParser(),
     TracekitBucketsParser(),
     TracekitInputGraphTextParser(),
     SymbolHintParser(),
@@ -326,11 +485,15 @@ __all__ = [
     "COLLECTIVE_TYPES",
     "ArtifactError",
     "EntryParser",
+    "Estimation",
     "ModelBuilder",
     "Outcome",
     "SOURCE_PARSERS",
     "SUMMARY_PARSERS",
     "by_key",
+    "collective_op",
+    "final_schedule",
+    "parse_estimation",
     "parse_outcome",
     "parse_sizes",
 ]

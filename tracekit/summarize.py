@@ -14,6 +14,7 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or fo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,12 +32,14 @@ from tracekit.model import (
     Run,
     compared_values,
     fact_key,
+    final_to_dict,
     graph_to_dict,
     rank_from_dict,
     rank_to_dict,
 )
 from tracekit.rankset import format_ranks, parse_ranks
 from tracekit.world import world
+from tracekit.schedule import compile_divergence, majority, schedule_divergence
 
 SCHEMA = "tracekit.summary/2"
 
@@ -68,6 +71,7 @@ class RankGroup:
     compiled_graphs: int
     cache_hits: int
     compiles: int
+    rank: Rank  # the first rank: its compile ids, cache events, schedules without outcome
 
 
 def _graph_canon(g: Graph) -> str:
@@ -79,11 +83,13 @@ def rank_groups(run: Run) -> list[RankGroup]:
     groups: dict[tuple, RankGroup] = {}
     canon: dict[tuple, str] = {}  # graph parts by identity -> canonical text
     for r in run.ranks:
-        key = (r.compiled_graphs, r.cache_hits, r.compiles,
+        key = (r.compiled_graphs, r.cache_hits, r.compiles, tuple(r.compile_ids),
+               tuple(map(tuple, r.cache_events)),
+               _canon([final_to_dict(f) for f in r.schedules_without_outcome]) if r.schedules_without_outcome else "",
                tuple(_cached_canon(g, canon) for g in r.graphs))
         grp = groups.get(key)
         if grp is None:
-            groups[key] = RankGroup([r.rank], r.graphs, r.compiled_graphs, r.cache_hits, r.compiles)
+            groups[key] = RankGroup([r.rank], r.graphs, r.compiled_graphs, r.cache_hits, r.compiles, r)
         else:
             grp.ranks.append(r.rank)
     return list(groups.values())
@@ -96,11 +102,6 @@ def _cached_canon(g: Graph, cache: dict[tuple, str]) -> str:
     if text is None:
         text = cache[k] = _graph_canon(g)
     return text
-
-
-def _majority(groups: dict[str, list[int | None]]) -> str:
-    """The value key held by most ranks; ties go to the group with the lowest rank."""
-    return max(groups, key=lambda k: (len(groups[k]), -min(_rank_order(r) for r in groups[k])))
 
 
 def _rank_order(r: int | None) -> int:
@@ -180,7 +181,7 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
         absent = sorted((rk for rks, m in maps if key not in m for rk in rks), key=_rank_order)
         if absent:
             pa = {"present": present, "absent": absent}
-            maj = _majority(pa)
+            maj = majority(pa)
             minority = "absent" if maj == "present" else "present"
             items.append(
                 {
@@ -211,7 +212,7 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
                 continue
             for rks in by_value.values():
                 rks.sort(key=_rank_order)
-            maj = _majority(by_value)
+            maj = majority(by_value)
             for c, rks in by_value.items():
                 if c == maj:
                     continue
@@ -224,10 +225,10 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
                         "field": fname,
                         "majority_value": values[maj],
                         "value": values[c],
-                        "first_difference": first_difference(
+                        "first_difference": None if fname == "final" else first_difference(
                             graphs[maj], graphs[c], after_first=fname == "sizes_mb.after",
                             only_type=SHORT_NAMES.get(fname),
-                        ),
+                        ),  # the final's first difference: schedule_divergence
                     }
                 )
     return items
@@ -342,9 +343,12 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     return out
 
 
-def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any]) -> dict[str, str]:
-    """``{status, text}``: ``status`` is ``diverge`` (ranks differ), ``incomplete`` (ranks
-    missing or seen in two runs), ``agree`` or ``no_data``; ``text`` one line, printed first."""
+def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
+            other: list[dict[str, Any]] = ()) -> dict[str, str]:
+    """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
+    outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
+    ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
+    ``text`` one line, printed first."""
     n = len(run.ranks)
     incomplete = []
     if w["missing"]:
@@ -352,12 +356,13 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
     if w["duplicated"]:
         incomplete.append(f"ranks {format_ranks(w['duplicated'])} also found in another run (not merged)")
     tail = "; " + "; ".join(incomplete) if incomplete else ""
-    if div:
-        odd = {r for d in div for r in d["ranks"]}
-        graphs = {(d["compile_id"], d["graph_index"]) for d in div}
+    if div or other:
+        odd = {r for d in div for r in d["ranks"]} | {r for d in other for r in parse_ranks(d["ranks"])}
+        graphs = {(d["compile_id"], d["graph_index"]) for d in [*div, *other] if "graph_index" in d}
+        what = f"on {len(graphs)} graph{'s' if len(graphs) != 1 else ''}" if graphs else "in what they compiled"
         return {"status": "diverge",
                 "text": f"DIVERGE: {len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority "
-                        f"on {len(graphs)} graph{'s' if len(graphs) != 1 else ''}{tail}"}
+                        f"{what}{tail}"}
     if t["graphs"] == 0:
         return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail}
     if incomplete:
@@ -378,12 +383,12 @@ def group_to_dict(grp: RankGroup) -> dict[str, Any]:
     """A rank group in the document: its ranks as ranges, and its graphs without where each
     rank's log had them (``file``, ``line``: see ``--per-rank``)."""
     where = {f.name for f in GRAPH_FIELDS if f.kind == "where"}
+    per_rank = rank_to_dict(dataclasses.replace(grp.rank, graphs=[]))
     return {
         "ranks": format_ranks(grp.ranks),
         "count": len(grp.ranks),
-        "compiles": grp.compiles,
-        "compiled_graphs": grp.compiled_graphs,
-        "cache_hits": grp.cache_hits,
+        **{k: per_rank[k] for k in ("compiles", "compiled_graphs", "cache_hits", "torch_version",
+                                    "compile_ids", "cache_events", "schedules_without_outcome")},
         "graphs": [{k: v for k, v in graph_to_dict(g).items() if k not in where} for g in grp.graphs],
     }
 
@@ -397,14 +402,17 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     t = totals(run)
     w = world(run)
     div = divergence(run, groups)
+    sched, comp = schedule_divergence(run), compile_divergence(run)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "paths": list(run.paths),
         "world": w,
-        "verdict": verdict(run, w, div, t),
+        "verdict": verdict(run, w, div, t, sched + comp),
         "groups": [group_to_dict(g) for g in groups],
         "totals": t,
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),
+        "schedule_divergence": sched,
+        "compile_divergence": comp,
         "did_nothing": _with_ranges(did_nothing(run, groups), "ranks"),
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
@@ -414,17 +422,20 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     return doc
 
 
-def write_summary_json(run: Run, write: Callable[[bytes], Any], *, per_rank: bool = False) -> None:
+def write_summary_json(run: Run, write: Callable[[bytes], Any], *, per_rank: bool = False,
+                       head: dict[str, Any] | None = None) -> None:
     """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
     newline: the same text as ``render.dumps_json(summary_document(run, per_rank=...))``); with
     ``per_rank``, the ``ranks`` list is written one graph at a time, so memory stays that of
-    the Run, not of the Run plus its whole document."""
+    the Run, not of the Run plus its whole document. ``head``: the document without ``ranks``,
+    when the caller has it already."""
     opt = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
     def dump(value: Any, indent: int) -> bytes:
         return orjson.dumps(value, option=opt).replace(b"\n", b"\n" + b" " * indent)
 
-    head = summary_document(run, per_rank=per_rank, with_ranks=False)
+    if head is None:
+        head = summary_document(run, per_rank=per_rank, with_ranks=False)
     keys = sorted([*head, *(["ranks"] if per_rank else [])])
     write(b"{\n")
     for i, key in enumerate(keys):
@@ -438,8 +449,7 @@ def write_summary_json(run: Run, write: Callable[[bytes], Any], *, per_rank: boo
             continue
         write(b"[\n")
         for j, r in enumerate(run.ranks):
-            rd = rank_to_dict(Rank(r.rank, r.files, [], r.compiled_graphs, r.cache_hits, r.compiles,
-                                   r.torch_version))
+            rd = rank_to_dict(dataclasses.replace(r, graphs=[]))
             rkeys = sorted(rd)
             write(b"    {\n")
             for k, rk in enumerate(rkeys):

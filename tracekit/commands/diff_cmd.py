@@ -25,6 +25,7 @@ import orjson
 from tracekit.commands import options
 from tracekit.commands.options import examples, format_option, output_option
 from tracekit.commands.output import output_sink
+from tracekit.commands.schedule_render import final_change_rows
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
 from tracekit.render import dumps_json, fmt_mb, heading, table
@@ -216,7 +217,9 @@ def change_rows(c: GraphChange) -> list[list[str]]:
         return [where + ["graph only in A", outcome_text(c.graph), "absent"]]
     if c.kind == "only_in_b":
         return [where + ["graph only in B", "absent", outcome_text(c.graph)]]
-    rows = [where + [f.field, value_text(f, f.a), value_text(f, f.b)] for f in c.fields]
+    rows = [where + row for f in c.fields
+            for row in (final_change_rows(f.a, f.b) if f.field == "final"
+                        else [[f.field, value_text(f, f.a), value_text(f, f.b)]])]
     for s in c.sizes:
         if s.length_a != s.length_b:
             rows.append(where + [f"sizes {s.which}: count", str(s.length_a), str(s.length_b)])

@@ -8,7 +8,8 @@ bucketing did nothing, diagnostics, notes. The text renderers below work from th
 alone, so they render a saved JSON summary the same way.
 
 Exit status (the policy of :mod:`tracekit.commands.options`): 0; 1 when ``--strict`` and any bad
-input was seen; 2 when a path does not exist or no log could be read.
+input was seen, or ``--fail-on-divergence`` and the ranks diverge; 2 when a path does not exist
+or no log could be read.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.commands.schedule_render import render_schedule_sections, sequence_text
 from tracekit.rankset import format_ranks, parse_ranks
 from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, table
 from tracekit.summarize import graph_label
@@ -145,6 +147,8 @@ def _value_text(field: str, v: Any) -> str:
         return "-"
     if field in COLLECTIVE_TYPES:
         return fmt_counts(v)
+    if field == "final":
+        return sequence_text(v)
     if field.startswith("sizes_mb"):
         n = len(v)
         return f"{n} collective{'' if n == 1 else 's'}, {fmt_mb(sum(x[1] for x in v))} MB"
@@ -199,10 +203,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(_ranks_text(d["ranks"])),
                   _value_text(d["field"], d["value"]), ranks_cell(_ranks_text(d["majority_ranks"])),
-                  _value_text(d["field"], d["majority_value"]), _first_diff_text(d["first_difference"])]
+                  _value_text(d["field"], d["majority_value"]),
+                  "see Schedule consensus" if d["field"] == "final" else _first_diff_text(d["first_difference"])]
                  for d in div],
                 ["compile id", "graph", "field", "ranks", "value", "majority ranks",
                  "majority value", "first difference"], fmt))
+
+        out.append(render_schedule_sections(doc, fmt))
 
         out.append("\n" + heading("Bucketing did nothing", fmt))
         dn = doc["did_nothing"]
@@ -238,31 +245,40 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
               help="One row per rank and graph (and per-rank JSON), instead of ranks grouped by outcome.")
 @click.option("--strict", is_flag=True,
               help="Check every line (slower) and exit with status 1 on any bad input, missing or duplicated rank.")
+@click.option("--fail-on-divergence", is_flag=True,
+              help="Exit with status 1 if the ranks diverge: bucketing outcome, the collectives "
+                   "that run, compile ids or cache hits (for CI after a hang).")
 @jobs_option()
 @examples(
     "tracekit summarize logs/",
     "tracekit summarize logs/ --format json -o summary.json",
     "tracekit summarize run_a/ --per-rank --strict",
+    "tracekit summarize logs/ --fail-on-divergence   # in CI, after a hang",
 )
 def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bool, strict: bool,
-              jobs: int | None) -> None:
+              fail_on_divergence: bool, jobs: int | None) -> None:
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
     what FSDP collective pre-bucketing did: a verdict, the ranks found and missing, each graph's
     outcome with the ranks that share it, where ranks differ, and where it merged nothing."""
     from tracekit.commands.output import output_sink
+    from tracekit.commands.schedule_render import any_divergence
     from tracekit.progress import ProgressBar
     from tracekit.reader import load
     from tracekit.summarize import summary_document, write_summary_json
 
     with ProgressBar() as bar:
         run = load(list(paths), jobs=jobs, progress=bar, validate_all=strict)
+    # JSON: the per-rank part is streamed graph by graph, so memory stays that of the Run
+    doc = summary_document(run, per_rank=per_rank, with_ranks=fmt != "json")
     with output_sink(output, command="summarize", error_status=BAD_INPUT) as write:
         if fmt == "json":
-            # per rank, streamed graph by graph: memory stays that of the Run
-            write_summary_json(run, write, per_rank=per_rank)
+            write_summary_json(run, write, per_rank=per_rank, head=doc)
         else:
-            write(render_text(summary_document(run, per_rank=per_rank), fmt).encode("utf-8"))
+            write(render_text(doc, fmt).encode("utf-8"))
     if not any(r.files for r in run.ranks):
         fail("summarize", "no log could be read", BAD_INPUT)
     if strict and run.diagnostics.total:
         fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
+    found = any_divergence(doc) if fail_on_divergence else None
+    if found:
+        fail("summarize", f"the ranks diverge: {found} (--fail-on-divergence)", FINDINGS)
