@@ -146,6 +146,22 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     return "".join(out)
 
 
+def _load_on_dask(paths: list[str], address: str, jobs: int | None):
+    """``--dask``: the Run read by the cluster's workers; a cluster that cannot be used exits 2."""
+    from tracekit.progress import ProgressBar
+
+    if jobs is not None:
+        raise click.UsageError("--jobs does not apply with --dask (the cluster's workers read)")
+    from tracekit.dask_reader import DaskReadError, load_with_dask
+
+    try:
+        with ProgressBar() as bar:
+            return load_with_dask(paths, address, progress=bar)
+    except DaskReadError as e:
+        click.echo(f"tracekit summarize: {e}", err=True)
+        sys.exit(2)
+
+
 @click.command("summarize")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
@@ -155,8 +171,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--strict", is_flag=True, help="Exit with status 1 if any bad input was seen.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Worker processes reading files in parallel (default: the machine's cores).")
+@click.option("--dask", "dask_address", metavar="ADDRESS", default=None,
+              help="Read the files on the workers of the Dask scheduler at ADDRESS (tcp://HOST:PORT; "
+                   "the paths must be visible to the workers; needs the dask extra).")
 def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool,
-              jobs: int | None) -> None:
+              jobs: int | None, dask_address: str | None) -> None:
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
     what FSDP collective pre-bucketing did per rank and graph, whether the ranks agree, and
     where it merged nothing."""
@@ -165,8 +184,11 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool
     from tracekit.reader import load
     from tracekit.summarize import summary_document, write_summary_json
 
-    with ProgressBar() as bar:
-        run = load(list(paths), jobs=jobs, progress=bar)
+    if dask_address is not None:
+        run = _load_on_dask(list(paths), dask_address, jobs)
+    else:
+        with ProgressBar() as bar:
+            run = load(list(paths), jobs=jobs, progress=bar)
     with output_sink(output, command="summarize", error_status=1) as write:
         if fmt == "json":
             # streamed graph by graph: memory stays that of the Run, whatever the log size
