@@ -53,20 +53,24 @@ def read_batch(logs: list[LogFile]) -> list[FileResult]:
 
 
 def split_batches(logs: list[LogFile], n_batches: int) -> list[list[LogFile]]:
-    """Contiguous runs of files of about equal bytes, at most :data:`MAX_FILES_PER_TASK` each."""
+    """Contiguous runs of files of about equal bytes (a file goes to the batch its middle byte
+    falls in), at most ``n_batches`` of them unless that would put more than
+    :data:`MAX_FILES_PER_TASK` files in one."""
     if not logs:
         return []
-    n_batches = max(1, min(len(logs), max(n_batches, -(-len(logs) // MAX_FILES_PER_TASK))))
-    total = sum(lg.size + 1 for lg in logs)  # +1: an empty file still costs an open
-    batches: list[list[LogFile]] = [[]]
+    n = max(1, min(len(logs), max(n_batches, -(-len(logs) // MAX_FILES_PER_TASK))))
+    weights = [lg.size + 1 for lg in logs]  # +1: an empty file still costs an open
+    total = sum(weights)
+    batches: list[list[LogFile]] = []
+    current = -1
     done = 0
-    for lg in logs:
-        cur = batches[-1]
-        # start the next batch once this one holds its share of the bytes (or is full)
-        if cur and (done >= total * len(batches) / n_batches or len(cur) >= MAX_FILES_PER_TASK):
-            batches.append(cur := [])
-        cur.append(lg)
-        done += lg.size + 1
+    for lg, w in zip(logs, weights):
+        idx = min(n - 1, int((done + w / 2) * n / total))
+        if idx != current or len(batches[-1]) >= MAX_FILES_PER_TASK:
+            batches.append([])
+            current = idx
+        batches[-1].append(lg)
+        done += w
     return batches
 
 
