@@ -18,11 +18,12 @@ import click
 
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
+from tracekit.rankset import format_ranks, parse_ranks
 from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
-GRAPH_HEADERS = ["rank", "graph", "nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
-CAP_HEADERS = ["rank", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
+GRAPH_HEADERS = ["ranks", "graph", "nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
+CAP_HEADERS = ["ranks", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
                "comm ms", "vs recorded"]
 
 
@@ -68,12 +69,14 @@ def _applied_text(applied: dict[str, Any] | None) -> str:
     return "lint ok, " + ("same counts as plan" if applied.get("matches_plan") else "COUNTS DIFFER FROM PLAN")
 
 
-def _rank(r: Any) -> Any:
-    return "-" if r is None else r
+def _ranks(g: dict[str, Any]) -> str:
+    """The ranks an entry stands for, as ranges (a /1 document has one ``rank``)."""
+    return g.get("ranks") or ("-" if g["rank"] is None else str(g["rank"]))
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table / markdown view of a ``tracekit.replay/1`` document."""
+    """The table / markdown view of a ``tracekit.replay/2`` document: one row per distinct
+    replay, with the ranks it stands for."""
     import os
 
     types = COLLECTIVE_TYPES
@@ -91,13 +94,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             verdict = "not rebuilt"
         else:
             verdict = "yes" if g["reproduced"] else "NO"
-        rows.append([*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
+        rows.append([*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
                      fmt_mb(rec["bucket_cap_mb"]), *(fmt_counts(rec["collectives"].get(t)) for t in types),
                      verdict, _ms(rec["estimated_comm_ms"])])
     out.append(table(rows, (["run"] if len(runs) > 1 else []) + GRAPH_HEADERS, fmt))
     problems = []
     for g in doc["graphs"]:
-        label = f"{g['file']}: rank {_rank(g['rank'])} graph {g['compile_id']}:{g['graph_index']}"
+        label = f"{g['file']}: ranks {_ranks(g)} graph {g['compile_id']}:{g['graph_index']}"
         if g["error"]:
             problems.append(f"{label}: {g['error']}")
         for m in g["mismatches"]:
@@ -111,7 +114,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         for r in g["replays"]:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
-            row = [*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
+            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
                    r["cap_source"], *(fmt_counts(r["collectives"].get(t)) for t in types),
                    f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
                    _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
@@ -128,7 +131,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
                    "FSDP collectives, vs the recorded buckets on the same hardware.\n")
     t = doc["totals"]
-    out.append(f"\n{t['graphs']} graphs: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
+    shared = ""
+    if t.get("outcomes", t["graphs"]) != t["graphs"]:
+        every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
+        shared = f" for {t['outcomes']} recorded outcomes (ranks {every})"
+    out.append(f"\n{t['graphs']}{' distinct' if shared else ''} graphs{shared}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
                f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")
