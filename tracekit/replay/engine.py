@@ -304,11 +304,6 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
     return out
 
 
-def text_hash(text: str) -> str:
-    """A graph text's identity (texts of 1,024 ranks are compared by this, not kept)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def replay_source(
     src: Any, options: ReplayOptions, rebuilt: dict[tuple, Any] | None = None
 ) -> GraphReplay:
@@ -337,7 +332,8 @@ def replay_source(
     hints = dict(getattr(src, "symbol_hints", None) or {})
     if hints:
         options = replace(options, symbols={**hints, **options.symbols})
-    key = (text_hash(src.text), tuple(sorted(options.symbols.items())), options.mode)
+    key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
+           tuple(sorted(options.symbols.items())), options.mode)
     rp = None if rebuilt is None else rebuilt.get(key)
     if rp is None:
         try:
@@ -405,19 +401,26 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
 # --- many graphs ---------------------------------------------------------------------------------
 
 
+def _record(g: Graph) -> tuple:
+    """Everything of a recorded outcome that a replay uses or reports: the cap it is reproduced
+    at, the groups, counts and sizes the reproduction is compared with, and the shown fields."""
+    def sizes(xs):
+        return None if xs is None else tuple((x.type, x.size_mb, x.name) for x in xs)
+
+    return (g.bucket_cap_mb, tuple(g.fsdp_groups), g.group_size, g.n_nodes, g.source,
+            tuple((t, c.before, c.after) for t, c in g.collectives.items()),
+            None if g.sizes_mb is None else (sizes(g.sizes_mb.before), sizes(g.sizes_mb.after)))
+
+
 def same_replay_key(src: Any) -> tuple:
     """Sources with equal keys replay identically, so one replay stands for all of them: the
-    same graph text and symbol hints (what is rebuilt), the same whole recorded outcome (cap,
-    groups, counts, sizes: what the reproduction check compares, so its verdict is each one's),
-    the same graph and the same directory (separate runs stay separate rows). The options are
-    the same for every source of one call."""
-    g: Graph = src.graph
-    outcome = asdict(g)
-    del outcome["file"], outcome["line"]
+    same graph text and symbol hints (what is rebuilt), the same recorded outcome (so the
+    reproduction verdict is each one's), the same graph, and the same directory (separate runs
+    stay separate rows). The options are the same for every source of one call. The text is
+    compared whole (ranks' texts are usually one shared string, see ``replay_sources_for``)."""
     hints = getattr(src, "symbol_hints", None) or {}
-    return (os.path.dirname(g.file), src.compile_id, src.graph_index, src.text_artifact,
-            None if src.text is None else text_hash(src.text), tuple(sorted(hints.items())),
-            repr(sorted(outcome.items())))
+    return (os.path.dirname(src.graph.file), src.compile_id, src.graph_index, src.text_artifact,
+            src.text, tuple(sorted(hints.items())), _record(src.graph))
 
 
 def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[GraphReplay]:
