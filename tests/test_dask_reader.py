@@ -138,3 +138,12 @@ def test_only_dask_imports_distributed_and_nothing_imports_torch(scheduler, with
     assert out.stdout.splitlines()[-1] == "3,0/0,backward,0,4,1,27.4,7->1,10->1,0->0,0.56,0.559"
     imported = out.stderr.strip().splitlines()[-1]
     assert imported == ("['dask', 'distributed']" if with_dask else "[]")
+
+
+def test_a_scheduler_without_workers_is_an_error_not_a_hang():
+    from tracekit.dask_reader import DaskReadError
+
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
+        with pytest.raises(DaskReadError, match=r"^the Dask scheduler at \S+ has no workers "
+                                                r"\(none joined within 1 s\)$"):
+            load_with_dask([str(FIXTURE_LOGS / "spmd_auto")], empty.scheduler_address, timeout=1)

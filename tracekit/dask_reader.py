@@ -40,7 +40,8 @@ BATCHES_PER_THREAD = 4
 #: ... and at most this many files in one task.
 MAX_FILES_PER_TASK = 256
 
-_ADDRESS_RE = re.compile(r"^(?:[a-z]+://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}$")
+#: ``HOST:PORT`` (tcp), ``tcp://HOST:PORT``, or another scheme Dask knows (``tls://``, ``inproc://``)
+_ADDRESS_RE = re.compile(r"^(?:(?:tcp://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}|[a-z]+://\S+)$")
 
 
 class DaskReadError(Exception):
@@ -123,6 +124,8 @@ def load_with_dask(
 
     try:
         client = Client(address, timeout=timeout, set_as_default=False)
+    except ValueError as e:  # an address distributed cannot parse
+        raise DaskReadError(f"--dask {address!r}: {e}") from None
     except (OSError, TimeoutError):
         raise DaskReadError(f"cannot reach the Dask scheduler at {address} "
                             f"(no answer within {timeout:g} s)") from None
