@@ -109,9 +109,8 @@ def load_with_dask(
     batches come back. Raises :class:`DaskReadError` (one line) when the cluster cannot be used.
     """
     address = _check_address(address)
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    path_list = [os.fspath(p) for p in paths]
+    # the files as a local run lists them (the same PATH forms as tracekit.reader.load)
+    path_list = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
     diagnostics = Diagnostics()
     logs = find_logs(path_list, diagnostics)
     total = sum(lg.size for lg in logs)
