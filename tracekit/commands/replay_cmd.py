@@ -3,7 +3,9 @@
 Reads every recorded ``pre_bucketing_fsdp_collectives`` outcome with the graph text it was
 computed from (:func:`tracekit.reader.graph_sources`), rebuilds each graph safely
 (:mod:`tracekit.replay.graph_text`), checks that the recorded cap reproduces the recorded
-counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`).
+counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`). With
+``--all-ranks``, ranks that logged the same graph and outcome share one replay and one row (the
+``ranks`` column, as ranges).
 
 Exit status: 0 when every selected graph was rebuilt and reproduced; 1 when one was not (the
 output says which and why) or when no outcome was found; 2 for a usage error.
@@ -131,11 +133,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
                    "FSDP collectives, vs the recorded buckets on the same hardware.\n")
     t = doc["totals"]
-    shared = ""
-    if t.get("outcomes", t["graphs"]) != t["graphs"]:
+    graphs = f"{t['graphs']} graphs"
+    if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
         every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
-        shared = f" for {t['outcomes']} recorded outcomes (ranks {every})"
-    out.append(f"\n{t['graphs']}{' distinct' if shared else ''} graphs{shared}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
+        graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
+    out.append(f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
                f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")
