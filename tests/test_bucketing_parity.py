@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bucketing_support import GRAPHS, captured_artifacts, simulate, torch_bucket_names, trace
+from bucketing_support import captured_artifacts, simulate, torch_bucket_names, trace
 from torch._inductor.fx_passes.fsdp import pre_bucket_fsdp_collectives as torch_pre_bucket
 from torch._inductor.pattern_matcher import stable_topological_sort
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
 from conftest import FIXTURE_LOGS, ROOT
 from tracekit.model import CollectiveSize, Counts

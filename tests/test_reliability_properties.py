@@ -10,14 +10,13 @@ import io
 import json
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURE_LOGS
 from tracekit import envelopes as ev
 from tracekit.parsers import SUMMARY_PARSERS, by_key
-from tracekit.model import CollectiveSize, Counts, Diagnostics, Sizes
+from tracekit.model import CollectiveSize, Counts, Sizes
 from tracekit.reader import load
 from tracekit.summarize import summary_document
 

@@ -185,7 +185,7 @@ def test_hostile_module_level_code_is_refused(tmp_path):
     with pytest.raises(GraphTextError, match="line 1"):
         parse_graph_text(text)
     nested = _graph("return (x,)").replace(
-        "    def forward", f"    class Inner(torch.nn.Module):\n        pass\n    def forward"
+        "    def forward", "    class Inner(torch.nn.Module):\n        pass\n    def forward"
     )
     with pytest.raises(GraphTextError, match="nested graph modules"):
         parse_graph_text(nested)

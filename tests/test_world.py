@@ -4,7 +4,6 @@ entry without its newline, --strict checking every line, one exit-status policy.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import subprocess

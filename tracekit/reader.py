@@ -76,11 +76,14 @@ class StrictError(Exception):
         self.run = run
 
 
-def read_file(log: LogFile | str, on_chunk: Callable[[int], None] | None = None) -> FileResult:
-    """Read one whole file into a :class:`tracekit.pairing.FileResult`, in this process."""
+def read_file(log: LogFile | str, on_chunk: Callable[[int], None] | None = None,
+              validate_all: bool = False) -> FileResult:
+    """Read one whole file into a :class:`tracekit.pairing.FileResult`, in this process
+    (``validate_all``: check every line, as ``--strict`` does)."""
     if isinstance(log, str):
         log = LogFile(log, 0, rank_from_name(log))
-    return build_file(log, [read_segment(Segment(log), on_chunk=on_chunk)], SUMMARY_PARSERS)
+    return build_file(log, [read_segment(Segment(log), on_chunk=on_chunk, validate_all=validate_all)],
+                      SUMMARY_PARSERS)
 
 
 def _paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:

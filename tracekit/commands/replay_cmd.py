@@ -3,7 +3,9 @@
 Reads every recorded ``pre_bucketing_fsdp_collectives`` outcome with the graph text it was
 computed from (:func:`tracekit.reader.graph_sources`), rebuilds each graph safely
 (:mod:`tracekit.replay.graph_text`), checks that the recorded cap reproduces the recorded
-counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`).
+counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`). With
+``--all-ranks``, ranks that logged the same graph and outcome share one replay and one row (the
+``ranks`` column, as ranges).
 
 Exit status: 0 when every selected graph was rebuilt and reproduced; 1 when one was not (the
 output says which and why) or when no outcome was found; 2 for a usage error.
@@ -28,11 +30,12 @@ from tracekit.commands.options import (
 )
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
+from tracekit.rankset import format_ranks, parse_ranks
 from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
-GRAPH_HEADERS = ["rank", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
-CAP_HEADERS = ["rank", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
+GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
+CAP_HEADERS = ["ranks", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
                "comm ms", "vs recorded"]
 
 
@@ -78,8 +81,9 @@ def _applied_text(applied: dict[str, Any] | None) -> str:
     return "lint ok, " + ("same counts as plan" if applied.get("matches_plan") else "COUNTS DIFFER FROM PLAN")
 
 
-def _rank(r: Any) -> Any:
-    return "-" if r is None else r
+def _ranks(g: dict[str, Any]) -> str:
+    """The ranks an entry stands for, as ranges (a /1 document has one ``rank``)."""
+    return g.get("ranks") or ("-" if g["rank"] is None else str(g["rank"]))
 
 
 def hardware_line(doc: dict[str, Any]) -> str:
@@ -100,7 +104,8 @@ def hardware_line(doc: dict[str, Any]) -> str:
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table / markdown view of a ``tracekit.replay/1`` document."""
+    """The table / markdown view of a ``tracekit.replay/2`` document: one row per distinct
+    replay, with the ranks it stands for."""
     import os
 
     types = COLLECTIVE_TYPES
@@ -118,13 +123,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             verdict = "not rebuilt"
         else:
             verdict = "yes" if g["reproduced"] else "NO"
-        rows.append([*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
+        rows.append([*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
                      fmt_mb(rec["bucket_cap_mb"]), *(fmt_counts(rec["collectives"].get(t)) for t in types),
                      verdict, _ms(rec["estimated_comm_ms"])])
     out.append(table(rows, (["run"] if len(runs) > 1 else []) + GRAPH_HEADERS, fmt))
     problems = []
     for g in doc["graphs"]:
-        label = f"{g['file']}: rank {_rank(g['rank'])} graph {g['compile_id']}:{g['graph_index']}"
+        label = f"{g['file']}: ranks {_ranks(g)} graph {g['compile_id']}:{g['graph_index']}"
         if g["error"]:
             problems.append(f"{label}: {g['error']}")
         for m in g["mismatches"]:
@@ -138,7 +143,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         for r in g["replays"]:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
-            row = [*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
+            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
                    r["cap_source"], *(fmt_counts(r["collectives"].get(t)) for t in types),
                    f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
                    _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
@@ -156,7 +161,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
                    "FSDP collectives, vs the recorded buckets on the same hardware.\n")
     t = doc["totals"]
-    out.append(f"\n{t['graphs']} graphs: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
+    graphs = f"{t['graphs']} graphs"
+    if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
+        every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
+        graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
+    out.append(f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
                f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")

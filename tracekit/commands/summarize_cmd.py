@@ -14,7 +14,6 @@ or no log could be read.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -237,6 +236,21 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     return "".join(out)
 
 
+def _load_on_dask(paths: list[str], address: str, jobs: int | None, strict: bool):
+    """``--dask``: the Run read by the cluster's workers; a cluster that cannot be used exits 2."""
+    from tracekit.progress import ProgressBar
+
+    if jobs is not None:
+        raise click.UsageError("--jobs does not apply with --dask (the cluster's workers read)")
+    from tracekit.dask_reader import DaskReadError, load_with_dask
+
+    try:
+        with ProgressBar() as bar:
+            return load_with_dask(paths, address, progress=bar, validate_all=strict)
+    except DaskReadError as e:
+        fail("summarize", str(e), BAD_INPUT)
+
+
 @click.command("summarize")
 @paths_argument()
 @format_option(FORMATS)
@@ -249,14 +263,18 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
               help="Exit with status 1 if the ranks diverge: bucketing outcome, the collectives "
                    "that run, compile ids or cache hits (for CI after a hang).")
 @jobs_option()
+@click.option("--dask", "dask_address", metavar="ADDRESS", default=None,
+              help="Read the files on the workers of the Dask scheduler at ADDRESS (tcp://HOST:PORT; "
+                   "the paths must be visible to the workers; needs the dask extra).")
 @examples(
     "tracekit summarize logs/",
     "tracekit summarize logs/ --format json -o summary.json",
     "tracekit summarize run_a/ --per-rank --strict",
     "tracekit summarize logs/ --fail-on-divergence   # in CI, after a hang",
+    "tracekit summarize /shared/job/ --dask tcp://scheduler:8786",
 )
 def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bool, strict: bool,
-              fail_on_divergence: bool, jobs: int | None) -> None:
+              fail_on_divergence: bool, jobs: int | None, dask_address: str | None) -> None:
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
     what FSDP collective pre-bucketing did: a verdict, the ranks found and missing, each graph's
     outcome with the ranks that share it, where ranks differ, and where it merged nothing."""
@@ -266,8 +284,11 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
     from tracekit.reader import load
     from tracekit.summarize import summary_document, write_summary_json
 
-    with ProgressBar() as bar:
-        run = load(list(paths), jobs=jobs, progress=bar, validate_all=strict)
+    if dask_address is not None:
+        run = _load_on_dask(list(paths), dask_address, jobs, strict)
+    else:
+        with ProgressBar() as bar:
+            run = load(list(paths), jobs=jobs, progress=bar, validate_all=strict)
     # JSON: the per-rank part is streamed graph by graph, so memory stays that of the Run
     doc = summary_document(run, per_rank=per_rank, with_ranks=fmt != "json")
     with output_sink(output, command="summarize", error_status=BAD_INPUT) as write:

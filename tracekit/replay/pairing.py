@@ -75,7 +75,13 @@ def replay_sources_for(
         wanted = rank if rank is not None else (named[0] if named else None)
         if wanted is not None:
             logs = [lg for lg in logs if lg.rank_hint in (wanted, None)]
-    sources = list(graph_sources([lg.path for lg in logs], diag))
+    # Ranks log the same texts: keep one copy of each (1,024 ranks hold one rank's texts).
+    texts: dict[str, str] = {}
+    sources = []
+    for src in graph_sources([lg.path for lg in logs], diag):
+        if src.text is not None:
+            src.text = texts.setdefault(src.text, src.text)
+        sources.append(src)
     if not all_ranks and sources:
         seen = sorted({s.rank for s in sources if s.rank is not None})
         chosen = rank if rank is not None else (seen[0] if seen else None)
