@@ -75,6 +75,8 @@ def test_run_ends_with_clicks_status(monkeypatch, capsys, code, status, stderr):
     (KeyboardInterrupt(), 130, "\ntracekit: interrupted\n"),
     (click.exceptions.Abort(), 130, "\ntracekit: interrupted\n"),
     (click.UsageError("bad --rank"), 2, "Error: bad --rank\n"),
+    (ValueError("a bug\nsecond line"), 2,
+     "tracekit: internal error: ValueError: a bug (TRACEKIT_DEBUG=1 shows the traceback; please report it)\n"),
 ])
 def test_run_maps_interrupts_and_usage_errors_to_the_policy(monkeypatch, capsys, exc, status, stderr):
     def fake_main(standalone_mode):

@@ -143,7 +143,7 @@ def test_command_table_json_csv_markdown(tmp_path):
     assert table.exit_code == 0, table.output
     lines = table.output.splitlines()
     assert lines[:3] == ["Verdict", "=======", "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"]
-    assert "4 ranks found (0-3) of 4 expected; missing: none; seen in two runs: none" in lines
+    assert "World: 4 ranks found (0-3) of 4 expected; missing: none; seen in two runs: none" in lines
     assert "#8 AG (before): - vs 0.004 MB" in table.output
     rows = [ln.split() for ln in lines if ln.startswith(("0-2 ", "3 "))]
     assert [r[:4] + r[5:7] for r in rows[:4]] == [

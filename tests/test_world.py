@@ -40,9 +40,9 @@ def test_a_missing_rank_is_named_first_and_fails_strict(tmp_path):
     assert doc["diagnostics"]["examples"][0]["detail"] == "rank 2 of 4 has no log"
     r = tk("summarize", str(logs))
     assert r.returncode == 0
-    assert r.stdout.splitlines()[:7] == [
+    assert r.stdout.splitlines()[:5] == [
         "Verdict", "=======", "INCOMPLETE: the 3 ranks found agree; 1 of 4 ranks missing (2)", "",
-        "World", "=====", "3 ranks found (0-1,3) of 4 expected; missing: 2; seen in two runs: none"]
+        "World: 3 ranks found (0-1,3) of 4 expected; missing: 2; seen in two runs: none"]
     strict = tk("summarize", str(logs), "--strict")
     assert strict.returncode == 1 and strict.stderr == "tracekit summarize: 1 bad input(s) (--strict)\n"
 

@@ -54,7 +54,8 @@ def run() -> None:
     """The ``tracekit`` command: :func:`main`, then an exit without the interpreter's teardown.
 
     Exit statuses follow one policy (:mod:`tracekit.commands.options`): click's usage errors
-    exit 2, Ctrl-C exits 130 with one line, never a traceback.
+    exit 2, Ctrl-C exits 130 with one line; an unexpected error is one line and status 2,
+    never a traceback (``TRACEKIT_DEBUG=1`` shows it).
 
     Freeing every module and object at exit costs ~15 ms, a tenth of a small ``summarize``; a
     command that has flushed its output has nothing left to do, so the process ends with
@@ -76,6 +77,13 @@ def run() -> None:
         code = e.exit_code
     except BrokenPipeError:
         code = 0
+    except Exception as e:  # noqa: BLE001 - a bug: one line, never a traceback (unless asked)
+        if os.environ.get("TRACEKIT_DEBUG"):
+            raise
+        first = (str(e).splitlines() or [""])[0][:200]
+        click.echo(f"tracekit: internal error: {type(e).__name__}: {first} "
+                   "(TRACEKIT_DEBUG=1 shows the traceback; please report it)", err=True)
+        code = 2
     if "torch" in sys.modules:
         raise SystemExit(code)
     if code is None:

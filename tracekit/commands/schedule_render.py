@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.render import heading, table
+from tracekit.render import heading, ranks_cell, section_line, table
 from tracekit.schedule import ENTRY_KEYS, first_difference
 from tracekit.summarize import graph_label
 
@@ -102,7 +102,7 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
         c = f["counts"]
         sizes = [x["bytes"] for x in f["collectives"]]
         ms = [x["est_ms"] for x in f["collectives"]]
-        rows.append([f["compile_id"], graph_label(f["position"]), format_ranks(groups[key]),
+        rows.append([f["compile_id"], graph_label(f["position"]), ranks_cell(format_ranks(groups[key])),
                      *(c.get(t, 0) for t in COLLECTIVE_TYPES), c.get("other", 0),
                      "?" if None in sizes else _bytes(sum(sizes)),
                      "?" if None in ms else f"{sum(ms):.4f}", f["sizes"]])
@@ -135,36 +135,37 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
         out.append("no inductor_collective_schedule logged (no collective left after "
                    "compilation, or graphs loaded from the inductor cache)\n")
 
-    out.append("\n" + heading("Schedule consensus", fmt))
     div = doc.get("schedule_divergence") or []
     if div:
+        out.append("\n" + heading("Schedule consensus", fmt))
         out.append(f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, "
                    "in order) than the majority: a hang or corruption risk\n\n")
         out.append(table(
-            [[d["compile_id"], graph_label(d["graph_index"]), d["ranks"], _at(d), _value(d, "value"),
-              d["majority_ranks"], _value(d, "majority_value")] for d in div],
+            [[d["compile_id"], graph_label(d["graph_index"]), ranks_cell(d["ranks"]), _at(d), _value(d, "value"),
+              ranks_cell(d["majority_ranks"]), _value(d, "majority_value")] for d in div],
             ["compile id", "graph", "ranks", "at", "value", "majority ranks", "majority value"], fmt))
     elif nranks > 1:
         ngraphs = len({(f["compile_id"], f["position"]) for _r, f in _finals(doc)})
-        out.append(f"all {nranks} ranks run the same collectives (kind, group, bytes, in order) "
-                   f"in all {ngraphs} graphs with a schedule\n")
+        out.append("\n" + section_line("Schedule consensus", f"all {nranks} ranks run the same collectives "
+                                        f"(kind, group, bytes, in order) in all {ngraphs} graphs with a schedule", fmt))
     else:
-        out.append("fewer than two ranks: nothing to compare\n")
+        out.append("\n" + section_line("Schedule consensus", "fewer than two ranks: nothing to compare", fmt))
 
-    out.append("\n" + heading("Compile ids and cache consensus", fmt))
     cdiv = doc.get("compile_divergence") or []
+    title = "Compile ids and cache consensus"
     if cdiv:
+        out.append("\n" + heading(title, fmt))
         out.append(table(
-            [[d["what"], d["ranks"], _at(d), _value(d, "value"), d["majority_ranks"],
+            [[d["what"], ranks_cell(d["ranks"]), _at(d), _value(d, "value"), ranks_cell(d["majority_ranks"]),
               _value(d, "majority_value")] for d in cdiv],
             ["what", "ranks", "at", "value", "majority ranks", "majority value"], fmt))
     elif nranks > 1:
         ids = max((len(r.get("compile_ids") or []) for _ranks, r in _holders(doc)), default=0)
         events = max((len(r.get("cache_events") or []) for _ranks, r in _holders(doc)), default=0)
-        out.append(f"all {nranks} ranks compiled the same {ids} compile id(s) in the same order, "
-                   f"with the same {events} FX graph cache event(s)\n")
+        out.append("\n" + section_line(title, f"all {nranks} ranks compiled the same {ids} compile id(s) in the "
+                                        f"same order, with the same {events} FX graph cache event(s)", fmt))
     else:
-        out.append("fewer than two ranks: nothing to compare\n")
+        out.append("\n" + section_line(title, "fewer than two ranks: nothing to compare", fmt))
     return "".join(out)
 
 

@@ -31,15 +31,13 @@ from tracekit.commands.options import (
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.commands.schedule_render import render_schedule_sections, sequence_text
 from tracekit.rankset import format_ranks, parse_ranks
-from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, table
+from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
 from tracekit.world import world_text
 
 #: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
 OUTCOME_HEADERS = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB", "AG", "RS", "AR"]
 SIZE_HEADERS = ["MB before", "MB after"]
-#: Rank sets longer than this are shortened in tables (JSON has them whole).
-MAX_RANKS_CELL = 48
 
 
 def _mb(sizes: list[dict[str, Any]] | None) -> float | None:
@@ -49,21 +47,6 @@ def _mb(sizes: list[dict[str, Any]] | None) -> float | None:
 def groups_text(groups: list[Any]) -> str:
     """FSDP group names as torch prints them: ``['0']``."""
     return "[" + ", ".join(repr(str(g)) for g in groups) + "]"
-
-
-def ranks_cell(ranks: str, limit: int = MAX_RANKS_CELL) -> str:
-    """A rank-range string for a table cell: whole up to ``limit`` characters, else cut at a
-    comma with the number of ranks left out (``0,2,4,... (+509 more)``)."""
-    if len(ranks) <= limit:
-        return ranks
-    parts = ranks.split(",")
-    shown: list[str] = []
-    for p in parts:
-        if len(",".join([*shown, p])) > limit - 16:
-            break
-        shown.append(p)
-    rest = len(parse_ranks(",".join(parts[len(shown):])))
-    return f"{','.join(shown)},... (+{rest} more)"
 
 
 def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
@@ -182,7 +165,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     if doc.get("verdict"):
         out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
     if doc.get("world"):
-        out += ["\n", heading("World", fmt), world_text(doc["world"]) + "\n"]
+        out += ["\n", section_line("World", world_text(doc["world"]), fmt)]
     per_rank = doc.get("ranks") is not None
     title = "Bucketing per rank and graph" if per_rank else "Bucketing per graph (ranks with the same outcome together)"
     out.append("\n" + heading(title, fmt))
@@ -193,11 +176,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
     div = doc["divergence"]
     if rows:
-        out.append("\n" + heading("Rank consensus", fmt))
         if not div:
             nranks = doc["totals"]["ranks"]
-            out.append(f"all {nranks} ranks agree\n" if nranks > 1 else "one rank: nothing to compare\n")
+            out.append("\n" + section_line("Rank consensus", f"all {nranks} ranks agree on the bucketing outcome"
+                                            if nranks > 1 else "one rank: nothing to compare", fmt))
         else:
+            out.append("\n" + heading("Rank consensus", fmt))
             out.append(f"{len(div)} difference(s) from the majority\n\n")
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(_ranks_text(d["ranks"])),
@@ -210,11 +194,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
         out.append(render_schedule_sections(doc, fmt))
 
-        out.append("\n" + heading("Bucketing did nothing", fmt))
         dn = doc["did_nothing"]
         if not dn:
-            out.append("none: every graph with more than one collective of a type merged some\n")
+            out.append("\n" + section_line("Bucketing did nothing",
+                                            "none: every graph with more than one collective of a type merged some", fmt))
         else:
+            out.append("\n" + heading("Bucketing did nothing", fmt))
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]),
                   ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items()),
@@ -222,10 +207,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                 ["compile id", "graph", "not merged", "cap MB", "ranks"], fmt))
 
     diag = doc["diagnostics"]
-    out.append("\n" + heading("Diagnostics", fmt))
     if not diag["counts"]:
-        out.append("no bad input\n")
+        out.append("\n" + section_line("Diagnostics", "no bad input", fmt))
     else:
+        out.append("\n" + heading("Diagnostics", fmt))
         out.append(table([[k, v] for k, v in diag["counts"].items()], ["kind", "count"], fmt))
         out.append("\n")
         out.append(table([[e["kind"], f"{e['file']}:{e['line']}", e.get("detail", "")]
