@@ -19,12 +19,14 @@ COMMANDS: dict[str, str] = {
     "summarize": "tracekit.commands.summarize_cmd:summarize",
     "replay": "tracekit.commands.replay_cmd:replay",
     "diff": "tracekit.commands.diff_cmd:diff",
+    "explain": "tracekit.commands.explain_cmd:explain",
 }
 
 SHORT_HELP: dict[str, str] = {
     "summarize": "Read every rank's compile log; aggregate bucketing outcomes; flag divergence.",
     "replay": "Rebuild the recorded graphs and re-run bucketing with other caps.",
     "diff": "Compare the bucketing outcomes of two runs.",
+    "explain": "Why each collective is, or is not, in a bucket (with what-ifs checked by replay).",
 }
 
 

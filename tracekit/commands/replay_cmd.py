@@ -120,7 +120,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             cap_rows.append(row)
     if doc["caps"]:
         hw = doc["hardware"]
-        what_if = ", ".join(f"{k}={v}" for k, v in hw.items() if v is not None)
+        what_if = ", ".join(f"{k}={v}" for k, v in [*hw.items(), ("bucket_mode", doc.get("bucket_mode"))]
+                            if v is not None)
         title = "Other caps" + (f" ({what_if})" if what_if else "")
         out.append("\n" + heading(title, fmt))
         out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
@@ -156,11 +157,14 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--sym", "syms", multiple=True, metavar="NAME=VALUE",
               help="Value of a symbolic size (e.g. s77=1024); repeatable.")
 @click.option("--mode", default=None, help="Bucket mode (default, custom_ops, ...), as torch's pass.")
+@click.option("--bucket-mode", "bucket_mode", default=None, metavar="MODE",
+              help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
+                   "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
 @click.option("--format", "fmt", type=click.Choice(REPLAY_FORMATS), default="table", show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
               help="Draw collectives and comm time against the cap (needs matplotlib).")
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
-           graphs, syms, mode, fmt, plot_path):
+           graphs, syms, mode, bucket_mode, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     from bucketing.plan import resolve_mode
@@ -180,16 +184,18 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         ic = None if interconnect is None else ce.interconnect_name(interconnect)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--interconnect") from None
-    try:
-        resolve_mode(mode)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--mode") from None
+    for value, hint in ((mode, "--mode"), (bucket_mode, "--bucket-mode")):
+        try:
+            resolve_mode(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint=hint) from None
     options = ReplayOptions(
         caps=_caps(cap_mb, cap_auto),
         hardware=ce.Hardware(interconnect=ic, group_size=group_size, gpus_per_node=gpus_per_node),
         apply=apply_,
         mode=mode,
         symbols=symbols,
+        bucket_mode=bucket_mode,
     )
 
     diag = Diagnostics()

@@ -55,6 +55,9 @@ class ReplayOptions:
     apply: bool = False
     mode: str | None = None
     symbols: Mapping[str, int] = field(default_factory=dict)
+    # inductor's aten_distributed_optimizations.bucket_mode (None: as configured), from which
+    # torch's FSDP pass takes its all-gather grouping key
+    bucket_mode: str | None = None
 
 
 def _collective_counts(report) -> dict[str, dict[str, int]]:
@@ -116,6 +119,7 @@ class GraphReplay:
     reproduction: CapReplay | None = None
     recorded_comm_ms: float | None = None  # recorded buckets, costed on the requested hardware
     replays: list[CapReplay] = field(default_factory=list)
+    replayer: Any = field(default=None, repr=False, compare=False)  # the GraphReplayer (not in JSON)
 
     @property
     def label(self) -> str:
@@ -182,7 +186,7 @@ class GraphReplayer:
         t0 = time.perf_counter()
         self.gm = parse_graph_text(text, options.symbols)
         self.parse_ms = (time.perf_counter() - t0) * 1e3
-        self.planner = FsdpPlanner(self.gm, options.mode)
+        self.planner = FsdpPlanner(self.gm, options.mode, options.bucket_mode)
         self.by_name: dict[str, fx.Node] = {n.name: n for n in self.gm.graph.nodes}
         self.group_size = self.planner.group_size
         self._bytes: dict[str, int] = {}  # collective name -> torch's fx size, computed once
@@ -239,13 +243,16 @@ class GraphReplayer:
 
     def apply(self, cap_mb: float, planned: dict[str, dict[str, int]]) -> dict[str, Any]:
         """The full rewrite on a fresh rebuild; its counts, whether they match the plan, lint."""
+        import torch._inductor.config as inductor_config
+
         from bucketing import pre_bucket_fsdp_collectives, register_fake_process_groups
 
         try:
             gm = parse_graph_text(self.text, self.options.symbols)
             if self.planner.fsdp_groups and self.group_size:
                 register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
-            report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
+            with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": self.planner.bucket_mode}):
+                report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
             gm.graph.lint()
         except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
             return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -323,7 +330,7 @@ def replay_source(
     if hints:
         options = replace(options, symbols={**hints, **options.symbols})
     key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
-           tuple(sorted(options.symbols.items())), options.mode)
+           tuple(sorted(options.symbols.items())), options.mode, options.bucket_mode)
     rp = None if rebuilt is None else rebuilt.get(key)
     if rp is None:
         try:
@@ -337,6 +344,7 @@ def replay_source(
     if isinstance(rp, str):
         out.error = rp
         return out
+    out.replayer = rp
     out.nodes = len(rp.gm.graph.nodes)
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
@@ -422,6 +430,7 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
             "gpus_per_node": hw.gpus_per_node,
         },
         "apply": options.apply,
+        "bucket_mode": options.bucket_mode,
         "symbols": dict(options.symbols),
         "graphs": [r.to_dict() for r in results],
         "totals": {

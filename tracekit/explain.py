@@ -1,0 +1,154 @@
+"""``tracekit explain``: why each collective is, or is not, in a bucket (the ``tracekit.explain/1`` document).
+
+Pure: recorded outcomes with their graph texts (:class:`tracekit.reader.GraphSource`) in, a
+document out; nothing here reads a file or formats text. For each graph:
+
+1. rebuild it and replay it at the recorded cap (:func:`tracekit.replay.engine.replay_source`,
+   which also retries the exact automatic cap when the log's rounded one misses);
+2. plan there with the planner's decisions on (:meth:`bucketing.FsdpPlanner.plan` with
+   ``explain=True``): one reason per collective, from the planner's own bookkeeping, never
+   re-derived here (reasons: :data:`bucketing.report.REASONS`);
+3. check that the planned buckets are the recorded outcome: the counts, and the bucket members
+   when the log has them (:mod:`tracekit.recorded_buckets`); a difference is listed, never hidden;
+4. add a what-if to each lone collective where one exists, verified by planning again
+   (:class:`bucketing.whatif.WhatIf`): for ``over_cap`` the smallest cap that merges it, for an
+   all-gather's ``dtype_break`` the bucket mode ``custom_ops_multidtype``.
+
+Document::
+
+    {"schema": "tracekit.explain/1", "paths": [...], "bucket_mode": null,
+     "graphs": [{"rank": 0, "compile_id": "0/0", "graph_index": 0, "file": ..., "line": ...,
+                 "cap_mb": 0.1, "recorded": {"AG": "8->5", ...}, "reproduced": true,
+                 "buckets_checked": "members" | "counts", "mismatches": [], "error": null,
+                 "buckets": {"AG": [[name, ...], ...], "RS": [...], "AR": [...]},
+                 "collectives": [{"name", "kind", "size_mb", "dtype", "group", "bucket",
+                                  "reason", "detail", "what_if": null | {...}}]}],
+     "notes": [...], "diagnostics": {...}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SCHEMA = "tracekit.explain/1"
+MULTIDTYPE = "custom_ops_multidtype"
+KINDS = ("AG", "RS", "AR")
+
+
+def _what_if(d: Any, whatif: Any, cap_mb: float, bucket_mode: str) -> dict[str, Any] | None:
+    """A verified what-if for one decision, or None."""
+    if d.reason == "over_cap":
+        cap = whatif.cap_that_merges(d.name, cap_mb)
+        if cap is not None:
+            return {"cap_mb": cap, "verified": True, "text": f"a cap of {cap:g} MB buckets it"}
+    elif d.reason == "dtype_break" and d.kind == "AG" and "multidtype" not in bucket_mode:
+        if whatif.bucket_mode_merges(d.name, cap_mb, MULTIDTYPE):
+            return {"bucket_mode": MULTIDTYPE, "verified": True,
+                    "text": f"bucket_mode={MULTIDTYPE} buckets it (all-gathers keyed by group only)"}
+    return None
+
+
+def _member_mismatches(planned: dict[str, list[list[str]]], recorded: dict[str, Any] | None) -> tuple[str, list[str]]:
+    """("members" | "counts", differences) between planned and recorded bucket members."""
+    if not recorded or all(recorded.get(k) is None for k in ("AG", "RS")):
+        return "counts", []
+    out = []
+    for kind in ("AG", "RS", "AR"):
+        want = recorded.get(kind)
+        if want is None:
+            continue
+        if want != planned.get(kind, []):
+            out.append(f"{kind} buckets: recorded {want}, planned {planned.get(kind, [])}")
+    return "members", out
+
+
+def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any] | None) -> dict[str, Any]:
+    """One graph of the document (see the module docstring)."""
+    from bucketing.whatif import WhatIf
+    from tracekit.replay.engine import replay_source
+
+    g = src.graph
+    gr = replay_source(src, options, rebuilt)
+    out: dict[str, Any] = {
+        "rank": src.rank,
+        "compile_id": src.compile_id,
+        "graph_index": src.graph_index,
+        "file": g.file,
+        "line": g.line,
+        "cap_mb": g.bucket_cap_mb,
+        "recorded": {s: f"{g.collectives[t].before}->{g.collectives[t].after}"
+                     for t, s in (("all_gather", "AG"), ("reduce_scatter", "RS"), ("all_reduce", "AR"))
+                     if t in g.collectives},
+        "reproduced": None,
+        "buckets_checked": None,
+        "mismatches": [],
+        "note": None,
+        "error": gr.error,
+        "bucket_mode": None,
+        "buckets": {},
+        "collectives": [],
+    }
+    if gr.error is not None:
+        return out
+    planner = gr.replayer.planner
+    cap = gr.reproduction.bucket_cap_mb
+    report = planner.plan(cap, explain=True)
+    planned = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
+    checked, members = _member_mismatches(planned, recorded)
+    mismatches = list(gr.mismatches) + members
+    whatif = WhatIf(planner)
+    out.update(
+        cap_mb=cap,
+        reproduced=not mismatches,
+        buckets_checked=checked,
+        mismatches=mismatches,
+        note=gr.note,
+        bucket_mode=planner.bucket_mode,
+        buckets=planned,
+        collectives=[{**d.to_dict(), "what_if": _what_if(d, whatif, cap, planner.bucket_mode)}
+                     for d in report.decisions],
+    )
+    return out
+
+
+def explain_document(
+    sources: Iterable[Any],
+    *,
+    recorded: Mapping[tuple, dict] | None = None,
+    mode: str | None = None,
+    bucket_mode: str | None = None,
+    symbols: Mapping[str, int] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``tracekit.explain/1`` document of ``sources`` (``recorded``: the recorded bucket
+    members, :func:`tracekit.recorded_buckets.recorded_buckets`)."""
+    from tracekit.replay.engine import ReplayOptions
+
+    options = ReplayOptions(mode=mode, bucket_mode=bucket_mode, symbols=dict(symbols or {}))
+    rebuilt: dict = {}
+    recorded = recorded or {}
+    graphs = [explain_graph(s, options, rebuilt, recorded.get((s.rank, s.compile_id, s.graph_index)))
+              for s in sources]
+    doc = {"schema": SCHEMA, "bucket_mode": bucket_mode, "mode": mode, "graphs": graphs}
+    doc.update(extra or {})
+    return doc
+
+
+def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = (),
+            mode: str | None = None, bucket_mode: str | None = None) -> dict[str, Any]:
+    """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
+    ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``)."""
+    from tracekit.model import Diagnostics
+    from tracekit.recorded_buckets import recorded_buckets
+    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+
+    diag = Diagnostics()
+    sources = replay_sources_for(list(paths), rank=rank, graphs=[parse_graph_selector(g) for g in graphs],
+                                 diagnostics=diag)
+    recorded = recorded_buckets(sorted({s.graph.file for s in sources}), diag)
+    return explain_document(sources, recorded=recorded, mode=mode, bucket_mode=bucket_mode,
+                            extra={"paths": list(paths), "diagnostics": diag.to_dict()})
+
+
+__all__ = ["SCHEMA", "explain", "explain_document", "explain_graph"]
