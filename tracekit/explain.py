@@ -16,7 +16,7 @@ document out; nothing here reads a file or formats text. For each graph:
 
 Document::
 
-    {"schema": "tracekit.explain/1", "paths": [...], "bucket_mode": null,
+    {"schema": "tracekit.explain/1", "paths": [...],
      "graphs": [{"rank": 0, "compile_id": "0/0", "graph_index": 0, "file": ..., "line": ...,
                  "cap_mb": 0.1, "recorded": {"AG": "8->5", ...}, "reproduced": true,
                  "buckets_checked": "members" | "counts", "mismatches": [], "error": null,
@@ -116,8 +116,6 @@ def explain_document(
     sources: Iterable[Any],
     *,
     recorded: Mapping[tuple, dict] | None = None,
-    mode: str | None = None,
-    bucket_mode: str | None = None,
     symbols: Mapping[str, int] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -125,18 +123,19 @@ def explain_document(
     members, :func:`tracekit.recorded_buckets.recorded_buckets`)."""
     from tracekit.replay.engine import ReplayOptions
 
-    options = ReplayOptions(mode=mode, bucket_mode=bucket_mode, symbols=dict(symbols or {}))
+    # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
+    # configured bucket_mode, as when it ran
+    options = ReplayOptions(symbols=dict(symbols or {}))
     rebuilt: dict = {}
     recorded = recorded or {}
     graphs = [explain_graph(s, options, rebuilt, recorded.get((s.rank, s.compile_id, s.graph_index)))
               for s in sources]
-    doc = {"schema": SCHEMA, "bucket_mode": bucket_mode, "mode": mode, "graphs": graphs}
+    doc = {"schema": SCHEMA, "graphs": graphs}
     doc.update(extra or {})
     return doc
 
 
-def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = (),
-            mode: str | None = None, bucket_mode: str | None = None) -> dict[str, Any]:
+def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
     """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
     ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``)."""
     from tracekit.model import Diagnostics
@@ -147,8 +146,7 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
     sources = replay_sources_for(list(paths), rank=rank, graphs=[parse_graph_selector(g) for g in graphs],
                                  diagnostics=diag)
     recorded = recorded_buckets(sorted({s.graph.file for s in sources}), diag)
-    return explain_document(sources, recorded=recorded, mode=mode, bucket_mode=bucket_mode,
-                            extra={"paths": list(paths), "diagnostics": diag.to_dict()})
+    return explain_document(sources, recorded=recorded, extra={"paths": list(paths), "diagnostics": diag.to_dict()})
 
 
 __all__ = ["SCHEMA", "explain", "explain_document", "explain_graph"]

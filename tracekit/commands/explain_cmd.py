@@ -115,26 +115,17 @@ def _usage(message: str) -> None:
 @click.option("--rank", "rank", type=int, default=None, help="Rank to explain (default: the lowest).")
 @click.option("--graph", "graphs", multiple=True, metavar="COMPILE_ID[:INDEX]",
               help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.")
-@click.option("--mode", default=None, help="Bucket mode argument of torch's pass (default, custom_ops, ...).")
-@click.option("--bucket-mode", "bucket_mode", default=None, metavar="MODE",
-              help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE (all-gather grouping).")
 @click.option("--format", "fmt", type=click.Choice(EXPLAIN_FORMATS), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write to FILE instead of stdout.")
-def explain(paths, rank, graphs, mode, bucket_mode, fmt, output):
+def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
-    from bucketing.plan import resolve_mode
     from tracekit.explain import explain_document
     from tracekit.model import Diagnostics
     from tracekit.recorded_buckets import recorded_buckets
     from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
 
-    for value, hint in ((mode, "--mode"), (bucket_mode, "--bucket-mode")):
-        try:
-            resolve_mode(value)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint=hint) from None
     paths = list(paths)
     bad = [g for g in graphs if not _GRAPH_RE.match(g)]
     diag = Diagnostics()
@@ -164,8 +155,7 @@ def explain(paths, rank, graphs, mode, bucket_mode, fmt, output):
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
-    doc = explain_document(sources, recorded=recorded, mode=mode, bucket_mode=bucket_mode,
-                           extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
+    doc = explain_document(sources, recorded=recorded, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
     with output_sink(output, command="explain", error_status=2) as write:
         write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])

@@ -55,8 +55,9 @@ class ReplayOptions:
     apply: bool = False
     mode: str | None = None
     symbols: Mapping[str, int] = field(default_factory=dict)
-    # inductor's aten_distributed_optimizations.bucket_mode (None: as configured), from which
-    # torch's FSDP pass takes its all-gather grouping key
+    # what-if inductor aten_distributed_optimizations.bucket_mode, from which torch's FSDP pass
+    # takes its all-gather grouping key, for the other caps (None: as configured); the
+    # reproduction of the recorded outcome always uses the configured one
     bucket_mode: str | None = None
 
 
@@ -186,16 +187,20 @@ class GraphReplayer:
         t0 = time.perf_counter()
         self.gm = parse_graph_text(text, options.symbols)
         self.parse_ms = (time.perf_counter() - t0) * 1e3
-        self.planner = FsdpPlanner(self.gm, options.mode, options.bucket_mode)
+        self.planner = FsdpPlanner(self.gm, options.mode)
+        self.what_if_planner = (
+            FsdpPlanner(self.gm, options.mode, options.bucket_mode) if options.bucket_mode else self.planner
+        )
         self.by_name: dict[str, fx.Node] = {n.name: n for n in self.gm.graph.nodes}
         self.group_size = self.planner.group_size
         self._bytes: dict[str, int] = {}  # collective name -> torch's fx size, computed once
 
     def at(
-        self, cap_mb: float, cap_source: str, hardware: ce.Hardware, apply: bool = False
+        self, cap_mb: float, cap_source: str, hardware: ce.Hardware, apply: bool = False, what_if: bool = False
     ) -> CapReplay:
-        """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too."""
-        report = self.planner.plan(cap_mb)
+        """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too;
+        ``what_if``: in the what-if bucket mode (``ReplayOptions.bucket_mode``)."""
+        report = (self.what_if_planner if what_if else self.planner).plan(cap_mb)
         collectives = _collective_counts(report)
         sizes = {k: [s["size_mb"] for s in report.sizes_after if s["type"] == k] for k in KINDS}
         largest = max((x for v in sizes.values() for x in v), default=0.0)
@@ -251,7 +256,8 @@ class GraphReplayer:
             gm = parse_graph_text(self.text, self.options.symbols)
             if self.planner.fsdp_groups and self.group_size:
                 register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
-            with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": self.planner.bucket_mode}):
+            mode_patch = {"aten_distributed_optimizations.bucket_mode": self.what_if_planner.bucket_mode}
+            with inductor_config.patch(mode_patch):
                 report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
             gm.graph.lint()
         except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
@@ -385,12 +391,17 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
         # Compare with the recorded buckets costed on the requested hardware.
         base_ms = rp.comm_ms(repro.report, hw)
     out.recorded_comm_ms = base_ms
-    for req in options.caps:
-        if req.mb is None:
+    requests = list(options.caps)
+    if options.bucket_mode and not requests:
+        requests = [None]  # the recorded cap, in the what-if bucket mode
+    for req in requests:
+        if req is None:
+            r = rp.at(repro.bucket_cap_mb, "recorded", hw, apply=options.apply, what_if=True)
+        elif req.mb is None:
             cap = ce.auto_cap(rp.group_size, hw)
-            r = rp.at(cap.cap_mb, cap.source, hw, apply=options.apply)
+            r = rp.at(cap.cap_mb, cap.source, hw, apply=options.apply, what_if=True)
         else:
-            r = rp.at(req.mb, "override", hw, apply=options.apply)
+            r = rp.at(req.mb, "override", hw, apply=options.apply, what_if=True)
         if r.estimated_comm_ms is not None and base_ms is not None:
             r.comm_ms_vs_recorded = r.estimated_comm_ms - base_ms
         out.replays.append(r)
