@@ -123,3 +123,17 @@ def test_replay_bucket_mode_rejects_unknown_modes(mixed_log) -> None:
     result = CliRunner().invoke(main, ["replay", mixed_log, "--bucket-mode", "fancy"])
     assert result.exit_code == 2
     assert "unknown bucket mode 'fancy'" in result.output
+
+
+def test_summarize_points_did_nothing_rows_to_the_exact_explain_command(mixed_log) -> None:
+    import shlex
+
+    result = CliRunner().invoke(main, ["summarize", mixed_log, "--format", "json"])
+    (item,) = json.loads(result.output)["did_nothing"]
+    command = f"tracekit explain {shlex.quote(mixed_log)} --rank 0 --graph 0/0:0"
+    assert item["explain"] == command
+    table = CliRunner().invoke(main, ["summarize", mixed_log]).output
+    assert "Bucketing did nothing" in table and command in table
+    # the command runs as printed
+    code, doc = _json([*shlex.split(command)[1:], "--format", "json"])
+    assert code == 0 and [c["reason"] for c in doc["graphs"][0]["collectives"]] == ["dtype_break"] * 6

@@ -26,7 +26,7 @@ SHORT_HELP: dict[str, str] = {
     "summarize": "Read every rank's compile log; aggregate bucketing outcomes; flag divergence.",
     "replay": "Rebuild the recorded graphs and re-run bucketing with other caps.",
     "diff": "Compare the bucketing outcomes of two runs.",
-    "explain": "Why each collective is, or is not, in a bucket (with what-ifs checked by replay).",
+    "explain": "Why each collective is, or is not, in a bucket; what-ifs checked.",
 }
 
 

@@ -235,7 +235,8 @@ def totals(run: Run) -> dict[str, Any]:
 def did_nothing(run: Run) -> list[dict[str, Any]]:
     """Graphs where bucketing merged nothing (N -> N with N > 1), grouped across ranks.
 
-    Items: ``{compile_id, graph_index, types: [...], counts: {type: N}, ranks: [...]}``."""
+    Items: ``{compile_id, graph_index, types: [...], counts: {type: N}, ranks: [...], explain}``,
+    ``explain`` the command that tells why (:func:`explain_command`)."""
     found: dict[tuple[str, int, str], dict[str, Any]] = {}
     for r in run.ranks:
         for g in r.graphs:
@@ -255,7 +256,18 @@ def did_nothing(run: Run) -> list[dict[str, Any]]:
                     "ranks": [],
                 }
             item["ranks"].append(r.rank)
+    for item in found.values():
+        item["explain"] = explain_command(run.paths, item["ranks"], item["compile_id"], item["graph_index"])
     return list(found.values())
+
+
+def explain_command(paths: list[str], ranks: list[int | None], compile_id: str, graph_index: int) -> str:
+    """The ``tracekit explain`` command that says why a graph's collectives were not merged."""
+    import shlex
+
+    named = [r for r in ranks if r is not None]
+    rank = f" --rank {min(named)}" if named else ""
+    return f"tracekit explain {' '.join(shlex.quote(p) for p in paths)}{rank} --graph {compile_id}:{graph_index}"
 
 
 def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
