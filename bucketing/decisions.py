@@ -113,6 +113,7 @@ class DecisionMaker:
         self.nodes: list[fx.Node] = planner.nodes
         self.cap_bytes = plan.cap_bytes if plan is not None else 0
         self.bytes = {c.coll: c.n_bytes for cands in planner.candidates.values() for c in cands}
+        self._bucket_text: dict[int, str] = {}  # id(bucket) -> its detail, made once per bucket
 
     def decisions(self) -> list[Decision]:
         bucket_of: dict[fx.Node, tuple[int, list[fx.Node]]] = {}
@@ -141,10 +142,8 @@ class DecisionMaker:
         cid = self.planner.ids[node]
         if in_bucket is not None:
             index, bucket = in_bucket
-            total = sum(self.plan.member_bytes[n] for n in bucket)
             d.reason, d.bucket = "bucketed", index
-            d.detail = (f"{kind} bucket {index}: {len(bucket)} collectives ({_names(bucket)}), "
-                        f"{mb_text(total)} MB within the {mb_text(self.cap_bytes)} MB cap")
+            d.detail = self._bucket_text.get(id(bucket)) or self._bucket_detail(kind, index, bucket)
         elif cid in self.planner.rejected:
             d.reason, d.detail = self.planner.rejected[cid]
         elif self.plan is None:
@@ -154,6 +153,13 @@ class DecisionMaker:
         else:
             d.reason, d.detail = "no_single_wait", "no wait_tensor uses it"
         return d
+
+    def _bucket_detail(self, kind: str, index: int, bucket: list[fx.Node]) -> str:
+        total = sum(self.plan.member_bytes[n] for n in bucket)
+        text = self._bucket_text[id(bucket)] = (
+            f"{kind} bucket {index}: {len(bucket)} collectives ({_names(bucket)}), "
+            f"{mb_text(total)} MB within the {mb_text(self.cap_bytes)} MB cap")
+        return text
 
     def _from_note(self, d: Decision, cid: int, note: tuple) -> None:
         what = note[0]
@@ -207,7 +213,7 @@ class DecisionMaker:
             return "reduce op", reduce_op_of(node), reduce_op_of(other)
         return "dtype", dtype_name(node.meta["val"].dtype), dtype_name(other.meta["val"].dtype)
 
-    def _single(self, d: Decision, cid: int, opened_by: Any, closed_by: Any, left_out: list) -> None:
+    def _single(self, d: Decision, cid: int, opened_by: Any, closed_by: Any, left_out: list | None) -> None:
         mine = self.bytes[cid]
         cap = self.cap_bytes
         parts, needed = [], []
@@ -227,7 +233,7 @@ class DecisionMaker:
             d.reason, d.detail, d.needed_mb = "over_cap", "; ".join(parts), round_mb(min(needed))
         else:
             d.reason = "depends_on_bucket"
-            d.detail = (f"the rest of its run ({_names([self.nodes[c.coll] for c in left_out])}) derives from it, "
+            d.detail = (f"the rest of its run ({_names([self.nodes[c.coll] for c in left_out or []])}) derives from it, "
                         "so torch left those out of its bucket and it stays alone")
 
     def _ancestor_in(self, cid: int, members: set[int]) -> fx.Node | None:

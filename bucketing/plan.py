@@ -375,11 +375,13 @@ def _greedy_buckets(
         bucket: list[_Candidate] = []
         size = 0
         opened_by: tuple | None = None  # (closed bucket, its bytes) when an overflow opened this one
-        left_out: list[_Candidate] = []
+        left_out: list[_Candidate] | None = None  # candidates left out for depending on it
         descendants = _OpenBucketDescendants(dag)
         for cand in run:
             if bucket and descendants.contains(cand.coll):
                 notes[cand.coll] = ("depends", list(bucket))
+                if left_out is None:
+                    left_out = []
                 left_out.append(cand)
                 continue  # depends on the open bucket: torch leaves it out of bucketing
             if bucket and size + cand.n_bytes > cap_bytes:
@@ -388,7 +390,7 @@ def _greedy_buckets(
                 else:
                     notes[bucket[0].coll] = ("single", opened_by, cand, left_out)
                 opened_by = (bucket, size)
-                bucket, size, left_out = [], 0, []
+                bucket, size, left_out = [], 0, None
                 descendants = _OpenBucketDescendants(dag)
             size += cand.n_bytes
             bucket.append(cand)
