@@ -92,3 +92,61 @@ def test_only_one_candidate() -> None:
     report = bucketing.FsdpPlanner(gm).plan(10, explain=True)
     assert [(d.kind, d.reason) for d in report.decisions] == [("AG", "only_one"), ("RS", "only_one")]
     assert report.decisions[0].detail == "the only all-gather candidate of the graph: nothing to merge with"
+
+
+def _breaks_graph(double_wait: bool):
+    """All-gathers alternating between two groups, reduce-scatters alternating sum/avg, one
+    reduce-scatter whose wait is added to an activation, and (``double_wait``) an all-gather
+    waited twice."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from test_bucketing_support import WORLD, _ag, _rs, c10d, ensure_fake_pg
+
+    world, pair = ensure_fake_pg()
+
+    def step(x, p0, p1, p2, p3):
+        a, b, c = _ag(p0, world), _ag(p1, pair), _ag(p2, world)
+        loss = x.sum() + a.sum() + b.sum() + c.sum()
+        if double_wait:
+            coll = c10d.all_gather_into_tensor(p3, WORLD, world)
+            loss = loss + c10d.wait_tensor(coll).sum() + c10d.wait_tensor(coll).sum()
+        grads = [_rs(a * loss, world, "sum"), _rs(c * loss, world, "avg"), _rs(a * 2 * loss, world, "sum")]
+        return loss, *grads, _rs(c * 3, world) + x.sum()
+
+    inputs = [torch.randn(8)] + [torch.randn(1024) for _ in range(4)]
+    return make_fx(step, tracing_mode="fake")(*inputs)
+
+
+def test_key_breaks_by_group_and_reduce_op_and_broken_chains() -> None:
+    report = bucketing.FsdpPlanner(_breaks_graph(double_wait=True)).plan(100, explain=True)
+    got = [(d.name, d.group, d.reason) for d in report.decisions]
+    assert got == [
+        ("all_gather_into_tensor", "0", "other_group"), ("all_gather_into_tensor_1", "1", "other_group"),
+        ("all_gather_into_tensor_2", "0", "other_group"), ("all_gather_into_tensor_3", "0", "no_single_wait"),
+        ("reduce_scatter_tensor", "0", "reduce_op_break"), ("reduce_scatter_tensor_1", "0", "reduce_op_break"),
+        ("reduce_scatter_tensor_2", "0", "reduce_op_break"), ("reduce_scatter_tensor_3", "0", "rs_not_to_output"),
+    ]
+    by_name = {d.name: d for d in report.decisions}
+    assert by_name["all_gather_into_tensor_1"].detail.startswith(
+        "the previous candidate, all_gather_into_tensor, has group '0' (this: '1'); the next candidate, "
+        "all_gather_into_tensor_2, has group '0' (this: '1')")
+    assert by_name["all_gather_into_tensor_3"].detail == "2 users (wait_tensor_3, wait_tensor_4), not one wait"
+    assert by_name["reduce_scatter_tensor_1"].detail.startswith(
+        "the previous candidate, reduce_scatter_tensor, has reduce op sum (this: avg)")
+    assert by_name["reduce_scatter_tensor_3"].detail == (
+        "add_5 (add.Tensor, 2 inputs) is on the path from its wait to the output, where only "
+        "single-input nodes (views, casts) may stand")
+
+
+def test_those_breaks_leave_torchs_pass_unmerged_too() -> None:
+    from torch._inductor.fx_passes import fsdp as torch_fsdp
+
+    from test_bucketing_support import captured_artifacts
+
+    ours = bucketing.FsdpPlanner(_breaks_graph(double_wait=False)).plan(100)
+    with captured_artifacts() as records:
+        torch_fsdp.pre_bucket_fsdp_collectives(_breaks_graph(double_wait=False), bucket_cap_mb=100)
+    line = dict(records)["pre_bucketing_fsdp_collectives"]
+    assert line == ours.summary_line()
+    assert line.endswith("all_gather 3->3, reduce_scatter 4->4, all_reduce 0->0")
