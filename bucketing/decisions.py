@@ -129,12 +129,13 @@ class DecisionMaker:
         return out
 
     def _one(self, kind: str, node: fx.Node, in_bucket: tuple[int, list[fx.Node]] | None) -> Decision:
-        val = node.meta["val"] if kind == "AG" else node.all_input_nodes[0].meta["val"]
+        holder = node if kind == "AG" else (node.all_input_nodes or [node])[0]
+        val = holder.meta.get("val")
         d = Decision(
             name=node.name,
             kind=kind,
-            size_mb=round_mb(reported_bytes(kind, node)),
-            dtype=dtype_name(val.dtype),
+            size_mb=round_mb(reported_bytes(kind, node)) if val is not None else 0.0,
+            dtype=dtype_name(val.dtype) if val is not None else "?",
             group=group_name_of(node),
             reason="",
             detail="",

@@ -13,6 +13,11 @@ quirks included:
   that depends on a member of the open bucket is dropped (not bucketed at all);
 - the cap callback is asked for bucket index 0 only; buckets of one collective are not merged.
 
+While it plans, the planner notes what leaves each candidate out of every bucket (its key
+differs from its neighbours', the open bucket would pass the cap, it depends on the open bucket);
+``plan(cap, explain=True)`` turns those notes into one reason per collective
+(:mod:`bucketing.decisions`).
+
 Unlike torch, the dependency check is lazy: descendants of the open bucket are only explored up
 to the candidate's topological position, so the plan costs about one walk of the graph per kind
 (torch re-walks all descendants for every bucket).
