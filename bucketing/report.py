@@ -63,6 +63,7 @@ class Decision:
             "bucket": self.bucket,
             "reason": self.reason,
             "detail": self.detail,
+            "needed_mb": self.needed_mb,
         }
 
 

@@ -54,6 +54,7 @@ def test_small_cap_forward_over_cap_with_verified_caps() -> None:
         "it would be 0.126 MB, over the cap by 0.026 MB")
     assert [c["what_if"] and c["what_if"]["cap_mb"] for c in cs] == [None, None, 0.126, 0.126, 0.126, None, None, None]
     assert cs[2]["what_if"] == {"cap_mb": 0.126, "verified": True, "text": "a cap of 0.126 MB buckets it"}
+    assert [c["needed_mb"] for c in cs] == [None, None, 0.126, 0.126, 0.126, None, None, None]
 
 
 def test_small_cap_backward_greedy_what_if_is_not_just_the_neighbour_sum() -> None:
