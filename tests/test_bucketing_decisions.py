@@ -150,3 +150,20 @@ def test_those_breaks_leave_torchs_pass_unmerged_too() -> None:
     line = dict(records)["pre_bucketing_fsdp_collectives"]
     assert line == ours.summary_line()
     assert line.endswith("all_gather 3->3, reduce_scatter 4->4, all_reduce 0->0")
+
+
+def test_what_ifs_share_plans_and_stop_at_the_budget() -> None:
+    import sys
+
+    sys.path.insert(0, "bench")
+    from graphs import make_fsdp_graph
+
+    planner = bucketing.FsdpPlanner(make_fsdp_graph(50))  # 16 KiB collectives
+    lone = [d.name for d in planner.plan(0.001, explain=True).decisions if d.reason == "over_cap"]
+    assert len(lone) == 100
+    whatif = WhatIf(planner)
+    # two adjacent 16 KiB collectives fit 0.032 MB: one plan answers all 100
+    assert {whatif.cap_that_merges(name, 0.001) for name in lone} == {0.032}
+    assert len(whatif._bucketed) == 1 and whatif.exhausted is False
+    starved = WhatIf(planner, budget=0)
+    assert starved.cap_that_merges(lone[0], 0.001) is None and starved.exhausted is True

@@ -98,16 +98,20 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
     checked, members = _member_mismatches(planned, recorded)
     mismatches = list(gr.mismatches) + members
     whatif = WhatIf(planner)
+    collectives = [{**d.to_dict(), "what_if": _what_if(d, whatif, cap, planner.bucket_mode)}
+                   for d in report.decisions]
+    notes = [gr.note] if gr.note else []
+    if whatif.exhausted:
+        notes.append(f"what-ifs stopped after {whatif.budget} plans: the collectives left have none")
     out.update(
         cap_mb=cap,
         reproduced=not mismatches,
         buckets_checked=checked,
         mismatches=mismatches,
-        note=gr.note,
+        note="; ".join(notes) or None,
         bucket_mode=planner.bucket_mode,
         buckets=planned,
-        collectives=[{**d.to_dict(), "what_if": _what_if(d, whatif, cap, planner.bucket_mode)}
-                     for d in report.decisions],
+        collectives=collectives,
     )
     return out
 
