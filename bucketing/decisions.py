@@ -214,12 +214,11 @@ class DecisionMaker:
             return "reduce op", reduce_op_of(node), reduce_op_of(other)
         return "dtype", dtype_name(node.meta["val"].dtype), dtype_name(other.meta["val"].dtype)
 
-    def _single(self, d: Decision, cid: int, opened_by: Any, closed_by: Any, left_out: list | None) -> None:
+    def _single(self, d: Decision, cid: int, bucket: Any, size: int, closed_by: Any, left_out: list | None) -> None:
         mine = self.bytes[cid]
         cap = self.cap_bytes
         parts, needed = [], []
-        if opened_by is not None:
-            bucket, size = opened_by
+        if bucket is not None:
             total = size + mine
             needed.append(total)
             parts.append(f"the open bucket ({_names([self.nodes[c.coll] for c in bucket])}: {mb_text(size)} MB) "

@@ -84,8 +84,8 @@ class FsdpPlan:
     buckets: dict[str, list[list[fx.Node]]] = field(default_factory=dict)
     member_bytes: dict[fx.Node, int] = field(default_factory=dict)
     # collective id -> what the planner noted when it left a candidate out of every bucket:
-    # ("key_break", prev, next) | ("depends", open bucket) | ("single", opened_by, closed_by,
-    # dependents) | ("ag_merged", merged all-gathers its reduce-scatter chain crosses)
+    # ("key_break", prev, next) | ("depends", open bucket) | ("single", bucket it did not fit,
+    # its bytes, next that did not fit, dependents) | ("ag_merged", merged all-gathers crossed)
     notes: dict[int, tuple] = field(default_factory=dict)
     cap_bytes: int = 0
 
@@ -371,15 +371,16 @@ def _greedy_buckets(
     dag: _Dag, runs: list[list[_Candidate]], cap_mb_by_index: Callable[[int], float], notes: dict[int, tuple]
 ) -> list[list[_Candidate]]:
     """Fill buckets greedily in each run; what leaves a candidate alone goes into ``notes``:
-    ``("depends", open bucket)`` for one left out, ``("single", (previous bucket, its bytes)
-    or None, the next candidate that did not fit or None, dependents left out)`` for one alone
-    in its bucket."""
+    ``("depends", open bucket)`` for one left out, ``("single", the bucket it did not fit or
+    None, that bucket's bytes, the next candidate that did not fit or None, dependents left out
+    or None)`` for one alone in its bucket."""
     buckets: list[list[_Candidate]] = []
     for run in runs:
         cap_bytes = int(cap_mb_by_index(0) * MB)
         bucket: list[_Candidate] = []
         size = 0
-        opened_by: tuple | None = None  # (closed bucket, its bytes) when an overflow opened this one
+        closed: list[_Candidate] | None = None  # the bucket whose overflow opened this one
+        closed_size = 0
         left_out: list[_Candidate] | None = None  # candidates left out for depending on it
         descendants = _OpenBucketDescendants(dag)
         for cand in run:
@@ -393,8 +394,8 @@ def _greedy_buckets(
                 if len(bucket) > 1:
                     buckets.append(bucket)
                 else:
-                    notes[bucket[0].coll] = ("single", opened_by, cand, left_out)
-                opened_by = (bucket, size)
+                    notes[bucket[0].coll] = ("single", closed, closed_size, cand, left_out)
+                closed, closed_size = bucket, size
                 bucket, size, left_out = [], 0, None
                 descendants = _OpenBucketDescendants(dag)
             size += cand.n_bytes
@@ -403,7 +404,7 @@ def _greedy_buckets(
         if len(bucket) > 1:
             buckets.append(bucket)
         elif bucket:
-            notes[bucket[0].coll] = ("single", opened_by, None, left_out)
+            notes[bucket[0].coll] = ("single", closed, closed_size, None, left_out)
     return buckets
 
 
