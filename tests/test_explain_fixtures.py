@@ -126,3 +126,14 @@ def test_buckets_that_differ_from_the_recorded_members_are_not_reproduced(tmp_pa
 def test_help_lists_explain() -> None:
     r = CliRunner().invoke(main, ["--help"])
     assert "explain    Why each collective is, or is not, in a bucket; what-ifs checked." in r.output
+
+
+def test_markdown_to_a_file(tmp_path) -> None:
+    out = tmp_path / "why.md"
+    r = _run(SMALL, "--graph", "0/0:0", "--format", "markdown", "--output", str(out))
+    assert r.exit_code == 0 and r.output == ""
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("## rank 0, graph 0/0:0 (forward), cap 0.1 MB\n\n"
+                           "recorded AG 8->5, RS 0->0, AR 0->0; the planner reproduces it (bucket members checked)")
+    assert "| all_gather_into_tensor_2 | AG     | 0.125 | f32     | -        | over_cap | cap 0.126 MB |" in text
+    assert "- AG bucket 1: all_gather_into_tensor_5, all_gather_into_tensor_6, all_gather_into_tensor_7\n" in text
