@@ -118,7 +118,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             if doc.get("apply"):
                 row.append(_applied_text(r.get("applied")))
             cap_rows.append(row)
-    if cap_rows:
+    if doc["caps"] or cap_rows:
         hw = doc["hardware"]
         what_if = ", ".join(f"{k}={v}" for k, v in [*hw.items(), ("bucket_mode", doc.get("bucket_mode"))]
                             if v is not None)
