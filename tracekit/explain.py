@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+
 SCHEMA = "tracekit.explain/1"
 MULTIDTYPE = "custom_ops_multidtype"
 KINDS = ("AG", "RS", "AR")
@@ -54,7 +56,7 @@ def _member_mismatches(planned: dict[str, list[list[str]]], recorded: dict[str, 
     if not recorded or all(recorded.get(k) is None for k in ("AG", "RS")):
         return "counts", []
     out = []
-    for kind in ("AG", "RS", "AR"):
+    for kind in KINDS:
         want = recorded.get(kind)
         if want is None:
             continue
@@ -77,9 +79,8 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
         "file": g.file,
         "line": g.line,
         "cap_mb": g.bucket_cap_mb,
-        "recorded": {s: f"{g.collectives[t].before}->{g.collectives[t].after}"
-                     for t, s in (("all_gather", "AG"), ("reduce_scatter", "RS"), ("all_reduce", "AR"))
-                     if t in g.collectives},
+        "recorded": {SHORT_NAMES[t]: f"{g.collectives[t].before}->{g.collectives[t].after}"
+                     for t in COLLECTIVE_TYPES if t in g.collectives},
         "reproduced": None,
         "buckets_checked": None,
         "mismatches": [],
