@@ -9,6 +9,7 @@ it did, and extra log artifacts for replay. Public API::
     dedup_fsdp_reduce_scatter(gm) -> pairs fused
     plan_fsdp_buckets(gm, bucket_cap_mb=None, mode=None) -> BucketingReport   (no rewrite)
     FsdpPlanner(gm).plan(bucket_cap_mb) -> BucketingReport   (prepare once, plan many caps)
+    FsdpPlanner(gm).plan(bucket_cap_mb, explain=True).decisions -> [Decision]   (why, per collective)
     pre_bucket_fsdp_collectives(gm, mode=None, bucket_cap_mb=None) -> BucketingReport
     install() / uninstall() / installed()   (make torch.compile use the pass)
     register_fake_process_groups(group_names, group_size)
@@ -26,13 +27,14 @@ from bucketing.install import FsdpPreBucketingPass, install, installed, uninstal
 from bucketing.merge import BucketingError  # noqa: E402
 from bucketing.plan import FsdpPlanner, plan_fsdp_buckets  # noqa: E402
 from bucketing.prebucket import pre_bucket_fsdp_collectives  # noqa: E402
-from bucketing.report import BucketingReport, BucketMember  # noqa: E402
+from bucketing.report import BucketingReport, BucketMember, Decision  # noqa: E402
 
 __all__ = [
     "SUPPORTED_TORCH",
     "BucketMember",
     "BucketingError",
     "BucketingReport",
+    "Decision",
     "FsdpPlanner",
     "FsdpPreBucketingPass",
     "PreBucketCap",

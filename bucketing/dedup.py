@@ -12,7 +12,7 @@ c10d = torch.ops._c10d_functional
 LINEAR_REDUCE_OPS = ("sum", "avg")
 
 
-def _summed_reduce_scatter(wait: object) -> fx.Node | None:
+def summed_reduce_scatter(wait: object) -> fx.Node | None:
     """The reduce-scatter behind ``wait`` if both are single-use and the op is linear."""
     if not isinstance(wait, fx.Node) or wait.target is not WAIT_TARGET or len(wait.users) != 1:
         return None
@@ -24,7 +24,7 @@ def _summed_reduce_scatter(wait: object) -> fx.Node | None:
     return rs
 
 
-def _same_collective(a: fx.Node, b: fx.Node) -> bool:
+def same_collective(a: fx.Node, b: fx.Node) -> bool:
     return all(collective_arg(a, k) == collective_arg(b, k) for k in ("reduce_op", "group_size", "group_name")) and (
         a.args[0].meta["val"].dtype == b.args[0].meta["val"].dtype
     )
@@ -61,8 +61,8 @@ def dedup_fsdp_reduce_scatter(gm: fx.GraphModule) -> int:
         add = worklist.pop()
         if add.graph is not graph or add.target is not aten.add.Tensor or len(add.args) != 2 or add.kwargs:
             continue
-        rs_a, rs_b = _summed_reduce_scatter(add.args[0]), _summed_reduce_scatter(add.args[1])
-        if rs_a is None or rs_b is None or rs_a is rs_b or not _same_collective(rs_a, rs_b):
+        rs_a, rs_b = summed_reduce_scatter(add.args[0]), summed_reduce_scatter(add.args[1])
+        if rs_a is None or rs_b is None or rs_a is rs_b or not same_collective(rs_a, rs_b):
             continue
         wait_a, wait_b = add.args
         fake_mode = detect_fake_mode([add.meta.get("val"), rs_a.meta.get("val")])

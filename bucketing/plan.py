@@ -13,6 +13,11 @@ quirks included:
   that depends on a member of the open bucket is dropped (not bucketed at all);
 - the cap callback is asked for bucket index 0 only; buckets of one collective are not merged.
 
+While it plans, the planner notes what leaves each candidate out of every bucket (its key
+differs from its neighbours', the open bucket would pass the cap, it depends on the open bucket);
+``plan(cap, explain=True)`` turns those notes into one reason per collective
+(:mod:`bucketing.decisions`).
+
 Unlike torch, the dependency check is lazy: descendants of the open bucket are only explored up
 to the candidate's topological position, so the plan costs about one walk of the graph per kind
 (torch re-walks all descendants for every bucket).
@@ -31,6 +36,7 @@ import torch.fx as fx
 from bucketing.cap import PreBucketCap, compute_pre_bucket_cap_mb
 from bucketing.gc_pause import gc_paused
 from bucketing.groups import find_collectives, identify_fsdp_groups
+from bucketing.decisions import DecisionMaker, rejection_all_gather, rejection_reduce_scatter
 from bucketing.predicates import (
     ALL_GATHER_TARGETS,
     ALL_REDUCE_TARGET,
@@ -39,9 +45,9 @@ from bucketing.predicates import (
     collective_kind,
     group_name_of,
     is_all_gather,
-    is_fsdp_all_gather,
-    fsdp_reduce_scatter_downstream,
+    placeholder_ancestors,
     reduce_op_of,
+    reduce_scatter_chain,
     waited_collective,
 )
 from bucketing.report import BucketingReport, BucketMember
@@ -50,7 +56,8 @@ from bucketing.sizes import MB, bucket_bytes, reported_bytes, round_mb
 BUCKET_MODES = ("default", "custom_ops", "custom_ops_multidtype", "coalesced")
 
 
-def _configured_bucket_mode() -> str:
+def configured_bucket_mode() -> str:
+    """Inductor's ``aten_distributed_optimizations.bucket_mode`` (torch's all-gather grouping)."""
     import torch._inductor.config as inductor_config
 
     return inductor_config.aten_distributed_optimizations.bucket_mode or "default"
@@ -77,6 +84,11 @@ class FsdpPlan:
 
     buckets: dict[str, list[list[fx.Node]]] = field(default_factory=dict)
     member_bytes: dict[fx.Node, int] = field(default_factory=dict)
+    # collective id -> what the planner noted when it left a candidate out of every bucket:
+    # ("key_break", prev, next) | ("depends", open bucket) | ("single", bucket it did not fit,
+    # its bytes, next that did not fit, dependents) | ("ag_merged", merged all-gathers crossed)
+    notes: dict[int, tuple] = field(default_factory=dict)
+    cap_bytes: int = 0
 
 
 class _Dag:
@@ -162,9 +174,12 @@ class FsdpPlanner:
     graph) is computed here; :meth:`plan` then costs about one walk of the graph per kind.
     """
 
-    def __init__(self, gm: fx.GraphModule, mode: str | None = None):
+    def __init__(self, gm: fx.GraphModule, mode: str | None = None, bucket_mode: str | None = None):
         self.gm = gm
         self.mode = resolve_mode(mode)
+        # torch's FSDP pass does not hand its mode to the all-gather bucketer, which then keys
+        # on inductor's configured bucket_mode: only that one can drop dtype from the key.
+        self.bucket_mode = resolve_mode(bucket_mode or configured_bucket_mode())
         self.fsdp_groups, self.group_size = identify_fsdp_groups(gm)
         self.nodes: list[fx.Node] = list(gm.graph.nodes)
         self.ids: dict[fx.Node, int] = {n: i for i, n in enumerate(self.nodes)}
@@ -174,34 +189,45 @@ class FsdpPlanner:
 
     # -- cap-independent facts -------------------------------------------------------------
     def _collect_candidates(self) -> None:
-        # torch's FSDP pass does not hand its mode to the all-gather bucketer, which then keys
-        # on inductor's configured bucket_mode: only that one can drop dtype from the key.
-        multidtype = "multidtype" in _configured_bucket_mode()
+        multidtype = "multidtype" in self.bucket_mode
         self.candidates: dict[str, list[_Candidate]] = {kind: [] for kind in KINDS}
         self.waits: dict[int, int] = {}  # collective id -> wait id
         # RS waits' unary walk result before merges, and the all-gathers the walk crossed.
         self.rs_touches: dict[int, list[fx.Node]] = {}
+        # collective id -> (reason, detail) of the collectives that are no candidate at all
+        self.rejected: dict[int, tuple[str, str]] = {}
         groups = set(self.fsdp_groups)
         for node in self.nodes:
             coll = waited_collective(node)
-            if coll is None or len(coll.users) != 1:
+            if coll is None:
+                continue
+            if len(coll.users) != 1:
+                users = ", ".join(u.name for u in coll.users)
+                self.rejected[self.ids[coll]] = ("no_single_wait", f"{len(coll.users)} users ({users}), not one wait")
                 continue
             kind = collective_kind(coll)
             if "val" not in coll.meta:
                 raise ValueError(f"{coll.name}: collective without meta['val']; cannot size or key it")
             if kind == "AG":
-                if not is_fsdp_all_gather(coll):
+                sources = placeholder_ancestors(coll, 3)
+                if len(sources) != 1:
+                    self.rejected[self.ids[coll]] = rejection_all_gather(sources)
                     continue
                 group = group_name_of(coll)
                 key = (group,) if multidtype else (group, coll.meta["val"].dtype)
             elif kind == "RS":
-                touched = _unary_walk_all_gathers(node)
-                if touched is None:
+                reached, breaker = reduce_scatter_chain(node)
+                if reached is None:
+                    self.rejected[self.ids[coll]] = rejection_reduce_scatter(node, breaker)
                     continue
-                self.rs_touches[self.ids[coll]] = touched
+                self.rs_touches[self.ids[coll]] = [n for n in reached if is_all_gather(n)]
                 key = (group_name_of(coll), reduce_op_of(coll), coll.meta["val"].dtype)
             else:
                 if group_name_of(coll) not in groups:
+                    self.rejected[self.ids[coll]] = (
+                        "other_group",
+                        f"on group {group_name_of(coll)!r}, not an FSDP group ({', '.join(map(repr, self.fsdp_groups))})",
+                    )
                     continue
                 key = (group_name_of(coll), reduce_op_of(coll), coll.meta["val"].dtype)
             cid = self.ids[coll]
@@ -232,15 +258,23 @@ class FsdpPlanner:
         base = self._dag_base
         dag = _Dag.__new__(_Dag)
         dag.base, dag.overlay, dag.extra, dag.topo = base.base, {}, [], base.topo
-        plan = FsdpPlan()
+        plan = FsdpPlan(cap_bytes=int(cap_mb_by_index(0) * MB))
+        notes = plan.notes
         merged_ags: set[fx.Node] = set()
         for kind in KINDS:
             if kind != "AG" and dag.extra:
                 dag.renumber()
             cands = self.candidates[kind]
             if kind == "RS" and merged_ags:
-                cands = [c for c in cands if not any(t in merged_ags for t in self.rs_touches[c.coll])]
-            buckets = _greedy_buckets(dag, _adjacent_runs(cands), cap_mb_by_index)
+                kept = []
+                for c in cands:
+                    crossed = [t for t in self.rs_touches[c.coll] if t in merged_ags]
+                    if crossed:
+                        notes[c.coll] = ("ag_merged", crossed)
+                    else:
+                        kept.append(c)
+                cands = kept
+            buckets = _greedy_buckets(dag, _adjacent_runs(cands, notes), cap_mb_by_index, notes)
             plan.buckets[kind] = []
             for bucket in buckets:
                 nodes = [self.nodes[c.coll] for c in bucket]
@@ -252,16 +286,21 @@ class FsdpPlanner:
                 dag.merge([c.coll for c in bucket], [self.waits[c.coll] for c in bucket])
         return plan
 
-    def plan(self, bucket_cap_mb: float | None = None) -> BucketingReport:
-        """A report of what the pass would do at ``bucket_cap_mb`` (None: automatic cap)."""
+    def plan(self, bucket_cap_mb: float | None = None, *, explain: bool = False) -> BucketingReport:
+        """A report of what the pass would do at ``bucket_cap_mb`` (None: automatic cap);
+        ``explain``: with the planner's decision for every collective (``report.decisions``)."""
         report = self.base_report()
         if not self.fsdp_groups:
             report.skipped_reason = "no FSDP all-gather in the graph"
+            if explain:
+                report.decisions = DecisionMaker(self, None).decisions()
             return report
         cap = self.cap_for(bucket_cap_mb)
         report.cap_mb, report.cap_source = cap.cap_mb, cap.source
         plan = self.plan_nodes(lambda _index: cap.cap_mb)
         fill_buckets(report, plan)
+        if explain:
+            report.decisions = DecisionMaker(self, plan).decisions()
         report.sizes_after = self._predicted_sizes_after(plan)
         groups = set(self.fsdp_groups)
         for kind in KINDS:
@@ -276,6 +315,7 @@ class FsdpPlanner:
             group_size=self.group_size,
             n_nodes=nodes_count(self.group_size),
             mode=self.mode,
+            bucket_mode=self.bucket_mode,
         )
         report.sizes_before = [dict(e) for e in self.sizes_before]
         report.counts_before = dict(self.counts_before)
@@ -307,51 +347,65 @@ class FsdpPlanner:
         return out
 
 
-def _unary_walk_all_gathers(wait: fx.Node) -> list[fx.Node] | None:
-    """None when ``wait`` is not an FSDP reduce-scatter wait, else the all-gathers its walk crossed."""
-    reached = fsdp_reduce_scatter_downstream(wait)
-    if reached is None:
-        return None
-    return [n for n in reached if is_all_gather(n)]
-
-
-def _adjacent_runs(cands: list[_Candidate]) -> list[list[_Candidate]]:
+def _adjacent_runs(cands: list[_Candidate], notes: dict[int, tuple]) -> list[list[_Candidate]]:
+    """Maximal runs of candidates with one key; a candidate alone in its run is noted
+    ``("key_break", previous candidate, next candidate)``."""
     runs: list[list[_Candidate]] = []
     current: list[_Candidate] = []
-    for cand in cands:
+    for i, cand in enumerate(cands):
         if current and cand.key == current[0].key:
             current.append(cand)
         else:
             if len(current) > 1:
                 runs.append(current)
+            elif current:
+                notes[current[0].coll] = ("key_break", cands[i - 2] if i > 1 else None, cand)
             current = [cand]
     if len(current) > 1:
         runs.append(current)
+    elif current:
+        notes[current[0].coll] = ("key_break", cands[-2] if len(cands) > 1 else None, None)
     return runs
 
 
 def _greedy_buckets(
-    dag: _Dag, runs: list[list[_Candidate]], cap_mb_by_index: Callable[[int], float]
+    dag: _Dag, runs: list[list[_Candidate]], cap_mb_by_index: Callable[[int], float], notes: dict[int, tuple]
 ) -> list[list[_Candidate]]:
+    """Fill buckets greedily in each run; what leaves a candidate alone goes into ``notes``:
+    ``("depends", open bucket)`` for one left out, ``("single", the bucket it did not fit or
+    None, that bucket's bytes, the next candidate that did not fit or None, dependents left out
+    or None)`` for one alone in its bucket."""
     buckets: list[list[_Candidate]] = []
     for run in runs:
         cap_bytes = int(cap_mb_by_index(0) * MB)
         bucket: list[_Candidate] = []
         size = 0
+        closed: list[_Candidate] | None = None  # the bucket whose overflow opened this one
+        closed_size = 0
+        left_out: list[_Candidate] | None = None  # candidates left out for depending on it
         descendants = _OpenBucketDescendants(dag)
         for cand in run:
             if bucket and descendants.contains(cand.coll):
+                notes[cand.coll] = ("depends", list(bucket))
+                if left_out is None:
+                    left_out = []
+                left_out.append(cand)
                 continue  # depends on the open bucket: torch leaves it out of bucketing
             if bucket and size + cand.n_bytes > cap_bytes:
                 if len(bucket) > 1:
                     buckets.append(bucket)
-                bucket, size = [], 0
+                else:
+                    notes[bucket[0].coll] = ("single", closed, closed_size, cand, left_out)
+                closed, closed_size = bucket, size
+                bucket, size, left_out = [], 0, None
                 descendants = _OpenBucketDescendants(dag)
             size += cand.n_bytes
             bucket.append(cand)
             descendants.add(cand.coll)
         if len(bucket) > 1:
             buckets.append(bucket)
+        elif bucket:
+            notes[bucket[0].coll] = ("single", closed, closed_size, None, left_out)
     return buckets
 
 

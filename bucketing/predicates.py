@@ -112,23 +112,27 @@ def is_fsdp_all_gather(node: fx.Node) -> bool:
     accepted) and stops at the second placeholder. Rejects all-gathers of activations, which
     derive from several inputs, and of constants, which derive from none.
     """
-    if not is_all_gather(node):
-        return False
+    return is_all_gather(node) and len(placeholder_ancestors(node, 2)) == 1
+
+
+def placeholder_ancestors(node: fx.Node, limit: int) -> list[fx.Node]:
+    """The placeholders ``node``'s inputs derive from, in the order found; the walk stops at the
+    ``limit``-th one (so fewer than ``limit`` found means these are all of them)."""
     seen: set[fx.Node] = set()
     stack = list(node.all_input_nodes)
-    placeholders = 0
+    found: list[fx.Node] = []
     while stack:
         current = stack.pop()
         if current in seen:
             continue
         seen.add(current)
         if current.op == "placeholder":
-            placeholders += 1
-            if placeholders > 1:
-                return False
+            found.append(current)
+            if len(found) >= limit:
+                break
         else:
             stack.extend(current.all_input_nodes)
-    return placeholders == 1
+    return found
 
 
 def is_fsdp_reduce_scatter_wait(wait: fx.Node) -> bool:
@@ -144,8 +148,15 @@ def is_fsdp_reduce_scatter_wait(wait: fx.Node) -> bool:
 def fsdp_reduce_scatter_downstream(wait: fx.Node) -> list[fx.Node] | None:
     """The nodes on the unary paths from ``wait`` to the output (graph order not kept), or None
     when ``wait`` is not an FSDP reduce-scatter wait (see :func:`is_fsdp_reduce_scatter_wait`)."""
+    return reduce_scatter_chain(wait)[0]
+
+
+def reduce_scatter_chain(wait: fx.Node) -> tuple[list[fx.Node] | None, fx.Node | None]:
+    """``(reached, None)`` when every path from ``wait`` reaches the output through 1-input
+    nodes (``reached``: those nodes); else ``(None, breaker)``, the first node found with
+    another number of inputs (``breaker`` None when the wait has no users)."""
     if not wait.users:
-        return None
+        return None, None
     seen: set[fx.Node] = set()
     reached: list[fx.Node] = []
     stack = [wait]
@@ -158,7 +169,7 @@ def fsdp_reduce_scatter_downstream(wait: fx.Node) -> list[fx.Node] | None:
             if user.op == "output":
                 continue
             if len(user.all_input_nodes) != 1:
-                return None
+                return None, user
             reached.append(user)
             stack.append(user)
-    return reached
+    return reached, None

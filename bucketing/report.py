@@ -19,6 +19,54 @@ class BucketMember:
     bytes: int  # exact size the cap is compared against: max(input, output) bytes
 
 
+#: Why a collective is, or is not, in a bucket (:attr:`Decision.reason`).
+REASONS = (
+    "bucketed",  # merged with others
+    "not_fsdp",  # an all-gather that does not derive from exactly one placeholder
+    "rs_not_to_output",  # a reduce-scatter whose wait does not reach the output through 1-input nodes
+    "summed_rs",  # a reduce-scatter whose wait is summed with another's: left to the dedup pass
+    "other_group",  # not on an FSDP group, or its neighbours are on another group
+    "dtype_break",  # its neighbours have another dtype (default mode keys by group and dtype)
+    "reduce_op_break",  # its neighbours have another reduce op
+    "over_cap",  # joining its neighbours' bucket would pass the cap
+    "depends_on_bucket",  # an input derives from a collective in the open bucket (or the reverse)
+    "only_one",  # the only candidate of its kind: nothing to merge with
+    "no_single_wait",  # the collective is not used by exactly one wait
+)
+
+
+@dataclass
+class Decision:
+    """The planner's decision for one collective of the graph: why it is, or is not, in a bucket.
+
+    ``bucket`` is its bucket's index among the kind's buckets (None when it stays alone);
+    ``needed_mb`` (``over_cap`` only) the size of the smallest bucket it failed to join.
+    """
+
+    name: str
+    kind: str  # "AG" | "RS" | "AR"
+    size_mb: float  # as torch reports it: AG output, RS/AR input
+    dtype: str  # "f32", "bf16", ... (torch's graph abbreviations)
+    group: str
+    reason: str
+    detail: str
+    bucket: int | None = None
+    needed_mb: float | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "size_mb": self.size_mb,
+            "dtype": self.dtype,
+            "group": self.group,
+            "bucket": self.bucket,
+            "reason": self.reason,
+            "detail": self.detail,
+            "needed_mb": self.needed_mb,
+        }
+
+
 @dataclass
 class BucketingReport:
     """Outcome of :func:`bucketing.pre_bucket_fsdp_collectives` or :func:`bucketing.plan_fsdp_buckets`.
@@ -44,6 +92,8 @@ class BucketingReport:
     buckets: dict[str, list[list[BucketMember]]] = field(default_factory=dict)
     rewritten: bool = False
     skipped_reason: str | None = None
+    bucket_mode: str = "default"  # inductor's aten_distributed_optimizations.bucket_mode (AG keys)
+    decisions: list[Decision] = field(default_factory=list)  # filled by FsdpPlanner.plan(explain=True)
 
     def summary_line(self) -> str:
         """The text of torch's ``pre_bucketing_fsdp_collectives`` artifact, byte for byte."""
@@ -95,4 +145,6 @@ class BucketingReport:
             "buckets": self.buckets_payload()["buckets"],
             "rewritten": self.rewritten,
             "skipped_reason": self.skipped_reason,
+            "bucket_mode": self.bucket_mode,
+            "decisions": [d.to_dict() for d in self.decisions],
         }

@@ -75,7 +75,8 @@ def test_did_nothing_and_no_bucketing_notes():
     g.collectives["all_gather"] = Counts(5, 5)  # as if the cap were below every size
     (item,) = did_nothing(run)
     assert item == {"compile_id": "0/0", "graph_index": 1, "types": ["all_gather"],
-                    "counts": {"all_gather": 5}, "bucket_cap_mb": 0.1, "ranks": [0]}
+                    "counts": {"all_gather": 5}, "bucket_cap_mb": 0.1, "ranks": [0],
+                    "explain": f"tracekit explain {FIXTURE_LOGS / 'spmd_small_cap'} --rank 0 --graph 0/0:1"}
     cached = Run(paths=["x"], ranks=[Rank(rank=0, files=["x"], cache_hits=2)])
     assert notes(cached)[0].startswith("no bucketing recorded: 2 graphs were inductor cache hits")
 

@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("tracekit.commands.diff_cmd:diff", "Compare the bucketing outcomes of two runs."),
     "report": ("tracekit.commands.report_cmd:report",
                "Write one self-contained HTML page of the run, to attach to a bug."),
+    "explain": ("tracekit.commands.explain_cmd:explain",
+                "Why each collective is, or is not, in a bucket; what-ifs checked."),
 }
 
 

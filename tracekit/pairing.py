@@ -58,6 +58,7 @@ class PendingGraph:
     tracekit: bool = False
     tracekit_text: str | None = None
     graph_text: str | None = None
+    buckets: dict[str, list[list[str]]] = field(default_factory=dict)  # recorded members by kind
 
 
 @dataclass
@@ -86,6 +87,9 @@ class GraphSource:
     text: str | None
     text_artifact: str | None  # "before_post_grad_graph" | "tracekit_fsdp_input_graph" | None
     symbol_hints: dict[str, int] = field(default_factory=dict)
+    #: the bucket members the log recorded: {"AG": [[names]] | None, "RS": ...}; a kind is None
+    #: when the log cannot tell (no members logged, yet the counts say something merged)
+    recorded_buckets: dict[str, list[list[str]] | None] = field(default_factory=dict)
 
 
 class RankBuilder:
@@ -160,8 +164,13 @@ class RankBuilder:
     def count_compiled_graph(self, text: str | None) -> None:
         self.compiled_graphs += 1
         self._new_position()
+        p = self._p()
+        p.buckets = {}  # a new graph: members logged before it were another graph's
         if text is not None:
-            self._p().graph_text = text
+            p.graph_text = text
+
+    def set_bucket_members(self, kind: str, buckets: list[list[str]]) -> None:
+        self._p().buckets[kind] = buckets
 
     def count_cache_hit(self) -> None:
         self.cache_hits += 1
@@ -169,6 +178,8 @@ class RankBuilder:
     def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None:
         p = self._p()
         p.tracekit = True
+        if buckets is not None:
+            p.buckets.update(buckets)
         if input_graph is not None:
             p.tracekit_text = input_graph
 
@@ -213,7 +224,9 @@ class RankBuilder:
             text, art = p.graph_text, "before_post_grad_graph"
         else:
             text, art = None, None
-        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art))
+        recorded = {kind: p.buckets.get(kind, [] if o.collectives[long].before == o.collectives[long].after else None)
+                    for kind, long in (("AG", "all_gather"), ("RS", "reduce_scatter"))}
+        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art, recorded_buckets=recorded))
 
 
 @dataclass

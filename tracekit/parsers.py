@@ -63,6 +63,7 @@ class ModelBuilder(Protocol):
     def set_schedule(self, ops: list[tuple[str, str]]) -> None: ...
     def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None: ...
     def add_symbol_hint(self, symbol: str, value: int) -> None: ...
+    def set_bucket_members(self, kind: str, buckets: list[list[str]]) -> None: ...
     def set_torch_version(self, version: str) -> None: ...
 
 
@@ -365,18 +366,56 @@ def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
 
 
 class TracekitBucketsParser(EntryParser):
-    """``tracekit_fsdp_buckets`` (json): marks the next outcome of the compile id as ours."""
+    """``tracekit_fsdp_buckets`` (json): marks the next outcome of the compile id as ours, with
+    its bucket members ``{"AG": [[names]], "RS": ..., "AR": ...}``."""
 
     artifacts = frozenset({"tracekit_fsdp_buckets"})
 
     def parse(self, payload, envelope):
         try:
-            return orjson.loads(payload or "")
+            doc = orjson.loads(payload or "")
         except orjson.JSONDecodeError as e:
             raise ArtifactError(f"tracekit_fsdp_buckets is not JSON: {e}") from None
+        try:
+            return {k: [[str(m["name"]) for m in b] for b in doc["buckets"][k]] for k in ("AG", "RS", "AR")}
+        except (KeyError, TypeError) as e:
+            raise ArtifactError(f"tracekit_fsdp_buckets without buckets: {e!r}") from None
 
     def apply(self, builder, key, value, file, line):
         builder.mark_tracekit(buckets=value)
+
+
+_BUCKET_RE = re.compile(r"\[([^\[\]]*)\]")
+_NODE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def parse_torch_buckets(text: str) -> list[list[str]]:
+    """``[[a, b], [c, d, e]]`` -> ``[["a", "b"], ["c", "d", "e"]]``; ArtifactError otherwise."""
+    body = text.strip()
+    if not (body.startswith("[") and body.endswith("]")):
+        raise ArtifactError(f"not a list of buckets: {text[:80]!r}")
+    buckets = []
+    for inner in _BUCKET_RE.findall(body[1:-1]):
+        names = [n.strip() for n in inner.split(",") if n.strip()]
+        if not all(_NODE_NAME_RE.match(n) for n in names):
+            raise ArtifactError(f"bucket with a name that is not a node name: {inner[:80]!r}")
+        buckets.append(names)
+    return buckets
+
+
+class BucketMembersParser(EntryParser):
+    """``fx_bucketing_passes_all_gather_buckets`` / ``..._reduce_scatter_buckets`` (string,
+    ``str()`` of a list of node-name lists): the bucket members torch's merges chose, logged
+    only when something merges. Those logged between a graph's ``before_post_grad_graph`` and
+    its outcome are pre-bucketing's (overlap scheduling's own come after the outcome)."""
+
+    artifacts = frozenset({"fx_bucketing_passes_all_gather_buckets", "fx_bucketing_passes_reduce_scatter_buckets"})
+
+    def parse(self, payload, envelope):
+        return parse_torch_buckets(payload or "")
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_bucket_members("AG" if key[1].endswith("_all_gather_buckets") else "RS", value)
 
 
 class TracekitInputGraphParser(EntryParser):
@@ -467,6 +506,7 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
     TracekitBucketsParser(),
     TracekitInputGraphTextParser(),
     SymbolHintParser(),
+    BucketMembersParser(),
 )
 
 

@@ -277,7 +277,7 @@ def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[st
     """Graphs where bucketing merged nothing (N -> N with N > 1), grouped across ranks.
 
     Items: ``{compile_id, graph_index, types: [...], counts: {type: N}, bucket_cap_mb, ranks:
-    [...]}``."""
+    [...], explain}``, ``explain`` the command that tells why (:func:`explain_command`)."""
     found: dict[tuple[str, int, str], dict[str, Any]] = {}
     for grp in rank_groups(run) if groups is None else groups:
         for g in grp.graphs:
@@ -299,7 +299,17 @@ def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[st
             item["ranks"] += grp.ranks
     for item in found.values():
         item["ranks"].sort(key=_rank_order)
+        item["explain"] = explain_command(run.paths, item["ranks"], item["compile_id"], item["graph_index"])
     return list(found.values())
+
+
+def explain_command(paths: list[str], ranks: list[int | None], compile_id: str, graph_index: int) -> str:
+    """The ``tracekit explain`` command that says why a graph's collectives were not merged."""
+    import shlex
+
+    named = [r for r in ranks if r is not None]
+    rank = f" --rank {min(named)}" if named else ""
+    return f"tracekit explain {' '.join(shlex.quote(p) for p in paths)}{rank} --graph {compile_id}:{graph_index}"
 
 
 def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:

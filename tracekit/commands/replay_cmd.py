@@ -150,9 +150,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             if doc.get("apply"):
                 row.append(_applied_text(r.get("applied")))
             cap_rows.append(row)
-    if doc["caps"]:
+    if doc["caps"] or cap_rows:
         hw = doc["hardware"]
-        what_if = ", ".join(f"{k}={v}" for k, v in hw.items() if v is not None)
+        what_if = ", ".join(f"{k}={v}" for k, v in [*hw.items(), ("bucket_mode", doc.get("bucket_mode"))]
+                            if v is not None)
         title = "Other caps" + (f" ({what_if})" if what_if else "")
         out.append("\n" + heading(title, fmt))
         out.append(hardware_line(doc))
@@ -193,6 +194,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--sym", "syms", multiple=True, metavar="NAME=VALUE",
               help="Value of a symbolic size (e.g. s77=1024); repeatable.")
 @click.option("--mode", default=None, help="Bucket mode (default, custom_ops, ...), as torch's pass.")
+@click.option("--bucket-mode", "bucket_mode", default=None, metavar="MODE",
+              help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
+                   "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
 @format_option(REPLAY_FORMATS)
 @file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
 @examples(
@@ -201,7 +205,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
 )
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
-           graphs, syms, mode, fmt, plot_path):
+           graphs, syms, mode, bucket_mode, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     from bucketing.plan import resolve_mode
@@ -221,16 +225,18 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         ic = None if interconnect is None else ce.interconnect_name(interconnect)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--interconnect") from None
-    try:
-        resolve_mode(mode)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--mode") from None
+    for value, hint in ((mode, "--mode"), (bucket_mode, "--bucket-mode")):
+        try:
+            resolve_mode(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint=hint) from None
     options = ReplayOptions(
         caps=_caps(cap_mb, cap_auto),
         hardware=ce.Hardware(interconnect=ic, group_size=group_size, gpus_per_node=gpus_per_node),
         apply=apply_,
         mode=mode,
         symbols=symbols,
+        bucket_mode=bucket_mode,
     )
 
     diag = Diagnostics()

@@ -203,8 +203,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]),
                   ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items()),
-                  fmt_mb(d["bucket_cap_mb"]), ranks_cell(_ranks_text(d["ranks"]))] for d in dn],
-                ["compile id", "graph", "not merged", "cap MB", "ranks"], fmt))
+                  fmt_mb(d["bucket_cap_mb"]), ranks_cell(_ranks_text(d["ranks"])), d.get("explain", "-")]
+                 for d in dn],
+                ["compile id", "graph", "not merged", "cap MB", "ranks", "why"], fmt))
 
     diag = doc["diagnostics"]
     if not diag["counts"]:

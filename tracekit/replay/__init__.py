@@ -42,6 +42,7 @@ def replay(
     graphs: Iterable[str] = (),
     symbols: Mapping[str, int] | None = None,
     mode: str | None = None,
+    bucket_mode: str | None = None,
 ) -> Any:
     """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
 
@@ -65,6 +66,7 @@ def replay(
         apply=apply,
         mode=mode,
         symbols=dict(symbols or {}),
+        bucket_mode=bucket_mode,
     )
     diag = Diagnostics()
     sources = replay_sources_for([os.fspath(p) for p in paths], rank=rank, all_ranks=all_ranks,

@@ -58,6 +58,10 @@ class ReplayOptions:
     apply: bool = False
     mode: str | None = None
     symbols: Mapping[str, int] = field(default_factory=dict)
+    # what-if inductor aten_distributed_optimizations.bucket_mode, from which torch's FSDP pass
+    # takes its all-gather grouping key, for the other caps (None: as configured); the
+    # reproduction of the recorded outcome always uses the configured one
+    bucket_mode: str | None = None
 
 
 def _collective_counts(report) -> dict[str, dict[str, int]]:
@@ -121,6 +125,7 @@ class GraphReplay:
     recorded_comm_ms: float | None = None  # recorded buckets, costed on the requested hardware
     replays: list[CapReplay] = field(default_factory=list)
     ranks: list[int | None] = field(default_factory=list)  # empty: just ``rank``
+    replayer: Any = field(default=None, repr=False, compare=False)  # the GraphReplayer (not in JSON)
 
     @property
     def label(self) -> str:
@@ -193,15 +198,19 @@ class GraphReplayer:
         self.gm = parse_graph_text(text, options.symbols)
         self.parse_ms = (time.perf_counter() - t0) * 1e3
         self.planner = FsdpPlanner(self.gm, options.mode)
+        self.what_if_planner = (
+            FsdpPlanner(self.gm, options.mode, options.bucket_mode) if options.bucket_mode else self.planner
+        )
         self.by_name: dict[str, fx.Node] = {n.name: n for n in self.gm.graph.nodes}
         self.group_size = self.planner.group_size
         self._bytes: dict[str, int] = {}  # collective name -> torch's fx size, computed once
 
     def at(
-        self, cap_mb: float, cap_source: str, hardware: ce.Hardware, apply: bool = False
+        self, cap_mb: float, cap_source: str, hardware: ce.Hardware, apply: bool = False, what_if: bool = False
     ) -> CapReplay:
-        """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too."""
-        report = self.planner.plan(cap_mb)
+        """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too;
+        ``what_if``: in the what-if bucket mode (``ReplayOptions.bucket_mode``)."""
+        report = (self.what_if_planner if what_if else self.planner).plan(cap_mb)
         collectives = _collective_counts(report)
         sizes = {k: [s["size_mb"] for s in report.sizes_after if s["type"] == k] for k in KINDS}
         largest = max((x for v in sizes.values() for x in v), default=0.0)
@@ -249,13 +258,17 @@ class GraphReplayer:
 
     def apply(self, cap_mb: float, planned: dict[str, dict[str, int]]) -> dict[str, Any]:
         """The full rewrite on a fresh rebuild; its counts, whether they match the plan, lint."""
+        import torch._inductor.config as inductor_config
+
         from bucketing import pre_bucket_fsdp_collectives, register_fake_process_groups
 
         try:
             gm = parse_graph_text(self.text, self.options.symbols)
             if self.planner.fsdp_groups and self.group_size:
                 register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
-            report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
+            mode_patch = {"aten_distributed_optimizations.bucket_mode": self.what_if_planner.bucket_mode}
+            with inductor_config.patch(mode_patch):
+                report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
             gm.graph.lint()
         except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
             return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -333,7 +346,7 @@ def replay_source(
     if hints:
         options = replace(options, symbols={**hints, **options.symbols})
     key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
-           tuple(sorted(options.symbols.items())), options.mode)
+           tuple(sorted(options.symbols.items())), options.mode, options.bucket_mode)
     rp = None if rebuilt is None else rebuilt.get(key)
     if rp is None:
         try:
@@ -347,6 +360,7 @@ def replay_source(
     if isinstance(rp, str):
         out.error = rp
         return out
+    out.replayer = rp
     out.nodes = len(rp.gm.graph.nodes)
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
@@ -387,12 +401,17 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
         # Compare with the recorded buckets costed on the requested hardware.
         base_ms = rp.comm_ms(repro.report, hw)
     out.recorded_comm_ms = base_ms
-    for req in options.caps:
-        if req.mb is None:
+    requests = list(options.caps)
+    if options.bucket_mode and not requests:
+        requests = [None]  # the recorded cap, in the what-if bucket mode
+    for req in requests:
+        if req is None:
+            r = rp.at(repro.bucket_cap_mb, "recorded", hw, apply=options.apply, what_if=True)
+        elif req.mb is None:
             cap = ce.auto_cap(rp.group_size, hw)
-            r = rp.at(cap.cap_mb, cap.source, hw, apply=options.apply)
+            r = rp.at(cap.cap_mb, cap.source, hw, apply=options.apply, what_if=True)
         else:
-            r = rp.at(req.mb, "override", hw, apply=options.apply)
+            r = rp.at(req.mb, "override", hw, apply=options.apply, what_if=True)
         if r.estimated_comm_ms is not None and base_ms is not None:
             r.comm_ms_vs_recorded = r.estimated_comm_ms - base_ms
         out.replays.append(r)
@@ -469,6 +488,7 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
             "gpus_per_node": hw.gpus_per_node,
         },
         "apply": options.apply,
+        "bucket_mode": options.bucket_mode,
         "symbols": dict(options.symbols),
         "graphs": [r.to_dict() for r in results],
         "totals": {
