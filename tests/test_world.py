@@ -167,3 +167,15 @@ def test_help_has_examples():
     for cmd in ("summarize", "replay", "diff"):
         out = tk(cmd, "--help").stdout
         assert "  Examples:\n    tracekit " + cmd in out, cmd
+
+
+def test_every_comm_ms_table_says_what_hardware_it_assumes():
+    r = tk("replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "1", "--interconnect", "IB_NDR",
+           "--group-size", "512")
+    lines = r.stdout.splitlines()
+    said = [i for i, ln in enumerate(lines) if ln.startswith("comm ms: ")]
+    assert [lines[i] for i in said] == ["comm ms: torch's NCCL model, assuming IB_NDR, group size 512, 64 machines"] * 2
+    assert all(lines[i + 1].split()[-1] in ("ms", "recorded") or "comm ms" in lines[i + 1] for i in said)
+    plain = tk("replay", str(FIXTURE_LOGS / "spmd_small_cap")).stdout.splitlines()
+    assert plain[2] == "comm ms: torch's NCCL model, assuming NVLINK_A100, group size 4, 1 machine"
+    assert plain[3].split()[:3] == ["ranks", "graph", "fx"]  # fx nodes, not machines

@@ -86,18 +86,15 @@ def _ranks(g: dict[str, Any]) -> str:
     return g.get("ranks") or ("-" if g["rank"] is None else str(g["rank"]))
 
 
-def hardware_line(doc: dict[str, Any]) -> str:
-    """What the comm-ms columns assume, said above every table that shows them."""
-    seen = []
+def hardware_line(doc: dict[str, Any], which: str) -> str:
+    """What the comm-ms column of a table assumes, said above it: ``which`` is ``"recorded"``
+    (the recorded buckets) or ``"replays"`` (the other caps)."""
+    seen: list[dict[str, Any]] = []
     for g in doc["graphs"]:
-        for r in g["replays"]:
-            hw = r.get("hardware")
-            if hw and hw not in seen:
-                seen.append(hw)
+        hws = [g["recorded"].get("hardware")] if which == "recorded" else [r.get("hardware") for r in g["replays"]]
+        seen += [hw for hw in hws if hw and hw not in seen]
     if not seen:
-        asked = {k: v for k, v in (doc.get("hardware") or {}).items() if v is not None}
-        what = ", ".join(f"{k} {v}" for k, v in asked.items()) or "this machine's interconnect as torch detects it"
-        return f"comm ms: torch's NCCL model, assuming {what}\n"
+        return "comm ms: torch's NCCL model (no graph was costed)\n"
     parts = [f"{hw['interconnect']}, group size {hw['group_size']}, "
              f"{hw['n_nodes']} machine{'s' if hw['n_nodes'] != 1 else ''}" for hw in seen]
     return f"comm ms: torch's NCCL model, assuming {'; '.join(parts)}\n"
@@ -109,7 +106,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     import os
 
     types = COLLECTIVE_TYPES
-    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc)]
+    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc, "recorded")]
     runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}
 
     def run_of(g: dict[str, Any]) -> list[str]:
@@ -156,7 +153,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                             if v is not None)
         title = "Other caps" + (f" ({what_if})" if what_if else "")
         out.append("\n" + heading(title, fmt))
-        out.append(hardware_line(doc))
+        out.append(hardware_line(doc, "replays"))
         out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "

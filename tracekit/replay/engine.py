@@ -123,6 +123,7 @@ class GraphReplay:
     note: str | None = None
     reproduction: CapReplay | None = None
     recorded_comm_ms: float | None = None  # recorded buckets, costed on the requested hardware
+    recorded_hardware: dict[str, Any] | None = None  # what that cost assumed (interconnect, ...)
     replays: list[CapReplay] = field(default_factory=list)
     ranks: list[int | None] = field(default_factory=list)  # empty: just ``rank``
     replayer: Any = field(default=None, repr=False, compare=False)  # the GraphReplayer (not in JSON)
@@ -162,6 +163,7 @@ class GraphReplay:
                     "after": None if g.sizes_mb.after is None else [asdict(x) for x in g.sizes_mb.after],
                 },
                 "estimated_comm_ms": _round_ms(self.recorded_comm_ms),
+                "hardware": self.recorded_hardware,
             },
             "reproduced": self.reproduced,
             "mismatches": list(self.mismatches),
@@ -396,11 +398,12 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
     out.reproduced = not mismatches
     out.mismatches = mismatches
     hw = options.hardware
-    base_ms = repro.estimated_comm_ms
+    base_ms, base_hw = repro.estimated_comm_ms, repro.hardware
     if hw != here:
         # Compare with the recorded buckets costed on the requested hardware.
-        base_ms = rp.comm_ms(repro.report, hw)
+        base_ms, base_hw = rp.comm_ms(repro.report, hw), ce.describe(hw, rp.group_size)
     out.recorded_comm_ms = base_ms
+    out.recorded_hardware = base_hw
     requests = list(options.caps)
     if options.bucket_mode and not requests:
         requests = [None]  # the recorded cap, in the what-if bucket mode
