@@ -136,7 +136,7 @@ def test_ranks_and_graphs_only_in_one_run():
         ([3], "3"),
         ([7, 0, 2, 1], "0-2,7"),
         ([], ""),
-        ([1, None], "1,none"),
+        ([1, None], "1,-"),
     ],
 )
 def test_format_ranks(ranks, text):

@@ -34,6 +34,7 @@ from tracekit.model import (
     graph_to_dict,
     outcome_facts,
 )
+from tracekit.rankset import format_ranks
 from tracekit.summarize import first_mismatch
 
 SCHEMA = "tracekit.diff/1"
@@ -411,22 +412,6 @@ def graph_outcome(g: Graph) -> dict[str, Any]:
 def sort_ranks(ranks) -> list[int | None]:
     """Ranks in order, the rank-less log (None) last."""
     return sorted(set(ranks), key=lambda r: (r is None, r if r is not None else 0))
-
-
-def format_ranks(ranks) -> str:
-    """Ranks as a compact list: ``[0, 1, 2, 3, 5]`` -> ``"0-3,5"``; a rank-less log is "none"."""
-    nums = [r for r in sort_ranks(ranks) if r is not None]
-    parts: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    if None in set(ranks):
-        parts.append("none")
-    return ",".join(parts)
 
 
 #: Rank lists longer than this are not spelled out in the verdict.

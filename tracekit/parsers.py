@@ -49,6 +49,14 @@ class Outcome:
     collectives: dict[str, Counts]
 
 
+def json_payload(payload: str | None, what: str) -> Any:
+    """A JSON payload decoded (orjson), or :class:`ArtifactError` naming ``what`` it was."""
+    try:
+        return orjson.loads(payload or "")
+    except orjson.JSONDecodeError as e:
+        raise ArtifactError(f"{what} is not JSON: {e}") from None
+
+
 class ModelBuilder(Protocol):
     """What parsers hand their values to: one file's model, built in log order (implemented by
     :class:`tracekit.pairing.RankBuilder`; the compile id of the entry is already set on it)."""
@@ -136,10 +144,7 @@ class OutcomeParser(EntryParser):
 
 def parse_sizes(text: str) -> list[CollectiveSize]:
     """``[{"type": "AG", "size_mb": 0.25, "name": "all_gather_into_tensor"}, ...]``."""
-    try:
-        items = orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise ArtifactError(f"sizes are not JSON: {e}") from None
+    items = json_payload(text, "sizes")
     if not isinstance(items, list):
         raise ArtifactError("sizes are not a list")
     out = []
@@ -251,10 +256,7 @@ class ScheduleParser(EntryParser):
     artifacts = frozenset({"inductor_collective_schedule"})
 
     def parse(self, payload, envelope):
-        try:
-            names = orjson.loads(payload or "")
-        except orjson.JSONDecodeError as e:
-            raise ArtifactError(f"inductor_collective_schedule is not JSON: {e}") from None
+        names = json_payload(payload, "inductor_collective_schedule")
         if not isinstance(names, list) or not all(n is None or isinstance(n, str) for n in names):
             raise ArtifactError("inductor_collective_schedule is not a list of op names")
         return [op for op in map(collective_op, names) if op is not None]
@@ -372,10 +374,7 @@ class TracekitBucketsParser(EntryParser):
     artifacts = frozenset({"tracekit_fsdp_buckets"})
 
     def parse(self, payload, envelope):
-        try:
-            doc = orjson.loads(payload or "")
-        except orjson.JSONDecodeError as e:
-            raise ArtifactError(f"tracekit_fsdp_buckets is not JSON: {e}") from None
+        doc = json_payload(payload, "tracekit_fsdp_buckets")
         try:
             return {k: [[str(m["name"]) for m in b] for b in doc["buckets"][k]] for k in ("AG", "RS", "AR")}
         except (KeyError, TypeError) as e:
@@ -442,10 +441,7 @@ class TorchVersionParser(EntryParser):
     artifacts = frozenset({"torch_version"})
 
     def parse(self, payload, envelope):
-        try:
-            v = orjson.loads(payload or "")
-        except orjson.JSONDecodeError as e:
-            raise ArtifactError(f"torch_version is not JSON: {e}") from None
+        v = json_payload(payload, "torch_version")
         version = v.get("pytorch_version") if isinstance(v, dict) else None
         return version if isinstance(version, str) else None
 
