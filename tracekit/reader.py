@@ -65,6 +65,7 @@ skips, when the envelope still has the shape of one.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -381,6 +382,7 @@ class _Range:
             self.remaining += n
 
 
+@functools.lru_cache(maxsize=8)  # once per parser set, not per file
 def _parser_table(parsers: tuple[ArtifactParser, ...]) -> dict[str, ArtifactParser]:
     return {k.decode(): p for k, p in by_name(parsers).items()}
 
@@ -403,13 +405,6 @@ def _read_segment(
     scanner_box: list[ev.Scanner] = []
     rank = seg.rank
     with raw:
-        if stream is raw and rank is None and not seg.start:
-            # the file's rank from its first lines: the scanner's pattern is compiled once
-            try:
-                rank = _first_rank(raw)
-                raw.seek(0)
-            except OSError:
-                rank = None  # reported when the file is read below
         if stream is raw and (seg.start or seg.end is not None):
             raw.seek(seg.start)
             stream = _Range(raw, None if seg.end is None else seg.end - seg.start)
@@ -642,6 +637,30 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None]) -> list[Segm
     return parts
 
 
+#: A worker's task is a batch of consecutive segments of about this many bytes at most (one
+#: message each way per batch, not per file: a job of 8,192 small rank logs is 8,192 files).
+BATCH_BYTES = 8 << 20
+
+
+def _batches(tasks: list[Segment], jobs: int) -> list[list[Segment]]:
+    """Consecutive segments in batches of up to ``min(BATCH_BYTES, total / (8 * jobs))`` bytes
+    (at least one segment each): few enough messages, enough batches to keep every worker busy."""
+    target = min(BATCH_BYTES, sum(_seg_bytes(seg) for seg in tasks) // (8 * jobs))
+    out: list[list[Segment]] = []
+    size = 0
+    for seg in tasks:
+        if not out or size >= target:
+            out.append([])
+            size = 0
+        out[-1].append(seg)
+        size += _seg_bytes(seg)
+    return out
+
+
+def _read_batch(segs: list[Segment]) -> list[SegmentResult]:
+    return [_read_segment(seg) for seg in segs]
+
+
 def load(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     *,
@@ -686,14 +705,15 @@ def load(
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
         # With no more tasks than jobs, this process reads the first one itself.
         local = 1 if len(tasks) <= jobs else 0
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks) - local), mp_context=ctx) as pool:
-            futures = [pool.submit(_read_segment, seg) for seg in tasks[local:]]
+        batches = [[seg] for seg in tasks[local:]] if local else _batches(tasks, jobs)
+        with ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=ctx) as pool:
+            futures = [pool.submit(_read_batch, batch) for batch in batches]
             parts = [_read_segment(tasks[0])] if local else []
             if local:
                 tick(_seg_bytes(tasks[0]))
-            for seg, fut in zip(tasks[local:], futures):
-                parts.append(fut.result())
-                tick(_seg_bytes(seg))
+            for batch, fut in zip(batches, futures):
+                parts.extend(fut.result())
+                tick(sum(_seg_bytes(seg) for seg in batch))
     results = []
     i = 0
     for lg, segs in zip(logs, segments):
