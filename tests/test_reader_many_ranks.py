@@ -91,3 +91,32 @@ def test_the_any_rank_pattern_skips_lines_of_every_rank():
     for r in (b"0", b"1", b"8191", b"99999"):
         assert pat.match(b"\n" + line.replace(b'"rank": 0', b'"rank": ' + r) + b"\nV") is None
     assert pat.match(b"\n" + line.replace(b'"rank": 0', b'"rank": -1') + b"\nV") is not None
+
+
+def test_the_collector_is_paused_while_reading_and_resumed_after():
+    import gc
+
+    from tracekit.gc_paused import gc_paused
+    from tracekit.reader import load
+
+    seen = []
+
+    @gc_paused
+    def read(fail: bool) -> int:
+        seen.append(gc.isenabled())
+        if fail:
+            raise ValueError("boom")
+        return 7
+
+    assert gc.isenabled()
+    assert read(False) == 7
+    with pytest.raises(ValueError):
+        read(True)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        read(False)
+        assert not gc.isenabled()  # left off for a caller that had turned it off
+    finally:
+        gc.enable()
+    assert load.__wrapped__.__name__ == "load"  # tracekit.load reads with it paused
