@@ -22,7 +22,7 @@ payload line), in their order: the file's ``torch_version``, the ``str`` intern 
 ``dynamo_start`` (the file's and the frame's head), and every bucketing record: the
 ``pre_bucketing_*`` sizes and outcome, the ``fx_bucketing_passes_*`` bucket plans,
 ``tracekit_fsdp_buckets`` and ``fx_graph_cache_hit``. That is a real torch log with fewer
-entries, about 6 KB a rank instead of 0.75 MB, and summarize reads the same outcomes from it.
+entries, about 7 KB a rank instead of 0.75 MB, and summarize reads the same outcomes from it.
 Dropped: the graphs, generated code, guards, metrics and chromium events that summarize skips,
 ``before_post_grad_graph`` included (17 KB each; so ``compiled_graphs`` is 0 in small logs).
 
