@@ -7,7 +7,7 @@
     python bench/bench_ranks.py --full 1024            # and 1,024 full-size rank logs (0.75 GB)
 
 For each N of ``--ranks``, ``bench/make_ranks.py`` writes N small rank logs (``--small``: the
-entries summarize reads, ~7 KB a rank; ranks 300 and 777 diverging) and ``bench/make_large_log.py``
+entries summarize reads, ~9 KB a rank; ranks 300 and 777 diverging) and ``bench/make_large_log.py``
 writes, of the same bytes, one log of one rank: the small rank-0 log repeated with new compile ids
 (the same entries: what N files cost more than one is the per-file cost) and the full fixture log
 repeated (mostly entries summarize skips). Each is summarized as

@@ -17,14 +17,14 @@ MD5 stays valid. (Payloads may name a rank, e.g. ``fx_graph_runnable``'s
 ``setup_fake_process_groups({'0': {'size': 4, 'rank': 3}})``; they keep the source's, since the
 MD5 covers them, and no reader uses them.)
 
-``--small`` keeps only the entries :data:`SMALL_KEEP` names, each one whole (envelope and every
-payload line), in their order: the file's ``torch_version``, the ``str`` intern table and
-``dynamo_start`` (the file's and the frame's head), and every bucketing record: the
-``pre_bucketing_*`` sizes and outcome, the ``fx_bucketing_passes_*`` bucket plans,
-``tracekit_fsdp_buckets`` and ``fx_graph_cache_hit``. That is a real torch log with fewer
-entries, about 7 KB a rank instead of 0.75 MB, and summarize reads the same outcomes from it.
-Dropped: the graphs, generated code, guards, metrics and chromium events that summarize skips,
-``before_post_grad_graph`` included (17 KB each; so ``compiled_graphs`` is 0 in small logs).
+``--small`` keeps only the entries summarize reads, each one whole (envelope and every payload
+line), in their order: every entry kind of ``tracekit.parsers.SUMMARY_PARSERS`` (``torch_version``,
+``dynamo_start``, the ``pre_bucketing_*`` sizes and outcome, the collective schedule and
+estimates, cache events, ``tracekit_fsdp_buckets``...) but the graph texts it only counts
+(:data:`SMALL_DROP`: ``before_post_grad_graph``, 17 KB each, so ``compiled_graphs`` is 0 in
+small logs), plus the ``str`` intern table and the ``fx_bucketing_passes_*`` bucket plans. That is
+a real torch log with fewer entries, about 9 KB a rank instead of 0.75 MB, and summarize reads
+the same outcomes from it. Dropped: graphs, generated code, guards, metrics, chromium events.
 
 Speed: each source is read and checked once and cut into constant pieces around its envelopes'
 rank digits; a rank's file is one ``bytes.join`` of those pieces with its rank number (no JSON
@@ -54,18 +54,25 @@ DEFAULT_BASE = "spmd_auto"
 DEFAULT_DIVERGE = FIXTURES / "diverge_rank"
 DEFAULT_DIVERGE_RANK = 3
 
-#: What ``small=True`` keeps: entry types, and artifact names (``{"artifact": {"name": ...}}``).
-SMALL_KEEP_TYPES = frozenset({"str", "dynamo_start"})
-SMALL_KEEP = frozenset({
-    "torch_version",
-    "pre_bucketing_collective_sizes",
-    "pre_bucketing_collective_sizes_after",
-    "pre_bucketing_fsdp_collectives",
-    "fx_bucketing_passes_all_gather_buckets",
-    "fx_bucketing_passes_reduce_scatter_buckets",
-    "tracekit_fsdp_buckets",
-    "fx_graph_cache_hit",
-})
+#: Graph texts summarize only counts (17 KB each): not kept by ``small=True``.
+SMALL_DROP = frozenset({"before_post_grad_graph", "tracekit_fsdp_input_graph"})
+
+
+def _small_keep() -> tuple[frozenset[str], frozenset[str]]:
+    """What ``small=True`` keeps: (entry types, artifact names). Every entry kind summarize
+    reads (``tracekit.parsers.SUMMARY_PARSERS``) but :data:`SMALL_DROP`, plus the ``str``
+    intern table and the bucket plans (``fx_bucketing_passes_*``)."""
+    sys.path.insert(0, str(ROOT))
+    from tracekit.parsers import SUMMARY_PARSERS, by_key
+
+    keys = by_key(SUMMARY_PARSERS)
+    types = {t for t, n in keys if t != "artifact"} | {"str"}
+    names = {n for t, n in keys if t == "artifact"} - SMALL_DROP
+    names |= {"fx_bucketing_passes_all_gather_buckets", "fx_bucketing_passes_reduce_scatter_buckets"}
+    return frozenset(types), frozenset(names)
+
+
+SMALL_KEEP_TYPES, SMALL_KEEP = _small_keep()
 
 _RANK_NAME_RE = re.compile(r"^dedicated_log_torch_trace_rank_(\d+)_(.+?)\.log(?:\.gz)?$")
 _RANK_KEY = b'"rank": '

@@ -29,6 +29,7 @@ import torch
 import torch.fx as fx
 
 from bucketing.cap import PreBucketCap, compute_pre_bucket_cap_mb
+from bucketing.gc_pause import gc_paused
 from bucketing.groups import find_collectives, identify_fsdp_groups
 from bucketing.predicates import (
     ALL_GATHER_TARGETS,
@@ -412,7 +413,5 @@ def plan_fsdp_buckets(
     Returns a :class:`BucketingReport` with ``rewritten=False``. For sweeps over many caps,
     build one :class:`FsdpPlanner` and call its ``plan`` per cap.
     """
-    from bucketing.prebucket import _gc_paused
-
-    with _gc_paused():
+    with gc_paused():
         return FsdpPlanner(gm, mode).plan(bucket_cap_mb)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
-from collections.abc import Iterator
 
 import torch.fx as fx
 
 from bucketing import artifacts
 from bucketing.compat import check_torch
+from bucketing.gc_pause import gc_paused
 from bucketing.merge import BucketingError, group_rank, merge_bucket, needs_torch_merge, restore_topological_order
 from bucketing.plan import FsdpPlanner, collective_sizes, count_kinds, fill_buckets
 from bucketing.predicates import KINDS, group_name_of
@@ -49,25 +47,8 @@ def pre_bucket_fsdp_collectives(
     ``recompile=False`` skips regenerating ``gm``'s Python code (inductor does not need it).
     """
     check_torch()
-    with _gc_paused():
+    with gc_paused():
         return _pre_bucket(gm, mode, bucket_cap_mb, recompile)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for the pass.
-
-    The pass allocates tens of thousands of small objects next to a large live graph; the
-    collector's full passes over that graph then dominate (5,000 layers: 13 s instead of 6.5 s).
-    Garbage made meanwhile is collected once the collector is back on.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _pre_bucket(gm: fx.GraphModule, mode: str | None, bucket_cap_mb: float | None, recompile: bool) -> BucketingReport:

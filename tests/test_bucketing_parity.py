@@ -1,6 +1,6 @@
 """Our pre-bucketing pass against torch 2.13's on graphs traced under the fake process group.
 
-For every graph of ``test_bucketing_support.GRAPHS`` and caps of 1, 25 and 500 MB: the same
+For every graph of ``bucketing_support.GRAPHS`` and caps of 1, 25 and 500 MB: the same
 summary line (counts) as torch, the same buckets (torch's ``fx_bucketing_passes_*_buckets``
 artifacts), the same sizes after merging; our graph lints as it is (torch's sometimes only after
 a topological sort) and computes the same values as the original and as torch's rewritten graph
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_bucketing_support import GRAPHS, captured_artifacts, simulate, torch_bucket_names, trace
+from bucketing_support import captured_artifacts, simulate, torch_bucket_names, trace
 from torch._inductor.fx_passes.fsdp import pre_bucket_fsdp_collectives as torch_pre_bucket
 from torch._inductor.pattern_matcher import stable_topological_sort
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch._inductor.config as inductor_config
-from test_bucketing_support import captured_artifacts, ensure_fake_pg, simulate, trace
+from bucketing_support import captured_artifacts, ensure_fake_pg, simulate, trace
 from torch._inductor.fx_passes import fsdp as torch_fsdp
 
 import bucketing
@@ -222,7 +222,7 @@ def test_supported_torch() -> None:
 
 
 def test_symbolic_shapes_go_through_torch_merge() -> None:
-    from test_bucketing_support import graph_plain
+    from bucketing_support import graph_plain
     from torch.fx.experimental.proxy_tensor import make_fx
 
     world, pair = ensure_fake_pg()

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import click
 import pytest
 
 import tracekit.cli as cli
@@ -58,11 +60,30 @@ def test_a_reader_that_leaves_early_is_no_error(tmp_path):
 
 @pytest.mark.parametrize("code, status, stderr", [(None, 0, ""), (3, 3, ""), ("boom", 1, "boom\n")])
 def test_run_ends_with_clicks_status(monkeypatch, capsys, code, status, stderr):
-    def fake_main():
+    def fake_main(standalone_mode):
         raise SystemExit(code)
 
     exits: list[int] = []
-    monkeypatch.setattr(cli, "main", fake_main)
+    monkeypatch.setattr(cli, "main", SimpleNamespace(main=fake_main))
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    cli.run()
+    assert exits == [status] and capsys.readouterr().err == stderr
+
+
+@pytest.mark.parametrize("exc, status, stderr", [
+    (KeyboardInterrupt(), 130, "\ntracekit: interrupted\n"),
+    (click.exceptions.Abort(), 130, "\ntracekit: interrupted\n"),
+    (click.UsageError("bad --rank"), 2, "Error: bad --rank\n"),
+    (ValueError("a bug\nsecond line"), 2,
+     "tracekit: internal error: ValueError: a bug (TRACEKIT_DEBUG=1 shows the traceback; please report it)\n"),
+])
+def test_run_maps_interrupts_and_usage_errors_to_the_policy(monkeypatch, capsys, exc, status, stderr):
+    def fake_main(standalone_mode):
+        raise exc
+
+    exits: list[int] = []
+    monkeypatch.setattr(cli, "main", SimpleNamespace(main=fake_main))
     monkeypatch.setattr(cli.os, "_exit", exits.append)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     cli.run()
@@ -70,10 +91,10 @@ def test_run_ends_with_clicks_status(monkeypatch, capsys, code, status, stderr):
 
 
 def test_run_exits_the_ordinary_way_once_torch_is_imported(monkeypatch):
-    def fake_main():
+    def fake_main(standalone_mode):
         raise SystemExit(4)
 
-    monkeypatch.setattr(cli, "main", fake_main)
+    monkeypatch.setattr(cli, "main", SimpleNamespace(main=fake_main))
     monkeypatch.setattr(cli.os, "_exit", lambda n: pytest.fail("os._exit with torch imported"))
     monkeypatch.setitem(sys.modules, "torch", sys)
     with pytest.raises(SystemExit) as e:

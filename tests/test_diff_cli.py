@@ -40,6 +40,16 @@ def auto_summary(tmp_path_factory) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def per_rank_summary(tmp_path_factory) -> str:
+    """spmd_auto as ``tracekit summarize --format json --per-rank`` writes it."""
+    path = tmp_path_factory.mktemp("summary") / "spmd_auto_per_rank.json"
+    r = tk("summarize", AUTO, "--format", "json", "--per-rank")
+    assert r.exit_code == 0, r.output
+    path.write_text(r.stdout)
+    return str(path)
+
+
 def test_table_gives_the_verdict_first_then_one_table_for_ranks_0_3():
     r = tk("diff", AUTO, SMALL)
     assert r.exit_code == 0
@@ -112,11 +122,12 @@ def test_json_summary_input_gives_the_same_diff_as_logs(auto_summary):
 
 def test_newer_minor_summary_with_unknown_keys_is_read(auto_summary, tmp_path):
     doc = json.loads(open(auto_summary).read())
-    doc["schema"] = "tracekit.summary/1.4"
+    assert doc["schema"] == "tracekit.summary/2" and doc["groups"][0]["ranks"] == "0-3"
+    doc["schema"] = "tracekit.summary/2.4"
     doc["from_the_future"] = {"x": 1}
-    doc["ranks"][0]["new_rank_key"] = 3
-    doc["ranks"][0]["graphs"][0]["new_graph_key"] = "y"
-    doc["ranks"][0]["graphs"][0]["sizes_mb"]["before"][0]["new_size_key"] = 1
+    doc["groups"][0]["new_group_key"] = 3
+    doc["groups"][0]["graphs"][0]["new_graph_key"] = "y"
+    doc["groups"][0]["graphs"][0]["sizes_mb"]["before"][0]["new_size_key"] = 1
     path = tmp_path / "newer.json"
     path.write_text("\n  " + json.dumps(doc))  # leading space: still sniffed as JSON
     r = tk("diff", str(path), AUTO, "--exit-code")
@@ -135,7 +146,7 @@ def test_exit_codes():
     "content, message",
     [
         ('{"schema": "tracekit.replay/1"}', "is not a tracekit summary"),
-        ('{"schema": "tracekit.summary/2", "ranks": []}', "'tracekit.summary/2' is not supported"),
+        ('{"schema": "tracekit.summary/3", "ranks": []}', "'tracekit.summary/3' is not supported"),
         ('{"ranks": []}', 'without a "schema" key'),
         ('{"schema": "tracekit.summary/1", "ranks": [', "bad JSON summary"),
         ('{"schema": "tracekit.summary/1", "ranks": [{"graphs": [{}]}]}', "bad summary"),
@@ -220,16 +231,18 @@ def test_diff_never_imports_torch():
 
 
 @pytest.mark.parametrize(
-    "edit, message",
+    "which, edit, message",
     [
-        (lambda d: d["ranks"][0].update(rank="0"), "rank '0' is not an integer"),
-        (lambda d: d["ranks"][1].update(rank=0), "rank 0 appears twice"),
-        (lambda d: d["ranks"][0]["graphs"][0]["sizes_mb"]["before"][0].update(size_mb="big"),
+        ("per_rank", lambda d: d["ranks"][0].update(rank="0"), "rank '0' is not an integer"),
+        ("per_rank", lambda d: d["ranks"][1].update(rank=0), "rank 0 appears twice"),
+        ("per_rank", lambda d: d["ranks"][0]["graphs"][0]["sizes_mb"]["before"][0].update(size_mb="big"),
          "bad size entry"),
+        ("grouped", lambda d: d["groups"][0].update(ranks="0-x"), "not a rank range"),
+        ("grouped", lambda d: d["groups"].append(d["groups"][0]), "rank 0 appears twice"),
     ],
 )
-def test_summary_with_wrong_values_exits_2(auto_summary, tmp_path, edit, message):
-    doc = json.loads(open(auto_summary).read())
+def test_summary_with_wrong_values_exits_2(auto_summary, per_rank_summary, tmp_path, which, edit, message):
+    doc = json.loads(open(per_rank_summary if which == "per_rank" else auto_summary).read())
     edit(doc)
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(doc))
@@ -238,6 +251,19 @@ def test_summary_with_wrong_values_exits_2(auto_summary, tmp_path, edit, message
     assert r.stderr.startswith(f"tracekit diff: error: {path}: bad summary: ")
     assert message in r.stderr
     assert len(r.stderr.splitlines()) == 1
+
+
+def test_summary_1_documents_are_still_read(per_rank_summary, tmp_path):
+    """A tracekit.summary/1 document (one entry per rank, no groups) diffs like the logs."""
+    doc = json.loads(open(per_rank_summary).read())
+    old = {"schema": "tracekit.summary/1", "paths": doc["paths"], "ranks": doc["ranks"],
+           "totals": doc["totals"], "divergence": [], "did_nothing": [], "notes": [],
+           "diagnostics": doc["diagnostics"]}
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(old))
+    assert tk("diff", str(path), AUTO, "--exit-code").exit_code == 0
+    r = tk("diff", str(path), SMALL, "--format", "json")
+    assert json.loads(r.stdout)["changes"] == diff_json(AUTO, SMALL)["changes"]
 
 
 def test_table_cells_from_untrusted_names_cannot_break_tables():

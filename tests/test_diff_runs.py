@@ -50,12 +50,21 @@ def test_auto_cap_against_small_cap_reports_cap_and_counts():
     assert fields(fwd) == {
         "bucket_cap_mb": (27.4, 0.1),
         "all_gather": ({"before": 8, "after": 1}, {"before": 8, "after": 5}),
+        # the all-gathers that run: one bucket of 74,536 input bytes, or five
+        "final": ([["all_gather", "0", 74536]],
+                  [["all_gather", "0", n] for n in (4352, 32768, 260, 32768, 4388)]),
     }
     assert (bwd.compile_id, bwd.graph_index) == ("0/0", 1)
     assert fields(bwd) == {
         "bucket_cap_mb": (27.4, 0.1),
         "all_gather": ({"before": 5, "after": 1}, {"before": 5, "after": 4}),
         "reduce_scatter": ({"before": 8, "after": 1}, {"before": 8, "after": 5}),
+        "final": ([["all_gather", "0", 69928], ["reduce_scatter", "0", 298144]],
+                  [["all_gather", "0", 4132], ["all_gather", "0", 32768],
+                   ["reduce_scatter", "0", 17552], ["all_gather", "0", 260],
+                   ["all_gather", "0", 32768], ["reduce_scatter", "0", 131072],
+                   ["reduce_scatter", "0", 1040], ["reduce_scatter", "0", 131072],
+                   ["reduce_scatter", "0", 17408]]),
     }
     # the sizes before bucketing are the same; after, one bucket became five
     (fwd_sizes,) = fwd.sizes
@@ -77,10 +86,14 @@ def test_spmd_against_diverging_run_names_rank_3_and_its_graphs():
     fwd, bwd = group.changes
     assert fields(fwd) == {
         "all_gather": ({"before": 8, "after": 1}, {"before": 10, "after": 1}),
+        # rank 3 runs the same one all-gather as in spmd_auto, of two layers more
+        "final": ([["all_gather", "0", 74536]], [["all_gather", "0", 75596]]),
     }
     assert fields(bwd) == {
         "all_gather": ({"before": 5, "after": 1}, {"before": 7, "after": 1}),
         "reduce_scatter": ({"before": 8, "after": 1}, {"before": 10, "after": 1}),
+        "final": ([["all_gather", "0", 69928], ["reduce_scatter", "0", 298144]],
+                  [["all_gather", "0", 70988], ["reduce_scatter", "0", 302384]]),
     }
     before, after = fwd.sizes
     # rank 3's extra layer adds all-gathers after the 8 others: first difference at index 8

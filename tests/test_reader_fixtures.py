@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
 from conftest import FIXTURE_LOGS, ROOT
 from tracekit.model import CollectiveSize, Counts
-from tracekit.reader import graph_sources, iter_entries, load
+from tracekit.entries import iter_entries
+from tracekit.reader import graph_sources, load
 
 SPMD = FIXTURE_LOGS / "spmd_auto"
 FWD_BEFORE = [0.016, 0.001, 0.125, 0.001, 0.125, 0.001, 0.016, 0.0]
@@ -79,10 +79,10 @@ def test_gzip_directory_reads_the_same_as_plain():
 
 
 def test_parallel_jobs_give_the_same_run(monkeypatch):
-    import tracekit.reader as reader
+    import tracekit.segments as segments
 
     one = load(SPMD, jobs=1)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)  # 3 MB: else read in this process
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)  # 3 MB: else read in this process
     two = load(SPMD, jobs=2)
     assert [(r.rank, r.files, r.graphs) for r in one.ranks] == [(r.rank, r.files, r.graphs) for r in two.ranks]
 
@@ -90,11 +90,28 @@ def test_parallel_jobs_give_the_same_run(monkeypatch):
 def test_several_paths_and_files():
     f0 = rank0_file()
     run = load([str(f0), str(FIXTURE_LOGS / "spmd_small_cap")], jobs=1)
-    # rank 0 has two files (two runs): the second run's graphs continue the indices
+    # rank 0 has two files of two runs: never merged; the second is a duplicate_rank diagnostic
     r0 = run.rank(0)
-    assert len(r0.files) == 2
-    assert [(g.graph_index, g.bucket_cap_mb) for g in r0.graphs] == [(0, 27.4), (1, 27.4), (2, 0.1), (3, 0.1)]
-    assert [r.rank for r in run.ranks] == [0, 1, 2, 3]
+    assert r0.files == [str(f0)]
+    assert [(g.graph_index, g.bucket_cap_mb) for g in r0.graphs] == [(0, 27.4), (1, 27.4)]
+    assert [r.rank for r in run.ranks] == [0, 1, 2, 3] and run.duplicated == [0]
+    assert run.diagnostics.counts == {"duplicate_rank": 1}
+    (ex,) = run.diagnostics.examples
+    assert ex["file"].endswith("dedicated_log_torch_trace_rank_0_4zav8eri.log")
+    assert ex["detail"] == (f"rank 0 is also in {f0}; this file is another run (written by another "
+                            "process: pid 13271, not 12482): not merged")
+
+
+def test_a_log_split_across_files_is_merged(tmp_path):
+    """One process's log cut in two files (same pid, compile ids go on): one rank, indices go on."""
+    src = rank0_file().read_bytes()
+    cut = src.index(b"\nV", len(src) // 2) + 1  # an entry boundary past the forward's outcome
+    (tmp_path / "dedicated_log_torch_trace_rank_0_a.log").write_bytes(src[:cut])
+    (tmp_path / "dedicated_log_torch_trace_rank_0_b.log").write_bytes(src[cut:])
+    run = load(tmp_path, jobs=1)
+    (r0,) = run.ranks
+    assert len(r0.files) == 2 and [g.graph_index for g in r0.graphs] == [0, 1]
+    assert run.diagnostics.counts == {} and run.duplicated == []
 
 
 def test_iter_entries_selects_by_type_and_name():
@@ -143,15 +160,17 @@ def test_import_and_summarize_never_import_torch():
 
 
 def test_a_file_cut_into_segments_reads_as_one(tmp_path, monkeypatch):
-    import tracekit.reader as reader
+    import tracekit.segments as segments
+    from tracekit.model import Diagnostics
+    from tracekit.sources import find_logs
 
     src = rank0_file().read_bytes()
     p = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
     p.write_bytes(src * 3)  # three runs of 0/0 back to back: indices 0..5 for 0/0
     whole = load(p, jobs=1)
-    monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 1 << 20)  # the segments read in parallel
-    (segs,) = reader.plan(reader.find_logs([str(p)], reader.Diagnostics()), 2)
+    monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 1 << 20)  # the segments read in parallel
+    (segs,) = segments.plan(find_logs([str(p)], Diagnostics()), 2)
     assert len(segs) == 2 and 0 < segs[1].start < len(src) * 3 and segs[1].rank == 0
     split = load(p, jobs=2)
     assert [g.graph_index for g in split.ranks[0].graphs] == [0, 1, 2, 3, 4, 5]

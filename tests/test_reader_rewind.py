@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURE_LOGS
 from tracekit import envelopes as ev
-from tracekit.artifacts import SUMMARY_PARSERS, by_name
+from tracekit.parsers import SUMMARY_PARSERS, by_key
 
 SRC = next((FIXTURE_LOGS / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*.log"))
 CLEAN = SRC.read_bytes()
 HEAD = CLEAN[: CLEAN.index(b"\nV", 240_000) + 1]  # the forward graph's artifacts, whole entries
-NAMES = frozenset(k.decode() for k in by_name(SUMMARY_PARSERS)) | {"torch_version"}
+NAMES = frozenset(n for t, n in by_key(SUMMARY_PARSERS) if t == "artifact") | {"torch_version"}
 
 
 class ReadOnly:

@@ -35,10 +35,10 @@ CHILD = textwrap.dedent("""
 
     os.fork = counting_fork
     import tracekit
-    import tracekit.reader
+    import tracekit.segments
     from tracekit.rankset import format_ranks
 
-    tracekit.reader.PARALLEL_MIN_BYTES = 0  # 65 MiB: workers whatever the threshold
+    tracekit.segments.PARALLEL_MIN_BYTES = 0  # 65 MiB: workers whatever the threshold
 
     out = {}
     for jobs in (1, 2):

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -91,9 +90,9 @@ def test_damaged_log(corpus, name):
     case = cases[name]
     inputs = [str(out / p) for p in case.inputs]
     expected_run = load([str(out / p) for p in case.expected], jobs=1, strict=True)  # clean
-    expected = summary_document(expected_run)
+    expected = summary_document(expected_run, per_rank=True)
 
-    ok = _cli(*inputs, "--format", "json")
+    ok = _cli(*inputs, "--format", "json", "--per-rank")
     assert "Traceback" not in ok.stderr, ok.stderr
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
@@ -116,7 +115,7 @@ def test_damaged_log(corpus, name):
 
 def test_clean_logs_pass_strict():
     for scenario in ("spmd_auto", "spmd_auto_gz", "diverge_rank"):
-        res = _cli(str(FIXTURE_LOGS / scenario), "--strict", "--format", "json")
+        res = _cli(str(FIXTURE_LOGS / scenario), "--strict", "--format", "json", "--per-rank")
         assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
         doc = json.loads(res.stdout)
         assert doc["diagnostics"]["counts"] == {}
@@ -144,12 +143,15 @@ def test_explicit_unreadable_paths_neither_hang_nor_raise(tmp_path):
     os.symlink(tmp_path / "nowhere.log", dangling)
     eio = tmp_path / "dedicated_log_torch_trace_rank_2_eio.log"
     os.symlink("/proc/self/mem", eio)  # opens, then every read fails with EIO
-    res = _cli(str(fifo), str(dangling), str(eio), "--format", "json")
+    res = _cli(str(fifo), str(eio), "--format", "json", "--per-rank")
     assert "Traceback" not in res.stderr and "no log could be read" in res.stderr
-    assert res.returncode == 1
+    assert res.returncode == 2  # unreadable input
     doc = json.loads(res.stdout)
-    assert doc["diagnostics"]["counts"] == {"unreadable_file": 3}
+    assert doc["diagnostics"]["counts"] == {"unreadable_file": 2}
     details = {e["file"]: e["detail"] for e in doc["diagnostics"]["examples"]}
     assert details[str(fifo)] == "a FIFO, not read (it could block)"
-    assert details[str(dangling)].startswith("dangling symlink to ")
     assert details[str(eio)] == "Input/output error"
+    # a path that does not exist (a dangling symlink) is refused before any work
+    res = _cli(str(fifo), str(dangling))
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    assert f"Path '{dangling}' does not exist" in res.stderr

@@ -4,7 +4,6 @@ through the seeded fallback loop otherwise (forced here with TRACEKIT_FUZZ_FALLB
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 

@@ -9,7 +9,7 @@ import gzip
 import pytest
 
 from conftest import FIXTURE_LOGS
-from tracekit import reader
+from tracekit import segments
 from tracekit.reader import load
 from tracekit.summarize import summary_document
 
@@ -45,11 +45,11 @@ def huge():
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_huge_log_whole_and_in_segments_agree(tmp_path, huge, variant, monkeypatch):
     make, counts, graphs, all_gathers = VARIANTS[variant]
-    monkeypatch.setattr(reader, "SPLIT_MIN_BYTES", 16 << 20)  # the 50 MB log is cut into segments
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 16 << 20)  # read by forked workers
+    monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 16 << 20)  # the 50 MB log is cut into segments
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 16 << 20)  # read by forked workers
     p = tmp_path / "dedicated_log_torch_trace_rank_0_huge.log"
     p.write_bytes(make(huge))
-    assert p.stat().st_size >= reader.SPLIT_MIN_BYTES  # big enough to be cut into segments
+    assert p.stat().st_size >= segments.SPLIT_MIN_BYTES  # big enough to be cut into segments
     whole = summary_document(load(str(p), jobs=1))
     parts = summary_document(load(str(p), jobs=2))
     assert parts == whole

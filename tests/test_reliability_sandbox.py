@@ -77,8 +77,10 @@ def _bait_log(bait: Path, marker: Path) -> str:
                f"import os\nos.system('touch {marker}')\nopen('{marker}', 'w')"),
     ])
     lines = SRC0.read_text().split("\n")
-    i = next(k for k, ln in enumerate(lines) if '"name": "torch_version"' in ln)
-    lines.insert(i + 2, extra.rstrip("\n"))
+    i = next(k for k, ln in enumerate(lines) if '"name": "torch_version"' in ln) + 1
+    while lines[i].startswith("\t"):  # after the torch_version entry's payload
+        i += 1
+    lines.insert(i, extra.rstrip("\n"))
     text = "\n".join(lines)
     # the forward's graph text gets a node that names a bait file; its MD5 is recomputed
     ls = text.split("\n")
@@ -164,17 +166,18 @@ def test_summarize_and_diff_write_only_their_output(sandbox):
     base, bait, logs, out, cwd, marker = sandbox
     before = (_tree(bait), _tree(logs))
     summary = out / "summary.json"
-    res, events = _run(cwd, "summarize", "-j", "1", str(logs), "--format", "json", "--output", str(summary))
+    res, events = _run(cwd, "summarize", "-j", "1", str(logs), "--format", "json", "--per-rank", "--output", str(summary))
     assert res.returncode == 0 and res.stdout == ""
     _check(events, bait, logs, out, {summary.resolve()})
     doc = json.loads(summary.read_text())
     assert doc["totals"]["graphs"] == 4 and [r["rank"] for r in doc["ranks"]] == [0, 1]
-    assert doc["diagnostics"]["counts"] == {}  # the bait entries are well-formed, merely ignored
+    # the bait entries are well-formed, merely ignored; ranks 2 and 3 of the group of 4 are missing
+    assert doc["diagnostics"]["counts"] == {"missing_rank": 2}
 
     md = out / "summary.md"
     res, events = _run(cwd, "summarize", "-j", "1", str(logs), "--format", "markdown", "--strict",
                        "--output", str(md))
-    assert res.returncode == 0 and md.read_text().startswith("#")
+    assert res.returncode == 1 and md.read_text().startswith("#")  # --strict: ranks 2-3 missing
     _check(events, bait, logs, out, {md.resolve()})
 
     # a summary document whose paths point at bait files: diff reads it, follows nothing

@@ -139,9 +139,10 @@ def test_cli_json_document():
                "--format", "json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert doc["schema"] == "tracekit.replay/1"
+    assert doc["schema"] == "tracekit.replay/2"
     assert doc["caps"] == ["0.01", "0.05", "64", "auto"]
-    assert [(g["rank"], g["compile_id"], g["graph_index"]) for g in doc["graphs"]] == [(0, "0/0", 0), (0, "0/0", 1)]
+    assert [(g["rank"], g["ranks"], g["compile_id"], g["graph_index"]) for g in doc["graphs"]] == [
+        (0, "0", "0/0", 0), (0, "0", "0/0", 1)]
     g = doc["graphs"][1]
     assert g["reproduced"] is True
     assert g["recorded"]["bucket_cap_mb"] == 27.4
@@ -151,7 +152,8 @@ def test_cli_json_document():
     assert [r["collectives"]["all_gather"]["after"] for r in reps] == [5, 4, 1, 1]
     assert reps[3]["bucket_cap_mb"] == pytest.approx(27.38, abs=0.005)
     assert set(reps[0]) >= {"bucket_cap_mb", "cap_source", "collectives", "bucket_sizes_mb", "estimated_comm_ms"}
-    assert doc["totals"] == {"graphs": 2, "rebuilt": 2, "reproduced": 2, "not_reproduced": 0, "failed": 0}
+    assert doc["totals"] == {"graphs": 2, "outcomes": 2, "rebuilt": 2, "reproduced": 2, "not_reproduced": 0,
+                             "failed": 0}
 
 
 def test_cli_rank_and_graph_selection():
@@ -160,7 +162,8 @@ def test_cli_rank_and_graph_selection():
     assert [(g["rank"], g["graph_index"]) for g in doc["graphs"]] == [(3, 1)]
     assert doc["graphs"][0]["recorded"]["collectives"]["all_gather"] == {"before": 7, "after": 1}
     res = _run(str(FIXTURE_LOGS / "spmd_small_cap"), "--all-ranks", "--graph", "0/0:0", "--format", "json")
-    assert [g["rank"] for g in json.loads(res.output)["graphs"]] == [0, 1, 2, 3]
+    # the four ranks logged the same graph and outcome: one replay stands for them all
+    assert [(g["rank"], g["ranks"]) for g in json.loads(res.output)["graphs"]] == [(0, "0-3")]
     res = _run(str(FIXTURE_LOGS / "spmd_auto"), "--rank", "1", "--all-ranks")
     assert res.exit_code == 2
 
@@ -173,7 +176,7 @@ def test_cli_table_and_plot(tmp_path):
     assert "Other caps" in res.output and "2 graphs: 2 rebuilt, 2 reproduced" in res.output
     md = _run(str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "0.01", "--format", "markdown").output
     assert md.startswith("## Recorded outcomes") and "## Other caps" in md
-    assert "| 0      | 0/0:0   | 0.01     | override   | 8->8 |" in md
+    assert "| 0       | 0/0:0   | 0.01     | override   | 8->8 |" in md
     if importlib.util.find_spec("matplotlib") is None:  # the optional extra is missing
         assert res.exit_code == 2 and "pip install 'tracekit[plot]'" in res.output
         return
@@ -378,5 +381,5 @@ def test_python_api():
     assert [(g.rank, g.label, g.reproduced) for g in run.graphs] == [(0, "0/0:1", True)]
     assert [r.cap_source for r in run.graphs[0].replays] == ["override", "saturation"]
     doc = run.to_dict()
-    assert doc["schema"] == "tracekit.replay/1" and doc["caps"] == ["0.05", "auto"]
+    assert doc["schema"] == "tracekit.replay/2" and doc["caps"] == ["0.05", "auto"]
     assert "torch" in sys.modules  # replay is the one part of tracekit that uses torch

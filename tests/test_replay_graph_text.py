@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from tracekit.replay.graph_text import (
+    _BINARY,
+    _COMPARE,
+    _UNARY,
+    BUILTIN_TARGETS,
     GraphTextError,
     UnresolvedSymbolsError,
     graph_text_symbols,
@@ -181,7 +185,7 @@ def test_hostile_module_level_code_is_refused(tmp_path):
     with pytest.raises(GraphTextError, match="line 1"):
         parse_graph_text(text)
     nested = _graph("return (x,)").replace(
-        "    def forward", f"    class Inner(torch.nn.Module):\n        pass\n    def forward"
+        "    def forward", "    class Inner(torch.nn.Module):\n        pass\n    def forward"
     )
     with pytest.raises(GraphTextError, match="nested graph modules"):
         parse_graph_text(nested)
@@ -262,6 +266,25 @@ def _apply(text: str, edits) -> str:
     return text
 
 
+
+def _assert_safe_outcome(text: str, symbols=None) -> None:
+    """Parsing either refuses the text with a GraphTextError that says why, or gives a graph that
+    lints and calls only registered ops and allow-listed builtins."""
+    try:
+        gm = parse_graph_text(text, symbols) if symbols is not None else parse_graph_text(text)
+    except GraphTextError as e:
+        assert e.reason and str(e)
+        assert e.line is None or 1 <= e.line <= text.count("\n") + 1
+        return
+    gm.graph.lint()
+    allowed = set(map(id, BUILTIN_TARGETS.values())) | {id(f) for table in (_BINARY, _UNARY, _COMPARE) for f in table.values()}
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            assert isinstance(n.target, torch._ops.OpOverload) or id(n.target) in allowed, n.target
+        else:
+            assert n.op in ("placeholder", "output", "get_attr"), n.op
+
+
 _TRACED_TEXT = None
 
 
@@ -275,12 +298,7 @@ def _traced_text() -> str:
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutations(30))
 def test_mutated_real_text_never_escapes_graph_text_error(edits):
-    text = _apply(_traced_text(), edits)
-    try:
-        gm = parse_graph_text(text, {"s0": 3})
-    except GraphTextError:
-        return
-    gm.graph.lint()
+    _assert_safe_outcome(_apply(_traced_text(), edits), {"s0": 3})
 
 
 def _fixture_texts():
@@ -329,12 +347,7 @@ def test_fixture_log_graphs_round_trip(key, nodes, ags, rss):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutations(110))
 def test_mutated_fixture_log_text_never_escapes_graph_text_error(edits):
-    text = _apply(_fixture_text(("spmd_auto", 0, 1)), edits)
-    try:
-        gm = parse_graph_text(text)
-    except GraphTextError:
-        return
-    gm.graph.lint()
+    _assert_safe_outcome(_apply(_fixture_text(("spmd_auto", 0, 1)), edits))
 
 
 _PIECES = _ALPHABET + ["class G(torch.nn.Module):\n", "    def forward(self, x):\n", "        return x\n",
@@ -344,7 +357,4 @@ _PIECES = _ALPHABET + ["class G(torch.nn.Module):\n", "    def forward(self, x):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=60))
 def test_random_text_never_escapes_graph_text_error(pieces):
-    try:
-        parse_graph_text("".join(pieces))
-    except GraphTextError:
-        pass
+    _assert_safe_outcome("".join(pieces))

@@ -55,8 +55,9 @@ def test_diverge_rank_names_rank_3_and_the_first_difference():
     assert bwd_rs["first_difference"]["index"] == 1 and bwd_rs["first_difference"]["type"] == "RS"
     assert bwd_rs["first_difference"]["majority_size_mb"] == 0.016
     assert bwd_rs["first_difference"]["size_mb"] == 0.004
-    assert sorted({d["field"] for d in div}) == ["all_gather", "reduce_scatter", "sizes_mb.after",
-                                                 "sizes_mb.before"]
+    # final: the collectives that run (tracekit.schedule has the details)
+    assert sorted({d["field"] for d in div}) == ["all_gather", "final", "reduce_scatter",
+                                                 "sizes_mb.after", "sizes_mb.before"]
 
 
 def test_a_graph_some_ranks_lack_is_a_presence_divergence():
@@ -81,9 +82,10 @@ def test_did_nothing_and_no_bucketing_notes():
 
 def test_summary_document_has_the_schema_fields_and_round_trips():
     run = load(FIXTURE_LOGS / "spmd_auto", jobs=1)
-    doc = json.loads(json.dumps(summary_document(run)))
-    assert doc["schema"] == SCHEMA == "tracekit.summary/1"
-    assert set(doc) >= {"schema", "paths", "ranks", "totals", "divergence", "did_nothing", "diagnostics"}
+    doc = json.loads(json.dumps(summary_document(run, per_rank=True)))
+    assert doc["schema"] == SCHEMA == "tracekit.summary/2"
+    assert set(doc) >= {"schema", "paths", "world", "verdict", "groups", "ranks", "totals", "divergence",
+                        "did_nothing", "diagnostics"}
     g = doc["ranks"][1]["graphs"][1]
     assert {k: g[k] for k in ("compile_id", "graph_index", "fsdp_groups", "group_size", "n_nodes",
                               "bucket_cap_mb")} == {"compile_id": "0/0", "graph_index": 1,
@@ -92,9 +94,30 @@ def test_summary_document_has_the_schema_fields_and_round_trips():
     assert g["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
     assert len(g["sizes_mb"]["before"]) == 13 and len(g["sizes_mb"]["after"]) == 2
     assert doc["diagnostics"] == {"counts": {}, "examples": []}
+    assert doc["world"] == {"expected": 4, "found": 4, "ranks": "0-3", "missing": [], "duplicated": []}
+    assert doc["verdict"] == {"status": "agree", "text": "OK: all 4 ranks agree on all 2 graphs"}
+    (grp,) = doc["groups"]  # four identical ranks: one group
+    assert (grp["ranks"], grp["count"], grp["compiles"], grp["compiled_graphs"]) == ("0-3", 4, 1, 2)
+    assert grp["graphs"][1] == {k: v for k, v in g.items() if k not in ("file", "line")}
     back = run_from_document(doc)
     assert [r.graphs for r in back.ranks] == [r.graphs for r in run.ranks]
     assert summary_document(back)["divergence"] == []
+    # the default document (groups, no per-rank entries) rebuilds the same outcomes
+    grouped = json.loads(json.dumps(summary_document(run)))
+    assert "ranks" not in grouped
+    again = run_from_document(grouped)
+    assert [r.rank for r in again.ranks] == [0, 1, 2, 3]
+    assert [[(x.key, x.collectives, x.sizes_mb) for x in r.graphs] for r in again.ranks] == \
+        [[(x.key, x.collectives, x.sizes_mb) for x in r.graphs] for r in run.ranks]
+
+
+def test_groups_and_divergence_with_ranges():
+    run = load(FIXTURE_LOGS / "diverge_rank", jobs=1)
+    doc = summary_document(run)
+    assert [(grp["ranks"], grp["count"]) for grp in doc["groups"]] == [("0-2", 3), ("3", 1)]
+    assert {(d["ranks"], d["majority_ranks"]) for d in doc["divergence"]} == {("3", "0-2")}
+    assert doc["verdict"] == {"status": "diverge",
+                              "text": "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"}
 
 
 def test_graph_to_dict_is_asdict_of_every_field():
@@ -118,19 +141,53 @@ def test_command_table_json_csv_markdown(tmp_path):
     path = str(FIXTURE_LOGS / "diverge_rank")
     table = runner.invoke(summarize, [path, "--jobs", "1"])
     assert table.exit_code == 0, table.output
-    assert "differing rank(s): 3" in table.output
+    lines = table.output.splitlines()
+    assert lines[:3] == ["Verdict", "=======", "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"]
+    assert "World: 4 ranks found (0-3) of 4 expected; missing: none; seen in two runs: none" in lines
     assert "#8 AG (before): - vs 0.004 MB" in table.output
+    rows = [ln.split() for ln in lines if ln.startswith(("0-2 ", "3 "))]
+    assert [r[:4] + r[5:7] for r in rows[:4]] == [
+        ["0-2", "3", "0/0", "forward", "4", "1"], ["3", "1", "0/0", "forward", "4", "1"],
+        ["0-2", "3", "0/0", "backward", "4", "1"], ["3", "1", "0/0", "backward", "4", "1"]]
+    assert "['0']" in lines[lines.index(next(ln for ln in lines if ln.startswith("0-2 ")))]
     out = tmp_path / "s.json"
     js = runner.invoke(summarize, [path, "--format", "json", "--output", str(out), "--jobs", "1"])
     assert js.exit_code == 0 and js.output == ""
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "tracekit.summary/1" and len(doc["divergence"]) == 7
+    assert doc["schema"] == "tracekit.summary/2" and len(doc["divergence"]) == 9 and "ranks" not in doc
     rows = list(csv.reader(io.StringIO(runner.invoke(summarize, [path, "--format", "csv"]).output)))
-    assert rows[0][:3] == ["rank", "compile id", "graph"]
-    assert rows[-1] == ["3", "0/0", "backward", "0", "4", "1", "27.4", "7->1", "10->1", "0->0",
+    assert rows[0][:4] == ["ranks", "count", "compile id", "graph"]
+    assert rows[-1] == ["3", "1", "0/0", "backward", "['0']", "4", "1", "27.4", "7->1", "10->1", "0->0",
                         "0.56", "0.559"]
+    per_rank = list(csv.reader(io.StringIO(runner.invoke(summarize, [path, "--format", "csv", "--per-rank"]).output)))
+    assert per_rank[0][:3] == ["rank", "compile id", "graph"] and len(per_rank) == 9
+    assert per_rank[-1] == ["3", "0/0", "backward", "['0']", "4", "1", "27.4", "7->1", "10->1", "0->0",
+                            "0.56", "0.559"]
     md = runner.invoke(summarize, [path, "--format", "markdown"]).output
-    assert md.startswith("## Bucketing per rank and graph") and "| rank " in md
+    assert md.startswith("## Verdict") and "| ranks " in md
+
+
+def test_no_graphs_no_empty_tables(tmp_path):
+    """A log with compiles but no before_post_grad_graph (older torch): no "no compiled graph
+    found", no empty tables, a note that says why."""
+    src = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log")).read_text(encoding="utf-8")
+    keep = []
+    skipping = False
+    for ln in src.split("\n"):
+        if not ln.startswith("\t"):
+            skipping = '"artifact": {"name": "before_post_grad_graph"' in ln or '"pre_bucketing_' in ln
+        if not skipping:
+            keep.append(ln)
+    log = tmp_path / "dedicated_log_torch_trace_rank_0.log"
+    log.write_text("\n".join(keep), encoding="utf-8")
+    r = CliRunner().invoke(summarize, [str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "NO DATA: no bucketing outcome in the logs" in r.output
+    assert "Rank consensus" not in r.output and "Bucketing did nothing" not in r.output
+    assert "no compiled graph found" not in r.output
+    assert ("no bucketing recorded: 1 compiles were logged, but no graph reached the post-grad passes' "
+            "log (no before_post_grad_graph): torch 2.13.0+cpu does not log them") in r.output
+    assert "1 rank found (0) of 1 expected" in r.output  # the rank from the name, no suffix
 
 
 def test_help_does_not_import_torch():
@@ -154,6 +211,9 @@ def test_streamed_json_is_the_document_text():
         buf = io.BytesIO()
         write_summary_json(run, buf.write)
         assert buf.getvalue().decode() == dumps_json(summary_document(run))
+        buf = io.BytesIO()
+        write_summary_json(run, buf.write, per_rank=True)
+        assert buf.getvalue().decode() == dumps_json(summary_document(run, per_rank=True))
     empty = io.BytesIO()
-    write_summary_json(Run(paths=[]), empty.write)
+    write_summary_json(Run(paths=[]), empty.write, per_rank=True)
     assert json.loads(empty.getvalue())["ranks"] == []

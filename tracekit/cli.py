@@ -14,17 +14,15 @@ import sys
 
 import click
 
-#: subcommand name -> "module:click command object"
-COMMANDS: dict[str, str] = {
-    "summarize": "tracekit.commands.summarize_cmd:summarize",
-    "replay": "tracekit.commands.replay_cmd:replay",
-    "diff": "tracekit.commands.diff_cmd:diff",
-}
-
-SHORT_HELP: dict[str, str] = {
-    "summarize": "Read every rank's compile log; aggregate bucketing outcomes; flag divergence.",
-    "replay": "Rebuild the recorded graphs and re-run bucketing with other caps.",
-    "diff": "Compare the bucketing outcomes of two runs.",
+#: The commands, in one registry: name -> ("module:click command object", one-line help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "summarize": ("tracekit.commands.summarize_cmd:summarize",
+                  "Read every rank's compile log; aggregate bucketing outcomes; flag divergence."),
+    "replay": ("tracekit.commands.replay_cmd:replay",
+               "Rebuild the recorded graphs and re-run bucketing with other caps."),
+    "diff": ("tracekit.commands.diff_cmd:diff", "Compare the bucketing outcomes of two runs."),
+    "report": ("tracekit.commands.report_cmd:report",
+               "Write one self-contained HTML page of the run, to attach to a bug."),
 }
 
 
@@ -33,16 +31,16 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
+        entry = COMMANDS.get(name)
+        if entry is None:
             return None
-        module_name, attr = target.split(":")
+        module_name, attr = entry[0].split(":")
         return getattr(importlib.import_module(module_name), attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # `tracekit --help` lists the commands without importing any of them.
         with formatter.section("Commands"):
-            formatter.write_dl([(name, SHORT_HELP[name]) for name in self.list_commands(ctx)])
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,15 +53,37 @@ def main() -> None:
 def run() -> None:
     """The ``tracekit`` command: :func:`main`, then an exit without the interpreter's teardown.
 
+    Exit statuses follow one policy (:mod:`tracekit.commands.options`): click's usage errors
+    exit 2, Ctrl-C exits 130 with one line; an unexpected error is one line and status 2,
+    never a traceback (``TRACEKIT_DEBUG=1`` shows it).
+
     Freeing every module and object at exit costs ~15 ms, a tenth of a small ``summarize``; a
     command that has flushed its output has nothing left to do, so the process ends with
-    ``os._exit`` and the status click chose. When torch was imported (``replay``), the exit is
+    ``os._exit`` and the status chosen. When torch was imported (``replay``), the exit is
     the ordinary one, so that torch's exit hooks run."""
     try:
-        main()
-        code: object = 0
+        code: object = main.main(standalone_mode=False)
+        code = code if isinstance(code, int) else 0
     except SystemExit as e:
         code = e.code
+    except click.exceptions.Abort:  # click's form of KeyboardInterrupt
+        click.echo("\ntracekit: interrupted", err=True)
+        code = 130
+    except KeyboardInterrupt:
+        click.echo("\ntracekit: interrupted", err=True)
+        code = 130
+    except click.ClickException as e:
+        e.show()
+        code = e.exit_code
+    except BrokenPipeError:
+        code = 0
+    except Exception as e:  # noqa: BLE001 - a bug: one line, never a traceback (unless asked)
+        if os.environ.get("TRACEKIT_DEBUG"):
+            raise
+        first = (str(e).splitlines() or [""])[0][:200]
+        click.echo(f"tracekit: internal error: {type(e).__name__}: {first} "
+                   "(TRACEKIT_DEBUG=1 shows the traceback; please report it)", err=True)
+        code = 2
     if "torch" in sys.modules:
         raise SystemExit(code)
     if code is None:

@@ -7,6 +7,7 @@ Pure analysis on two :class:`~tracekit.model.Run` objects; it reads no file and 
 Matching: ranks by rank number; graphs of a matched rank by ``(compile_id, graph_index)`` (a key
 logged twice on one rank is matched by occurrence). Compared per graph: FSDP groups, group size,
 nNodes, bucket cap, which pass ran (``source``), the before/after counts of each collective type,
+the collectives that run (``final``: kind, group and bytes in order) when both runs logged them,
 and the per-collective sizes when both runs logged them (the first differing collective, with its
 index, type and size in A and in B, and the list lengths). Node names in the size lists are shown
 but never compared: they are labels, not behaviour.
@@ -23,20 +24,19 @@ from typing import Any
 
 import orjson
 
-from tracekit.model import COLLECTIVE_TYPES, CollectiveSize, Graph, Rank, Run
+from tracekit.model import (
+    GRAPH_FIELDS,
+    CollectiveSize,
+    Graph,
+    Rank,
+    Run,
+    compared_values,
+    graph_to_dict,
+    outcome_facts,
+)
 from tracekit.summarize import first_mismatch
 
 SCHEMA = "tracekit.diff/1"
-
-#: Scalar graph fields compared one to one, in report order: (attribute, name in the report).
-GRAPH_FIELDS: tuple[tuple[str, str], ...] = (
-    ("source", "source"),
-    ("fsdp_groups", "fsdp_groups"),
-    ("group_size", "group_size"),
-    ("n_nodes", "n_nodes"),
-    ("bucket_cap_mb", "bucket_cap_mb"),
-)
-
 
 # --- the result ----------------------------------------------------------------------------------
 
@@ -286,22 +286,12 @@ def occurrence_keys(graphs: list[Graph]) -> list[tuple[str, int, int]]:
 
 def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
     """What differs between two outcomes of the same graph, or None when nothing does."""
-    if _facts(a) == _facts(b):  # fast path: the common case of runs that agree
+    if outcome_facts(a) == outcome_facts(b):  # fast path: the common case of runs that agree
         return None
-    fields = [
-        FieldChange(name, getattr(a, attr), getattr(b, attr))
-        for attr, name in GRAPH_FIELDS
-        if getattr(a, attr) != getattr(b, attr)
-    ]
-    types = list(COLLECTIVE_TYPES) + sorted(
-        (set(a.collectives) | set(b.collectives)) - set(COLLECTIVE_TYPES)
-    )
-    for t in types:
-        ca, cb = a.collectives.get(t), b.collectives.get(t)
-        va = None if ca is None else {"before": ca.before, "after": ca.after}
-        vb = None if cb is None else {"before": cb.before, "after": cb.after}
-        if va != vb:
-            fields.append(FieldChange(t, va, vb))
+    va, vb = compared_values(a), compared_values(b)
+    fields = [FieldChange(name, va[name], vb[name]) for name in va
+              if name not in _SIZE_VALUES and va[name] != vb[name]
+              and not (name in _LOGGED_VALUES and (va[name] is None or vb[name] is None))]
     sizes = []
     if a.sizes_mb is not None and b.sizes_mb is not None:
         for which in ("before", "after"):
@@ -313,6 +303,13 @@ def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
     if not fields and not sizes:
         return None
     return GraphChange(a.compile_id, a.graph_index, "changed", tuple(fields), tuple(sizes))
+
+
+#: Compared values reported as a :class:`SizesChange` (first differing collective), not as values.
+_SIZE_VALUES = frozenset({"sizes_mb.before", "sizes_mb.after"})
+#: Compared values that only some logs have (a schedule needs overlap scheduling, older summaries
+#: lack it): compared only when both runs have them, like the sizes.
+_LOGGED_VALUES = frozenset({"final"})
 
 
 def diff_sizes(
@@ -374,10 +371,21 @@ def context_notes(
             f"per-collective sizes logged by only one run on {_ranks_text(no_sizes)}: "
             "sizes not compared there"
         )
+    no_final = [rank for rank in shared if _final_keys(ranks_a[rank]) != _final_keys(ranks_b[rank])]
+    if no_final:
+        notes.append(
+            f"collective schedules (final) logged by only one run for some graphs on "
+            f"{_ranks_text(no_final)}: not compared there"
+        )
     return notes
 
 
 # --- small helpers -------------------------------------------------------------------------------
+
+
+def _final_keys(rank: Rank) -> set[tuple[str, int]]:
+    """The graphs of a rank whose final schedule was logged."""
+    return {g.key for g in rank.graphs if g.final is not None}
 
 
 def run_info(run: Run, label: str, kind: str) -> RunInfo:
@@ -394,17 +402,10 @@ def run_info(run: Run, label: str, kind: str) -> RunInfo:
 
 
 def graph_outcome(g: Graph) -> dict[str, Any]:
-    """The comparable facts of one graph (no file or line), for graphs present on one side."""
-    return {
-        "source": g.source,
-        "fsdp_groups": list(g.fsdp_groups),
-        "group_size": g.group_size,
-        "n_nodes": g.n_nodes,
-        "bucket_cap_mb": g.bucket_cap_mb,
-        "collectives": {
-            t: {"before": c.before, "after": c.after} for t, c in g.collectives.items()
-        },
-    }
+    """The comparable facts of one graph (no file or line, no size lists), for graphs present
+    on one side."""
+    d = graph_to_dict(g)
+    return {f.name: d[f.name] for f in GRAPH_FIELDS if f.kind in ("scalar", "counts")}
 
 
 def sort_ranks(ranks) -> list[int | None]:
@@ -442,14 +443,6 @@ def _counted_ranks(ranks) -> str:
 def _ranks_text(ranks) -> str:
     """"rank 3" or "ranks 0-2,5"."""
     return f"rank{'s' if len(set(ranks)) != 1 else ''} {format_ranks(ranks)}"
-
-
-def _facts(g: Graph) -> tuple:
-    """Everything :func:`diff_graph` compares (plus size-node names), as one comparable value."""
-    return (
-        g.source, g.fsdp_groups, g.group_size, g.n_nodes, g.bucket_cap_mb, g.collectives,
-        g.sizes_mb,
-    )
 
 
 def _sizes_change_to_dict(s: SizesChange) -> dict[str, Any]:

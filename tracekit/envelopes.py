@@ -100,12 +100,14 @@ ANY_RANK = "any"
 
 
 @functools.lru_cache(maxsize=64)
-def _interesting_line_re(names: frozenset[bytes], rank: int | str | None) -> re.Pattern[bytes]:
+def _interesting_line_re(
+    names: frozenset[bytes], rank: int | str | None, types: frozenset[bytes] = frozenset()
+) -> re.Pattern[bytes]:
     """A regex whose matches are the newlines before the lines Python must look at.
 
     A line is skipped inside the regex engine (it never reaches Python) when it is an
-    ordinary envelope laid out the way torch writes it and is not one of the wanted artifacts
-    ``names``::
+    ordinary envelope laid out the way torch writes it and is neither one of the wanted
+    artifacts ``names`` nor of one of the wanted entry types ``types``::
 
         PREFIX {"TYPE": META[, "rank": RANK][, "KEY": SCALAR]...[, "has_payload": "MD5"]}
 
@@ -120,6 +122,9 @@ def _interesting_line_re(names: frozenset[bytes], rank: int | str | None) -> re.
     rank than the file's are then found by :meth:`Scanner._watch_ranks`.
     """
     wanted = b"|".join(re.escape(n) for n in sorted(names)) or b"(?!)"
+    # an entry type that is wanted is never skipped: the type key must not be one of them
+    not_wanted_type = (rb'(?!(?:' + b"|".join(re.escape(t) for t in sorted(types)) + rb')")'
+                       if types else rb"")
     if rank is None:
         rank_part = rb""
     else:
@@ -127,11 +132,11 @@ def _interesting_line_re(names: frozenset[bytes], rank: int | str | None) -> re.
         rank_part = rb'(?:, "rank": ' + digits + rb")?+"
     # Most envelopes (chromium events above all) are ``{"TYPE": {}`` then torch's keys and a
     # payload: one alternation-free run, tried before the general form (which accepts it too).
-    common = (rb'\{"(?!artifact")[A-Za-z0-9_]++": \{\}' + rank_part + _TORCH_KEYS
+    common = (rb'\{"(?!artifact")' + not_wanted_type + rb'[A-Za-z0-9_]++": \{\}' + rank_part + _TORCH_KEYS
               + rb', "has_payload": "[0-9a-f]{32}"\}\n\t')
     general = (
         rb'\{"(?!artifact": \{"name": "(?:' + wanted + rb')")(?!artifact"(?!: \{"name": "))'
-        + rb'[A-Za-z0-9_]+": '
+        + not_wanted_type + rb'[A-Za-z0-9_]+": '
         + _J_META
         + rank_part
         # possessive (*+, ?+): no backtracking bookkeeping; the keys cannot match another way
@@ -149,7 +154,7 @@ def _encoded(names: frozenset[str]) -> frozenset[bytes]:
     return frozenset(n.encode() for n in names)
 
 
-class _Pending:
+class _OpenEntry:
     """The entry whose payload lines are being read."""
 
     __slots__ = ("kind", "lineno", "line", "start", "etype", "name", "has", "nlines", "parts")
@@ -169,8 +174,9 @@ class _Pending:
 class Scanner:
     """Walks a binary stream in large chunks; yields the wanted entries; checks the others cheaply.
 
-    With ``artifact_names`` (the fast path), one regex pass per chunk skips, inside the regex
-    engine, every ordinary envelope that is not one of those artifacts, and every payload line;
+    With ``artifact_names`` and/or ``entry_types`` (the fast path), one regex pass per chunk
+    skips, inside the regex engine, every ordinary envelope that is neither one of those
+    artifacts nor of one of those entry types, and every payload line;
     only wanted, unusual or bad lines reach Python (see :func:`_interesting_line_re`). With a
     ``want(entry_type, name)`` predicate instead, every envelope line reaches Python (slower,
     any selection). Wanted entries are yielded with their payload bytes, unless
@@ -196,6 +202,7 @@ class Scanner:
         report: Callable[[str, int, str], None],
         *,
         artifact_names: frozenset[str] | None = None,
+        entry_types: frozenset[str] | None = None,
         want: Callable[[bytes, bytes | None], bool] | None = None,
         payload_for: Callable[[bytes, bytes | None], bool] | None = None,
         chunk_size: int = CHUNK_SIZE,
@@ -203,10 +210,12 @@ class Scanner:
         rank: int | None = None,
         exact_rank_after: int = EXACT_RANK_AFTER,
     ) -> None:
-        self._names = None if artifact_names is None else _encoded(frozenset(artifact_names))
+        fast = artifact_names is not None or entry_types is not None
+        self._names = _encoded(frozenset(artifact_names or ())) if fast else None
+        self._types = _encoded(frozenset(entry_types or ()))
         if want is None:
-            names = self._names or frozenset()
-            want = lambda etype, name: etype == b"artifact" and name in names  # noqa: E731
+            names, types = self._names or frozenset(), self._types
+            want = lambda etype, name: (etype == b"artifact" and name in names) or etype in types  # noqa: E731
         self._want = want
         self._payload_for = payload_for
         # (entry type, name) -> (wanted, payload kept)
@@ -231,8 +240,8 @@ class Scanner:
             return _ANY_LINE_RE
         if self.rank is not None and self._bytes_seen < self._exact_after:
             self._watching = True
-            return _interesting_line_re(self._names, ANY_RANK)
-        return _interesting_line_re(self._names, self.rank)
+            return _interesting_line_re(self._names, ANY_RANK, self._types)
+        return _interesting_line_re(self._names, self.rank, self._types)
 
     def set_rank(self, rank: int) -> None:
         self.rank = rank
@@ -278,10 +287,10 @@ class Scanner:
                     i = le  # one check a line
             i = find(_RANK_KEY, i + 1, b)
 
-    def _head(self, buf: bytes, p: int, le: int, lineno: int) -> _Pending:
+    def _head(self, buf: bytes, p: int, le: int, lineno: int) -> _OpenEntry:
         """Classify the line ``buf[p+1:le]``; report what is wrong with it if skipped."""
         if le == p + 1:  # blank line: payload lines after it have no envelope
-            return _Pending(_NONE, lineno + 1)
+            return _OpenEntry(_NONE, lineno + 1)
         m = _HEAD_RE.match(buf, p + 1, le)
         if m is None:
             nuls = buf.count(b"\x00", p + 1, le)
@@ -289,7 +298,7 @@ class Scanner:
                 self.report("nul_bytes", lineno, f"{nuls} NUL byte(s) in the line")
             else:
                 self.report("bad_prefix", lineno, buf[p + 1 : min(le, p + 61)].decode("utf-8", "replace"))
-            return _Pending(_BAD, lineno)
+            return _OpenEntry(_BAD, lineno)
         prefix, etype, name = m.groups()
         line = buf[p + 1 : le]
         start = len(prefix)
@@ -302,7 +311,7 @@ class Scanner:
             collect = keep and (self._payload_for is None or bool(self._payload_for(etype, name)))
             sel = self._cache[key] = (keep, collect)
         keep, collect = sel
-        pend = _Pending(_KEEP if keep else _SKIP, lineno)
+        pend = _OpenEntry(_KEEP if keep else _SKIP, lineno)
         pend.line, pend.start, pend.etype, pend.name = line, start, etype, name
         if collect:
             pend.parts = []
@@ -321,7 +330,44 @@ class Scanner:
                 self._check_skipped_rank(line, start, lineno)
         return pend
 
-    def _finish(self, pend: _Pending) -> RawEntry | None:
+    @staticmethod
+    def _envelope_whole(buf: bytes, p: int, le: int) -> bool:
+        """The last line of a file without a final newline is an envelope: whole when it has a
+        glog prefix and decodes (an envelope that promises a payload is judged with it)."""
+        m = _HEAD_RE.match(buf, p + 1, le)
+        if m is None:
+            return False
+        try:
+            decode_envelope(buf[m.end(1) : le])
+        except EntryError:
+            return False
+        return True
+
+    @staticmethod
+    def _whole_at_end(pend: _OpenEntry, block: bytes | None) -> bool:
+        """The file ended, without a final newline, inside ``pend``: is the entry whole? Its
+        envelope must decode, and its payload match its ``has_payload`` MD5 (none declared: no
+        payload lines). ``block``: the payload lines read in this chunk, when the entry started
+        in it; otherwise the payload is known only if it was kept (else: not whole)."""
+        if pend.kind not in (_KEEP, _SKIP) or not pend.line:
+            return False
+        try:
+            env = decode_envelope(pend.line[pend.start :])
+        except EntryError:
+            return False
+        want = env.get("has_payload")
+        if want is None:
+            return pend.nlines == 0
+        if pend.parts is not None:
+            payload = _join(pend.parts) if pend.parts else None
+        elif block:
+            payload = _join([block])  # tab-led lines, as the scanner keeps them
+        else:
+            payload = None
+        return (isinstance(want, str) and payload is not None
+                and _md5(payload, usedforsecurity=False).hexdigest() == want)
+
+    def _finish(self, pend: _OpenEntry) -> RawEntry | None:
         kind, n = pend.kind, pend.nlines
         if kind == _KEEP:
             parts = pend.parts
@@ -337,7 +383,7 @@ class Scanner:
         return None
 
     @staticmethod
-    def _consume(pend: _Pending, buf: bytes, a: int, limit: int, eof: bool) -> int:
+    def _consume(pend: _OpenEntry, buf: bytes, a: int, limit: int, eof: bool) -> int:
         """Take the payload lines after the newline at ``a``; the index of the newline ending
         them, or -1 when they may go on past ``limit`` (the last complete line)."""
         if a >= limit:
@@ -363,13 +409,14 @@ class Scanner:
         back = 0  # bytes stepped back after the last chunk, read again in this one
         on_chunk = self.on_chunk
         consume = self._consume
-        pend: _Pending | None = None
+        pend: _OpenEntry | None = None
         cur_line = 1  # line number of the line that starts right after buf[cursor]
         cursor = 0
         buf = b"\n"  # sentinel: buf[0] is always the newline that ends the previous line
         eof = False
         first = True
         truncated_file = False
+        last_whole = False  # the file ends without a newline, but its last entry is whole
         crlf: bool | None = None  # CRLF line ends: known from the first chunk
         held = b""  # a "\r" at the end of a chunk, kept until the next one
         size = min(self.chunk_size, FIRST_CHUNK_SIZE)
@@ -414,12 +461,14 @@ class Scanner:
             if first:
                 first = False
                 if len(buf) > 1 and buf[1] == 9:
-                    pend = _Pending(_NONE, 1)
+                    pend = _OpenEntry(_NONE, 1)
             if pend is not None:
                 end = consume(pend, buf, 0, limit, eof)
                 if end >= 0:
                     if truncated_file and end == limit:
-                        pend.kind = _BAD
+                        last_whole = self._whole_at_end(pend, None)
+                        if not last_whole:
+                            pend.kind = _BAD
                     e = self._finish(pend)
                     pend = None
                     if e is not None:
@@ -437,8 +486,8 @@ class Scanner:
                     cur_line += buf.count(b"\n", cursor, p)
                     cursor = p
                     le = buf.find(b"\n", p + 1)
-                    if truncated_file and le == limit:
-                        pend = _Pending(_BAD, cur_line)  # reported below, once
+                    if truncated_file and le == limit and not self._envelope_whole(buf, p, le):
+                        pend = _OpenEntry(_BAD, cur_line)  # reported below, once
                     else:
                         pend = self._head(buf, p, le, cur_line)
                         search = self._pattern.search  # the rank may have become known
@@ -446,7 +495,9 @@ class Scanner:
                     if end < 0:
                         break
                     if truncated_file and end == limit:
-                        pend.kind = _BAD  # cut short: reported once, below
+                        last_whole = self._whole_at_end(pend, buf[le + 1 : limit] if le < limit else b"")
+                        if not last_whole:
+                            pend.kind = _BAD  # cut short: reported once, below
                     e = self._finish(pend)
                     pend = None
                     if e is not None:
@@ -466,7 +517,7 @@ class Scanner:
             if e is not None:
                 yield e
         self.lines_read = cur_line - 1
-        if truncated_file:
+        if truncated_file and not last_whole:
             self.report("truncated_entry", cur_line - 1, "the file ends inside this entry (no final newline)")
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from tracekit.rankset import parse_ranks
+
 FORMATS = ("table", "json", "csv", "markdown")
 
 
@@ -55,6 +57,14 @@ def heading(text: str, fmt: str = "table") -> str:
     return f"{text}\n{'=' * len(text)}\n"
 
 
+def section_line(title: str, text: str, fmt: str = "table") -> str:
+    """A section that is one line (nothing to report): ``Title: text`` in a table report, a
+    heading and the line in markdown."""
+    if fmt == "markdown":
+        return f"{heading(title, fmt)}{text}\n"
+    return f"{title}: {text}\n"
+
+
 def fmt_mb(x: float | None) -> str:
     """Megabytes as text, without trailing noise: 27.4, 0.25, 1024."""
     if x is None:
@@ -65,3 +75,22 @@ def fmt_mb(x: float | None) -> str:
 def fmt_counts(c: dict[str, int] | None) -> str:
     """A collective count before and after bucketing, ``{"before": 8, "after": 1}``: ``8->1``."""
     return "-" if not c else f"{c['before']}->{c['after']}"
+
+
+#: Rank sets longer than this are shortened in tables (JSON has them whole).
+MAX_RANKS_CELL = 48
+
+
+def ranks_cell(ranks: str, limit: int = MAX_RANKS_CELL) -> str:
+    """A rank-range string for a table cell: whole up to ``limit`` characters, else cut at a
+    comma with the number of ranks left out (``0,2,4,... (+509 more)``)."""
+    if len(ranks) <= limit:
+        return ranks
+    parts = ranks.split(",")
+    shown: list[str] = []
+    for p in parts:
+        if len(",".join([*shown, p])) > limit - 16:
+            break
+        shown.append(p)
+    rest = len(parse_ranks(",".join(parts[len(shown):])))
+    return f"{','.join(shown)},... (+{rest} more)"

@@ -22,7 +22,8 @@ from typing import IO
 
 from tracekit.model import Diagnostics
 
-_RANK_FILE_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_.*\.log(\.gz)?$")
+#: ``dedicated_log_torch_trace_rank_N_SUFFIX.log``, or ``..._rank_N.log`` (no suffix), maybe ``.gz``.
+_RANK_FILE_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)(?:_[^/]*)?\.log(\.gz)?$")
 _TRACE_FILE_RE = re.compile(r"dedicated_log_torch_trace_.*\.log(\.gz)?$")
 _ANY_LOG_RE = re.compile(r".*\.log(\.gz)?$")
 GZIP_MAGIC = b"\x1f\x8b"

@@ -1,59 +1,47 @@
-"""Per-rank model -> summary: totals, rank consensus/divergence, graphs where bucketing did nothing.
+"""Per-rank model -> summary: rank groups, totals, rank consensus/divergence, world, verdict.
 
 Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or formats text.
 
-- :func:`divergence`: where the ranks' bucketing outcomes differ from
-  the majority, graph by graph and field by field, with the first differing collective. Reusable
-  on any Run (diff uses it on runs read from logs or from summary JSON).
-- :func:`totals`, :func:`did_nothing`, :func:`notes`.
-- :func:`summary_document` (the ``tracekit.summary/1`` JSON document) and
-  :func:`run_from_document` (back to a Run, for diff).
+- :func:`rank_groups`: ranks whose graphs are identical, as groups (1,024 identical ranks are
+  one group); every analysis below works on groups, so its cost grows with distinct outcomes.
+- :func:`divergence`: where the ranks' bucketing outcomes differ from the majority, graph by
+  graph and field by field, with the first differing collective.
+- :func:`totals`, :func:`did_nothing`, :func:`notes`, :func:`verdict`.
+- :func:`summary_document` (the ``tracekit.summary/2`` JSON document: groups by default, per
+  rank with ``per_rank=True``) and :func:`run_from_document` (back to a Run, for diff; reads
+  ``tracekit.summary/1`` too).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from tracekit.model import (
     COLLECTIVE_TYPES,
+    GRAPH_FIELDS,
     SHORT_NAMES,
     CollectiveSize,
     Diagnostics,
     Graph,
     Rank,
     Run,
+    compared_values,
+    fact_key,
+    final_to_dict,
     graph_to_dict,
     rank_from_dict,
     rank_to_dict,
 )
+from tracekit.rankset import format_ranks, parse_ranks
+from tracekit.world import world
+from tracekit.schedule import compile_divergence, majority, schedule_divergence
 
-SCHEMA = "tracekit.summary/1"
-
-#: The fields compared across ranks, in report order: name -> value of a graph (JSON-able).
-FIELDS: dict[str, Callable[[Graph], Any]] = {
-    "fsdp_groups": lambda g: list(g.fsdp_groups),
-    "group_size": lambda g: g.group_size,
-    "n_nodes": lambda g: g.n_nodes,
-    "bucket_cap_mb": lambda g: g.bucket_cap_mb,
-    **{
-        t: (lambda g, t=t: {"before": g.collectives[t].before, "after": g.collectives[t].after}
-            if t in g.collectives else None)
-        for t in COLLECTIVE_TYPES
-    },
-    "sizes_mb.before": lambda g: None if g.sizes_mb is None else _sizes_value(g.sizes_mb.before),
-    "sizes_mb.after": lambda g: None
-    if g.sizes_mb is None or g.sizes_mb.after is None
-    else _sizes_value(g.sizes_mb.after),
-    "source": lambda g: g.source,
-}
-
-
-def _sizes_value(sizes: list[CollectiveSize]) -> list[list[Any]]:
-    return [[s.type, s.size_mb] for s in sizes]
-
+SCHEMA = "tracekit.summary/2"
 
 def graph_label(graph_index: int) -> str:
     """``forward`` for the first outcome of a compile id, ``backward`` for the second, then N."""
@@ -73,9 +61,47 @@ def _graph_map(rank: Rank) -> dict[tuple[str, int], Graph]:
     return {g.key: g for g in rank.graphs}
 
 
-def _majority(groups: dict[str, list[int | None]]) -> str:
-    """The value key held by most ranks; ties go to the group with the lowest rank."""
-    return max(groups, key=lambda k: (len(groups[k]), -min(_rank_order(r) for r in groups[k])))
+@dataclass
+class RankGroup:
+    """Ranks whose graphs (every compared value of every graph) and counters are identical;
+    ``graphs`` are the first rank's."""
+
+    ranks: list[int | None]
+    graphs: list[Graph]
+    compiled_graphs: int
+    cache_hits: int
+    compiles: int
+    rank: Rank  # the first rank: its compile ids, cache events, schedules without outcome
+
+
+def _graph_canon(g: Graph) -> str:
+    return _canon([g.compile_id, g.graph_index, compared_values(g)])
+
+
+def rank_groups(run: Run) -> list[RankGroup]:
+    """The ranks of ``run`` grouped by identical outcomes, in order of their first rank."""
+    groups: dict[tuple, RankGroup] = {}
+    canon: dict[tuple, str] = {}  # graph parts by identity -> canonical text
+    for r in run.ranks:
+        key = (r.compiled_graphs, r.cache_hits, r.compiles, tuple(r.compile_ids),
+               tuple(map(tuple, r.cache_events)),
+               _canon([final_to_dict(f) for f in r.schedules_without_outcome]) if r.schedules_without_outcome else "",
+               tuple(_cached_canon(g, canon) for g in r.graphs))
+        grp = groups.get(key)
+        if grp is None:
+            groups[key] = RankGroup([r.rank], r.graphs, r.compiled_graphs, r.cache_hits, r.compiles, r)
+        else:
+            grp.ranks.append(r.rank)
+    return list(groups.values())
+
+
+def _cached_canon(g: Graph, cache: dict[tuple, str]) -> str:
+    # graphs of identical ranks share their size lists (tracekit.pairing interns them)
+    k = fact_key(g)
+    text = cache.get(k)
+    if text is None:
+        text = cache[k] = _graph_canon(g)
+    return text
 
 
 def _rank_order(r: int | None) -> int:
@@ -130,72 +156,86 @@ def first_mismatch(a: list[CollectiveSize], b: list[CollectiveSize]) -> int | No
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def divergence(run: Run) -> list[dict[str, Any]]:
+def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str, Any]]:
     """Where ranks differ from the majority, one item per graph, differing group and field.
 
     Items: ``{compile_id, graph_index, majority_ranks, ranks, field, majority_value, value,
-    first_difference}``. ``field`` is ``"presence"`` for a graph some ranks lack (``value``
-    ``"absent"``/``"present"``), else one of :data:`FIELDS`. Empty when all ranks agree.
-    """
-    maps = [(r.rank, _graph_map(r)) for r in run.ranks]
-    if len(maps) < 2:
+    first_difference}`` (rank lists sorted). ``field`` is ``"presence"`` for a graph some ranks
+    lack (``value`` ``"absent"``/``"present"``), else a compared value of the graph
+    (:func:`tracekit.model.compared_values`). Empty when all ranks agree. Computed on
+    :func:`rank_groups` (``groups``, when the caller has them), so 8,192 identical ranks cost
+    one comparison."""
+    if groups is None:
+        groups = rank_groups(run)
+    if len(run.ranks) < 2 or len(groups) < 2:
         return []
+    maps = [(grp.ranks, _graph_map_of(grp.graphs)) for grp in groups]
+    keys: dict[tuple[str, int], None] = {}
+    for grp in groups:
+        for g in grp.graphs:
+            keys.setdefault(g.key, None)
     items: list[dict[str, Any]] = []
-    for key in graph_keys(run):
+    for key in keys:
         cid, gi = key
-        present = [rk for rk, m in maps if key in m]
-        absent = [rk for rk, m in maps if key not in m]
+        present = sorted((rk for rks, m in maps if key in m for rk in rks), key=_rank_order)
+        absent = sorted((rk for rks, m in maps if key not in m for rk in rks), key=_rank_order)
         if absent:
-            groups = {"present": present, "absent": absent}
-            maj = _majority(groups)
+            pa = {"present": present, "absent": absent}
+            maj = majority(pa)
             minority = "absent" if maj == "present" else "present"
             items.append(
                 {
                     "compile_id": cid,
                     "graph_index": gi,
-                    "majority_ranks": groups[maj],
-                    "ranks": groups[minority],
+                    "majority_ranks": pa[maj],
+                    "ranks": pa[minority],
                     "field": "presence",
                     "majority_value": maj,
                     "value": minority,
                     "first_difference": None,
                 }
             )
-        holders = [(rk, m[key]) for rk, m in maps if key in m]
+        holders = [(rks, m[key], compared_values(m[key])) for rks, m in maps if key in m]
         if len(holders) < 2:
             continue
-        for fname, get in FIELDS.items():
-            groups: dict[str, list[int | None]] = {}
+        for fname in holders[0][2]:
+            by_value: dict[str, list[int | None]] = {}
             values: dict[str, Any] = {}
             graphs: dict[str, Graph] = {}
-            for rk, g in holders:
-                v = get(g)
+            for rks, g, vals in holders:
+                v = vals[fname]
                 c = _canon(v)
-                groups.setdefault(c, []).append(rk)
+                by_value.setdefault(c, []).extend(rks)
                 values.setdefault(c, v)
                 graphs.setdefault(c, g)
-            if len(groups) < 2:
+            if len(by_value) < 2:
                 continue
-            maj = _majority(groups)
-            for c, rks in groups.items():
+            for rks in by_value.values():
+                rks.sort(key=_rank_order)
+            maj = majority(by_value)
+            for c, rks in by_value.items():
                 if c == maj:
                     continue
                 items.append(
                     {
                         "compile_id": cid,
                         "graph_index": gi,
-                        "majority_ranks": groups[maj],
+                        "majority_ranks": by_value[maj],
                         "ranks": rks,
                         "field": fname,
                         "majority_value": values[maj],
                         "value": values[c],
-                        "first_difference": first_difference(
+                        "first_difference": None if fname == "final" else first_difference(
                             graphs[maj], graphs[c], after_first=fname == "sizes_mb.after",
                             only_type=SHORT_NAMES.get(fname),
-                        ),
+                        ),  # the final's first difference: schedule_divergence
                     }
                 )
     return items
+
+
+def _graph_map_of(graphs: list[Graph]) -> dict[tuple[str, int], Graph]:
+    return {g.key: g for g in graphs}
 
 
 def _sum_sizes(graphs: list[Graph], after: bool) -> float | None:
@@ -217,6 +257,7 @@ def totals(run: Run) -> dict[str, Any]:
     return {
         "ranks": len(run.ranks),
         "graphs": len(graphs),
+        "compiles": sum(r.compiles for r in run.ranks),
         "compiled_graphs": sum(r.compiled_graphs for r in run.ranks),
         "cache_hits": sum(r.cache_hits for r in run.ranks),
         "collectives": {
@@ -232,13 +273,14 @@ def totals(run: Run) -> dict[str, Any]:
     }
 
 
-def did_nothing(run: Run) -> list[dict[str, Any]]:
+def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str, Any]]:
     """Graphs where bucketing merged nothing (N -> N with N > 1), grouped across ranks.
 
-    Items: ``{compile_id, graph_index, types: [...], counts: {type: N}, ranks: [...]}``."""
+    Items: ``{compile_id, graph_index, types: [...], counts: {type: N}, bucket_cap_mb, ranks:
+    [...]}``."""
     found: dict[tuple[str, int, str], dict[str, Any]] = {}
-    for r in run.ranks:
-        for g in r.graphs:
+    for grp in rank_groups(run) if groups is None else groups:
+        for g in grp.graphs:
             types = g.did_nothing()
             if not types:
                 continue
@@ -254,13 +296,15 @@ def did_nothing(run: Run) -> list[dict[str, Any]]:
                     "bucket_cap_mb": g.bucket_cap_mb,
                     "ranks": [],
                 }
-            item["ranks"].append(r.rank)
+            item["ranks"] += grp.ranks
+    for item in found.values():
+        item["ranks"].sort(key=_rank_order)
     return list(found.values())
 
 
 def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
-    """Plain-language remarks: e.g. why a run has no bucketing outcome at all (``t``: the run's
-    :func:`totals`, when the caller has them already)."""
+    """Plain-language remarks, true to what the logs hold: e.g. why a run has no bucketing
+    outcome at all (``t``: the run's :func:`totals`, when the caller has them already)."""
     out: list[str] = []
     if t is None:
         t = totals(run)
@@ -280,8 +324,17 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
                 "aten_distributed_optimizations.enable_overlap_scheduling on, and are the "
                 "all-gathers FSDP ones?)"
             )
+        elif t["compiles"]:
+            versions = sorted({r.torch_version for r in run.ranks if r.torch_version})
+            torch = f"torch {', '.join(versions)}" if versions else "this torch"
+            out.append(
+                f"no bucketing recorded: {t['compiles']} compiles were logged, but no graph reached "
+                f"the post-grad passes' log (no before_post_grad_graph): {torch} does not log them "
+                "(tracekit reads torch 2.13's logs), or the compiles stopped before inductor"
+            )
         else:
-            out.append("no bucketing recorded: no compiled graph found in the logs")
+            out.append("no bucketing recorded: the logs hold no compile (no dynamo_start entry); "
+                       "were they written with TORCH_TRACE set?")
     elif t["cache_hits"]:
         out.append(
             f"{t['cache_hits']} graphs were inductor cache hits and have no bucketing record; "
@@ -290,36 +343,100 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     return out
 
 
-def summary_document(run: Run, *, with_ranks: bool = True) -> dict[str, Any]:
-    """The ``tracekit.summary/1`` JSON document of a Run (``with_ranks=False``: without the
-    ``ranks`` key, for :func:`write_summary_json`)."""
+def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
+            other: list[dict[str, Any]] = ()) -> dict[str, str]:
+    """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
+    outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
+    ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
+    ``text`` one line, printed first."""
+    n = len(run.ranks)
+    incomplete = []
+    if w["missing"]:
+        incomplete.append(f"{len(w['missing'])} of {w['expected']} ranks missing ({format_ranks(w['missing'])})")
+    if w["duplicated"]:
+        incomplete.append(f"ranks {format_ranks(w['duplicated'])} also found in another run (not merged)")
+    tail = "; " + "; ".join(incomplete) if incomplete else ""
+    if div or other:
+        odd = {r for d in div for r in d["ranks"]} | {r for d in other for r in parse_ranks(d["ranks"])}
+        graphs = {(d["compile_id"], d["graph_index"]) for d in [*div, *other] if "graph_index" in d}
+        what = f"on {len(graphs)} graph{'s' if len(graphs) != 1 else ''}" if graphs else "in what they compiled"
+        return {"status": "diverge",
+                "text": f"DIVERGE: {len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority "
+                        f"{what}{tail}"}
+    if t["graphs"] == 0:
+        return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail}
+    if incomplete:
+        return {"status": "incomplete",
+                "text": f"INCOMPLETE: the {n} rank{'s' if n != 1 else ''} found agree" + tail}
+    ngraphs = len({g.key for r in run.ranks for g in r.graphs})
+    if n == 1:
+        return {"status": "agree", "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}"}
+    return {"status": "agree", "text": f"OK: all {n} ranks agree on all {ngraphs} graphs"}
+
+
+def _with_ranges(items: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
+    """The items with their rank lists written as ranges (``0-299,301-1023``)."""
+    return [{**it, **{k: format_ranks(it[k]) for k in keys}} for it in items]
+
+
+def group_to_dict(grp: RankGroup) -> dict[str, Any]:
+    """A rank group in the document: its ranks as ranges, and its graphs without where each
+    rank's log had them (``file``, ``line``: see ``--per-rank``)."""
+    where = {f.name for f in GRAPH_FIELDS if f.kind == "where"}
+    per_rank = rank_to_dict(dataclasses.replace(grp.rank, graphs=[]))
+    return {
+        "ranks": format_ranks(grp.ranks),
+        "count": len(grp.ranks),
+        **{k: per_rank[k] for k in ("compiles", "compiled_graphs", "cache_hits", "torch_version",
+                                    "compile_ids", "cache_events", "schedules_without_outcome")},
+        "graphs": [{k: v for k, v in graph_to_dict(g).items() if k not in where} for g in grp.graphs],
+    }
+
+
+def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = True) -> dict[str, Any]:
+    """The ``tracekit.summary/2`` JSON document of a Run: world, verdict, rank groups (ranks with
+    identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank sets
+    as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
+    graph was read (``with_ranks=False`` leaves it to :func:`write_summary_json`)."""
+    groups = rank_groups(run)
     t = totals(run)
-    doc = {
+    w = world(run)
+    div = divergence(run, groups)
+    sched, comp = schedule_divergence(run), compile_divergence(run)
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "paths": list(run.paths),
-        "ranks": [rank_to_dict(r) for r in run.ranks] if with_ranks else None,
+        "world": w,
+        "verdict": verdict(run, w, div, t, sched + comp),
+        "groups": [group_to_dict(g) for g in groups],
         "totals": t,
-        "divergence": divergence(run),
-        "did_nothing": did_nothing(run),
+        "divergence": _with_ranges(div, "ranks", "majority_ranks"),
+        "schedule_divergence": sched,
+        "compile_divergence": comp,
+        "did_nothing": _with_ranges(did_nothing(run, groups), "ranks"),
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }
-    if not with_ranks:
-        del doc["ranks"]
+    if per_rank and with_ranks:
+        doc["ranks"] = [rank_to_dict(r) for r in run.ranks]
     return doc
 
 
-def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
+def write_summary_json(run: Run, write: Callable[[bytes], Any], *, per_rank: bool = False,
+                       head: dict[str, Any] | None = None) -> None:
     """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
-    newline: the same text as ``render.dumps_json(summary_document(run))``), one graph at a
-    time, so memory stays that of the Run, not of the Run plus its whole document."""
+    newline: the same text as ``render.dumps_json(summary_document(run, per_rank=...))``); with
+    ``per_rank``, the ``ranks`` list is written one graph at a time, so memory stays that of
+    the Run, not of the Run plus its whole document. ``head``: the document without ``ranks``,
+    when the caller has it already."""
     opt = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
     def dump(value: Any, indent: int) -> bytes:
         return orjson.dumps(value, option=opt).replace(b"\n", b"\n" + b" " * indent)
 
-    head = {k: v for k, v in summary_document(run, with_ranks=False).items()}
-    keys = sorted([*head, "ranks"])
+    if head is None:
+        head = summary_document(run, per_rank=per_rank, with_ranks=False)
+    keys = sorted([*head, *(["ranks"] if per_rank else [])])
     write(b"{\n")
     for i, key in enumerate(keys):
         comma = b"," if i < len(keys) - 1 else b""
@@ -332,7 +449,7 @@ def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
             continue
         write(b"[\n")
         for j, r in enumerate(run.ranks):
-            rd = rank_to_dict(Rank(r.rank, r.files, [], r.compiled_graphs, r.cache_hits))
+            rd = rank_to_dict(dataclasses.replace(r, graphs=[]))
             rkeys = sorted(rd)
             write(b"    {\n")
             for k, rk in enumerate(rkeys):
@@ -352,19 +469,33 @@ def write_summary_json(run: Run, write: Callable[[bytes], Any]) -> None:
 
 
 class DocumentError(ValueError):
-    """A JSON document that is not a ``tracekit.summary/1`` summary."""
+    """A JSON document that is not a ``tracekit.summary`` document."""
 
 
 def run_from_document(doc: Any) -> Run:
-    """A Run back from a ``tracekit.summary/1`` document (graphs, counters, diagnostics)."""
+    """A Run back from a ``tracekit.summary/1`` or ``/2`` document (graphs, counters,
+    diagnostics): per-rank entries when the document has them, else every rank of every group
+    (``/2``'s default), each with the group's graphs."""
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("tracekit.summary/"):
-        raise DocumentError("not a tracekit.summary document (no 'schema': 'tracekit.summary/1')")
+        raise DocumentError("not a tracekit.summary document (no 'schema': 'tracekit.summary/2')")
     try:
-        ranks = [rank_from_dict(r) for r in doc.get("ranks", [])]
+        if doc.get("ranks") is not None or "groups" not in doc:
+            ranks = [rank_from_dict(r) for r in doc.get("ranks") or []]
+        else:
+            ranks = []
+            for grp in doc["groups"]:
+                members: list[int | None] = list(parse_ranks(str(grp["ranks"])))
+                if "-" in str(grp["ranks"]).split(","):
+                    members.append(None)
+                for rk in members:
+                    ranks.append(rank_from_dict({**grp, "rank": rk, "files": []}))
+            ranks.sort(key=lambda r: (r.rank is None, _rank_order(r.rank)))
         diag = Diagnostics()
         d = doc.get("diagnostics") or {}
         diag.counts = {str(k): int(v) for k, v in (d.get("counts") or {}).items()}
         diag.examples = list(d.get("examples") or [])
     except (KeyError, TypeError, ValueError) as e:
         raise DocumentError(f"malformed summary document: {e}") from None
-    return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag)
+    w = doc.get("world") or {}
+    dup = [r for r in w.get("duplicated") or [] if isinstance(r, int)]
+    return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)

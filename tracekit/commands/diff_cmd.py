@@ -17,12 +17,15 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import orjson
 
+from tracekit.commands import options
+from tracekit.commands.options import examples, format_option, output_option
 from tracekit.commands.output import output_sink
+from tracekit.commands.schedule_render import final_change_rows
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
 from tracekit.render import dumps_json, fmt_mb, heading, table
@@ -30,7 +33,8 @@ from tracekit.sources import GZIP_MAGIC
 from tracekit.summarize import graph_label, run_from_document
 
 SUMMARY_PREFIX = "tracekit.summary/"
-SUPPORTED_SUMMARY_MAJOR = 1
+#: The summary majors this version reads: /1 (per rank) and /2 (ranks grouped by outcome).
+SUPPORTED_SUMMARY_MAJORS = (1, 2)
 DIFF_FORMATS = ("table", "json", "markdown")
 #: Longer rank lists are not put in a section title.
 MAX_HEADING_RANKS = 40
@@ -63,7 +67,7 @@ def summary_major(schema: Any, path: str) -> int:
     if not isinstance(schema, str) or not schema.startswith(SUMMARY_PREFIX):
         raise InputError(
             f"{path}: JSON with schema {schema!r} is not a tracekit summary "
-            f"(expected {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJOR})"
+            f"(expected {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJORS[-1]})"
         )
     version = schema[len(SUMMARY_PREFIX):]
     major = version.split(".", 1)[0]
@@ -73,18 +77,19 @@ def summary_major(schema: Any, path: str) -> int:
 
 
 def run_from_summary(doc: Any, path: str) -> Run:
-    """A :class:`Run` rebuilt from a ``tracekit.summary/1.x`` document; keys this version does
-    not know are ignored, missing optional ones take their defaults."""
+    """A :class:`Run` rebuilt from a ``tracekit.summary/1.x`` or ``/2.x`` document; keys this
+    version does not know are ignored, missing optional ones take their defaults."""
     if not isinstance(doc, dict) or "schema" not in doc:
         raise InputError(f"{path}: JSON without a \"schema\" key is not a tracekit summary")
     major = summary_major(doc["schema"], path)
-    if major != SUPPORTED_SUMMARY_MAJOR:
+    if major not in SUPPORTED_SUMMARY_MAJORS:
+        readable = " and ".join(f"{SUMMARY_PREFIX}{m}.x" for m in SUPPORTED_SUMMARY_MAJORS)
         raise InputError(
-            f"{path}: summary schema {doc['schema']!r} is not supported "
-            f"(this tracekit reads {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJOR}.x)"
+            f"{path}: summary schema {doc['schema']!r} is not supported (this tracekit reads {readable})"
         )
-    if not isinstance(doc.get("ranks", []), list):
-        raise InputError(f"{path}: bad summary: \"ranks\" is not a list")
+    for key in ("ranks", "groups"):
+        if not isinstance(doc.get(key) or [], list):
+            raise InputError(f"{path}: bad summary: \"{key}\" is not a list")
     try:
         run = run_from_document(doc)  # the model keeps only the keys it knows
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -212,7 +217,9 @@ def change_rows(c: GraphChange) -> list[list[str]]:
         return [where + ["graph only in A", outcome_text(c.graph), "absent"]]
     if c.kind == "only_in_b":
         return [where + ["graph only in B", "absent", outcome_text(c.graph)]]
-    rows = [where + [f.field, value_text(f, f.a), value_text(f, f.b)] for f in c.fields]
+    rows = [where + row for f in c.fields
+            for row in (final_change_rows(f.a, f.b) if f.field == "final"
+                        else [[f.field, value_text(f, f.a), value_text(f, f.b)]])]
     for s in c.sizes:
         if s.length_a != s.length_b:
             rows.append(where + [f"sizes {s.which}: count", str(s.length_a), str(s.length_b)])
@@ -254,23 +261,24 @@ def _plural(n: int, word: str) -> str:
 # --- the command ---------------------------------------------------------------------------------
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """One line on stderr, exit status 2."""
-    click.echo(f"tracekit diff: error: {message}", err=True)
-    sys.exit(2)
+    options.fail("diff", f"error: {message}", options.BAD_INPUT)
 
 
 @click.command("diff", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
-@click.option(
-    "--format", "fmt", type=click.Choice(DIFF_FORMATS), default="table", show_default=True,
-    help="Output format; json is the tracekit.diff/1 document.",
-)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE, not stdout.")
+@format_option(DIFF_FORMATS, help="Output format; json is the tracekit.diff/1 document.")
+@output_option("Write to FILE, not stdout.")
 @click.option(
     "--exit-code", is_flag=True,
     help="Exit 1 when the runs differ, 0 when identical (like git diff --exit-code).",
+)
+@examples(
+    "tracekit diff run_a/ run_b/",
+    "tracekit summarize good_run/ --format json > good.json; tracekit diff good.json new_run/ --exit-code",
+    "tracekit diff run_a/ run_b/ --format json -o diff.json",
 )
 def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool) -> None:
     """Compare the bucketing outcomes of two runs.

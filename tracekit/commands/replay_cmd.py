@@ -3,7 +3,9 @@
 Reads every recorded ``pre_bucketing_fsdp_collectives`` outcome with the graph text it was
 computed from (:func:`tracekit.reader.graph_sources`), rebuilds each graph safely
 (:mod:`tracekit.replay.graph_text`), checks that the recorded cap reproduces the recorded
-counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`).
+counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`). With
+``--all-ranks``, ranks that logged the same graph and outcome share one replay and one row (the
+``ranks`` column, as ranges).
 
 Exit status: 0 when every selected graph was rebuilt and reproduced; 1 when one was not (the
 output says which and why) or when no outcome was found; 2 for a usage error.
@@ -16,13 +18,24 @@ from typing import Any
 
 import click
 
+from tracekit.commands.options import (
+    BAD_INPUT,
+    FINDINGS,
+    OK,
+    examples,
+    fail,
+    file_in_existing_dir,
+    format_option,
+    paths_argument,
+)
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
+from tracekit.rankset import format_ranks, parse_ranks
 from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
-GRAPH_HEADERS = ["rank", "graph", "nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
-CAP_HEADERS = ["rank", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
+GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
+CAP_HEADERS = ["ranks", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
                "comm ms", "vs recorded"]
 
 
@@ -68,16 +81,35 @@ def _applied_text(applied: dict[str, Any] | None) -> str:
     return "lint ok, " + ("same counts as plan" if applied.get("matches_plan") else "COUNTS DIFFER FROM PLAN")
 
 
-def _rank(r: Any) -> Any:
-    return "-" if r is None else r
+def _ranks(g: dict[str, Any]) -> str:
+    """The ranks an entry stands for, as ranges (a /1 document has one ``rank``)."""
+    return g.get("ranks") or ("-" if g["rank"] is None else str(g["rank"]))
+
+
+def hardware_line(doc: dict[str, Any]) -> str:
+    """What the comm-ms columns assume, said above every table that shows them."""
+    seen = []
+    for g in doc["graphs"]:
+        for r in g["replays"]:
+            hw = r.get("hardware")
+            if hw and hw not in seen:
+                seen.append(hw)
+    if not seen:
+        asked = {k: v for k, v in (doc.get("hardware") or {}).items() if v is not None}
+        what = ", ".join(f"{k} {v}" for k, v in asked.items()) or "this machine's interconnect as torch detects it"
+        return f"comm ms: torch's NCCL model, assuming {what}\n"
+    parts = [f"{hw['interconnect']}, group size {hw['group_size']}, "
+             f"{hw['n_nodes']} machine{'s' if hw['n_nodes'] != 1 else ''}" for hw in seen]
+    return f"comm ms: torch's NCCL model, assuming {'; '.join(parts)}\n"
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table / markdown view of a ``tracekit.replay/1`` document."""
+    """The table / markdown view of a ``tracekit.replay/2`` document: one row per distinct
+    replay, with the ranks it stands for."""
     import os
 
     types = COLLECTIVE_TYPES
-    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt)]
+    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc)]
     runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}
 
     def run_of(g: dict[str, Any]) -> list[str]:
@@ -91,13 +123,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             verdict = "not rebuilt"
         else:
             verdict = "yes" if g["reproduced"] else "NO"
-        rows.append([*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
+        rows.append([*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
                      fmt_mb(rec["bucket_cap_mb"]), *(fmt_counts(rec["collectives"].get(t)) for t in types),
                      verdict, _ms(rec["estimated_comm_ms"])])
     out.append(table(rows, (["run"] if len(runs) > 1 else []) + GRAPH_HEADERS, fmt))
     problems = []
     for g in doc["graphs"]:
-        label = f"{g['file']}: rank {_rank(g['rank'])} graph {g['compile_id']}:{g['graph_index']}"
+        label = f"{g['file']}: ranks {_ranks(g)} graph {g['compile_id']}:{g['graph_index']}"
         if g["error"]:
             problems.append(f"{label}: {g['error']}")
         for m in g["mismatches"]:
@@ -111,7 +143,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         for r in g["replays"]:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
-            row = [*run_of(g), _rank(g["rank"]), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
+            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
                    r["cap_source"], *(fmt_counts(r["collectives"].get(t)) for t in types),
                    f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
                    _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
@@ -123,12 +155,17 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         what_if = ", ".join(f"{k}={v}" for k, v in hw.items() if v is not None)
         title = "Other caps" + (f" ({what_if})" if what_if else "")
         out.append("\n" + heading(title, fmt))
+        out.append(hardware_line(doc))
         out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
                    "FSDP collectives, vs the recorded buckets on the same hardware.\n")
     t = doc["totals"]
-    out.append(f"\n{t['graphs']} graphs: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
+    graphs = f"{t['graphs']} graphs"
+    if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
+        every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
+        graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
+    out.append(f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
                f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")
@@ -136,7 +173,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
 
 @click.command("replay")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@paths_argument()
 @click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]",
               help="Cap(s) to replay, in MB; repeatable or comma-separated (auto allowed).")
 @click.option("--cap", "cap_auto", multiple=True, type=click.Choice(["auto"]),
@@ -156,9 +193,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--sym", "syms", multiple=True, metavar="NAME=VALUE",
               help="Value of a symbolic size (e.g. s77=1024); repeatable.")
 @click.option("--mode", default=None, help="Bucket mode (default, custom_ops, ...), as torch's pass.")
-@click.option("--format", "fmt", type=click.Choice(REPLAY_FORMATS), default="table", show_default=True)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE.png",
-              help="Draw collectives and comm time against the cap (needs matplotlib).")
+@format_option(REPLAY_FORMATS)
+@file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
+@examples(
+    "tracekit replay logs/ --cap-mb 64",
+    "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
+    "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
+)
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
            graphs, syms, mode, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
@@ -167,7 +208,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
-    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
 
     if rank is not None and all_ranks:
@@ -193,8 +234,15 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     )
 
     diag = Diagnostics()
-    sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks,
-                                 graphs=[parse_graph_selector(g) for g in graphs], diagnostics=diag)
+    try:
+        selectors = [parse_graph_selector(g) for g in graphs]
+    except SelectionError as e:
+        raise click.BadParameter(str(e), param_hint="--graph") from None
+    try:
+        sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
+                                     diagnostics=diag)
+    except SelectionError as e:
+        fail("replay", str(e), BAD_INPUT)
     results = replay_sources(sources, options)
     notes = []
     if not sources:
@@ -213,8 +261,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         try:
             plot_replay(doc, plot_path)
         except PlotUnavailable as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
+            fail("replay", f"error: {e}", BAD_INPUT)
         click.echo(f"plot written to {plot_path}", err=True)
     ok = bool(results) and all(r.error is None and r.reproduced for r in results)
-    sys.exit(0 if ok else 1)
+    sys.exit(OK if ok else FINDINGS)

@@ -1,26 +1,42 @@
 """``tracekit summarize PATH...``: what FSDP collective pre-bucketing did on every rank.
 
-Reads the logs (:func:`tracekit.reader.load`), builds the ``tracekit.summary/1`` document
-(:func:`tracekit.summarize.summary_document`) and renders it: one row per rank and graph, totals,
-rank consensus, graphs where bucketing did nothing, diagnostics. The text renderers below work
-from the document alone, so they render a saved JSON summary the same way.
+Reads the logs (:func:`tracekit.reader.load`), builds the ``tracekit.summary/2`` document
+(:func:`tracekit.summarize.summary_document`) and renders it: the verdict first, the world
+(ranks found, missing, seen twice), one row per graph and distinct outcome with its ranks as
+ranges (``--per-rank``: one row per rank and graph), totals, rank consensus, graphs where
+bucketing did nothing, diagnostics, notes. The text renderers below work from the document
+alone, so they render a saved JSON summary the same way.
 
-Exit status: 0; 1 when ``--strict`` and any bad input was seen, or when no log could be read.
+Exit status (the policy of :mod:`tracekit.commands.options`): 0; 1 when ``--strict`` and any bad
+input was seen, or ``--fail-on-divergence`` and the ranks diverge; 2 when a path does not exist
+or no log could be read.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
+from tracekit.commands.options import (
+    BAD_INPUT,
+    FINDINGS,
+    fail,
+    format_option,
+    jobs_option,
+    examples,
+    output_option,
+    paths_argument,
+)
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.render import FORMATS, fmt_counts, fmt_mb, heading, table
+from tracekit.commands.schedule_render import render_schedule_sections, sequence_text
+from tracekit.rankset import format_ranks, parse_ranks
+from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
+from tracekit.world import world_text
 
-GRAPH_HEADERS = ["rank", "compile id", "graph", "FSDP groups", "group size", "nodes", "cap MB",
-                 "AG", "RS", "AR"]
+#: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
+OUTCOME_HEADERS = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB", "AG", "RS", "AR"]
 SIZE_HEADERS = ["MB before", "MB after"]
 
 
@@ -28,36 +44,82 @@ def _mb(sizes: list[dict[str, Any]] | None) -> float | None:
     return None if sizes is None else round(sum(s["size_mb"] for s in sizes), 3)
 
 
-def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    """Headers and rows of the per-rank, per-graph table (MB columns only when sizes exist)."""
-    with_sizes = any(g.get("sizes_mb") for r in doc["ranks"] for g in r["graphs"])
-    headers = GRAPH_HEADERS + (SIZE_HEADERS if with_sizes else [])
+def groups_text(groups: list[Any]) -> str:
+    """FSDP group names as torch prints them: ``['0']``."""
+    return "[" + ", ".join(repr(str(g)) for g in groups) + "]"
+
+
+def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
+    row = [
+        g["compile_id"],
+        graph_label(g["graph_index"]),
+        groups_text(g["fsdp_groups"]),
+        g["group_size"],
+        g["n_nodes"],
+        fmt_mb(g["bucket_cap_mb"]),
+        *(fmt_counts(g["collectives"].get(t)) for t in COLLECTIVE_TYPES),
+    ]
+    if with_sizes:
+        sz = g.get("sizes_mb")
+        row += [fmt_mb(_mb(sz["before"])) if sz else "-", fmt_mb(_mb(sz.get("after"))) if sz else "-"]
+    return row
+
+
+def _has_sizes(graphs: list[dict[str, Any]]) -> bool:
+    return any(g.get("sizes_mb") for g in graphs)
+
+
+def grouped_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """One row per graph and distinct outcome, with the ranks that have it (as ranges) and
+    their count: graphs in first-seen order, the most common outcome first."""
+    by_graph: dict[tuple[str, int], dict[str, tuple[dict[str, Any], list[int | None]]]] = {}
+    for grp in doc["groups"]:
+        members = _members(grp["ranks"])
+        for g in grp["graphs"]:
+            outcome = dumps_json(g)
+            slot = by_graph.setdefault((g["compile_id"], g["graph_index"]), {})
+            if outcome in slot:
+                slot[outcome][1].extend(members)
+            else:
+                slot[outcome] = (g, list(members))
+    graphs = [g for grp in doc["groups"] for g in grp["graphs"]]
+    with_sizes = _has_sizes(graphs)
+    headers = ["ranks", "count", *OUTCOME_HEADERS, *(SIZE_HEADERS if with_sizes else [])]
     rows = []
-    for r in doc["ranks"]:
-        for g in r["graphs"]:
-            row = [
-                "-" if r["rank"] is None else r["rank"],
-                g["compile_id"],
-                graph_label(g["graph_index"]),
-                ",".join(g["fsdp_groups"]),
-                g["group_size"],
-                g["n_nodes"],
-                fmt_mb(g["bucket_cap_mb"]),
-                *(fmt_counts(g["collectives"].get(t)) for t in COLLECTIVE_TYPES),
-            ]
-            if with_sizes:
-                s = g.get("sizes_mb")
-                row += [fmt_mb(_mb(s["before"])) if s else "-",
-                        fmt_mb(_mb(s.get("after"))) if s else "-"]
-            rows.append(row)
+    for slot in by_graph.values():
+        for g, members in sorted(slot.values(), key=lambda v: -len(v[1])):
+            rows.append([ranks_cell(format_ranks(members)), len(members), *_outcome_cells(g, with_sizes)])
     return headers, rows
 
 
-def _total_row(doc: dict[str, Any], width: int) -> list[Any]:
+def _members(ranks: str) -> list[int | None]:
+    out: list[int | None] = list(parse_ranks(ranks))
+    if "-" in ranks.split(","):
+        out.append(None)
+    return out
+
+
+def per_rank_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the per-rank, per-graph table (``--per-rank``)."""
+    graphs = [g for r in doc["ranks"] for g in r["graphs"]]
+    with_sizes = _has_sizes(graphs)
+    headers = ["rank", *OUTCOME_HEADERS, *(SIZE_HEADERS if with_sizes else [])]
+    rows = [["-" if r["rank"] is None else r["rank"], *_outcome_cells(g, with_sizes)]
+            for r in doc["ranks"] for g in r["graphs"]]
+    return headers, rows
+
+
+def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """The outcome table: per rank when the document has ``ranks``, else grouped."""
+    return per_rank_rows(doc) if doc.get("ranks") is not None else grouped_rows(doc)
+
+
+def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     t = doc["totals"]
-    row = ["total", f"{t['graphs']} graphs", "", "", "", "", "",
+    lead = ["total", ""] if headers[0] == "ranks" else ["total"]
+    row = [*lead, f"{t['graphs']} graphs", "", "", "", "", "",
            *(fmt_counts(t["collectives"][c]) for c in COLLECTIVE_TYPES)]
-    if width > len(row):
+    if len(headers) > len(row):
         row += [fmt_mb(t["mb_before"]), fmt_mb(t["mb_after"])]
     return row
 
@@ -67,9 +129,13 @@ def _value_text(field: str, v: Any) -> str:
         return "-"
     if field in COLLECTIVE_TYPES:
         return fmt_counts(v)
+    if field == "final":
+        return sequence_text(v)
     if field.startswith("sizes_mb"):
         n = len(v)
         return f"{n} collective{'' if n == 1 else 's'}, {fmt_mb(sum(x[1] for x in v))} MB"
+    if field == "fsdp_groups":
+        return groups_text(v)
     if isinstance(v, list):
         return ",".join(map(str, v))
     if isinstance(v, float):
@@ -84,58 +150,67 @@ def _first_diff_text(d: dict[str, Any] | None) -> str:
             f"{fmt_mb(d['majority_size_mb'])} vs {fmt_mb(d['size_mb'])} MB")
 
 
-def _ranks_text(ranks: list[Any]) -> str:
-    return ",".join("-" if r is None else str(r) for r in ranks)
+def _ranks_text(ranks: Any) -> str:
+    """A rank set of a document (a range string, or a list in ``tracekit.summary/1``)."""
+    return ranks if isinstance(ranks, str) else format_ranks(ranks)
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table/markdown report of a summary document; CSV is the graph table alone."""
+    """The table/markdown report of a summary document, verdict first; CSV is the outcome
+    table alone."""
     headers, rows = graph_rows(doc)
     if fmt == "csv":
         return table(rows, headers, "csv")
-    out = [heading("Bucketing per rank and graph", fmt)]
-    body = rows + ([_total_row(doc, len(headers))] if rows else [])
-    out.append(table(body, headers, fmt))
+    out = []
+    if doc.get("verdict"):
+        out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
+    if doc.get("world"):
+        out += ["\n", section_line("World", world_text(doc["world"]), fmt)]
+    per_rank = doc.get("ranks") is not None
+    title = "Bucketing per rank and graph" if per_rank else "Bucketing per graph (ranks with the same outcome together)"
+    out.append("\n" + heading(title, fmt))
+    if not rows:
+        out.append("no bucketing outcome recorded (see Notes)\n")
+    else:
+        out.append(table(rows + [_total_row(doc, headers)], headers, fmt))
 
-    nranks = len(doc["ranks"])
-    ngraphs = len({(g["compile_id"], g["graph_index"]) for r in doc["ranks"] for g in r["graphs"]})
-    out.append("\n" + heading("Rank consensus", fmt))
     div = doc["divergence"]
-    if not div:
-        if nranks > 1:
-            out.append(f"all {nranks} ranks agree on all {ngraphs} graphs\n")
-        elif nranks == 1:
-            out.append("one rank: nothing to compare\n")
+    if rows:
+        if not div:
+            nranks = doc["totals"]["ranks"]
+            out.append("\n" + section_line("Rank consensus", f"all {nranks} ranks agree on the bucketing outcome"
+                                            if nranks > 1 else "one rank: nothing to compare", fmt))
         else:
-            out.append("no rank read\n")
-    else:
-        ranks_hit = sorted({r for d in div for r in d["ranks"] if r is not None})
-        out.append(f"{len(div)} difference(s) from the majority; differing rank(s): "
-                   f"{_ranks_text(ranks_hit)}\n\n")
-        out.append(table(
-            [[d["compile_id"], graph_label(d["graph_index"]), d["field"], _ranks_text(d["ranks"]),
-              _value_text(d["field"], d["value"]), _ranks_text(d["majority_ranks"]),
-              _value_text(d["field"], d["majority_value"]), _first_diff_text(d["first_difference"])]
-             for d in div],
-            ["compile id", "graph", "field", "ranks", "value", "majority ranks",
-             "majority value", "first difference"], fmt))
+            out.append("\n" + heading("Rank consensus", fmt))
+            out.append(f"{len(div)} difference(s) from the majority\n\n")
+            out.append(table(
+                [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(_ranks_text(d["ranks"])),
+                  _value_text(d["field"], d["value"]), ranks_cell(_ranks_text(d["majority_ranks"])),
+                  _value_text(d["field"], d["majority_value"]),
+                  "see Schedule consensus" if d["field"] == "final" else _first_diff_text(d["first_difference"])]
+                 for d in div],
+                ["compile id", "graph", "field", "ranks", "value", "majority ranks",
+                 "majority value", "first difference"], fmt))
 
-    out.append("\n" + heading("Bucketing did nothing", fmt))
-    dn = doc["did_nothing"]
-    if not dn:
-        out.append("none: every graph with more than one collective of a type merged some\n")
-    else:
-        out.append(table(
-            [[d["compile_id"], graph_label(d["graph_index"]),
-              ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items()),
-              fmt_mb(d["bucket_cap_mb"]), _ranks_text(d["ranks"])] for d in dn],
-            ["compile id", "graph", "not merged", "cap MB", "ranks"], fmt))
+        out.append(render_schedule_sections(doc, fmt))
+
+        dn = doc["did_nothing"]
+        if not dn:
+            out.append("\n" + section_line("Bucketing did nothing",
+                                            "none: every graph with more than one collective of a type merged some", fmt))
+        else:
+            out.append("\n" + heading("Bucketing did nothing", fmt))
+            out.append(table(
+                [[d["compile_id"], graph_label(d["graph_index"]),
+                  ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items()),
+                  fmt_mb(d["bucket_cap_mb"]), ranks_cell(_ranks_text(d["ranks"]))] for d in dn],
+                ["compile id", "graph", "not merged", "cap MB", "ranks"], fmt))
 
     diag = doc["diagnostics"]
-    out.append("\n" + heading("Diagnostics", fmt))
     if not diag["counts"]:
-        out.append("no bad input\n")
+        out.append("\n" + section_line("Diagnostics", "no bad input", fmt))
     else:
+        out.append("\n" + heading("Diagnostics", fmt))
         out.append(table([[k, v] for k, v in diag["counts"].items()], ["kind", "count"], fmt))
         out.append("\n")
         out.append(table([[e["kind"], f"{e['file']}:{e['line']}", e.get("detail", "")]
@@ -146,36 +221,70 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     return "".join(out)
 
 
+def _load_on_dask(paths: list[str], address: str, jobs: int | None, strict: bool):
+    """``--dask``: the Run read by the cluster's workers; a cluster that cannot be used exits 2."""
+    from tracekit.progress import ProgressBar
+
+    if jobs is not None:
+        raise click.UsageError("--jobs does not apply with --dask (the cluster's workers read)")
+    from tracekit.dask_reader import DaskReadError, load_with_dask
+
+    try:
+        with ProgressBar() as bar:
+            return load_with_dask(paths, address, progress=bar, validate_all=strict)
+    except DaskReadError as e:
+        fail("summarize", str(e), BAD_INPUT)
+
+
 @click.command("summarize")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Output format.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write to FILE instead of stdout.")
-@click.option("--strict", is_flag=True, help="Exit with status 1 if any bad input was seen.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Worker processes reading files in parallel (default: the machine's cores).")
-def summarize(paths: tuple[str, ...], fmt: str, output: str | None, strict: bool,
-              jobs: int | None) -> None:
+@paths_argument()
+@format_option(FORMATS)
+@output_option()
+@click.option("--per-rank", is_flag=True,
+              help="One row per rank and graph (and per-rank JSON), instead of ranks grouped by outcome.")
+@click.option("--strict", is_flag=True,
+              help="Check every line (slower) and exit with status 1 on any bad input, missing or duplicated rank.")
+@click.option("--fail-on-divergence", is_flag=True,
+              help="Exit with status 1 if the ranks diverge: bucketing outcome, the collectives "
+                   "that run, compile ids or cache hits (for CI after a hang).")
+@jobs_option()
+@click.option("--dask", "dask_address", metavar="ADDRESS", default=None,
+              help="Read the files on the workers of the Dask scheduler at ADDRESS (tcp://HOST:PORT; "
+                   "the paths must be visible to the workers; needs the dask extra).")
+@examples(
+    "tracekit summarize logs/",
+    "tracekit summarize logs/ --format json -o summary.json",
+    "tracekit summarize run_a/ --per-rank --strict",
+    "tracekit summarize logs/ --fail-on-divergence   # in CI, after a hang",
+    "tracekit summarize /shared/job/ --dask tcp://scheduler:8786",
+)
+def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bool, strict: bool,
+              fail_on_divergence: bool, jobs: int | None, dask_address: str | None) -> None:
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
-    what FSDP collective pre-bucketing did per rank and graph, whether the ranks agree, and
-    where it merged nothing."""
+    what FSDP collective pre-bucketing did: a verdict, the ranks found and missing, each graph's
+    outcome with the ranks that share it, where ranks differ, and where it merged nothing."""
     from tracekit.commands.output import output_sink
+    from tracekit.commands.schedule_render import any_divergence
     from tracekit.progress import ProgressBar
     from tracekit.reader import load
     from tracekit.summarize import summary_document, write_summary_json
 
-    with ProgressBar() as bar:
-        run = load(list(paths), jobs=jobs, progress=bar)
-    with output_sink(output, command="summarize", error_status=1) as write:
+    if dask_address is not None:
+        run = _load_on_dask(list(paths), dask_address, jobs, strict)
+    else:
+        with ProgressBar() as bar:
+            run = load(list(paths), jobs=jobs, progress=bar, validate_all=strict)
+    # JSON: the per-rank part is streamed graph by graph, so memory stays that of the Run
+    doc = summary_document(run, per_rank=per_rank, with_ranks=fmt != "json")
+    with output_sink(output, command="summarize", error_status=BAD_INPUT) as write:
         if fmt == "json":
-            # streamed graph by graph: memory stays that of the Run, whatever the log size
-            write_summary_json(run, write)
+            write_summary_json(run, write, per_rank=per_rank, head=doc)
         else:
-            write(render_text(summary_document(run), fmt).encode("utf-8"))
+            write(render_text(doc, fmt).encode("utf-8"))
     if not any(r.files for r in run.ranks):
-        click.echo("tracekit summarize: no log could be read", err=True)
-        sys.exit(1)
+        fail("summarize", "no log could be read", BAD_INPUT)
     if strict and run.diagnostics.total:
-        click.echo(f"tracekit summarize: {run.diagnostics.total} bad input(s) (--strict)", err=True)
-        sys.exit(1)
+        fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
+    found = any_divergence(doc) if fail_on_divergence else None
+    if found:
+        fail("summarize", f"the ranks diverge: {found} (--fail-on-divergence)", FINDINGS)

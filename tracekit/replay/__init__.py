@@ -4,8 +4,8 @@ imports it only when a function below runs.
 
 Modules, in the order data flows:
 
-- :mod:`~tracekit.replay.pairing`: which recorded outcomes (with their graph texts) to replay;
-- :mod:`~tracekit.replay.hints`: the hints the log recorded for symbolic sizes;
+- :mod:`~tracekit.replay.pairing`: which recorded outcomes (with their graph texts and symbol
+  hints, read in one pass by :func:`tracekit.reader.graph_sources`) to replay;
 - :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.annotations` and
   :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
   fake ``meta["val"]``;
@@ -18,7 +18,7 @@ Python API::
     import tracekit.replay
     run = tracekit.replay.replay("logs/job", cap_mb=[16, 64], auto=True)
     run.graphs[0].reproduced, run.graphs[0].replays[0].estimated_comm_ms
-    run.to_dict()                                # the tracekit.replay/1 JSON document
+    run.to_dict()                                # the tracekit.replay/2 JSON document
 """
 
 from __future__ import annotations

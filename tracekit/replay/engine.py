@@ -22,6 +22,7 @@ Each cap gets the counts after, the size of every collective after bucketing, th
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -30,10 +31,12 @@ from typing import Any
 import torch.fx as fx
 
 from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Diagnostics, Graph
+from tracekit.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
 
-SCHEMA = "tracekit.replay/1"
+#: /2: one entry per distinct replay, with the ``ranks`` it stands for (/1: one per rank and graph)
+SCHEMA = "tracekit.replay/2"
 KINDS = ("AG", "RS", "AR")
 
 
@@ -98,9 +101,10 @@ class CapReplay:
 
 @dataclass
 class GraphReplay:
-    """One recorded outcome, rebuilt and replayed (or the reason it could not be)."""
+    """One recorded outcome, rebuilt and replayed (or the reason it could not be), standing
+    for every rank in ``ranks`` that recorded the same outcome from the same graph text."""
 
-    rank: int | None
+    rank: int | None  # the rank whose file and line are shown (the first of ``ranks`` read)
     compile_id: str
     graph_index: int
     source: str  # "torch" | "tracekit"
@@ -116,15 +120,21 @@ class GraphReplay:
     reproduction: CapReplay | None = None
     recorded_comm_ms: float | None = None  # recorded buckets, costed on the requested hardware
     replays: list[CapReplay] = field(default_factory=list)
+    ranks: list[int | None] = field(default_factory=list)  # empty: just ``rank``
 
     @property
     def label(self) -> str:
         return f"{self.compile_id}:{self.graph_index}"
 
+    @property
+    def rank_set(self) -> list[int | None]:
+        return self.ranks or [self.rank]
+
     def to_dict(self) -> dict[str, Any]:
         g = self.recorded
         return {
             "rank": self.rank,
+            "ranks": format_ranks(self.rank_set),
             "compile_id": self.compile_id,
             "graph_index": self.graph_index,
             "source": self.source,
@@ -319,7 +329,7 @@ def replay_source(
         )
         return out
     # Hints the log recorded for symbolic sizes (if the reader offers them), then --sym.
-    hints = dict(getattr(src, "symbol_hints", None) or {})
+    hints = dict(src.symbol_hints)
     if hints:
         options = replace(options, symbols={**hints, **options.symbols})
     key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
@@ -391,10 +401,47 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
 # --- many graphs ---------------------------------------------------------------------------------
 
 
+def _record(g: Graph) -> tuple:
+    """Everything of a recorded outcome that a replay uses or reports: the cap it is reproduced
+    at, the groups, counts and sizes the reproduction is compared with, and the shown fields."""
+    def sizes(xs):
+        return None if xs is None else tuple((x.type, x.size_mb, x.name) for x in xs)
+
+    return (g.bucket_cap_mb, tuple(g.fsdp_groups), g.group_size, g.n_nodes, g.source,
+            tuple((t, c.before, c.after) for t, c in g.collectives.items()),
+            None if g.sizes_mb is None else (sizes(g.sizes_mb.before), sizes(g.sizes_mb.after)))
+
+
+def same_replay_key(src: Any) -> tuple:
+    """Sources with equal keys replay identically, so one replay stands for all of them: the
+    same graph text and symbol hints (what is rebuilt), the same recorded outcome (so the
+    reproduction verdict is each one's), the same graph, and the same directory (separate runs
+    stay separate rows). The options are the same for every source of one call. The text is
+    compared whole (ranks' texts are usually one shared string, see ``replay_sources_for``)."""
+    hints = getattr(src, "symbol_hints", None) or {}
+    return (os.path.dirname(src.graph.file), src.compile_id, src.graph_index, src.text_artifact,
+            src.text, tuple(sorted(hints.items())), _record(src.graph))
+
+
 def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[GraphReplay]:
-    """Replay many sources, rebuilding each distinct graph text once."""
-    rebuilt: dict[tuple, Any] = {}
-    return [replay_source(s, options, rebuilt) for s in sources]
+    """Replay many sources: each distinct replay (:func:`same_replay_key`) once, reported for
+    every rank that shares it (``GraphReplay.ranks``), in the order first seen. 1,024 ranks
+    that logged the same graphs cost about one rank; a rank that recorded another outcome from
+    the same text is its own entry (its reproduction is checked against its own record)."""
+    groups: dict[tuple, tuple[Any, list[int | None]]] = {}
+    for src in sources:
+        key = same_replay_key(src)
+        if key in groups:
+            groups[key][1].append(src.rank)
+        else:
+            groups[key] = (src, [src.rank])
+    rebuilt: dict[tuple, Any] = {}  # texts shared by entries that differ in their records
+    out = []
+    for src, ranks in groups.values():
+        r = replay_source(src, options, rebuilt)
+        r.ranks = ranks
+        out.append(r)
+    return out
 
 
 @dataclass
@@ -406,12 +453,12 @@ class ReplayRun:
     diagnostics: Diagnostics
 
     def to_dict(self) -> dict:
-        """The ``tracekit.replay/1`` document."""
+        """The ``tracekit.replay/2`` document."""
         return replay_document(self.graphs, self.options, {"diagnostics": self.diagnostics.to_dict()})
 
 
 def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: dict | None = None) -> dict:
-    """The ``tracekit.replay/1`` JSON document."""
+    """The ``tracekit.replay/2`` JSON document."""
     hw = options.hardware
     doc = {
         "schema": SCHEMA,
@@ -426,6 +473,7 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
         "graphs": [r.to_dict() for r in results],
         "totals": {
             "graphs": len(results),
+            "outcomes": sum(len(r.rank_set) for r in results),  # recorded outcomes the graphs stand for
             "rebuilt": sum(1 for r in results if r.error is None),
             "reproduced": sum(1 for r in results if r.reproduced),
             "not_reproduced": sum(1 for r in results if r.reproduced is False),

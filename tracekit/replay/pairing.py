@@ -1,6 +1,7 @@
 """Which recorded outcomes to replay: the reader pairs each outcome with its graph text
 (:func:`tracekit.reader.graph_sources`, per rank and compile id, forward then backward); here
-we pick ranks and graphs, and attach the symbol hints the log recorded.
+we pick ranks and graphs. Each source carries the symbol hints its file recorded
+(``create_symbol`` entries, read in the same pass).
 
 - default: the lowest rank (ranks are normally identical; ``tracekit summarize`` tells when
   they are not); only that rank's files are read when their names carry the rank;
@@ -10,18 +11,36 @@ we pick ranks and graphs, and attach the symbol hints the log recorded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tracekit.model import Diagnostics
 
 
+#: A compile id as the logs write it (``0/0``, ``1/2_1``, ``!0/3/0``; ``-`` outside torch.compile),
+#: optionally with ``:INDEX`` (0 forward, 1 backward).
+_SELECTOR_RE = re.compile(r"(?:(?:!\d+/)?\d+/\d+(?:_\d+)?|!\d+|-)(?::\d+)?")
+
+
+class SelectionError(ValueError):
+    """A ``--rank`` or ``--graph`` that is malformed or names nothing in the logs; the message
+    says what the logs have."""
+
+
 def parse_graph_selector(text: str) -> tuple[str, int | None]:
-    """``0/0`` -> ("0/0", None); ``0/0:1`` -> ("0/0", 1)."""
+    """``0/0`` -> ("0/0", None); ``0/0:1`` -> ("0/0", 1); SelectionError when malformed."""
+    text = text.strip()
+    if not _SELECTOR_RE.fullmatch(text):
+        raise SelectionError(f"{text!r} is not a graph: COMPILE_ID[:INDEX], e.g. 0/0 or 0/0:1")
     cid, sep, idx = text.rpartition(":")
-    if sep and idx.isdigit() and cid:
+    if sep:
         return cid, int(idx)
     return text, None
+
+
+def _selector_text(sel: tuple[str, int | None]) -> str:
+    return sel[0] if sel[1] is None else f"{sel[0]}:{sel[1]}"
 
 
 def select(sources: Iterable[Any], graphs: list[tuple[str, int | None]]) -> Iterator[Any]:
@@ -41,23 +60,39 @@ def replay_sources_for(
     graphs: list[tuple[str, int | None]] | None = None,
     diagnostics: Diagnostics | None = None,
 ) -> list[Any]:
-    """The :class:`tracekit.reader.GraphSource` values to replay, with ``symbol_hints`` set."""
+    """The :class:`tracekit.reader.GraphSource` values to replay (one pass over their files).
+
+    Raises :class:`SelectionError` when ``rank`` or a selector of ``graphs`` names nothing in
+    the logs, with the ranks or graphs that are there."""
+    from tracekit.rankset import format_ranks
     from tracekit.reader import graph_sources
-    from tracekit.replay.hints import attach_hints
     from tracekit.sources import find_logs
 
     diag = diagnostics if diagnostics is not None else Diagnostics()
     logs = find_logs(list(paths), diag)
+    named = sorted({lg.rank_hint for lg in logs if lg.rank_hint is not None})
     if not all_ranks:
-        named = sorted({lg.rank_hint for lg in logs if lg.rank_hint is not None})
         wanted = rank if rank is not None else (named[0] if named else None)
         if wanted is not None:
             logs = [lg for lg in logs if lg.rank_hint in (wanted, None)]
-    sources = list(select(graph_sources([lg.path for lg in logs], diag), graphs or []))
+    # Ranks log the same texts: keep one copy of each (1,024 ranks hold one rank's texts).
+    texts: dict[str, str] = {}
+    sources = []
+    for src in graph_sources([lg.path for lg in logs], diag):
+        if src.text is not None:
+            src.text = texts.setdefault(src.text, src.text)
+        sources.append(src)
     if not all_ranks and sources:
         seen = sorted({s.rank for s in sources if s.rank is not None})
         chosen = rank if rank is not None else (seen[0] if seen else None)
         if chosen is not None:
             sources = [s for s in sources if s.rank == chosen]
-    attach_hints(sources, diag)
-    return sources
+    if rank is not None and not sources:
+        there = sorted(set(named) | {s.rank for s in sources if s.rank is not None})
+        raise SelectionError(f"rank {rank} has no recorded outcome in the logs (ranks there: "
+                             f"{format_ranks(there) or 'none'})")
+    for sel in graphs or []:
+        if next(select(sources, [sel]), None) is None:
+            there = ", ".join(dict.fromkeys(f"{s.compile_id}:{s.graph_index}" for s in sources))
+            raise SelectionError(f"graph {_selector_text(sel)} is not in the logs (graphs there: {there or 'none'})")
+    return list(select(sources, graphs or []))

@@ -1,7 +1,7 @@
 """``--plot FILE.png``: per graph, collectives after bucketing and estimated comm time vs the cap.
 
 matplotlib is an optional extra (``pip install tracekit[plot]``); it is imported only here, only
-when a plot is asked for. The plot is drawn from the ``tracekit.replay/1`` document alone.
+when a plot is asked for. The plot is drawn from the ``tracekit.replay/2`` document alone.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def plot_replay(doc: dict[str, Any], path: str) -> int:
             ax2.set_ylabel("estimated comm ms", color="tab:red")
         rec = g["recorded"]["bucket_cap_mb"]
         ax.axvline(rec, color="gray", linestyle=":", label=f"recorded {rec:g} MB")
-        rank = "-" if g["rank"] is None else g["rank"]
-        ax.set_title(f"rank {rank}, graph {g['compile_id']}:{g['graph_index']}")
+        ranks = g.get("ranks") or ("-" if g["rank"] is None else g["rank"])
+        ax.set_title(f"ranks {ranks}, graph {g['compile_id']}:{g['graph_index']}")
         ax.legend(loc="upper right", fontsize="small")
     if not graphs:
         axes.flat[0].text(0.5, 0.5, "no graph could be replayed", ha="center", va="center")

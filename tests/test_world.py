@@ -1,0 +1,169 @@
+"""A verdict that can be trusted: missing ranks, two runs side by side, rank-less logs, a last
+entry without its newline, --strict checking every line, one exit-status policy."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURE_LOGS, ROOT
+from tracekit.reader import load
+from tracekit.summarize import summary_document
+
+CMD = [sys.executable, "-m", "tracekit"]
+
+
+def tk(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CMD, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def _copy_ranks(src, dst, ranks):
+    dst.mkdir()
+    for f in sorted(src.glob("*.log")):
+        if int(re.search(r"rank_(\d+)", f.name).group(1)) in ranks:
+            shutil.copy(f, dst / f.name)
+    return dst
+
+
+def test_a_missing_rank_is_named_first_and_fails_strict(tmp_path):
+    logs = _copy_ranks(FIXTURE_LOGS / "spmd_auto", tmp_path / "run", {0, 1, 3})
+    doc = summary_document(load(logs, jobs=1))
+    assert doc["world"] == {"expected": 4, "found": 3, "ranks": "0-1,3", "missing": [2], "duplicated": []}
+    assert doc["verdict"] == {"status": "incomplete",
+                              "text": "INCOMPLETE: the 3 ranks found agree; 1 of 4 ranks missing (2)"}
+    assert doc["diagnostics"]["counts"] == {"missing_rank": 1}
+    assert doc["diagnostics"]["examples"][0]["detail"] == "rank 2 of 4 has no log"
+    r = tk("summarize", str(logs))
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[:5] == [
+        "Verdict", "=======", "INCOMPLETE: the 3 ranks found agree; 1 of 4 ranks missing (2)", "",
+        "World: 3 ranks found (0-1,3) of 4 expected; missing: 2; seen in two runs: none"]
+    strict = tk("summarize", str(logs), "--strict")
+    assert strict.returncode == 1 and strict.stderr == "tracekit summarize: 1 bad input(s) (--strict)\n"
+
+
+def test_two_runs_are_never_merged():
+    doc = summary_document(load([FIXTURE_LOGS / "spmd_auto", FIXTURE_LOGS / "spmd_small_cap"], jobs=1))
+    assert doc["world"]["duplicated"] == [0, 1, 2, 3]
+    assert doc["diagnostics"]["counts"] == {"duplicate_rank": 4}
+    assert doc["verdict"]["status"] == "incomplete"
+    assert doc["verdict"]["text"].endswith("ranks 0-3 also found in another run (not merged)")
+    # the first run's graphs only: indices 0 and 1, the automatic cap
+    assert [(g["graph_index"], g["bucket_cap_mb"]) for g in doc["groups"][0]["graphs"]] == [(0, 27.4), (1, 27.4)]
+    assert tk("summarize", str(FIXTURE_LOGS / "spmd_auto"), str(FIXTURE_LOGS / "spmd_small_cap"),
+              "--strict").returncode == 1
+
+
+def test_a_copied_log_of_the_same_run_is_a_duplicate(tmp_path):
+    """Same process, compile ids starting again from 0/0: the same run twice, not merged."""
+    logs = _copy_ranks(FIXTURE_LOGS / "spmd_auto", tmp_path / "run", {0, 1})
+    f = next(logs.glob("*rank_1_*.log"))
+    shutil.copy(f, logs / "dedicated_log_torch_trace_rank_1_copy.log")
+    run = load(logs, jobs=1)
+    assert run.duplicated == [1] and [len(r.graphs) for r in run.ranks] == [2, 2]
+    assert run.diagnostics.examples[0]["detail"].endswith(
+        "this file is another run (its compile ids start again at 0/0): not merged")
+
+
+def _strip_rank(text: str) -> str:
+    return re.sub(r', "rank": \d+', "", text)
+
+
+def test_rank_less_logs_take_the_rank_in_their_name(tmp_path):
+    logs = tmp_path / "run"
+    logs.mkdir()
+    for f in sorted((FIXTURE_LOGS / "diverge_rank").glob("*.log")):
+        n = int(re.search(r"rank_(\d+)", f.name).group(1))
+        (logs / f"dedicated_log_torch_trace_rank_{n}.log").write_text(_strip_rank(f.read_text()))
+    doc = summary_document(load(logs, jobs=1))
+    assert doc["world"]["ranks"] == "0-3" and doc["diagnostics"]["counts"] == {}
+    assert [(g["ranks"], g["count"]) for g in doc["groups"]] == [("0-2", 3), ("3", 1)]
+    assert doc["verdict"]["text"] == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"
+
+
+def test_a_name_that_disagrees_with_the_entries_is_a_diagnostic(tmp_path):
+    logs = _copy_ranks(FIXTURE_LOGS / "spmd_auto", tmp_path / "run", {0, 1})
+    f = next(logs.glob("*rank_1_*.log"))
+    f.rename(logs / "dedicated_log_torch_trace_rank_7_x.log")
+    run = load(logs, jobs=1)
+    assert [r.rank for r in run.ranks] == [0, 1]  # the entries win
+    assert run.diagnostics.counts == {"rank_mismatch": 1, "missing_rank": 2}
+    ex = next(e for e in run.diagnostics.examples if e["kind"] == "rank_mismatch")
+    assert ex["detail"] == "the entries say rank 1, the file name rank 7"
+
+
+def test_a_last_entry_without_its_newline_is_whole(tmp_path):
+    src = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log")).read_bytes()
+    p = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
+    p.write_bytes(src.rstrip(b"\n"))
+    assert load(p, jobs=1).diagnostics.counts == {}
+    p.write_bytes(src.rstrip(b"\n")[:-2])  # its payload cut: the MD5 no longer matches
+    assert load(p, jobs=1).diagnostics.counts == {"truncated_entry": 1}
+    last_envelope = src.rstrip(b"\n").rsplit(b"\nV", 1)[0] + b"\nV1202 15:13:02.294000 12482 x.py:1] {\"str\": [\"a\", 0]}"
+    p.write_bytes(last_envelope)  # an envelope line with no payload, whole
+    assert load(p, jobs=1).diagnostics.counts == {}
+    p.write_bytes(last_envelope[:-3])  # cut inside its JSON
+    assert load(p, jobs=1).diagnostics.counts == {"truncated_entry": 1}
+
+
+def _payload_md5(lines: list[str], i: int) -> str:
+    end = i + 1
+    while end < len(lines) and lines[end].startswith("\t"):
+        end += 1
+    return hashlib.md5("\n".join(x[1:] for x in lines[i + 1 : end]).encode()).hexdigest()
+
+
+def test_strict_checks_every_line(tmp_path):
+    """Damage in entries summarize skips: seen by --strict (every line decoded and checked),
+    not by the default fast path."""
+    lines = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log")).read_text().split("\n")
+    chrom = [i for i, ln in enumerate(lines) if ln.startswith("V") and '{"chromium_event": {}' in ln]
+    # 1: an MD5 that does not match a chromium event's payload
+    lines[chrom[3]] = lines[chrom[3]].replace(_payload_md5(lines, chrom[3]), "0" * 32)
+    # 2: a payload line after an envelope without has_payload (an intern-table entry)
+    s = next(i for i, ln in enumerate(lines) if ln.startswith("V") and '{"str": ' in ln)
+    lines.insert(s + 1, "\torphan")
+    # 3: bad JSON inside a well-shaped skipped envelope: a value torch never writes
+    c = chrom[10] + 1
+    lines[c] = lines[c].replace('{"chromium_event": {}', '{"chromium_event": {"a": 1, "a": tru}', 1)
+    p = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
+    p.write_text("\n".join(lines))
+    fast = load(p, jobs=1)
+    strict = load(p, jobs=1, validate_all=True)
+    assert [g.collectives for g in strict.ranks[0].graphs] == [g.collectives for g in fast.ranks[0].graphs]
+    assert strict.diagnostics.counts == {"md5_mismatch": 1, "orphan_payload": 1, "bad_json": 1}
+    assert fast.diagnostics.total < 3
+    r = tk("summarize", str(p), "--strict")
+    assert r.returncode == 1 and r.stderr == "tracekit summarize: 3 bad input(s) (--strict)\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["summarize", "/no/such/dir"], "Path '/no/such/dir' does not exist"),
+    (["summarize", str(FIXTURE_LOGS / "spmd_auto"), "-o", "/no/such/dir/out.json"],
+     "directory '/no/such/dir' does not exist"),
+    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--plot", "/no/such/dir/p.png"],
+     "directory '/no/such/dir' does not exist"),
+    (["diff", str(FIXTURE_LOGS / "spmd_auto"), str(FIXTURE_LOGS / "spmd_auto"), "-o", "/no/such/d/x"],
+     "directory '/no/such/d' does not exist"),
+    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--rank", "7"],
+     "tracekit replay: rank 7 has no recorded outcome in the logs (ranks there: 0-3)"),
+    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--graph", "9/9"],
+     "tracekit replay: graph 9/9 is not in the logs (graphs there: 0/0:0, 0/0:1)"),
+    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--graph", "0/0:x"],
+     "'0/0:x' is not a graph: COMPILE_ID[:INDEX], e.g. 0/0 or 0/0:1"),
+])
+def test_bad_usage_and_unreadable_input_exit_2_without_a_traceback(args, message):
+    r = tk(*args)
+    assert r.returncode == 2 and message in r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_help_has_examples():
+    for cmd in ("summarize", "replay", "diff"):
+        out = tk(cmd, "--help").stdout
+        assert "  Examples:\n    tracekit " + cmd in out, cmd

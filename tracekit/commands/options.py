@@ -1,0 +1,78 @@
+"""What every command shares: the exit-status policy and the common options.
+
+Exit status, the same for every command (README, "Exit status"):
+
+- ``0`` (:data:`OK`): done, nothing to report;
+- ``1`` (:data:`FINDINGS`): findings the caller asked to fail on (``--strict`` with bad input,
+  ``summarize --fail-on-divergence``, ``diff --exit-code`` with differences, a replay that did
+  not reproduce the recorded outcome);
+- ``2`` (:data:`BAD_INPUT`): bad usage or unreadable input (a missing path, an unknown rank or
+  graph, a directory that does not exist for ``--output``, no log that could be read), checked
+  before any work where it can be, with one line on stderr and never a traceback;
+- ``130`` (:data:`INTERRUPTED`): Ctrl-C.
+
+The options ``--format``, ``--output`` and ``--jobs`` are declared here once
+(:func:`format_option`, :func:`output_option`, :func:`jobs_option`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import click
+
+OK, FINDINGS, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
+
+
+def fail(command: str, message: str, status: int = BAD_INPUT) -> NoReturn:
+    """One line on stderr (``tracekit COMMAND: MESSAGE``), then exit with ``status``."""
+    click.echo(f"tracekit {command}: {message}", err=True)
+    sys.exit(status)
+
+
+def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:
+    return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default,
+                        show_default=True, help=help)
+
+
+def _check_output_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        parent = os.path.dirname(os.path.abspath(value))
+        if not os.path.isdir(parent):
+            raise click.BadParameter(f"directory {os.path.dirname(value) or '.'!r} does not exist",
+                                     ctx=ctx, param=param)
+    return value
+
+
+def output_option(help: str = "Write to FILE instead of stdout.") -> Callable:
+    return click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+                        callback=_check_output_dir, help=help)
+
+
+def file_in_existing_dir(flag: str, name: str, metavar: str, help: str) -> Callable:
+    """An option naming a file to write (``--plot FILE.png``): its directory must exist."""
+    return click.option(flag, name, type=click.Path(dir_okay=False), default=None, metavar=metavar,
+                        callback=_check_output_dir, help=help)
+
+
+def jobs_option() -> Callable:
+    return click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+                        help="Worker processes reading files in parallel (default: the machine's cores).")
+
+
+def paths_argument() -> Callable:
+    """``PATH...``: log files, .gz logs or directories; each must exist (else exit 2)."""
+    return click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+
+
+def examples(*lines: str) -> Callable[[Any], Any]:
+    """Append an "Examples" block to a command's ``--help``."""
+    def deco(f: Any) -> Any:
+        block = "\n\n\b\nExamples:\n" + "\n".join(f"  {ln}" for ln in lines)
+        f.__doc__ = inspect.cleandoc(f.__doc__ or "") + block
+        return f
+    return deco

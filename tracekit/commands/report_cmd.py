@@ -1,0 +1,98 @@
+"""``tracekit report PATH... -o report.html``: one self-contained HTML file to attach to a bug.
+
+Reads the logs (:func:`tracekit.reader.load`), builds the summary document
+(:func:`tracekit.summarize.summary_document`) and renders it (:func:`tracekit.render_html.render_html`).
+PATH may also be one JSON file that ``tracekit summarize --format json`` wrote: the page is then
+rendered from that document as it is. Never imports torch.
+
+Exit status (:mod:`tracekit.commands.options`): 0; 2 for a missing PATH, an output that cannot
+be written (``-o`` into a missing directory), a JSON file that is not a summary, or no log that
+could be read (the page is still written and says so), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from tracekit.commands.options import BAD_INPUT, fail, jobs_option, paths_argument
+
+SUMMARY_PREFIX = "tracekit.summary/"
+
+
+def saved_summary(path: str) -> dict[str, Any] | None:
+    """The document of a saved JSON summary at ``path``; None when the file is not JSON (a log).
+    A JSON file that is not a ``tracekit.summary`` document is an error (exit 2)."""
+    import orjson
+
+    from tracekit.commands.diff_cmd import sniff_json
+
+    if not os.path.isfile(path):
+        return None
+    try:
+        opener = sniff_json(path)
+        if opener is None:
+            return None
+        with opener(path, "rb") as f:
+            doc = orjson.loads(f.read())
+    except orjson.JSONDecodeError as e:
+        fail("report", f"{path}: bad JSON summary: {e}")
+    except (OSError, EOFError) as e:
+        fail("report", f"{path}: cannot read: {e}")
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SUMMARY_PREFIX):
+        fail("report", f"{path}: JSON that is not a tracekit summary "
+                       f"(no \"schema\": \"{SUMMARY_PREFIX}N\")")
+    return doc
+
+
+@click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
+@paths_argument()
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="The HTML file to write (default: stdout, when it is not a terminal).")
+@jobs_option()
+def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None:
+    """Write one self-contained HTML page to attach to a bug.
+
+    The page shows the verdict, the world of ranks, rank groups, divergence, bucket sizes,
+    graphs where bucketing did nothing and diagnostics, from the compile logs of every rank or
+    from one JSON file written by `tracekit summarize --format json`. It fetches nothing.
+
+    \b
+    tracekit report logs/ -o report.html
+    tracekit summarize logs/ --format json -o run.json && tracekit report run.json -o report.html
+    """
+    from tracekit.commands.output import output_sink
+    from tracekit.render_html import render_html
+
+    if output is None and sys.stdout.isatty():
+        fail("report", "the page is HTML: give -o FILE (or redirect stdout)")
+    if output is not None:  # checked before reading: one line, not click's usage block
+        parent = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(parent):
+            fail("report", f"cannot write {output}: no directory {parent}")
+    docs = [d for d in (saved_summary(p) for p in paths) if d is not None]
+    no_logs = False
+    if docs:
+        if len(paths) > 1:
+            fail("report", "a saved JSON summary must be the only PATH")
+        doc = docs[0]
+    else:
+        from tracekit.progress import ProgressBar
+        from tracekit.reader import load
+        from tracekit.summarize import summary_document
+
+        with ProgressBar() as bar:
+            run = load(list(paths), jobs=jobs, progress=bar)
+        doc = summary_document(run)
+        no_logs = not any(r.files for r in run.ranks)
+    try:
+        page = render_html(doc).encode("utf-8")
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # a hand-edited summary
+        fail("report", f"{paths[0]}: bad summary: {type(e).__name__}: {e}")
+    with output_sink(output, command="report", error_status=BAD_INPUT) as write:
+        write(page)
+    if no_logs:
+        fail("report", "no log could be read", BAD_INPUT)

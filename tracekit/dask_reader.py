@@ -1,0 +1,169 @@
+"""Reading rank logs on the workers of an existing Dask distributed cluster (``summarize --dask``).
+
+For thousands of ranks on a shared filesystem, more cores than one machine has can read them:
+
+    client (this process)                       Dask workers (other machines)
+    find_logs(PATHs) -> [LogFile], in order
+    cut into batches of whole files  ------->   read_batch([LogFile]) -> [FileResult]
+    gather as they finish (progress)  <-------  (tracekit.reader.read_file on each file)
+    put back in file order, _merge -> Run       the same Run a local ``load`` builds
+
+- The client lists the files; the workers open them by the same absolute path, so the logs
+  must be visible to every worker at that path (a shared filesystem). A file a worker cannot
+  open is an ``unreadable_file`` diagnostic, as in a local run, never a crash.
+- Results are put back in the client's file order and merged by the reader's own merge, so the
+  summary is the one a local run gives (paths as the user spelled them, not the absolute ones
+  the workers were sent).
+- Files are sent in batches (a few per worker thread, at most :data:`MAX_FILES_PER_TASK` files a
+  task): 100,000 files are not 100,000 tasks. A file is read by one worker thread, whole.
+- The workers need tracekit (this version) and its dependencies installed; they never import
+  torch. What travels back is our own dataclasses (pickled by Dask between our processes),
+  never anything from a log.
+- ``distributed`` is imported only here, and only when :func:`load_with_dask` runs (the
+  optional ``dask`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+
+from tracekit.model import Diagnostics, Run
+from tracekit.pairing import FileResult, merge_files
+from tracekit.reader import read_file
+from tracekit.sources import LogFile, find_logs
+from tracekit.world import check_world
+
+#: Seconds to wait for the scheduler to answer, and for a first worker to be there.
+CONNECT_TIMEOUT_S = 5
+#: Batches per worker thread (uneven file sizes still keep every thread busy) ...
+BATCHES_PER_THREAD = 4
+#: ... and at most this many files in one task.
+MAX_FILES_PER_TASK = 256
+
+#: ``HOST:PORT`` (tcp), ``tcp://HOST:PORT``, or another scheme Dask knows (``tls://``, ``inproc://``)
+_ADDRESS_RE = re.compile(r"^(?:(?:tcp://)?(?:\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}|[a-z]+://\S+)$")
+
+
+class DaskReadError(Exception):
+    """The cluster could not be used: unreachable, no workers, a task that failed. One line."""
+
+
+def read_batch(logs: list[LogFile], validate_all: bool = False) -> list[FileResult]:
+    """On a worker: read each file whole (:func:`tracekit.reader.read_file`), in order."""
+    return [read_file(log, validate_all=validate_all) for log in logs]
+
+
+def split_batches(logs: list[LogFile], n_batches: int) -> list[list[LogFile]]:
+    """Contiguous runs of files of about equal bytes (a file goes to the batch its middle byte
+    falls in), at most ``n_batches`` of them unless that would put more than
+    :data:`MAX_FILES_PER_TASK` files in one."""
+    if not logs:
+        return []
+    n = max(1, min(len(logs), max(n_batches, -(-len(logs) // MAX_FILES_PER_TASK))))
+    weights = [lg.size + 1 for lg in logs]  # +1: an empty file still costs an open
+    total = sum(weights)
+    batches: list[list[LogFile]] = []
+    current = -1
+    done = 0
+    for lg, w in zip(logs, weights):
+        idx = min(n - 1, int((done + w / 2) * n / total))
+        if idx != current or len(batches[-1]) >= MAX_FILES_PER_TASK:
+            batches.append([])
+            current = idx
+        batches[-1].append(lg)
+        done += w
+    return batches
+
+
+def _as_client_path(res: FileResult, worker_path: str, path: str) -> FileResult:
+    """Name the file as the user gave it, not by the absolute path the worker opened."""
+    if worker_path == path:
+        return res
+    res.path = path
+    for g in res.graphs:
+        if g.file == worker_path:
+            g.file = path
+    for ex in res.diagnostics.examples:
+        if ex.get("file") == worker_path:
+            ex["file"] = path
+    return res
+
+
+def _check_address(address: str) -> str:
+    address = address.strip()
+    if not _ADDRESS_RE.match(address):
+        raise DaskReadError(f"--dask {address!r}: expected a scheduler address like tcp://HOST:8786")
+    return address if "://" in address else f"tcp://{address}"
+
+
+def load_with_dask(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    address: str,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    timeout: float = CONNECT_TIMEOUT_S,
+    validate_all: bool = False,
+) -> Run:
+    """Read ``paths`` (files, ``.gz`` files, directories of rank logs) on the workers of the
+    Dask scheduler at ``address`` (``tcp://HOST:PORT``) into the :class:`Run` that
+    :func:`tracekit.reader.load` gives. ``progress(done_bytes, total_bytes)`` is called as
+    batches come back. ``validate_all``: check every line (``--strict``). Raises
+    :class:`DaskReadError` (one line) when the cluster cannot be used.
+    """
+    address = _check_address(address)
+    # the files as a local run lists them (the same PATH forms as tracekit.reader.load)
+    path_list = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+    diagnostics = Diagnostics()
+    logs = find_logs(path_list, diagnostics)
+    total = sum(lg.size for lg in logs)
+
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise DaskReadError("reading on a Dask cluster needs the distributed package: "
+                            "pip install -e '.[dask]' (or pip install distributed)") from None
+
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except ValueError as e:  # an address distributed cannot parse
+        raise DaskReadError(f"--dask {address!r}: {e}") from None
+    except (OSError, TimeoutError):
+        raise DaskReadError(f"cannot reach the Dask scheduler at {address} "
+                            f"(no answer within {timeout:g} s)") from None
+    results: list[list[FileResult] | None]
+    try:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except (OSError, TimeoutError):
+            raise DaskReadError(f"the Dask scheduler at {address} has no workers "
+                                f"(none joined within {timeout:g} s)") from None
+        threads = sum(client.nthreads().values()) or 1
+        sent = [[LogFile(os.path.abspath(lg.path), lg.size, lg.rank_hint) for lg in batch]
+                for batch in split_batches(logs, threads * BATCHES_PER_THREAD)]
+        futures = client.map(read_batch, sent, validate_all=validate_all, pure=False)
+        index = {fut.key: i for i, fut in enumerate(futures)}
+        results = [None] * len(futures)
+        done = 0
+        for fut in as_completed(futures, loop=client.loop):
+            i = index[fut.key]
+            try:
+                results[i] = fut.result()
+            except Exception as e:  # noqa: BLE001 - a task that failed on a worker, whatever it raised
+                detail = (str(e).splitlines() or [""])[0][:200]
+                raise DaskReadError(f"a Dask worker failed to read logs: {type(e).__name__}: {detail} "
+                                    "(is this tracekit installed on the workers?)") from None
+            done += sum(lg.size for lg in sent[i])
+            if progress is not None:
+                progress(done, total)
+    finally:
+        client.close()
+    # batches keep the files' order: put the results back in it, as the client named them
+    sent_paths = [lg.path for batch in sent for lg in batch]
+    got = [res for batch in results for res in batch or []]
+    ordered = (_as_client_path(res, worker_path, lg.path)
+               for res, worker_path, lg in zip(got, sent_paths, logs))
+    run = merge_files(path_list, ordered, diagnostics)
+    check_world(run)
+    return run

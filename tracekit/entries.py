@@ -1,0 +1,188 @@
+"""Lines -> decoded entries: the scanner's raw entries turned into :class:`Entry` values.
+
+One step of the pipeline (files -> lines -> **entries** -> parsers -> per-rank model): the
+:class:`tracekit.envelopes.Scanner` finds the wanted envelope lines and their payloads; here
+each one is decoded (orjson), its entry type, artifact name, rank and compile id are read and
+checked, and its payload is MD5-checked when it is kept. Whatever is wrong becomes a diagnostic
+(kind, file, line) and the entry is dropped; nothing raises.
+
+- :func:`decode_entries`: the wanted entries of an open stream, selected by entry key
+  (the fast path: ``("artifact", NAME)`` or ``(TYPE, None)``) or by a ``want`` predicate.
+- :func:`iter_entries`: the same for one file path (plain or gzip), for callers outside the
+  reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit import envelopes as ev
+from tracekit.model import Diagnostics
+from tracekit.sources import open_log
+
+
+@dataclass(slots=True)
+class Entry:
+    """One decoded, wanted entry."""
+
+    file: str
+    line: int
+    rank: int | None
+    compile_id: str | None
+    entry_type: str
+    artifact_name: str | None
+    payload: str | None  # None when the payload was not asked for (or there is none)
+    envelope: dict[str, Any]
+    pid: int | None = None  # the process id of the glog prefix
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """``("artifact", NAME)`` for an artifact, ``(TYPE, None)`` for any other entry."""
+        return (self.entry_type, self.artifact_name)
+
+
+def _on_bytes(pred: Callable[[str, str | None], bool] | None) -> Callable[[bytes, bytes | None], bool] | None:
+    """``pred(entry_type, name)`` for the scanner, which has them as bytes."""
+    if pred is None:
+        return None
+    return lambda etype, name: pred(etype.decode("utf-8", "replace"),
+                                    None if name is None else name.decode("utf-8", "replace"))
+
+
+def decode_entries(
+    stream,
+    file: str,
+    diagnostics: Diagnostics,
+    *,
+    keys: Collection[tuple[str, str | None]] | None = None,
+    want: Callable[[str, str | None], bool] | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+    payload_for: Callable[[str, str | None], bool] | None = None,
+    rank: int | None = None,
+    scanner_out: list | None = None,
+    validate_all: bool = False,
+) -> Iterator[Entry]:
+    """Decoded entries of one stream: those with one of the entry ``keys`` (fast path) or those
+    ``want(entry_type, name)`` selects; everything else is checked cheaply (see
+    :class:`tracekit.envelopes.Scanner`).
+
+    ``payload_for(entry_type, name)`` says whether a wanted entry's payload is needed (default:
+    all of them); entries kept without payload are still checked for the payload's presence.
+    ``scanner_out``, when given, receives the scanner (its ``rank`` and ``lines_read``).
+    ``validate_all``: every envelope is decoded and every payload MD5-checked, whatever is
+    selected (``--strict``: slower, and nothing bad goes unseen); only the selected entries are
+    yielded."""
+    add = diagnostics.add
+
+    def report(kind: str, lineno: int, detail: str) -> None:
+        add(kind, file, lineno, detail)
+
+    names = types = None
+    selected: Callable[[str, str | None], bool] | None = None
+    if validate_all:
+        if keys is not None:
+            wanted = frozenset(keys)
+            selected = lambda t, n: (t, n) in wanted  # noqa: E731
+        else:
+            selected = want
+        want, keys, payload_for = (lambda t, n: True), None, (lambda t, n: True)
+    elif keys is not None:
+        names = frozenset(n for t, n in keys if t == "artifact" and n is not None)
+        types = frozenset(t for t, n in keys if t != "artifact")
+    scanner = ev.Scanner(report, artifact_names=names, entry_types=types, want=_on_bytes(want),
+                         payload_for=_on_bytes(payload_for), on_chunk=on_chunk, rank=rank)
+    if scanner_out is not None:
+        scanner_out.append(scanner)
+    for raw in scanner.entries(stream):
+        if raw.truncated:
+            add("truncated_entry", file, raw.lineno, "the file ends inside this entry")
+            continue
+        try:
+            env = ev.decode_envelope(raw.line[raw.start :])
+            etype = raw.entry_type.decode("utf-8")
+            if etype not in env:
+                raise ev.EntryError("bad_json", "entry-type key not found after decoding")
+            name = None
+            if etype == "artifact":
+                meta = env[etype]
+                if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                    raise ev.EntryError("bad_field_type", "artifact without a string name")
+                name = meta["name"]
+                if raw.name is not None and name.encode("utf-8", "replace") != raw.name:
+                    # duplicate keys: the bytes named one artifact, the decoded object another
+                    raise ev.EntryError("bad_json", "the artifact name is given twice")
+            r = ev.envelope_rank(env)
+            cid = ev.compile_id(env)
+        except (ev.EntryError, UnicodeDecodeError) as e:
+            add(getattr(e, "kind", "bad_utf8"), file, raw.lineno, getattr(e, "detail", ""))
+            continue
+        if r is not None:
+            if scanner.rank is None:
+                scanner.set_rank(r)
+            elif r != scanner.rank:
+                add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
+                continue
+        payload = None
+        has = env.get("has_payload")
+        if raw.payload_wanted:  # the scanner asked payload_for once per entry type and name
+            try:
+                payload = ev.check_payload(env, raw.payload)
+            except ev.EntryError as e:
+                add(e.kind, file, raw.lineno, e.detail)
+                continue
+        elif has is not None and not raw.payload_lines:
+            add("missing_payload", file, raw.lineno, "has_payload set but no payload lines follow")
+            continue
+        if raw.payload_lines and has is None:
+            add("orphan_payload", file, raw.lineno + 1, "payload lines after an envelope without has_payload")
+        if selected is not None and not selected(etype, name):
+            continue
+        yield Entry(file, raw.lineno, r, cid, etype, name, payload, env, _pid(raw.line))
+
+
+def _pid(line: bytes) -> int | None:
+    """The process id of a glog prefix (``V1202 12:55:04.644000 5659 path:line] ``)."""
+    parts = line.split(b" ", 3)
+    try:
+        return int(parts[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def check_gzip(stream, path: str, diag: Diagnostics) -> None:
+    """Report a corrupt or cut-short ``.gz`` (what was read before it is used)."""
+    err = getattr(stream, "error", None)
+    if err is not None:
+        diag.add("bad_gzip", path, 0, err[:120])
+
+
+def iter_entries(
+    path: str,
+    want: Callable[[str, str | None], bool] = lambda entry_type, artifact_name: True,
+    *,
+    diagnostics: Diagnostics | None = None,
+    payload_for: Callable[[str, str | None], bool] | None = None,
+) -> Iterator[Entry]:
+    """The decoded entries of one log file (plain or gzip) that ``want`` selects.
+
+    ``want(entry_type, artifact_name)`` gets e.g. ``("artifact", "before_post_grad_graph")`` or
+    ``("dynamo_start", None)``; it is called once per distinct pair. Bad input is added to
+    ``diagnostics`` (a throwaway one if not given) and never raises.
+
+    >>> for e in iter_entries(path, lambda t, n: n == "pre_bucketing_fsdp_collectives"):
+    ...     print(e.rank, e.compile_id, e.payload)
+    """
+    diag = diagnostics if diagnostics is not None else Diagnostics()
+    try:
+        stream, raw = open_log(path)
+    except OSError as e:
+        diag.add("unreadable_file", path, 0, e.strerror or str(e))
+        return
+    with raw:
+        try:
+            yield from decode_entries(stream, path, diag, want=want, payload_for=payload_for)
+        except OSError as e:
+            diag.add("unreadable_file", path, 0, str(e)[:120])
+        check_gzip(stream, path, diag)

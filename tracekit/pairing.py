@@ -1,0 +1,392 @@
+"""Parsed entries -> the per-rank model: pairing artifacts into graphs, files into ranks.
+
+Pairing is per rank and compile id, never by adjacency (other frames' graphs often come between
+a frame's forward and its lazily compiled backward):
+
+- ``graph_index`` is the position of a ``pre_bucketing_fsdp_collectives`` outcome among the
+  outcomes of its compile id in log order: 0 is the forward, 1 the backward.
+- ``pre_bucketing_collective_sizes`` / ``..._after`` attach to the next outcome of the same rank
+  and compile id; ``tracekit_fsdp_buckets`` / ``tracekit_fsdp_input_graph`` before an outcome
+  mark it ``source="tracekit"`` (our pass, ``bucketing.install()``).
+- ``before_post_grad_graph`` is counted per rank (``Rank.compiled_graphs``), ``fx_graph_cache_hit``
+  too (``Rank.cache_hits``); ``create_symbol`` hints are kept per compile id (replay).
+- The collectives that run (``Graph.final``, a :class:`tracekit.model.FinalSchedule`) are paired
+  by *post-grad position*: the k-th graph of a compile id that inductor compiled or loaded, in
+  log order (0 the forward, 1 the backward). A position starts at each ``before_post_grad_graph``
+  and at each ``fx_graph_cache_hit`` (a graph loaded from the cache: no passes, no schedule);
+  the outcome, ``fx_collectives_analytical_estimation`` (the last one wins) and
+  ``inductor_collective_schedule`` that follow belong to the compile id's current position. An
+  outcome, estimation or schedule that finds no open position (none yet, a cache hit, or one
+  whose schedule came already: its ``before_post_grad_graph`` is missing) starts a new one, so
+  a schedule is never attached to an earlier graph. A schedule whose position has an outcome
+  becomes that Graph's ``final``; one without (a graph with collectives but no FSDP ones) goes to
+  ``Rank.schedules_without_outcome``. ``FinalSchedule.position`` equals the outcome's
+  ``graph_index`` when every post-grad graph of the compile id had an outcome.
+- ``dynamo_start`` gives ``Rank.compile_ids`` (each once, in order); ``fx_graph_cache_hit`` /
+  ``_miss`` / ``_bypass`` give ``Rank.cache_events`` (``[compile_id, state]`` in order).
+- Entries with no compile id (a pass called outside torch.compile) get compile id ``"-"``.
+- A file's rank is the first ``rank`` an envelope carries (else the ``rank_N`` of its name).
+  Several files of one rank are merged in the order given; graph indices continue across them.
+
+:class:`RankBuilder` implements :class:`tracekit.parsers.ModelBuilder`: the parsers hand it their
+values, in log order. :func:`build_file` applies one file's parsed events (from one or more
+segments, see :mod:`tracekit.segments`) and :func:`merge_files` merges files into a Run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracekit.model import CollectiveSize, Diagnostics, FinalSchedule, Graph, Rank, Run, Sizes
+from tracekit.parsers import EntryKey, EntryParser, Estimation, Outcome, by_key, final_schedule
+from tracekit.sources import LogFile
+
+NO_COMPILE_ID = "-"
+
+#: One parsed entry, in log order: (entry key, parsed value, compile id, line).
+Event = tuple[EntryKey, Any, str, int]
+
+
+@dataclass
+class PendingGraph:
+    """What was seen for one compile id since its last outcome."""
+
+    sizes_before: list[CollectiveSize] | None = None
+    sizes_after: list[CollectiveSize] | None = None
+    tracekit: bool = False
+    tracekit_text: str | None = None
+    graph_text: str | None = None
+
+
+@dataclass
+class PostGradGraph:
+    """One post-grad position of a compile id (see the module docstring) and what it holds."""
+
+    position: int
+    cache_hit: bool = False
+    graph: Graph | None = None
+    estimation: Estimation | None = None
+    final: FinalSchedule | None = None
+
+    def is_open(self) -> bool:
+        return not self.cache_hit and self.final is None
+
+
+@dataclass
+class GraphSource:
+    """One outcome and the graph text it was computed from (see
+    :func:`tracekit.reader.graph_sources`), with the symbol hints of its compile id."""
+
+    rank: int | None
+    compile_id: str
+    graph_index: int
+    graph: Graph
+    text: str | None
+    text_artifact: str | None  # "before_post_grad_graph" | "tracekit_fsdp_input_graph" | None
+    symbol_hints: dict[str, int] = field(default_factory=dict)
+
+
+class RankBuilder:
+    """Builds one file's graphs from its parsed entries (see the module docstring)."""
+
+    def __init__(self, file: str, keep_sources: bool = False) -> None:
+        self.file = file
+        self.rank: int | None = None
+        self.graphs: list[Graph] = []
+        self.compiled_graphs = 0
+        self.cache_hits = 0
+        self.cid = NO_COMPILE_ID
+        self._pending: dict[str, PendingGraph] = {}
+        self._index: dict[str, int] = {}
+        self.sources: list[GraphSource] | None = [] if keep_sources else None  # for replay
+        self.symbol_hints: dict[str, dict[str, int]] = {}  # compile id -> {symbol: hint}
+        self.compiles = 0  # dynamo_start entries: compiles started, whatever they logged after
+        self.torch_version: str | None = None
+        self.first_compile_id: str | None = None  # of the first compile (dynamo_start)
+        self.schedules_without_outcome: list[FinalSchedule] = []
+        self.compile_ids: dict[str, None] = {}
+        self.cache_events: list[list[str]] = []
+        self._post_grad: dict[str, PostGradGraph] = {}  # compile id -> its current position
+        self.positions: dict[str, int] = {}  # compile id -> positions started
+
+    def _new_position(self, cache_hit: bool = False) -> PostGradGraph:
+        n = self.positions.get(self.cid, 0)
+        self.positions[self.cid] = n + 1
+        pg = self._post_grad[self.cid] = PostGradGraph(n, cache_hit)
+        return pg
+
+    def _open_position(self) -> PostGradGraph:
+        pg = self._post_grad.get(self.cid)
+        return pg if pg is not None and pg.is_open() else self._new_position()
+
+    def add_compile_id(self) -> None:
+        """A compile started (``dynamo_start``): counted, and its compile id kept in order."""
+        self.compiles += 1
+        if self.first_compile_id is None:
+            self.first_compile_id = self.cid
+        if self.cid != NO_COMPILE_ID:
+            self.compile_ids.setdefault(self.cid, None)
+
+    def add_cache_event(self, state: str) -> None:
+        self.cache_events.append([self.cid, state])
+        if state == "hit":
+            self._new_position(cache_hit=True)
+
+    def set_estimation(self, estimation: Estimation) -> None:
+        self._open_position().estimation = estimation
+
+    def set_schedule(self, ops: list[tuple[str, str]]) -> None:
+        pg = self._open_position()
+        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation)
+        if pg.graph is not None:
+            pg.graph.final = pg.final
+        else:
+            self.schedules_without_outcome.append(pg.final)
+
+    def _p(self) -> PendingGraph:
+        p = self._pending.get(self.cid)
+        if p is None:
+            p = self._pending[self.cid] = PendingGraph()
+        return p
+
+    def set_sizes(self, after: bool, sizes: list[CollectiveSize]) -> None:
+        if after:
+            self._p().sizes_after = sizes
+        else:
+            self._p().sizes_before = sizes
+
+    def count_compiled_graph(self, text: str | None) -> None:
+        self.compiled_graphs += 1
+        self._new_position()
+        if text is not None:
+            self._p().graph_text = text
+
+    def count_cache_hit(self) -> None:
+        self.cache_hits += 1
+
+    def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None:
+        p = self._p()
+        p.tracekit = True
+        if input_graph is not None:
+            p.tracekit_text = input_graph
+
+    def set_torch_version(self, version: str) -> None:
+        if self.torch_version is None:
+            self.torch_version = version
+
+    def add_symbol_hint(self, symbol: str, value: int) -> None:
+        self.symbol_hints.setdefault(self.cid, {})[symbol] = value
+
+    def add_outcome(self, o: Outcome, file: str, line: int) -> None:
+        cid = self.cid
+        p = self._pending.pop(cid, None) or PendingGraph()
+        idx = self._index.get(cid, 0)
+        self._index[cid] = idx + 1
+        sizes = None
+        if p.sizes_before is not None or p.sizes_after is not None:
+            sizes = Sizes(before=p.sizes_before or [], after=p.sizes_after)
+        g = Graph(
+            compile_id=cid,
+            graph_index=idx,
+            fsdp_groups=o.fsdp_groups,
+            group_size=o.group_size,
+            n_nodes=o.n_nodes,
+            bucket_cap_mb=o.bucket_cap_mb,
+            collectives=o.collectives,
+            sizes_mb=sizes,
+            source="tracekit" if p.tracekit else "torch",
+            file=file,
+            line=line,
+        )
+        self.graphs.append(g)
+        pg = self._open_position()
+        if pg.graph is not None:  # a second outcome in one post-grad graph: a graph of its own
+            pg = self._new_position()
+        pg.graph = g
+        if self.sources is None:
+            return
+        if p.tracekit_text is not None:
+            text, art = p.tracekit_text, "tracekit_fsdp_input_graph"
+        elif p.graph_text is not None:
+            text, art = p.graph_text, "before_post_grad_graph"
+        else:
+            text, art = None, None
+        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art))
+
+
+@dataclass
+class FileResult:
+    """What one file gave; small, so it travels back from a worker process cheaply."""
+
+    path: str
+    rank: int | None
+    graphs: list[Graph] = field(default_factory=list)
+    compiled_graphs: int = 0
+    cache_hits: int = 0
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    readable: bool = True  # False when the file could not be opened at all
+    compiles: int = 0
+    # what tells one run from another: the writing processes, the first compile, torch's version
+    pids: frozenset[int] = frozenset()
+    first_compile_id: str | None = None
+    torch_version: str | None = None
+    name_rank: int | None = None  # the N of ``rank_N`` in the file name
+    schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)
+    cache_events: list[list[str]] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)  # post-grad positions per compile id
+
+
+@dataclass
+class SegmentResult:
+    """The parsed entries of one segment of a file, in order, to be applied to the file's
+    builder (see :mod:`tracekit.segments`)."""
+
+    events: list[Event]
+    rank: int | None
+    lines: int  # lines in the segment: the next segment's line numbers start after them
+    diagnostics: Diagnostics
+    readable: bool = True
+    pids: set[int] = field(default_factory=set)  # processes that wrote the wanted entries
+
+
+def build_file(
+    log: LogFile,
+    parts: list[SegmentResult],
+    parsers: tuple[EntryParser, ...],
+    sink: Callable[[GraphSource], None] | None = None,
+) -> FileResult:
+    """Build one file's graphs from its segments' events, in order (pairing happens here).
+
+    ``sink`` receives the file's :class:`GraphSource` values, with their symbol hints, once the
+    whole file is applied."""
+    table = by_key(parsers)
+    diag = Diagnostics()
+    b = RankBuilder(log.path, keep_sources=sink is not None)
+    b.rank = next((p.rank for p in parts if p.rank is not None), log.rank_hint)
+    offset = 0
+    for part in parts:
+        if offset:
+            for ex in part.diagnostics.examples:
+                if ex["line"]:
+                    ex["line"] += offset
+        diag.merge(part.diagnostics)
+        for key, value, cid, line in part.events:
+            b.cid = cid
+            table[key].apply(b, key, value, log.path, line + offset)
+        offset += part.lines
+    if b.sources is not None and sink is not None:
+        for src in b.sources:
+            src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
+            sink(src)
+    readable = all(p.readable for p in parts)
+    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable,
+                      compiles=b.compiles, pids=frozenset().union(*(p.pids for p in parts)),
+                      first_compile_id=b.first_compile_id, torch_version=b.torch_version,
+                      name_rank=log.rank_hint, schedules_without_outcome=b.schedules_without_outcome,
+                      compile_ids=list(b.compile_ids), cache_events=b.cache_events, positions=b.positions)
+
+
+def another_run(first: FileResult, other: FileResult) -> str | None:
+    """Why ``other``, a second file of ``first``'s rank, is another run of the job (and must
+    not be merged), or None when it continues the same one (a log split across files)."""
+    if first.pids and other.pids and first.pids.isdisjoint(other.pids):
+        return f"written by another process: pid {min(other.pids)}, not {min(first.pids)}"
+    if first.torch_version and other.torch_version and first.torch_version != other.torch_version:
+        return f"another torch: {other.torch_version}, not {first.torch_version}"
+    if other.first_compile_id is not None and other.first_compile_id == first.first_compile_id:
+        return f"its compile ids start again at {other.first_compile_id}"
+    return None
+
+
+class _Interner:
+    """Shares equal size lists across ranks: at 8,192 ranks of one model, memory grows with the
+    distinct outcomes, not with ranks x collectives. Shared lists are read-only (the model's
+    users copy before they change one)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, Any] = {}
+
+    def share(self, key: Any, value: Any) -> Any:
+        return self._seen.setdefault(key, value)
+
+    def graph(self, g: Graph) -> None:
+        """Share the graph's size lists (its bulk) with equal ones: they are read-only."""
+        if g.sizes_mb is not None:
+            s = g.sizes_mb
+            key = ("sizes", tuple((x.type, x.size_mb, x.name) for x in s.before),
+                   None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after))
+            g.sizes_mb = self.share(key, s)
+
+
+def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
+    """One Run from the files' results, in the order given (a generator is consumed as it
+    comes): files of one rank are merged, their graph indices and post-grad positions continued
+    per compile id, compile ids kept once; ranks sorted (the rank-less one last).
+
+    A second file of a rank that belongs to another run (:func:`another_run`) is never merged:
+    it is a ``duplicate_rank`` diagnostic and its rank is listed in ``Run.duplicated``. A file
+    whose name says another rank than its entries is a ``rank_mismatch`` diagnostic (the
+    entries win)."""
+
+    ranks: dict[int | None, Rank] = {}
+    firsts: dict[int | None, FileResult] = {}
+    next_index: dict[int | None, dict[str, int]] = {}
+    duplicated: set[int | None] = set()
+    interner = _Interner()
+    next_position: dict[int | None, dict[str, int]] = {}
+    for res in results:
+        diagnostics.merge(res.diagnostics)
+        if not res.readable:
+            continue
+        if res.rank is not None and res.name_rank is not None and res.rank != res.name_rank:
+            diagnostics.add("rank_mismatch", res.path, 0,
+                            f"the entries say rank {res.rank}, the file name rank {res.name_rank}")
+        r = ranks.get(res.rank)
+        if r is None:
+            r = ranks[res.rank] = Rank(rank=res.rank)
+            next_index[res.rank] = {}
+            next_position[res.rank] = {}
+            firsts[res.rank] = res
+        else:
+            why = another_run(firsts[res.rank], res)
+            if why is not None:
+                who = "-" if res.rank is None else res.rank
+                diagnostics.add("duplicate_rank", res.path, 0,
+                                f"rank {who} is also in {firsts[res.rank].path}; this file is another run "
+                                f"({why}): not merged")
+                duplicated.add(res.rank)
+                continue
+        r.files.append(res.path)
+        r.compiled_graphs += res.compiled_graphs
+        r.cache_hits += res.cache_hits
+        r.compiles += res.compiles
+        if r.torch_version is None:
+            r.torch_version = res.torch_version
+        offsets = next_index[res.rank]
+        base = dict(offsets)
+        for g in res.graphs:
+            g.graph_index += base.get(g.compile_id, 0)
+            offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
+            interner.graph(g)
+            r.graphs.append(g)
+        _continue_positions(r, res, next_position[res.rank])
+    order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
+    dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
+    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup)
+
+
+def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> None:
+    """Add one file's schedules, compile ids and cache events to its rank, post-grad positions
+    continued after those of the rank's earlier files."""
+    finals = [g.final for g in res.graphs if g.final is not None] + res.schedules_without_outcome
+    for f in finals:
+        f.position += offsets.get(f.compile_id, 0)
+    for cid, n in res.positions.items():
+        offsets[cid] = offsets.get(cid, 0) + n
+    r.schedules_without_outcome += res.schedules_without_outcome
+    seen = set(r.compile_ids)
+    r.compile_ids += [c for c in res.compile_ids if c not in seen]
+    r.cache_events += res.cache_events

@@ -1,0 +1,144 @@
+"""Do the ranks run the same collectives? Cross-rank checks on what inductor finally emits.
+
+Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or formats text.
+
+A rank that runs another sequence of collectives than its peers, or the same ops with other
+sizes, hangs the job or corrupts it. After bucketing every rank may run "one all-gather" while
+the sizes differ (one rank with two more layers), so op names alone, what tlparse 0.4.3 compares,
+say nothing. Here each post-grad graph's final schedule (:class:`tracekit.model.FinalSchedule`:
+the ``inductor_collective_schedule`` with sizes from ``fx_collectives_analytical_estimation``)
+is compared as a sequence of ``(kind, group, bytes)``, and so are the compile ids each rank
+compiled and its FX graph cache hits and misses.
+
+- :func:`schedule_divergence`: per compile id and post-grad position, the ranks whose sequence
+  differs from the majority's, with the first differing position and both values.
+- :func:`compile_divergence`: ranks whose compile-id sequence, or cache hit/miss sequence,
+  differs from the majority's, with the first difference.
+- :func:`first_difference`: the first differing index of two sequences.
+
+Rank sets are printed as ranges (:func:`tracekit.rankset.format_ranks`): ``"0-2"``, ``"3"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tracekit.model import FinalSchedule, Rank, Run
+from tracekit.rankset import format_ranks
+
+#: The names of a sequence entry of :meth:`FinalSchedule.sequence`, for the JSON items.
+ENTRY_KEYS = ("kind", "group", "bytes")
+
+
+def rank_finals(rank: Rank) -> dict[tuple[str, int], FinalSchedule]:
+    """Every final schedule of a rank by ``(compile_id, position)``: those of its bucketing
+    outcomes and those of graphs without one."""
+    out = {(f.compile_id, f.position): f for f in (g.final for g in rank.graphs) if f is not None}
+    for f in rank.schedules_without_outcome:
+        out.setdefault((f.compile_id, f.position), f)
+    return out
+
+
+def majority(groups: dict[Any, list[int | None]]) -> Any:
+    """The key of the group with the most ranks; a tie goes to the group with the lowest rank
+    (the rank-less log, None, counting lowest)."""
+    return max(groups, key=lambda k: (len(groups[k]), -min(-1 if r is None else r for r in groups[k])))
+
+
+def first_difference(a: Sequence[Any], b: Sequence[Any]) -> int | None:
+    """The first index where two sequences differ (the shorter length when one is a prefix of
+    the other), or None when they are equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _at(seq: Sequence[Any] | None, i: int | None, as_value: Callable[[Any], Any]) -> Any:
+    return None if seq is None or i is None or i >= len(seq) else as_value(seq[i])
+
+
+def _diverging_groups(
+    values: list[tuple[int | None, Any]], as_value: Callable[[Any], Any]
+) -> list[dict[str, Any]]:
+    """Ranks grouped by their sequence (``values``: (rank, list or None)); one item per group
+    that is not the majority's: ranks, majority ranks, first differing position, both values
+    there (``as_value`` makes an entry JSON-able; None past the end) and both lengths."""
+    groups: dict[Any, list[int | None]] = {}
+    seqs: dict[Any, Any] = {}
+    for rank, seq in values:
+        k = None if seq is None else tuple(tuple(x) if isinstance(x, list) else x for x in seq)
+        groups.setdefault(k, []).append(rank)
+        seqs.setdefault(k, seq)
+    if len(groups) < 2:
+        return []
+    maj = majority(groups)
+    items = []
+    for k, ranks in groups.items():
+        if k == maj:
+            continue
+        a, b = seqs[k], seqs[maj]
+        pos = None if a is None or b is None else first_difference(a, b)
+        items.append({
+            "ranks": format_ranks(ranks),
+            "majority_ranks": format_ranks(groups[maj]),
+            "position": pos,
+            "value": _at(a, pos, as_value),
+            "majority_value": _at(b, pos, as_value),
+            "length": None if a is None else len(a),
+            "majority_length": None if b is None else len(b),
+        })
+    return items
+
+
+def _entry(x: list[Any]) -> dict[str, Any]:
+    return dict(zip(ENTRY_KEYS, x))
+
+
+def schedule_divergence(run: Run) -> list[dict[str, Any]]:
+    """Ranks whose final collective sequence (kind, group, bytes, in run order) differs from
+    the majority's, per compile id and post-grad position; ``[]`` when all agree.
+
+    Items: ``{compile_id, graph_index, ranks, majority_ranks, position, value, majority_value,
+    length, majority_length}``. ``graph_index`` is the post-grad position (0 forward, 1
+    backward: :mod:`tracekit.pairing`); ``position`` the first differing index in the sequence,
+    ``value`` / ``majority_value`` the entries there (``{"kind": "all_gather", "group": "0",
+    "bytes": 70988}``, null past the end). A rank that logged no schedule for the graph has
+    ``position``, ``value`` and ``length`` null. Bytes are null where the estimation could not
+    be matched (:func:`tracekit.parsers.final_schedule`)."""
+    if len(run.ranks) < 2:
+        return []
+    finals = [(r.rank, rank_finals(r)) for r in run.ranks]
+    order: dict[str, int] = {}
+    for _, fs in finals:
+        for cid, _pos in fs:
+            order.setdefault(cid, len(order))
+    keys = sorted({k for _, fs in finals for k in fs}, key=lambda k: (order[k[0]], k[1]))
+    items = []
+    for cid, pos in keys:
+        values = [(rank, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence())
+                  for rank, fs in finals]
+        for it in _diverging_groups(values, _entry):
+            items.append({"compile_id": cid, "graph_index": pos} | it)
+    return items
+
+
+def compile_divergence(run: Run) -> list[dict[str, Any]]:
+    """Ranks whose compile ids (in ``dynamo_start`` order), or FX graph cache events
+    (``fx_graph_cache_hit`` / ``_miss`` / ``_bypass``, in order), differ from the majority's.
+
+    Items: ``{what, ranks, majority_ranks, position, value, majority_value, length,
+    majority_length}``, ``what`` is ``"compile_ids"`` (values: compile ids, ``"0/1"``) or
+    ``"cache"`` (values: ``{"compile_id": "0/0", "state": "hit"}``); null past the end.
+    ``[]`` when all ranks agree (or fewer than two ranks were read)."""
+    if len(run.ranks) < 2:
+        return []
+    items = []
+    for what, get, as_value in (
+        ("compile_ids", lambda r: r.compile_ids, lambda x: x),
+        ("cache", lambda r: r.cache_events, lambda x: {"compile_id": x[0], "state": x[1]}),
+    ):
+        for it in _diverging_groups([(r.rank, list(get(r))) for r in run.ranks], as_value):
+            items.append({"what": what} | it)
+    return items

@@ -1,0 +1,335 @@
+"""Reading files in parallel: files and segments of large files, in worker processes.
+
+The unit of work is a :class:`Segment`: a whole file, or a byte range of a large uncompressed
+one cut at an entry boundary (:func:`plan`). :func:`read_segment` scans one segment and parses
+its wanted entries into events (no pairing: that needs the whole file, in order, and happens in
+:func:`tracekit.pairing.build_file`). :func:`read_segments` reads a list of segments with up to
+``jobs`` processes: in this process for one job; forked children for a few segments (cheaper to
+start than a pool); a fork-context process pool otherwise. Results come back in order.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit import envelopes as ev
+from tracekit.entries import check_gzip, decode_entries
+from tracekit.model import Diagnostics
+from tracekit.pairing import NO_COMPILE_ID, Event, SegmentResult
+from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, by_key
+from tracekit.sources import GZIP_MAGIC, LogFile, open_log
+
+#: Uncompressed files at least this large are split into segments read in parallel.
+SPLIT_MIN_BYTES = 64 << 20
+_BOUNDARY_RE = re.compile(rb"\n[^\t]")
+
+
+@dataclass
+class Segment:
+    """A byte range of one file, the unit of work of :func:`read_segments` (a whole file, or a
+    part of a large uncompressed one: it starts at a line that does not start with a tab)."""
+
+    log: LogFile
+    start: int = 0
+    end: int | None = None  # None: to the end of the file
+    rank: int | None = None  # the file's rank when known in advance
+
+
+class _Range:
+    """Reads ``raw`` from its current position up to ``end`` (None: to the end)."""
+
+    def __init__(self, raw, remaining: int | None) -> None:
+        self.raw = raw
+        self.remaining = remaining
+
+    def read(self, n: int) -> bytes:
+        if self.remaining is None:
+            return self.raw.read(n)
+        if self.remaining <= 0:
+            return b""
+        data = self.raw.read(min(n, self.remaining))
+        self.remaining -= len(data)
+        return data
+
+    def rewind(self, n: int) -> None:
+        """Step back ``n`` bytes (they are read again)."""
+        self.raw.seek(-n, os.SEEK_CUR)
+        if self.remaining is not None:
+            self.remaining += n
+
+
+def read_segment(
+    seg: Segment,
+    parsers: tuple[EntryParser, ...] = SUMMARY_PARSERS,
+    on_chunk: Callable[[int], None] | None = None,
+    validate_all: bool = False,
+) -> SegmentResult:
+    """Scan one segment: the entries ``parsers`` want, parsed, as events (no pairing yet).
+
+    ``validate_all`` (``--strict``): every line is decoded and checked, not only the wanted
+    ones (see :func:`tracekit.entries.decode_entries`)."""
+    path = seg.log.path
+    table = _table(parsers)
+    diag = Diagnostics()
+    events: list[Event] = []
+    pids: set[int] = set()
+    try:
+        stream, raw = open_log(path)
+    except OSError as e:
+        diag.add("unreadable_file", path, 0, e.strerror or str(e))
+        return SegmentResult(events, seg.rank, 0, diag, readable=False)
+    scanner_box: list[ev.Scanner] = []
+    rank = seg.rank
+    with raw:
+        if stream is raw and (seg.start or seg.end is not None):
+            raw.seek(seg.start)
+            stream = _Range(raw, None if seg.end is None else seg.end - seg.start)
+        progress_cb = None
+        if on_chunk is not None:
+            last = [raw.tell()]
+
+            def progress_cb(_n: int) -> None:
+                pos = raw.tell()
+                on_chunk(pos - last[0])
+                last[0] = pos
+
+        def payload_for(etype: str, name: str | None) -> bool:
+            return table[(etype, name)].needs_payload
+
+        try:
+            for e in decode_entries(stream, path, diag, keys=table.keys(), on_chunk=progress_cb,
+                                    payload_for=payload_for, rank=rank, scanner_out=scanner_box,
+                                    validate_all=validate_all):
+                key = e.key
+                parser = table[key]
+                if e.pid is not None:
+                    pids.add(e.pid)
+                try:
+                    value: Any = parser.parse(e.payload if parser.needs_payload else None, e.envelope)
+                except ArtifactError as err:
+                    diag.add("bad_artifact", path, e.line, f"{e.artifact_name or e.entry_type}: {err}"[:160])
+                    continue
+                events.append((key, value, e.compile_id or NO_COMPILE_ID, e.line))
+        except OSError as err:
+            diag.add("unreadable_file", path, 0, str(err)[:120])
+        check_gzip(stream if not isinstance(stream, _Range) else raw, path, diag)
+    if seg.start and diag.counts.pop("crlf_line_ends", 0):  # reported once, by the first segment
+        diag.examples = [x for x in diag.examples if x["kind"] != "crlf_line_ends"]
+    sc = scanner_box[0] if scanner_box else None
+    return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids)
+
+
+@functools.lru_cache(maxsize=8)  # once per parser set, not per file
+def _table(parsers: tuple[EntryParser, ...]) -> dict:
+    return by_key(parsers)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _boundary(f, offset: int, size: int) -> int:
+    """The first line start at or after ``offset`` that does not start with a tab."""
+    pos = max(0, offset - 1)
+    f.seek(pos)
+    carry = b""
+    while True:
+        data = f.read(1 << 20)
+        if not data:
+            return size
+        buf = carry + data
+        m = _BOUNDARY_RE.search(buf)
+        if m is not None:
+            return pos - len(carry) + m.start() + 1
+        carry = buf[-1:]
+        pos += len(data)
+
+
+def first_rank(f, limit: int = 4 << 20) -> int | None:
+    """The ``rank`` of the first envelope that has one, from the first MiBs of the file (read
+    64 KiB at a time: it is usually on the first lines)."""
+    f.seek(0)
+    tail = b""  # the partial line at the end of what was read
+    done = 0
+    while done < limit:
+        data = f.read(min(64 << 10, limit - done))
+        if not data:
+            break
+        done += len(data)
+        text = tail + data
+        cut = text.rfind(b"\n") + 1
+        r = _rank_in_lines(text[:cut])
+        if r is not None:
+            return r
+        tail = text[cut:]
+    return None
+
+
+def _rank_in_lines(text: bytes) -> int | None:
+    """The ``rank`` of the first envelope line in ``text`` (whole lines) that has one."""
+    for line in text.split(b"\n")[:-1]:
+        if line[:1] in (b"\t", b"") or b'"rank": ' not in line:
+            continue
+        m = ev.PREFIX_RE.match(line)
+        if m is None:
+            continue
+        try:
+            r = ev.envelope_rank(ev.decode_envelope(line[m.end() :]))
+        except ev.EntryError:
+            continue
+        if r is not None:
+            return r
+    return None
+
+
+def segment_bytes(seg: Segment) -> int:
+    return (seg.log.size if seg.end is None else seg.end) - seg.start
+
+
+def plan(logs: list[LogFile], jobs: int) -> list[list[Segment]]:
+    """The segments of every file: one per file, or ``jobs`` for a large uncompressed one."""
+    out: list[list[Segment]] = []
+    for lg in logs:
+        k = min(jobs, lg.size // (SPLIT_MIN_BYTES // 2)) if lg.size >= SPLIT_MIN_BYTES else 1
+        if k <= 1:
+            out.append([Segment(lg)])
+            continue
+        try:
+            with open(lg.path, "rb") as f:
+                if f.read(2) == GZIP_MAGIC:
+                    out.append([Segment(lg)])
+                    continue
+                rank = first_rank(f)
+                cuts = sorted({_boundary(f, lg.size * i // k, lg.size) for i in range(1, k)})
+        except OSError:
+            out.append([Segment(lg)])
+            continue
+        edges = [0] + [c for c in cuts if 0 < c < lg.size] + [None]
+        out.append([Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])])
+    return out
+
+
+def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all: bool) -> Iterator[SegmentResult]:
+    """Read ``tasks[1:]`` in forked children and ``tasks[0]`` here, at the same time.
+
+    Cheaper to start than a process pool (no executor, no imports): each child reads its
+    segment, sends back the pickled :class:`SegmentResult` (our own data, never a log's) on a
+    pipe and exits. A child that fails is replaced by reading its segment here."""
+    import pickle
+
+    children: list[tuple[int, int]] = []
+    for seg in tasks[1:]:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            status = 1
+            try:
+                os.close(r)
+                data = pickle.dumps(read_segment(seg, validate_all=validate_all),
+                                    protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(w, "wb") as f:
+                    f.write(data)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(w)
+        children.append((pid, r))
+    yield read_segment(tasks[0], validate_all=validate_all)
+    tick(segment_bytes(tasks[0]))
+    for seg, (pid, r) in zip(tasks[1:], children):
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        part = None
+        if data:  # decoded while the child exits (its teardown is not waited for first)
+            try:
+                part = pickle.loads(data)
+            except Exception:  # noqa: BLE001 - a broken child: read its segment here
+                part = None
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            part = None
+        yield part if isinstance(part, SegmentResult) else read_segment(seg, validate_all=validate_all)
+        tick(segment_bytes(seg))
+
+
+#: Segments handed to the pool at once: results are taken in order as they come, so memory
+#: holds a window of results, not all of them (100,000 small files).
+_POOL_WINDOW = 256
+#: Less than this in all is read in this process, like one file of that size (SPLIT_MIN_BYTES):
+#: starting workers and sending their results back costs more than it saves (8,192 small
+#: rank logs, 54 MB: 1.5 times the CPU time with 2 workers than in one process).
+PARALLEL_MIN_BYTES = SPLIT_MIN_BYTES
+#: A worker's task is a batch of consecutive segments of at most this many bytes (and
+#: ``_POOL_WINDOW / (2 * jobs)`` segments): one message each way per batch, not per file.
+BATCH_BYTES = 8 << 20
+
+
+def _batches(tasks: list[Segment], jobs: int) -> list[list[Segment]]:
+    """Consecutive segments in batches of up to ``min(BATCH_BYTES, total / (8 * jobs))`` bytes
+    and ``_POOL_WINDOW / (2 * jobs)`` segments (at least one each): few messages, and enough
+    batches to keep every worker busy within the window."""
+    target = min(BATCH_BYTES, sum(segment_bytes(seg) for seg in tasks) // (8 * jobs))
+    most = max(1, _POOL_WINDOW // (2 * jobs))
+    out: list[list[Segment]] = []
+    size = 0
+    for seg in tasks:
+        if not out or size >= target or len(out[-1]) >= most:
+            out.append([])
+            size = 0
+        out[-1].append(seg)
+        size += segment_bytes(seg)
+    return out
+
+
+def _read_batch(segs: list[Segment], validate_all: bool) -> list[SegmentResult]:
+    return [read_segment(seg, SUMMARY_PARSERS, None, validate_all) for seg in segs]
+
+
+def read_segments(
+    tasks: list[Segment], jobs: int, tick: Callable[[int], None], progress: bool = False,
+    validate_all: bool = False,
+) -> Iterator[SegmentResult]:
+    """Every segment's result, in order, read with up to ``jobs`` processes; ``tick(bytes)``
+    after each segment (``progress``: also per chunk, when reading in this process). A
+    generator: results are used (and dropped) as they come."""
+    if jobs == 1 or len(tasks) <= 1 or sum(segment_bytes(seg) for seg in tasks) < PARALLEL_MIN_BYTES:
+        for seg in tasks:
+            yield read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
+        return
+    if len(tasks) <= jobs and hasattr(os, "fork"):
+        yield from _read_forked(tasks, tick, validate_all)
+        return
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+    batches = _batches(tasks, jobs)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=ctx) as pool:
+        pending: deque = deque()
+        held = 0  # segments handed to the pool and not yet yielded
+        it = iter(batches)
+        for batch in it:
+            pending.append((batch, pool.submit(_read_batch, batch, validate_all)))
+            held += len(batch)
+            if held >= _POOL_WINDOW:
+                break
+        while pending:
+            batch, fut = pending.popleft()
+            held -= len(batch)
+            while held < _POOL_WINDOW:
+                nxt = next(it, None)
+                if nxt is None:
+                    break
+                pending.append((nxt, pool.submit(_read_batch, nxt, validate_all)))
+                held += len(nxt)
+            yield from fut.result()
+            tick(sum(segment_bytes(seg) for seg in batch))
