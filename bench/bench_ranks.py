@@ -13,7 +13,10 @@ writes, of the same bytes, one log of one rank: the small rank-0 log repeated wi
 repeated (mostly entries summarize skips). Each is summarized as
 ``tracekit summarize PATH --format json --output FILE`` (default jobs, then ``--jobs 1``), runs
 interleaved, best wall time kept; peak RSS is ``/usr/bin/time -f %M``'s (the largest process),
-JSON bytes the output file's size. Printed side by side, with the issue's targets:
+JSON bytes the output file's size. ``load`` rows time the reader alone
+(``tracekit.load(PATH)``, default jobs: files -> Run, no summary): the summary of one rank with
+thousands of compile ids and of thousands of ranks with one are different work, the reading of
+the same bytes should not be. Printed side by side, with the issue's targets:
 
 - N files / one log of the same entries: <= 1.25 (time);
 - 8,192 small rank logs: peak RSS < 64 MiB, JSON < 5 MB (what the summary's grouping of
@@ -42,6 +45,14 @@ from make_ranks import DEFAULT_DIVERGE, DEFAULT_DIVERGE_RANK, make_ranks, rank_l
 ROOT = Path(__file__).resolve().parent.parent
 DIVERGING = (300, 777)
 MiB = 2**20
+
+
+#: The reader alone (``tracekit.load``: files -> Run), without the summary and its output.
+LOAD = "import sys, tracekit; tracekit.load(sys.argv[1])"
+
+
+def _load(path: Path) -> list[str]:
+    return [sys.executable, "-c", LOAD, str(path)]
 
 
 def _summarize(path: Path, out: Path, jobs: int | None) -> list[str]:
@@ -85,12 +96,13 @@ def _compare(work: Path, n: int, small: bool, runs: int, env: dict[str, str]) ->
     best: dict[str, tuple] = {}
     for _ in range(runs):
         for name, path in contenders.items():
-            for jobs in (None, 1):
-                key = name + ("" if jobs is None else " -j1")
-                wall, rss, _pss, rc, cpu = run(_summarize(path, out, jobs), env)
+            for jobs in (None, 1, "load"):
+                key = name + {None: "", 1: " -j1", "load": " load"}[jobs]
+                cmd = _load(path) if jobs == "load" else _summarize(path, out, jobs)
+                wall, rss, _pss, rc, cpu = run(cmd, env)
                 if rc != 0:
-                    sys.exit(f"{key}: summarize exited {rc}")
-                json_bytes = out.stat().st_size
+                    sys.exit(f"{key}: exited {rc}")
+                json_bytes = 0 if jobs == "load" else out.stat().st_size
                 old = best.get(key)
                 best[key] = (min(wall, old[0]) if old else wall, max(rss, old[1]) if old else rss,
                              min(cpu, old[2]) if old else cpu, json_bytes,
@@ -113,7 +125,7 @@ def _ratios(n: int, best: dict[str, tuple], small: bool) -> list[str]:
     files = f"{n:,} files"
     ref = "one log, same entries" if small else "one full log"
     out = []
-    for sfx in ("", " -j1"):
+    for sfx in ("", " -j1", " load"):
         a, b = best[files + sfx][0], best[ref + sfx][0]
         out.append(f"{files}{sfx} / {ref}{sfx}: {a / b:.2f} (<= 1.25 wanted)")
     if small:
