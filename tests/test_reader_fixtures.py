@@ -78,8 +78,11 @@ def test_gzip_directory_reads_the_same_as_plain():
     assert strip(gz) == strip(plain)
 
 
-def test_parallel_jobs_give_the_same_run():
+def test_parallel_jobs_give_the_same_run(monkeypatch):
+    import tracekit.segments as segments
+
     one = load(SPMD, jobs=1)
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)  # 3 MB: else read in this process
     two = load(SPMD, jobs=2)
     assert [(r.rank, r.files, r.graphs) for r in one.ranks] == [(r.rank, r.files, r.graphs) for r in two.ranks]
 
@@ -166,6 +169,7 @@ def test_a_file_cut_into_segments_reads_as_one(tmp_path, monkeypatch):
     p.write_bytes(src * 3)  # three runs of 0/0 back to back: indices 0..5 for 0/0
     whole = load(p, jobs=1)
     monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 1 << 20)  # the segments read in parallel
     (segs,) = segments.plan(find_logs([str(p)], Diagnostics()), 2)
     assert len(segs) == 2 and 0 < segs[1].start < len(src) * 3 and segs[1].rank == 0
     split = load(p, jobs=2)

@@ -46,6 +46,7 @@ def huge():
 def test_huge_log_whole_and_in_segments_agree(tmp_path, huge, variant, monkeypatch):
     make, counts, graphs, all_gathers = VARIANTS[variant]
     monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 16 << 20)  # the 50 MB log is cut into segments
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 16 << 20)  # read by forked workers
     p = tmp_path / "dedicated_log_torch_trace_rank_0_huge.log"
     p.write_bytes(make(huge))
     assert p.stat().st_size >= segments.SPLIT_MIN_BYTES  # big enough to be cut into segments

@@ -41,6 +41,9 @@ PREFIX_RE = re.compile(rb"[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ [^:\n]+:\d+\
 #: End of a payload block: a newline followed by anything but a tab (next envelope, blank line).
 _BLOCK_END_RE = re.compile(rb"\n[^\t]")
 CHUNK_SIZE = 1 << 20
+#: The first read of a stream: a small rank log is read whole, without a 1 MiB buffer (-18 us
+#: a file, the price of the fresh pages of a large allocation).
+FIRST_CHUNK_SIZE = 64 << 10
 
 
 @dataclass(slots=True)
@@ -74,6 +77,9 @@ _HEAD_RE = re.compile(
 _ANY_LINE_RE = re.compile(rb"\n(?!\t)")
 
 _SKIP, _KEEP, _BAD, _NONE = 0, 1, 2, 3
+_RANK_KEY = b'"rank": '
+#: Bytes after which a scanner compiles the pattern of its file's rank (see :class:`Scanner`).
+EXACT_RANK_AFTER = 2 << 20
 
 
 #: JSON pieces, printable ASCII only (torch writes envelopes with ``ensure_ascii``).
@@ -88,9 +94,14 @@ _J_META = rb"(?:" + _J_OBJ + rb"|\[[ -Z\\^-~]*\]|" + _J_SCALAR + rb")"
 _TORCH_KEYS = rb'(?:, "frame_id": \d++, "frame_compile_id": \d++, "attempt": \d++)?+'
 
 
+#: ``rank`` for :func:`_interesting_line_re`: skip lines of any rank (the caller checks them:
+#: see :meth:`Scanner._watch_ranks`).
+ANY_RANK = "any"
+
+
 @functools.lru_cache(maxsize=64)
 def _interesting_line_re(
-    names: frozenset[bytes], rank: int | None, types: frozenset[bytes] = frozenset()
+    names: frozenset[bytes], rank: int | str | None, types: frozenset[bytes] = frozenset()
 ) -> re.Pattern[bytes]:
     """A regex whose matches are the newlines before the lines Python must look at.
 
@@ -104,14 +115,21 @@ def _interesting_line_re(
     printable ASCII only, followed by payload lines exactly when it has ``has_payload``; or a
     blank line not followed by payload lines. Everything else matches and is checked in
     Python: wanted artifacts, bad or unusual lines (metadata nested deeper, another rank,
-    orphan or missing payloads), lines with a rank while the file's rank is unknown, and the
-    last line before the end of the buffer (its successor is not known yet).
+    orphan or missing payloads), lines with a rank while the file's rank is unknown
+    (``rank=None``), and the last line before the end of the buffer (its successor is not
+    known yet). RANK is ``rank``; with ``rank=ANY_RANK`` any number: one pattern for every
+    file (compiling one takes ~1 ms, as long as reading a 0.75 MB log), and lines of another
+    rank than the file's are then found by :meth:`Scanner._watch_ranks`.
     """
     wanted = b"|".join(re.escape(n) for n in sorted(names)) or b"(?!)"
     # an entry type that is wanted is never skipped: the type key must not be one of them
     not_wanted_type = (rb'(?!(?:' + b"|".join(re.escape(t) for t in sorted(types)) + rb')")'
                        if types else rb"")
-    rank_part = rb"" if rank is None else rb'(?:, "rank": ' + str(rank).encode() + rb")?+"
+    if rank is None:
+        rank_part = rb""
+    else:
+        digits = rb"\d++" if rank == ANY_RANK else str(rank).encode()
+        rank_part = rb'(?:, "rank": ' + digits + rb")?+"
     # Most envelopes (chromium events above all) are ``{"TYPE": {}`` then torch's keys and a
     # payload: one alternation-free run, tried before the general form (which accepts it too).
     common = (rb'\{"(?!artifact")' + not_wanted_type + rb'[A-Za-z0-9_]++": \{\}' + rank_part + _TORCH_KEYS
@@ -129,6 +147,11 @@ def _interesting_line_re(
     # opcode, before the alternation is entered.
     return re.compile(rb"\n(?!\t)(?!" + PREFIX_RE.pattern + rb"(?:" + common + rb"|" + general
                       + rb")|\n(?!\t))")
+
+
+@functools.lru_cache(maxsize=16)
+def _encoded(names: frozenset[str]) -> frozenset[bytes]:
+    return frozenset(n.encode() for n in names)
 
 
 class _OpenEntry:
@@ -165,6 +188,13 @@ class Scanner:
     ``orphan_payload``, ``missing_payload``, ``truncated_entry``, ``other_rank``.
     :attr:`rank` is the file's rank: the first rank an envelope carries (or ``rank=``, or
     :meth:`set_rank`).
+
+    Per-file cost (a job of 1,024+ ranks is as many files): the regex is compiled once per set
+    of names, not per rank. Until the rank is known, lines with a rank reach Python; then lines
+    of any rank are skipped in the regex and :meth:`_watch_ranks` finds the skipped lines of
+    another rank with a C-level search. After ``exact_rank_after`` bytes (a large file) the
+    pattern of the file's own rank is compiled (cached per rank) and used instead: it sends
+    other-rank lines to Python itself, and the search is no longer needed.
     """
 
     def __init__(
@@ -178,10 +208,11 @@ class Scanner:
         chunk_size: int = CHUNK_SIZE,
         on_chunk: Callable[[int], None] | None = None,
         rank: int | None = None,
+        exact_rank_after: int = EXACT_RANK_AFTER,
     ) -> None:
         fast = artifact_names is not None or entry_types is not None
-        self._names = frozenset(n.encode() for n in artifact_names or ()) if fast else None
-        self._types = frozenset(t.encode() for t in entry_types or ())
+        self._names = _encoded(frozenset(artifact_names or ())) if fast else None
+        self._types = _encoded(frozenset(entry_types or ()))
         if want is None:
             names, types = self._names or frozenset(), self._types
             want = lambda etype, name: (etype == b"artifact" and name in names) or etype in types  # noqa: E731
@@ -194,15 +225,22 @@ class Scanner:
         self.on_chunk = on_chunk
         self.rank: int | None = None
         self._tokens: tuple[bytes, bytes] | None = None
+        self._exact_after = exact_rank_after
+        self._bytes_seen = 0  # bytes of the stream read so far
+        self._watching = False  # lines of any rank are skipped: _watch_ranks checks them
         if rank is None:
             self._pattern = self._make_pattern()
-        else:  # known in advance (a segment of a file): one regex compiled, not two
+        else:  # known in advance (a segment of a file)
             self.set_rank(rank)
         self.lines_read = 0  # lines in the stream, once :meth:`entries` is exhausted
 
     def _make_pattern(self) -> re.Pattern[bytes]:
+        self._watching = False
         if self._names is None:
             return _ANY_LINE_RE
+        if self.rank is not None and self._bytes_seen < self._exact_after:
+            self._watching = True
+            return _interesting_line_re(self._names, ANY_RANK, self._types)
         return _interesting_line_re(self._names, self.rank, self._types)
 
     def set_rank(self, rank: int) -> None:
@@ -224,8 +262,30 @@ class Scanner:
             except EntryError as e:
                 self.report(e.kind, lineno, e.detail)
                 return
-            if r != self.rank:
+            if r is not None and r != self.rank:  # a "rank" only inside the metadata is not one
                 self.report("other_rank", lineno, f"rank {r} in a file of rank {self.rank}")
+
+    def _watch_ranks(self, buf: bytes, a: int, b: int, cursor: int, cur_line: int) -> None:
+        """Check the envelope lines in ``buf[a:b]`` that the any-rank pattern skipped and that
+        carry a rank other than the file's (``"rank": `` not followed by it): found with
+        ``bytes.find``, so only those lines (and payload lines quoting a rank) reach Python.
+
+        ``buf[a]`` is a newline; ``cur_line`` is the number of the line after ``buf[cursor]``.
+        """
+        find = buf.find
+        mine, mine_last = self._tokens  # type: ignore[misc]
+        i = find(_RANK_KEY, a, b)
+        while i >= 0:
+            if not (buf.startswith(mine, i) or buf.startswith(mine_last, i)):
+                ls = buf.rfind(b"\n", a, i) + 1
+                if buf[ls] != 9:  # 9: tab, a payload line
+                    le = buf.find(b"\n", i)
+                    m = _HEAD_RE.match(buf, ls, le)
+                    if m is not None:  # always: the pattern skips only lines with a prefix
+                        lineno = cur_line + buf.count(b"\n", cursor, ls - 1)
+                        self._check_skipped_rank(buf[ls:le], m.end(1) - ls, lineno)
+                    i = le  # one check a line
+            i = find(_RANK_KEY, i + 1, b)
 
     def _head(self, buf: bytes, p: int, le: int, lineno: int) -> _OpenEntry:
         """Classify the line ``buf[p+1:le]``; report what is wrong with it if skipped."""
@@ -266,7 +326,7 @@ class Scanner:
             # torch writes the reserved keys last: searching from the end finds them at once
             # on long lines (compilation metrics run to 40 KB)
             pend.has = line.rfind(b'"has_payload": ') >= 0
-            if line.rfind(b'"rank": ') >= 0:
+            if line.rfind(_RANK_KEY) >= 0:
                 self._check_skipped_rank(line, start, lineno)
         return pend
 
@@ -342,6 +402,10 @@ class Scanner:
     def entries(self, stream: IO[bytes]) -> Iterator[RawEntry]:
         read = stream.read
         rewind = _rewinder(stream)
+        # a file or BytesIO returns less than asked only at its end: no read for the end, no
+        # step back (a small rank log is read with one read)
+        short_is_end = rewind is not None
+        ended = False
         back = 0  # bytes stepped back after the last chunk, read again in this one
         on_chunk = self.on_chunk
         consume = self._consume
@@ -355,10 +419,16 @@ class Scanner:
         last_whole = False  # the file ends without a newline, but its last entry is whole
         crlf: bool | None = None  # CRLF line ends: known from the first chunk
         held = b""  # a "\r" at the end of a chunk, kept until the next one
+        size = min(self.chunk_size, FIRST_CHUNK_SIZE)
         while not eof:
-            data = read(self.chunk_size)
+            data = b"" if ended else read(size)
+            ended = short_is_end and len(data) < size
+            size = self.chunk_size
             if on_chunk is not None:
                 on_chunk(len(data) - back)
+            self._bytes_seen += len(data) - back
+            if self._watching and self._bytes_seen >= self._exact_after:
+                self._pattern = self._make_pattern()  # a large file: the rank's own pattern
             back = 0
             if crlf is None and data and b"\n" in data:  # the first newline of the stream
                 nl = data.find(b"\n")
@@ -408,9 +478,11 @@ class Scanner:
                 search = self._pattern.search
                 while True:
                     m = search(buf, pos, limit)
+                    p = limit if m is None else m.start()
+                    if self._watching:
+                        self._watch_ranks(buf, pos, p, cursor, cur_line)
                     if m is None:
                         break
-                    p = m.start()
                     cur_line += buf.count(b"\n", cursor, p)
                     cursor = p
                     le = buf.find(b"\n", p + 1)
@@ -434,7 +506,7 @@ class Scanner:
                     pos = end
             cur_line += buf.count(b"\n", cursor, limit)
             cursor = 0
-            if rewind is not None and not eof:
+            if rewind is not None and not eof and not ended:
                 back = len(buf) - limit
                 rewind(back)  # read buf[limit:] again, at the start of the next chunk
                 buf = b""

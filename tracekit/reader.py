@@ -59,6 +59,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 
+from tracekit.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
 from tracekit.pairing import FileResult, GraphSource, build_file, merge_files
 from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS
@@ -92,6 +93,7 @@ def _paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
     return [os.fspath(p) for p in paths]
 
 
+@gc_paused
 def load(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     *,

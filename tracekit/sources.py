@@ -56,25 +56,52 @@ def _not_a_file(path: str) -> str:
     return "not a regular file"
 
 
-def _dir_logs(directory: str, diagnostics: Diagnostics | None = None) -> list[str]:
+def _dir_entries(directory: str, diagnostics: Diagnostics | None = None) -> list[os.DirEntry]:
+    """The log files of a directory, in reading order, as :class:`os.DirEntry` values (one
+    ``scandir``: no ``stat`` per file just to tell regular files apart, 100,000 ranks are
+    100,000 files)."""
     try:
-        entries = sorted(os.listdir(directory))
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except OSError:
         return []
-    names = [n for n in entries if os.path.isfile(os.path.join(directory, n))]
-    regular = set(names)
-    ranked = [n for n in names if _RANK_FILE_RE.search(n)]
-    ranked.sort(key=lambda n: (rank_from_name(n), n))
-    other = [n for n in names if _TRACE_FILE_RE.search(n) and n not in ranked]
-    chosen = ranked + other or [n for n in names if _ANY_LOG_RE.match(n)]
+    files = [e for e in entries if _is_file(e)]
+    ranked = []
+    other = []
+    for e in files:
+        m = _RANK_FILE_RE.search(e.name)
+        if m:
+            ranked.append((int(m.group(1)), e.name, e))
+        elif _TRACE_FILE_RE.search(e.name):
+            other.append(e)
+    ranked.sort(key=lambda x: x[:2])
+    chosen = [e for _, _, e in ranked] + other or [e for e in files if _ANY_LOG_RE.match(e.name)]
     if diagnostics is not None:
         # entries named like trace logs that are not regular files: dangling symlinks, symlink
         # loops, directories, FIFOs (reported, never opened)
-        for n in entries:
-            full = os.path.join(directory, n)
-            if _TRACE_FILE_RE.search(n) and n not in regular:
-                diagnostics.add("unreadable_file", full, 0, _not_a_file(full))
-    return [os.path.join(directory, n) for n in chosen]
+        regular = {e.name for e in files}
+        for e in entries:
+            if _TRACE_FILE_RE.search(e.name) and e.name not in regular:
+                diagnostics.add("unreadable_file", e.path, 0, _not_a_file(e.path))
+    return chosen
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return True  # resolved the slow way
+
+
+def _dir_logs(directory: str, diagnostics: Diagnostics | None = None) -> list[str]:
+    return [e.path for e in _dir_entries(directory, diagnostics)]
 
 
 def _no_logs_detail(directory: str) -> str:
@@ -100,24 +127,28 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
-            files = _dir_logs(p, diagnostics)
-            if not files:
+            entries = _dir_entries(p, diagnostics)
+            if not entries:
                 diagnostics.add("no_log_files", p, 0, _no_logs_detail(p))
+            real_dir = os.path.realpath(p)
+            # the real path of a file that is not a symlink is its real directory's, + its name
+            files = [(e.path, e, None if _is_link(e) else os.path.join(real_dir, e.name))
+                     for e in entries]
         elif os.path.isfile(p):
-            files = [p]
+            files = [(p, None, None)]
         elif os.path.exists(p) or os.path.islink(p):  # a FIFO (open could block), a device...
             diagnostics.add("unreadable_file", p, 0, _not_a_file(p))
             files = []
         else:
             diagnostics.add("unreadable_file", p, 0, "no such file or directory")
             files = []
-        for f in files:
-            key = os.path.realpath(f)
+        for f, entry, key in files:
+            key = key or os.path.realpath(f)
             if key in seen:
                 continue
             seen.add(key)
             try:
-                size = os.path.getsize(f)
+                size = entry.stat().st_size if entry is not None else os.path.getsize(f)
             except OSError:
                 size = 0
             out.append(LogFile(path=f, size=size, rank_hint=rank_from_name(f)))
@@ -132,8 +163,7 @@ def open_log(path: str) -> tuple[IO[bytes], IO[bytes]]:
     """
     raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
     try:
-        magic = raw.read(2)
-        raw.seek(0)
+        magic = raw.peek(2)[:2]  # no read and seek back: the bytes stay in the buffer
     except OSError:
         raw.close()
         raise
