@@ -72,7 +72,8 @@ def test_a_graph_some_ranks_lack_is_a_presence_divergence():
 def test_did_nothing_and_no_bucketing_notes():
     run = load(FIXTURE_LOGS / "spmd_small_cap", jobs=1)
     g = run.ranks[0].graphs[1]
-    g.collectives["all_gather"] = Counts(5, 5)  # as if the cap were below every size
+    # as if the cap were below every size (ranks share equal values: copy before changing one)
+    g.collectives = {**g.collectives, "all_gather": Counts(5, 5)}
     (item,) = did_nothing(run)
     assert item == {"compile_id": "0/0", "graph_index": 1, "types": ["all_gather"],
                     "counts": {"all_gather": 5}, "bucket_cap_mb": 0.1, "ranks": [0],

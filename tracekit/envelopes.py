@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import io
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -614,7 +615,7 @@ def compile_id(env: dict[str, Any]) -> str | None:
         return None
     if attempt:
         cid = f"{cid}_{attempt}"
-    return cid
+    return sys.intern(cid)  # one string per compile id, however many ranks and entries name it
 
 
 def check_payload(env: dict[str, Any], payload: bytes | None) -> str:

@@ -26,7 +26,7 @@ SHORT_NAMES: dict[str, str] = {"all_gather": "AG", "reduce_scatter": "RS", "all_
 LONG_NAMES: dict[str, str] = {v: k for k, v in SHORT_NAMES.items()}
 
 
-@dataclass
+@dataclass(slots=True)
 class Counts:
     """How many collectives of one type a graph had before and after bucketing."""
 
@@ -34,7 +34,7 @@ class Counts:
     after: int
 
 
-@dataclass
+@dataclass(slots=True)
 class CollectiveSize:
     """One entry of a ``pre_bucketing_collective_sizes[_after]`` artifact."""
 
@@ -43,7 +43,7 @@ class CollectiveSize:
     name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Sizes:
     """Per-collective sizes in MB, graph order by type, before and after bucketing."""
 
@@ -51,7 +51,7 @@ class Sizes:
     after: list[CollectiveSize] | None  # None when only the "before" artifact was logged
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledCollective:
     """One collective of ``inductor_collective_schedule`` (waits are not collectives), with what
     ``fx_collectives_analytical_estimation`` says of it when it could be matched (else None)."""
@@ -64,7 +64,7 @@ class ScheduledCollective:
     est_ms: float | None = None  # torch's NCCL estimate
 
 
-@dataclass
+@dataclass(slots=True)
 class FinalSchedule:
     """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
     (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
@@ -95,7 +95,7 @@ class FinalSchedule:
         return [[c.kind, c.group, c.bytes] for c in self.collectives]
 
 
-@dataclass
+@dataclass(slots=True)
 class Graph:
     """One bucketing outcome: one compiled graph (forward or backward) of one rank."""
 
@@ -125,7 +125,7 @@ class Graph:
         return [t for t, c in self.collectives.items() if c.before > 1 and c.after == c.before]
 
 
-@dataclass
+@dataclass(slots=True)
 class Rank:
     rank: int | None
     files: list[str] = field(default_factory=list)

@@ -315,9 +315,10 @@ def another_run(first: FileResult, other: FileResult) -> str | None:
 
 
 class _Interner:
-    """Shares equal size lists across ranks: at 8,192 ranks of one model, memory grows with the
-    distinct outcomes, not with ranks x collectives. Shared lists are read-only (the model's
-    users copy before they change one)."""
+    """Shares equal values between ranks once a Run is merged: at 8,192 ranks of one model,
+    memory grows with the distinct outcomes, not with ranks x collectives. The shared values
+    (size lists, collective counts, FSDP groups, final schedules, compile-id and cache-event
+    lists) are read-only: the model's users copy one before they change it."""
 
     def __init__(self) -> None:
         self._seen: dict[Any, Any] = {}
@@ -325,13 +326,26 @@ class _Interner:
     def share(self, key: Any, value: Any) -> Any:
         return self._seen.setdefault(key, value)
 
+    def rank_lists(self, r: Rank) -> None:
+        """The rank's compile-id and cache-event lists (once all its files are merged)."""
+        r.compile_ids = self.share(("compile_ids", *r.compile_ids), r.compile_ids)
+        r.cache_events = self.share(("cache", *map(tuple, r.cache_events)), r.cache_events)
+
     def graph(self, g: Graph) -> None:
-        """Share the graph's size lists (its bulk) with equal ones: they are read-only."""
+        """The graph's values (once its file is merged: its final's position is known)."""
+        g.fsdp_groups = self.share(("groups", *g.fsdp_groups), g.fsdp_groups)
+        g.collectives = self.share(("counts", *((t, c.before, c.after) for t, c in g.collectives.items())),
+                                   g.collectives)
         if g.sizes_mb is not None:
             s = g.sizes_mb
             key = ("sizes", tuple((x.type, x.size_mb, x.name) for x in s.before),
                    None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after))
             g.sizes_mb = self.share(key, s)
+        f = g.final
+        if f is not None:
+            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, tuple(f.counts.items()),
+                   tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms) for c in f.collectives))
+            g.final = self.share(key, f)
 
 
 def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
@@ -383,9 +397,12 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         for g in res.graphs:
             g.graph_index += base.get(g.compile_id, 0)
             offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
-            interner.graph(g)
             r.graphs.append(g)
         _continue_positions(r, res, next_position[res.rank])
+        for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
+            interner.graph(g)
+    for r in ranks.values():
+        interner.rank_lists(r)
     order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
     dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
     return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup)

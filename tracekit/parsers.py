@@ -443,7 +443,7 @@ class TorchVersionParser(EntryParser):
     def parse(self, payload, envelope):
         v = json_payload(payload, "torch_version")
         version = v.get("pytorch_version") if isinstance(v, dict) else None
-        return version if isinstance(version, str) else None
+        return _intern(version) if isinstance(version, str) else None
 
     def apply(self, builder, key, value, file, line):
         if value is not None:
