@@ -1,6 +1,6 @@
 """Summary documents for the report tests, all made from the real fixture logs:
 
-- :func:`fixture_doc`: the ``tracekit.summary/1`` document of a fixture run, as summarize makes it;
+- :func:`fixture_doc`: the ``tracekit.summary/2`` document of a fixture run, per rank (``--per-rank``);
 - :func:`wide_doc`: a 1,024-rank run made by replicating the ranks of ``diverge_rank`` (rank 0,
   of the majority, everywhere; rank 3, which built two more layers, at the ranks given), and
   :func:`distinct_run`, the same where every rank has its own cap;

@@ -18,7 +18,7 @@ FORMATS = ("table", "json", "csv", "markdown")
 
 
 def dumps_json(doc: Any) -> str:
-    """Pretty JSON with sorted keys, for documents (``tracekit.summary/1``, ...)."""
+    """Pretty JSON with sorted keys, for documents (``tracekit.summary/2``, ...)."""
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
 
 

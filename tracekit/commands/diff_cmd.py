@@ -1,7 +1,7 @@
 """``tracekit diff RUN_A RUN_B``: what changed in FSDP collective bucketing between two runs.
 
 A RUN is whatever ``tracekit summarize`` reads (a log file, a ``.gz`` log, a directory of rank
-logs) or a JSON document that ``tracekit summarize --format json`` wrote (``tracekit.summary/1``),
+logs) or a JSON document that ``tracekit summarize --format json`` wrote (``tracekit.summary/2``, or /1),
 told apart by content. The comparison itself is :func:`tracekit.diff.diff_runs`; this module
 reads the inputs and renders the result. It never imports torch.
 
