@@ -48,19 +48,6 @@ def graph_label(graph_index: int) -> str:
     return {0: "forward", 1: "backward"}.get(graph_index, str(graph_index))
 
 
-def graph_keys(run: Run) -> list[tuple[str, int]]:
-    """Every (compile_id, graph_index) of any rank, in first-seen order."""
-    seen: dict[tuple[str, int], None] = {}
-    for r in run.ranks:
-        for g in r.graphs:
-            seen.setdefault(g.key, None)
-    return list(seen)
-
-
-def _graph_map(rank: Rank) -> dict[tuple[str, int], Graph]:
-    return {g.key: g for g in rank.graphs}
-
-
 @dataclass
 class RankGroup:
     """Ranks whose graphs (every compared value of every graph) and counters are identical;
@@ -169,7 +156,7 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
         groups = rank_groups(run)
     if len(run.ranks) < 2 or len(groups) < 2:
         return []
-    maps = [(grp.ranks, _graph_map_of(grp.graphs)) for grp in groups]
+    maps = [(grp.ranks, _graph_map(grp.graphs)) for grp in groups]
     keys: dict[tuple[str, int], None] = {}
     for grp in groups:
         for g in grp.graphs:
@@ -234,7 +221,7 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
     return items
 
 
-def _graph_map_of(graphs: list[Graph]) -> dict[tuple[str, int], Graph]:
+def _graph_map(graphs: list[Graph]) -> dict[tuple[str, int], Graph]:
     return {g.key: g for g in graphs}
 
 
