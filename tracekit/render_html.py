@@ -30,12 +30,12 @@ from typing import Any
 
 import orjson
 
-from tracekit.commands.summarize_cmd import _first_diff_text, _mb, _value_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.rankset import format_ranks, parse_ranks
 from tracekit.render import fmt_counts, fmt_mb
 from tracekit.report_assets import CSS, JS
 from tracekit.summarize import graph_label
+from tracekit.summary_cells import first_diff_text, groups_text, total_mb, value_text
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -308,18 +308,18 @@ def section_world(world: dict[str, Any]) -> str:
 def graph_table(graphs: list[dict[str, Any]]) -> str:
     """Each graph's outcome: counts before->after, MB, and the final schedule's counts."""
     has_final = any("final" in g for g in graphs)
-    headers = ["compile id", "graph", "FSDP groups", "group size", "nodes", "cap MB",
+    headers = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB",
                "AG", "RS", "AR", "MB before", "MB after"] + (["final schedule"] if has_final else [])
     rows = []
     for g in graphs:
         coll = g.get("collectives") or {}
         sizes = g.get("sizes_mb")
-        row = [*_where(g), esc(",".join(map(str, g.get("fsdp_groups") or []))),
+        row = [*_where(g), esc(groups_text(g.get("fsdp_groups") or [])),
                cell(g.get("group_size")), cell(g.get("n_nodes")),
                esc(fmt_mb(g.get("bucket_cap_mb"))),
                *(esc(fmt_counts(coll.get(t))) for t in COLLECTIVE_TYPES),
-               esc(fmt_mb(_mb(sizes.get("before")))) if sizes else "-",
-               esc(fmt_mb(_mb(sizes.get("after")))) if sizes else "-"]
+               esc(fmt_mb(total_mb(sizes.get("before")))) if sizes else "-",
+               esc(fmt_mb(total_mb(sizes.get("after")))) if sizes else "-"]
         if has_final:
             row.append(esc(final_counts_text(g.get("final"))))
         rows.append(row)
@@ -394,10 +394,10 @@ def section_divergence(doc: dict[str, Any]) -> str:
         items, more = _cut(div)
         out.append("<h3>Bucketing outcome</h3>")
         rows = [[*_where(d), esc(d.get("field")), _ranks_cell(d.get("ranks")),
-                 esc(_value_text(str(d.get("field")), d.get("value"))),
+                 esc(value_text(str(d.get("field")), d.get("value"))),
                  _ranks_cell(d.get("majority_ranks")),
-                 esc(_value_text(str(d.get("field")), d.get("majority_value"))),
-                 esc(_first_diff_text(d.get("first_difference")))] for d in items]
+                 esc(value_text(str(d.get("field")), d.get("majority_value"))),
+                 esc(first_diff_text(d.get("first_difference")))] for d in items]
         out.append(table(["compile id", "graph", "field", "ranks", "value", "majority ranks",
                           "majority value", "first difference"], rows,
                          row_attrs=_row_ranks(items, "divergence")) + more)
@@ -443,7 +443,7 @@ def sizes_svg(sizes: dict[str, Any], title: str) -> str:
     for k, (which, lst) in enumerate(lists):
         shown = lst[:MAX_BARS]
         y0 = 22 + k * (row_h + gap)
-        total = _mb(lst) or 0
+        total = total_mb(lst) or 0
         parts.append(f'<text x="6" y="{y0 + row_h // 2}">{which}</text>'
                      f'<text x="6" y="{y0 + row_h // 2 + 13}">{len(lst)} &middot; '
                      f"{esc(fmt_mb(total))} MB</text>")

@@ -11,39 +11,13 @@ from typing import Any
 
 import orjson
 
-from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model import COLLECTIVE_TYPES
 from tracekit.render import heading, ranks_cell, section_line, table
+from tracekit.summary_cells import bytes_text, entry_text, sequence_text
 from tracekit.schedule import ENTRY_KEYS, first_difference
 from tracekit.summarize import graph_label
 
 FINAL_HEADERS = ["compile id", "graph", "ranks", "AG", "RS", "AR", "other", "bytes", "est ms", "sizes"]
-
-
-def _bytes(n: int | None) -> str:
-    return "?" if n is None else f"{n:,}"
-
-
-def entry_text(v: dict[str, Any] | None) -> str:
-    """One scheduled collective: ``AG 70,988 B (group 0)``; ``end of list`` for None."""
-    if v is None:
-        return "end of list"
-    group = "" if v.get("group") is None else f" (group {v['group']})"
-    return f"{SHORT_NAMES.get(v['kind'], v['kind'])} {_bytes(v.get('bytes'))} B{group}"
-
-
-def sequence_text(seq: list[list[Any]] | None) -> str:
-    """A compared ``final`` value (``[[kind, group, bytes], ...]``) in a few words:
-    ``AG 1, RS 1: 373,372 B``; ``no schedule`` for None."""
-    if seq is None:
-        return "no schedule"
-    if not seq:
-        return "no collective"
-    counts: dict[str, int] = {}
-    for kind, _group, _n in seq:
-        counts[kind] = counts.get(kind, 0) + 1
-    kinds = ", ".join(f"{SHORT_NAMES.get(k, k)} {n}" for k, n in counts.items())
-    sizes = [n for _k, _g, n in seq]
-    return f"{kinds}: {'?' if None in sizes else _bytes(sum(sizes))} B"
 
 
 def final_change_rows(a: list[list[Any]] | None, b: list[list[Any]] | None) -> list[list[str]]:
@@ -104,7 +78,7 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
         ms = [x["est_ms"] for x in f["collectives"]]
         rows.append([f["compile_id"], graph_label(f["position"]), ranks_cell(format_ranks(groups[key])),
                      *(c.get(t, 0) for t in COLLECTIVE_TYPES), c.get("other", 0),
-                     "?" if None in sizes else _bytes(sum(sizes)),
+                     "?" if None in sizes else bytes_text(sum(sizes)),
                      "?" if None in ms else f"{sum(ms):.4f}", f["sizes"]])
     return rows
 

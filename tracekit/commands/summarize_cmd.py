@@ -29,7 +29,8 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.commands.schedule_render import render_schedule_sections, sequence_text
+from tracekit.commands.schedule_render import render_schedule_sections
+from tracekit.summary_cells import first_diff_text, groups_text, ranks_text, total_mb, value_text
 from tracekit.rankset import format_ranks, parse_ranks
 from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
@@ -38,15 +39,6 @@ from tracekit.world import world_text
 #: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
 OUTCOME_HEADERS = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB", "AG", "RS", "AR"]
 SIZE_HEADERS = ["MB before", "MB after"]
-
-
-def _mb(sizes: list[dict[str, Any]] | None) -> float | None:
-    return None if sizes is None else round(sum(s["size_mb"] for s in sizes), 3)
-
-
-def groups_text(groups: list[Any]) -> str:
-    """FSDP group names as torch prints them: ``['0']``."""
-    return "[" + ", ".join(repr(str(g)) for g in groups) + "]"
 
 
 def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
@@ -61,7 +53,7 @@ def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
     ]
     if with_sizes:
         sz = g.get("sizes_mb")
-        row += [fmt_mb(_mb(sz["before"])) if sz else "-", fmt_mb(_mb(sz.get("after"))) if sz else "-"]
+        row += [fmt_mb(total_mb(sz["before"])) if sz else "-", fmt_mb(total_mb(sz.get("after"))) if sz else "-"]
     return row
 
 
@@ -124,37 +116,6 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     return row
 
 
-def _value_text(field: str, v: Any) -> str:
-    if v is None:
-        return "-"
-    if field in COLLECTIVE_TYPES:
-        return fmt_counts(v)
-    if field == "final":
-        return sequence_text(v)
-    if field.startswith("sizes_mb"):
-        n = len(v)
-        return f"{n} collective{'' if n == 1 else 's'}, {fmt_mb(sum(x[1] for x in v))} MB"
-    if field == "fsdp_groups":
-        return groups_text(v)
-    if isinstance(v, list):
-        return ",".join(map(str, v))
-    if isinstance(v, float):
-        return fmt_mb(v)
-    return str(v)
-
-
-def _first_diff_text(d: dict[str, Any] | None) -> str:
-    if not d:
-        return "-"
-    return (f"#{d['index']} {d['type']} ({d.get('list', 'before')}): "
-            f"{fmt_mb(d['majority_size_mb'])} vs {fmt_mb(d['size_mb'])} MB")
-
-
-def _ranks_text(ranks: Any) -> str:
-    """A rank set of a document (a range string, or a list in ``tracekit.summary/1``)."""
-    return ranks if isinstance(ranks, str) else format_ranks(ranks)
-
-
 def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table/markdown report of a summary document, verdict first; CSV is the outcome
     table alone."""
@@ -184,10 +145,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append("\n" + heading("Rank consensus", fmt))
             out.append(f"{len(div)} difference(s) from the majority\n\n")
             out.append(table(
-                [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(_ranks_text(d["ranks"])),
-                  _value_text(d["field"], d["value"]), ranks_cell(_ranks_text(d["majority_ranks"])),
-                  _value_text(d["field"], d["majority_value"]),
-                  "see Schedule consensus" if d["field"] == "final" else _first_diff_text(d["first_difference"])]
+                [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(ranks_text(d["ranks"])),
+                  value_text(d["field"], d["value"]), ranks_cell(ranks_text(d["majority_ranks"])),
+                  value_text(d["field"], d["majority_value"]),
+                  "see Schedule consensus" if d["field"] == "final" else first_diff_text(d["first_difference"])]
                  for d in div],
                 ["compile id", "graph", "field", "ranks", "value", "majority ranks",
                  "majority value", "first difference"], fmt))
@@ -203,7 +164,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]),
                   ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items()),
-                  fmt_mb(d["bucket_cap_mb"]), ranks_cell(_ranks_text(d["ranks"])), d.get("explain", "-")]
+                  fmt_mb(d["bucket_cap_mb"]), ranks_cell(ranks_text(d["ranks"])), d.get("explain", "-")]
                  for d in dn],
                 ["compile id", "graph", "not merged", "cap MB", "ranks", "why"], fmt))
 
