@@ -2,17 +2,19 @@
 
 - :meth:`WhatIf.cap_that_merges`: the smallest cap above the current one at which the planner
   buckets a collective that stayed alone for ``over_cap``. Greedy bucketing only changes where
-  a cap crosses the size of some window of adjacent candidates, so the candidates are the sizes
-  of the windows of its run that hold it and a neighbour, in ascending order; each is planned,
-  and the first at which it is bucketed is the answer (None when none of the first
-  ``max_plans`` does). Plans are kept per cap, so collectives that share a window size share
+  a cap crosses the size of some window of adjacent candidates, and whether the collective
+  joins a bucket depends only on the windows that end at most one past it (a cap crossing an
+  earlier window moves where the buckets before it start), so the candidates are the sizes of
+  those windows, in ascending order; each is planned, and the first at which it is bucketed is
+  the answer (None when none of the first ``max_plans`` does). Plans are kept per cap, so collectives that share a window size share
   the plan, and a graph gets at most ``budget`` plans in all.
 - :meth:`WhatIf.bucket_mode_merges`: whether another ``bucket_mode`` (inductor's
   ``aten_distributed_optimizations.bucket_mode``, e.g. ``custom_ops_multidtype`` for a
   ``dtype_break``) buckets it at the same cap.
 
 For example, at a 0.1 MB cap an all-gather of 0.125 MB between two of 0.001 MB stays alone;
-the windows holding it are 0.126, 0.127, ... MB, and planning at 0.126 MB buckets it.
+the windows up to it and its next neighbour are 0.126, 0.127, ... MB, and planning at 0.126 MB
+buckets it.
 """
 
 from __future__ import annotations
@@ -76,12 +78,13 @@ class WhatIf:
         run, pos = found
         floor = int(cap_mb * MB)
         sizes = set()
-        for start in range(max(0, pos - max_width), pos + 1):
-            total = sum(c.n_bytes for c in run[start:pos + 1])
-            for end in range(pos, min(len(run), start + max_width)):
-                if end > pos:
-                    total += run[end].n_bytes
-                if end > start and total > floor:
+        # every window of two or more that ends at most one past it: where a cap crosses the
+        # size of one of those, the greedy fill changes the buckets up to (and so around) it
+        for end in range(1, min(len(run), pos + 2)):
+            total = run[end].n_bytes
+            for start in range(end - 1, max(-1, end - max_width), -1):
+                total += run[start].n_bytes
+                if total > floor:
                     sizes.add(total)
         for n_bytes in sorted(sizes)[:max_plans]:
             cap = cap_mb_for(n_bytes)

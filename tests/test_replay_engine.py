@@ -302,12 +302,19 @@ def test_all_ranks_rebuild_each_distinct_graph_once():
 
 
 def test_cli_says_so_when_there_is_nothing_to_replay(tmp_path):
+    empty = _run(str(tmp_path), "--format", "json")  # no log at all: unreadable input
+    assert empty.exit_code == 2 and "no log could be read" in empty.output
+    src = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log")).read_text(encoding="utf-8")
+    head = src[: src.index('"name": "before_post_grad_graph"')]
+    head = head[: head.rindex("\nV") + 1]  # whole entries before any graph: read, no outcome
+    (tmp_path / "dedicated_log_torch_trace_rank_0_x.log").write_text(head, encoding="utf-8")
     res = _run(str(tmp_path), "--format", "json")
     assert res.exit_code == 1
-    doc = json.loads(res.output)
-    assert doc["graphs"] == [] and doc["diagnostics"]["counts"] == {"no_log_files": 1}
+    doc = json.loads(res.stdout)
+    assert doc["graphs"] == [] and doc["diagnostics"]["counts"] == {}
     assert "warm inductor cache" in doc["notes"][0]
-    text = _run(str(tmp_path)).output
+    assert res.stderr == "tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs\n"
+    text = _run(str(tmp_path)).stdout
     assert "0 graphs" in text and "note: no recorded pre_bucketing_fsdp_collectives outcome" in text
 
 

@@ -163,15 +163,37 @@ def test_bad_usage_and_unreadable_input_exit_2_without_a_traceback(args, message
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
+@pytest.mark.parametrize("cmd", ["summarize", "replay", "explain"])
+def test_no_readable_log_is_exit_2_for_every_command(tmp_path, cmd):
+    (tmp_path / "notes.txt").write_text("not a log")  # a directory without logs
+    r = tk(cmd, str(tmp_path))
+    assert r.returncode == 2 and "no log could be read" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ranks_are_named_even_when_file_names_carry_none(tmp_path):
+    for f in sorted((FIXTURE_LOGS / "spmd_auto").glob("*.log"))[:2]:
+        shutil.copy(f, tmp_path / f"host{f.name.split('_rank_')[1][0]}.log")
+    r = tk("replay", str(tmp_path), "--rank", "7")
+    assert r.returncode == 2
+    assert r.stderr == "tracekit replay: rank 7 has no recorded outcome in the logs (ranks there: 0-1)\n"
+
+
+def test_every_compile_id_form_can_be_selected():
+    from tracekit.replay.pairing import parse_graph_selector
+
+    assert [parse_graph_selector(t) for t in ("0/0", "0/0_1:1", "!0_1", "!1/2/3:0", "-:0")] == [
+        ("0/0", None), ("0/0_1", 1), ("!0_1", None), ("!1/2/3", 0), ("-", 0)]
+
+
 def test_help_has_examples():
-    for cmd in ("summarize", "replay", "diff"):
+    for cmd in ("summarize", "replay", "diff", "explain"):
         out = tk(cmd, "--help").stdout
         assert "  Examples:\n    tracekit " + cmd in out, cmd
 
 
 def test_every_comm_ms_table_says_what_hardware_it_assumes():
-    r = tk("replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "1", "--interconnect", "IB_NDR",
-           "--group-size", "512")
+    r = tk("replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "0.05,1", "--cap", "auto",
+           "--interconnect", "IB_NDR", "--group-size", "512")
     lines = r.stdout.splitlines()
     said = [i for i, ln in enumerate(lines) if ln.startswith("comm ms: ")]
     assert [lines[i] for i in said] == ["comm ms: torch's NCCL model, assuming IB_NDR, group size 512, 64 machines"] * 2
@@ -179,3 +201,46 @@ def test_every_comm_ms_table_says_what_hardware_it_assumes():
     plain = tk("replay", str(FIXTURE_LOGS / "spmd_small_cap")).stdout.splitlines()
     assert plain[2] == "comm ms: torch's NCCL model, assuming NVLINK_A100, group size 4, 1 machine"
     assert plain[3].split()[:3] == ["ranks", "graph", "fx"]  # fx nodes, not machines
+
+
+def _edit_rank3(tmp_path, old: str, new: str):
+    logs = _copy_ranks(FIXTURE_LOGS / "spmd_small_cap", tmp_path / "run", {0, 1, 2, 3})
+    f = next(logs.glob("*rank_3_*.log"))
+    f.write_text(f.read_text().replace(old, new))
+    return logs
+
+
+@pytest.mark.parametrize("bad", ["-1", "100000000000"])
+def test_a_rank_that_is_no_rank_is_bad_input_not_a_crash(tmp_path, bad):
+    logs = _edit_rank3(tmp_path, '"rank": 3,', f'"rank": {bad},')
+    run = load(logs, jobs=1)
+    assert run.diagnostics.counts["bad_field_type"] >= 1
+    assert next(e for e in run.diagnostics.examples if e["kind"] == "bad_field_type")["detail"] == \
+        f"rank {bad} is not a rank"
+    r = tk("summarize", str(logs))
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "internal error" not in r.stderr
+
+
+def test_ranks_with_another_torch_are_another_group(tmp_path):
+    logs = _copy_ranks(FIXTURE_LOGS / "spmd_auto", tmp_path / "run", {0, 1, 2, 3})
+    f = next(logs.glob("*rank_3_*.log"))
+    lines = f.read_text().split("\n")
+    i = next(k for k, ln in enumerate(lines) if '"name": "torch_version"' in ln)
+    j = i + 1
+    while lines[j].startswith("\t"):
+        j += 1
+    for k in range(i + 1, j):
+        lines[k] = lines[k].replace("2.13.0+cpu", "2.12.0+cpu")
+    lines[i] = lines[i].replace(re.search(r'"has_payload": "([0-9a-f]{32})"', lines[i]).group(1),
+                                _payload_md5(lines, i))
+    f.write_text("\n".join(lines))
+    doc = summary_document(load(logs, jobs=1))
+    assert [(g["ranks"], g["torch_version"]) for g in doc["groups"]] == [("0-2", "2.13.0+cpu"), ("3", "2.12.0+cpu")]
+
+
+def test_rank_ranges_from_documents_are_bounded():
+    from tracekit.rankset import parse_ranks, rank_members
+
+    assert rank_members("0-2,-") == [0, 1, 2, None]
+    with pytest.raises(ValueError, match="rank beyond"):
+        parse_ranks("0-99999999999")

@@ -32,6 +32,8 @@ from typing import IO, Any
 
 import orjson
 
+from tracekit.rankset import MAX_RANK
+
 try:  # CPython's own MD5: no OpenSSL start-up (~3 ms) for the few small payloads checked
     from _md5 import md5 as _md5
 except ImportError:  # pragma: no cover - a build without it
@@ -55,7 +57,8 @@ class RawEntry:
     object; ``entry_type`` / ``name`` are what the byte checks read (``name`` only for
     artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed,
     or when the scanner was told the payload is not needed: ``payload_wanted`` says which).
-    ``truncated`` is set when the stream ended inside this entry (no final newline).
+    ``truncated`` is always False: an entry the stream ends inside is dropped by the scanner
+    and reported as ``truncated_entry``.
     """
 
     lineno: int
@@ -595,8 +598,12 @@ def _opt_int(env: dict[str, Any], key: str) -> int | None:
 
 
 def envelope_rank(env: dict[str, Any]) -> int | None:
-    """The ``rank`` of an envelope (None when absent); ``bad_field_type`` when not an int."""
-    return _opt_int(env, "rank")
+    """The ``rank`` of an envelope (None when absent); ``bad_field_type`` when not an int, or
+    not a rank (negative, or a million or more: :data:`tracekit.rankset.MAX_RANK`)."""
+    r = _opt_int(env, "rank")
+    if r is not None and not 0 <= r < MAX_RANK:
+        raise EntryError("bad_field_type", f"rank {r} is not a rank")
+    return r
 
 
 def compile_id(env: dict[str, Any]) -> str | None:

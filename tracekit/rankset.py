@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+#: Ranks are below this (a million ranks): a larger number in a log or a document is refused,
+#: so that no rank set or world grows without bound from untrusted input.
+MAX_RANK = 1 << 20
+
 
 def format_ranks(ranks: Iterable[int | None]) -> str:
     """Sorted, de-duplicated ranks as comma-separated ranges (``""`` for none)."""
@@ -35,7 +39,7 @@ def format_ranks(ranks: Iterable[int | None]) -> str:
 
 def parse_ranks(text: str) -> list[int]:
     """The ranks of a :func:`format_ranks` string (``-`` entries are dropped); ValueError on
-    anything else."""
+    anything else, and on ranks of :data:`MAX_RANK` or more."""
     out: set[int] = set()
     for part in text.split(","):
         part = part.strip()
@@ -47,5 +51,12 @@ def parse_ranks(text: str) -> list[int]:
         a, b = int(lo), int(hi) if sep else int(lo)
         if b < a:
             raise ValueError(f"empty rank range: {part!r}")
+        if b >= MAX_RANK:
+            raise ValueError(f"rank beyond {MAX_RANK - 1}: {part!r}")
         out.update(range(a, b + 1))
     return sorted(out)
+
+
+def rank_members(text: str) -> list[int | None]:
+    """The ranks of a :func:`format_ranks` string, the rank-less one (``-``) as None, last."""
+    return [*parse_ranks(text), *([None] if "-" in text.split(",") else [])]

@@ -98,10 +98,13 @@ def rank_span(text: str) -> int:
 
 def ranks_text(value: Any) -> str:
     """A rank set as ranges, whichever way the document spells it (a string naming more than
-    :data:`MAX_RANKS` ranks is shown as it is)."""
+    :data:`MAX_RANKS` ranks, or none it can read, is shown as it is)."""
     if isinstance(value, str) and rank_span(value) > MAX_RANKS:
         return value
-    return format_ranks(rank_members(value))
+    members = rank_members(value)
+    if isinstance(value, str) and value.strip() and not members:
+        return value  # not readable as ranks (e.g. beyond tracekit.rankset.MAX_RANK): as written
+    return format_ranks(members)
 
 
 def rank_count(value: Any) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -229,7 +230,8 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all
     for seg in tasks[1:]:
         r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child
+        if pid == 0:  # the child: Ctrl-C is the parent's to handle (it reads no result then)
+            _ignore_sigint()
             status = 1
             try:
                 os.close(r)
@@ -242,22 +244,34 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all
                 os._exit(status)
         os.close(w)
         children.append((pid, r))
-    yield read_segment(tasks[0], validate_all=validate_all)
-    tick(segment_bytes(tasks[0]))
-    for seg, (pid, r) in zip(tasks[1:], children):
-        with os.fdopen(r, "rb") as f:
-            data = f.read()
-        part = None
-        if data:  # decoded while the child exits (its teardown is not waited for first)
-            try:
-                part = pickle.loads(data)
-            except Exception:  # noqa: BLE001 - a broken child: read its segment here
-                part = None
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
+    waited: set[int] = set()
+    try:
+        yield read_segment(tasks[0], validate_all=validate_all)
+        tick(segment_bytes(tasks[0]))
+        for seg, (pid, r) in zip(tasks[1:], children):
+            with os.fdopen(r, "rb") as f:
+                data = f.read()
             part = None
-        yield part if isinstance(part, SegmentResult) else read_segment(seg, validate_all=validate_all)
-        tick(segment_bytes(seg))
+            if data:  # decoded while the child exits (its teardown is not waited for first)
+                try:
+                    part = pickle.loads(data)
+                except Exception:  # noqa: BLE001 - a broken child: read its segment here
+                    part = None
+            _, status = os.waitpid(pid, 0)
+            waited.add(pid)
+            if status != 0:
+                part = None
+            yield part if isinstance(part, SegmentResult) else read_segment(seg, validate_all=validate_all)
+            tick(segment_bytes(seg))
+    except BaseException:  # Ctrl-C, or the consumer gone: the children's work is not wanted
+        for pid, _r in children:
+            if pid not in waited:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+        raise
 
 
 #: Segments handed to the pool at once: results are taken in order as they come, so memory
@@ -313,7 +327,8 @@ def read_segments(
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     batches = _batches(tasks, jobs)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=ctx, initializer=_ignore_sigint)
+    try:
         pending: deque = deque()
         held = 0  # segments handed to the pool and not yet yielded
         it = iter(batches)
@@ -333,3 +348,15 @@ def read_segments(
                 held += len(nxt)
             yield from fut.result()
             tick(sum(segment_bytes(seg) for seg in batch))
+    except BaseException:  # Ctrl-C, or the consumer gone: stop the workers now, wait for none
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+def _ignore_sigint() -> None:
+    """In a worker process: Ctrl-C (sent to the whole process group) is the parent's to handle;
+    a worker interrupted inside the pool's queues could leave a lock held and hang the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

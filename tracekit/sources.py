@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from tracekit.model import Diagnostics
+from tracekit.rankset import MAX_RANK
 
 #: ``dedicated_log_torch_trace_rank_N_SUFFIX.log``, or ``..._rank_N.log`` (no suffix), maybe ``.gz``.
 _RANK_FILE_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)(?:_[^/]*)?\.log(\.gz)?$")
@@ -37,8 +38,9 @@ class LogFile:
 
 
 def rank_from_name(path: str) -> int | None:
+    """The N of ``..._rank_N[_SUFFIX].log[.gz]`` (None when absent or not a plausible rank)."""
     m = _RANK_FILE_RE.search(os.path.basename(path))
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and len(m.group(1)) < 8 and int(m.group(1)) < MAX_RANK else None
 
 
 def _not_a_file(path: str) -> str:

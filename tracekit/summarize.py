@@ -37,7 +37,7 @@ from tracekit.model import (
     rank_from_dict,
     rank_to_dict,
 )
-from tracekit.rankset import format_ranks, parse_ranks
+from tracekit.rankset import format_ranks, rank_members
 from tracekit.world import world
 from tracekit.schedule import compile_divergence, majority, schedule_divergence
 
@@ -70,7 +70,7 @@ def rank_groups(run: Run) -> list[RankGroup]:
     groups: dict[tuple, RankGroup] = {}
     canon: dict[tuple, str] = {}  # graph parts by identity -> canonical text
     for r in run.ranks:
-        key = (r.compiled_graphs, r.cache_hits, r.compiles, tuple(r.compile_ids),
+        key = (r.compiled_graphs, r.cache_hits, r.compiles, r.torch_version, tuple(r.compile_ids),
                tuple(map(tuple, r.cache_events)),
                _canon([final_to_dict(f) for f in r.schedules_without_outcome]) if r.schedules_without_outcome else "",
                tuple(_cached_canon(g, canon) for g in r.graphs))
@@ -354,7 +354,7 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
         incomplete.append(f"ranks {format_ranks(w['duplicated'])} also found in another run (not merged)")
     tail = "; " + "; ".join(incomplete) if incomplete else ""
     if div or other:
-        odd = {r for d in div for r in d["ranks"]} | {r for d in other for r in parse_ranks(d["ranks"])}
+        odd = {r for d in div for r in d["ranks"]} | {r for d in other for r in rank_members(d["ranks"])}
         graphs = {(d["compile_id"], d["graph_index"]) for d in [*div, *other] if "graph_index" in d}
         what = f"on {len(graphs)} graph{'s' if len(graphs) != 1 else ''}" if graphs else "in what they compiled"
         return {"status": "diverge",
@@ -481,10 +481,7 @@ def run_from_document(doc: Any) -> Run:
         else:
             ranks = []
             for grp in doc["groups"]:
-                members: list[int | None] = list(parse_ranks(str(grp["ranks"])))
-                if "-" in str(grp["ranks"]).split(","):
-                    members.append(None)
-                for rk in members:
+                for rk in rank_members(str(grp["ranks"])):
                     ranks.append(rank_from_dict({**grp, "rank": rk, "files": []}))
             ranks.sort(key=lambda r: (r.rank is None, _rank_order(r.rank)))
         diag = Diagnostics()

@@ -61,7 +61,7 @@ def value_text(field: str, v: Any) -> str:
         return fmt_counts(v)
     if field == "final":
         return sequence_text(v)
-    if field.startswith("sizes_mb"):
+    if field.startswith("sizes_mb") and isinstance(v, list) and all(isinstance(x, list) and len(x) > 1 for x in v):
         n = len(v)
         return f"{n} collective{'' if n == 1 else 's'}, {fmt_mb(sum(x[1] for x in v))} MB"
     if field == "fsdp_groups":

@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model import Run
-from tracekit.rankset import format_ranks
+from tracekit.rankset import MAX_RANK, format_ranks
 
 
 def expected_world(run: Run) -> int | None:
-    """The world size the logs imply, or None when no rank or outcome says anything."""
-    sizes = [g.group_size for r in run.ranks for g in r.graphs if g.group_size]
+    """The world size the logs imply, or None when no rank or outcome says anything (group
+    sizes above :data:`tracekit.rankset.MAX_RANK` are not plausible and not used)."""
+    sizes = [g.group_size for r in run.ranks for g in r.graphs if g.group_size and g.group_size <= MAX_RANK]
     found = [r.rank for r in run.ranks if r.rank is not None]
     candidates = sizes + ([max(found) + 1] if found else [])
     return max(candidates) if candidates else None

@@ -92,7 +92,9 @@ def hardware_line(doc: dict[str, Any], which: str) -> str:
     seen: list[dict[str, Any]] = []
     for g in doc["graphs"]:
         hws = [g["recorded"].get("hardware")] if which == "recorded" else [r.get("hardware") for r in g["replays"]]
-        seen += [hw for hw in hws if hw and hw not in seen]
+        for hw in hws:
+            if hw and hw not in seen:
+                seen.append(hw)
     if not seen:
         return "comm ms: torch's NCCL model (no graph was costed)\n"
     parts = [f"{hw['interconnect']}, group size {hw['group_size']}, "
@@ -266,5 +268,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         except PlotUnavailable as e:
             fail("replay", f"error: {e}", BAD_INPUT)
         click.echo(f"plot written to {plot_path}", err=True)
+    if not sources:
+        click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
     ok = bool(results) and all(r.error is None and r.reproduced for r in results)
     sys.exit(OK if ok else FINDINGS)

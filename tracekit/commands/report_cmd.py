@@ -90,7 +90,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None
         no_logs = not any(r.files for r in run.ranks)
     try:
         page = render_html(doc).encode("utf-8")
-    except (KeyError, TypeError, ValueError, AttributeError) as e:  # a hand-edited summary
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary
         fail("report", f"{paths[0]}: bad summary: {type(e).__name__}: {e}")
     with output_sink(output, command="report", error_status=BAD_INPUT) as write:
         write(page)

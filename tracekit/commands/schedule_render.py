@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from tracekit.model import COLLECTIVE_TYPES
+from tracekit.rankset import rank_members
 from tracekit.render import heading, ranks_cell, section_line, table
 from tracekit.summary_cells import bytes_text, entry_text, sequence_text
 from tracekit.schedule import ENTRY_KEYS, first_difference
@@ -37,13 +38,7 @@ def _holders(doc: dict[str, Any]) -> list[tuple[list[Any], dict[str, Any]]]:
     (an entry then stands for all its ranks)."""
     if doc.get("ranks") is not None:
         return [([r["rank"]], r) for r in doc["ranks"]]
-    return [(_group_members(grp["ranks"]), grp) for grp in doc.get("groups") or []]
-
-
-def _group_members(ranks: str) -> list[Any]:
-    from tracekit.rankset import parse_ranks
-
-    return [*parse_ranks(ranks), *([None] if "-" in ranks.split(",") else [])]
+    return [(rank_members(grp["ranks"]), grp) for grp in doc.get("groups") or []]
 
 
 def _finals(doc: dict[str, Any]) -> list[tuple[list[Any], dict[str, Any]]]:

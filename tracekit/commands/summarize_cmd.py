@@ -31,7 +31,7 @@ from tracekit.commands.options import (
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.commands.schedule_render import render_schedule_sections
 from tracekit.summary_cells import first_diff_text, groups_text, ranks_text, total_mb, value_text
-from tracekit.rankset import format_ranks, parse_ranks
+from tracekit.rankset import format_ranks, rank_members
 from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
 from tracekit.world import world_text
@@ -66,7 +66,7 @@ def grouped_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     their count: graphs in first-seen order, the most common outcome first."""
     by_graph: dict[tuple[str, int], dict[str, tuple[dict[str, Any], list[int | None]]]] = {}
     for grp in doc["groups"]:
-        members = _members(grp["ranks"])
+        members = rank_members(grp["ranks"])
         for g in grp["graphs"]:
             outcome = dumps_json(g)
             slot = by_graph.setdefault((g["compile_id"], g["graph_index"]), {})
@@ -82,13 +82,6 @@ def grouped_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         for g, members in sorted(slot.values(), key=lambda v: -len(v[1])):
             rows.append([ranks_cell(format_ranks(members)), len(members), *_outcome_cells(g, with_sizes)])
     return headers, rows
-
-
-def _members(ranks: str) -> list[int | None]:
-    out: list[int | None] = list(parse_ranks(ranks))
-    if "-" in ranks.split(","):
-        out.append(None)
-    return out
 
 
 def per_rank_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:

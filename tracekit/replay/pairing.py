@@ -20,7 +20,7 @@ from tracekit.model import Diagnostics
 
 #: A compile id as the logs write it (``0/0``, ``1/2_1``, ``!0/3/0``; ``-`` outside torch.compile),
 #: optionally with ``:INDEX`` (0 forward, 1 backward).
-_SELECTOR_RE = re.compile(r"(?:(?:!\d+/)?\d+/\d+(?:_\d+)?|!\d+|-)(?::\d+)?")
+_SELECTOR_RE = re.compile(r"(?:(?:(?:!-?\d+/)?-?\d+/-?\d+|!-?\d+)(?:_\d+)?|-)(?::\d+)?")
 
 
 class SelectionError(ValueError):
@@ -62,14 +62,16 @@ def replay_sources_for(
 ) -> list[Any]:
     """The :class:`tracekit.reader.GraphSource` values to replay (one pass over their files).
 
-    Raises :class:`SelectionError` when ``rank`` or a selector of ``graphs`` names nothing in
-    the logs, with the ranks or graphs that are there."""
+    Raises :class:`SelectionError` when no log could be read, or when ``rank`` or a selector of
+    ``graphs`` names nothing in the logs (the message says which ranks or graphs are there)."""
     from tracekit.rankset import format_ranks
     from tracekit.reader import graph_sources
     from tracekit.sources import find_logs
 
     diag = diagnostics if diagnostics is not None else Diagnostics()
     logs = find_logs(list(paths), diag)
+    if not logs:
+        raise SelectionError("no log could be read")
     named = sorted({lg.rank_hint for lg in logs if lg.rank_hint is not None})
     if not all_ranks:
         wanted = rank if rank is not None else (named[0] if named else None)
@@ -82,13 +84,16 @@ def replay_sources_for(
         if src.text is not None:
             src.text = texts.setdefault(src.text, src.text)
         sources.append(src)
+    if not sources and logs and diag.counts.get("unreadable_file", 0) >= len(logs):
+        raise SelectionError("no log could be read")
+    read_ranks = {s.rank for s in sources if s.rank is not None}  # before choosing one
     if not all_ranks and sources:
-        seen = sorted({s.rank for s in sources if s.rank is not None})
+        seen = sorted(read_ranks)
         chosen = rank if rank is not None else (seen[0] if seen else None)
         if chosen is not None:
             sources = [s for s in sources if s.rank == chosen]
     if rank is not None and not sources:
-        there = sorted(set(named) | {s.rank for s in sources if s.rank is not None})
+        there = sorted(set(named) | read_ranks)
         raise SelectionError(f"rank {rank} has no recorded outcome in the logs (ranks there: "
                              f"{format_ranks(there) or 'none'})")
     for sel in graphs or []:
