@@ -32,7 +32,7 @@ def scan(stream, chunk_size: int):
     read: list[int] = []
     sc = ev.Scanner(lambda k, ln, d: reports.append((k, ln)), artifact_names=NAMES,
                     chunk_size=chunk_size, on_chunk=read.append)
-    got = [(e.lineno, e.line, e.payload, e.payload_lines, e.truncated) for e in sc.entries(stream)]
+    got = [(e.lineno, e.line, e.payload, e.payload_lines) for e in sc.entries(stream)]
     return got, reports, sc.lines_read, sum(read)
 
 

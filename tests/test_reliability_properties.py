@@ -121,7 +121,7 @@ def _scan(data: bytes, chunk_size: int):
     reports: list[tuple] = []
     sc = ev.Scanner(lambda k, ln, d: reports.append((k, ln)), artifact_names=_NAMES,
                     chunk_size=chunk_size)
-    got = [(e.lineno, e.line, e.payload, e.truncated) for e in sc.entries(io.BytesIO(data))]
+    got = [(e.lineno, e.line, e.payload) for e in sc.entries(io.BytesIO(data))]
     return got, reports
 
 

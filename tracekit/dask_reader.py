@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 
 from tracekit.model import Diagnostics, Run
 from tracekit.pairing import FileResult, merge_files
-from tracekit.reader import read_file
+from tracekit.reader import path_list, read_file
 from tracekit.sources import LogFile, find_logs
 from tracekit.world import check_world
 
@@ -114,9 +114,9 @@ def load_with_dask(
     """
     address = _check_address(address)
     # the files as a local run lists them (the same PATH forms as tracekit.reader.load)
-    path_list = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+    paths_given = path_list(paths)
     diagnostics = Diagnostics()
-    logs = find_logs(path_list, diagnostics)
+    logs = find_logs(paths_given, diagnostics)
     total = sum(lg.size for lg in logs)
 
     try:
@@ -164,6 +164,6 @@ def load_with_dask(
     got = [res for batch in results for res in batch or []]
     ordered = (_as_client_path(res, worker_path, lg.path)
                for res, worker_path, lg in zip(got, sent_paths, logs))
-    run = merge_files(path_list, ordered, diagnostics)
+    run = merge_files(paths_given, ordered, diagnostics)
     check_world(run)
     return run

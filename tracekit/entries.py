@@ -96,9 +96,6 @@ def decode_entries(
     if scanner_out is not None:
         scanner_out.append(scanner)
     for raw in scanner.entries(stream):
-        if raw.truncated:
-            add("truncated_entry", file, raw.lineno, "the file ends inside this entry")
-            continue
         try:
             env = ev.decode_envelope(raw.line[raw.start :])
             etype = raw.entry_type.decode("utf-8")

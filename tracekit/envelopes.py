@@ -57,8 +57,8 @@ class RawEntry:
     object; ``entry_type`` / ``name`` are what the byte checks read (``name`` only for
     artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed,
     or when the scanner was told the payload is not needed: ``payload_wanted`` says which).
-    ``truncated`` is always False: an entry the stream ends inside is dropped by the scanner
-    and reported as ``truncated_entry``.
+    An entry the stream ends inside is never yielded: the scanner reports it as
+    ``truncated_entry``.
     """
 
     lineno: int
@@ -68,7 +68,6 @@ class RawEntry:
     name: bytes | None
     payload_lines: int
     payload: bytes | None
-    truncated: bool
     payload_wanted: bool = True
 
 
@@ -376,7 +375,7 @@ class Scanner:
         if kind == _KEEP:
             parts = pend.parts
             return RawEntry(pend.lineno, pend.line, pend.start, pend.etype, pend.name, n,
-                            _join(parts) if parts else None, False, parts is not None)
+                            _join(parts) if parts else None, parts is not None)
         if kind == _SKIP:
             if n and not pend.has:
                 self.report("orphan_payload", pend.lineno + 1, "payload lines after an envelope without has_payload")

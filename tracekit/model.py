@@ -369,14 +369,6 @@ def compared_values(g: Graph) -> dict[str, Any]:
     return out
 
 
-def compared_names() -> list[str]:
-    """The names :func:`compared_values` gives, in order (without needing a graph)."""
-    names: list[str] = []
-    for f in _COMPARED:
-        names += list(f.compare(f.load(f.default)) if f.default is not _REQUIRED else [f.name])
-    return names
-
-
 def fact_key(g: Graph) -> tuple:
     """A hashable key of a graph's identity and compared values, cheap to make (see
     :attr:`GraphField.fact`): graphs with equal keys have equal compared values."""

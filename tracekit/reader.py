@@ -87,7 +87,8 @@ def read_file(log: LogFile | str, on_chunk: Callable[[int], None] | None = None,
                       SUMMARY_PARSERS)
 
 
-def _paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+def path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """PATH arguments (one, or several) as a list of strings, as every reader takes them."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     return [os.fspath(p) for p in paths]
@@ -116,9 +117,9 @@ def load(
     """
     from tracekit.world import check_world
 
-    path_list = _paths(paths)
+    paths_given = path_list(paths)
     diagnostics = Diagnostics()
-    logs = find_logs(path_list, diagnostics)
+    logs = find_logs(paths_given, diagnostics)
     total = sum(lg.size for lg in logs)
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     done = 0
@@ -137,7 +138,7 @@ def load(
         for lg, segs in zip(logs, segments):
             yield build_file(lg, [next(parts) for _ in segs], SUMMARY_PARSERS)
 
-    run = merge_files(path_list, files(), diagnostics)
+    run = merge_files(paths_given, files(), diagnostics)
     check_world(run)
     if strict and run.diagnostics.total:
         raise StrictError(run)
@@ -165,7 +166,7 @@ def graph_sources(
     indices are per file (as in :func:`load` for a rank with one file).
     """
     diag = diagnostics if diagnostics is not None else Diagnostics()
-    for lg in find_logs(_paths(paths), diag):
+    for lg in find_logs(path_list(paths), diag):
         out: list[GraphSource] = []
         res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
         diag.merge(res.diagnostics)

@@ -31,7 +31,8 @@ from typing import Any
 import orjson
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.rankset import format_ranks, parse_ranks
+from tracekit.rankset import MAX_RANK, format_ranks
+from tracekit.rankset import rank_members as members_of
 from tracekit.render import fmt_counts, fmt_mb
 from tracekit.report_assets import CSS, JS
 from tracekit.summarize import graph_label
@@ -52,7 +53,7 @@ COLOURS = 8
 #: Rank maps are drawn up to this many ranks.
 MAX_MAP_RANKS = 16384
 #: Rank sets naming more ranks are not expanded (a document is untrusted: "0-999999999").
-MAX_RANKS = 1 << 20
+MAX_RANKS = MAX_RANK
 RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 SECTIONS = [("verdict", "Verdict"), ("world", "World"), ("groups", "Rank groups"),
@@ -77,15 +78,10 @@ def rank_members(value: Any) -> set[int | None]:
     """The ranks of a rank set given as a list (``[0, 1, 2]``) or a range string (``"0-2"``);
     ``None`` stands for a rank-less log (``-``). Unreadable parts are dropped."""
     if isinstance(value, str):
-        if rank_span(value) > MAX_RANKS:
-            return set()
         try:
-            out: set[int | None] = set(parse_ranks(value))
+            return set(members_of(value))  # refuses ranks beyond MAX_RANKS: nothing unbounded
         except ValueError:
             return set()
-        if any(part.strip() == "-" for part in value.split(",")):
-            out.add(None)
-        return out
     if isinstance(value, (list, tuple)):
         return {r for r in value if r is None or (isinstance(r, int) and not isinstance(r, bool))}
     return set()
