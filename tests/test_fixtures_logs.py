@@ -33,6 +33,7 @@ EXPECTED = {
     "diverge_rank": [AUTO, AUTO, AUTO, EXTRA],
     "tracekit_pass": [AUTO] * 4,
     "spmd_auto_gz": [AUTO] * 4,
+    "saved_params": [AUTO[:1]] * 4,  # the backward is never pre-bucketed: no line
 }
 _RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
 
@@ -45,7 +46,7 @@ def test_every_scenario_has_a_directory():
 def test_pre_bucketing_lines_per_rank_and_graph(scenario):
     # check_logs also fails on a missing before_post_grad_graph / pre_bucketing_* artifact (fewer
     # than two: forward and backward), an fx_graph_cache_hit, or a payload MD5 mismatch.
-    lines = generate.check_logs(FIXTURE_LOGS / scenario)
+    lines = generate.check_logs(FIXTURE_LOGS / scenario, generate.SCENARIOS[scenario].prebucketed_graphs)
     by_rank = {int(_RANK_RE.match(name).group(1)): texts for name, texts in lines.items()}
     assert [by_rank[r] for r in sorted(by_rank)] == EXPECTED[scenario]
 
@@ -90,3 +91,20 @@ def test_generator_help_lists_every_scenario():
                          check=True, capture_output=True, text=True).stdout
     assert "--scenario NAME" in out and "--out OUT" in out
     assert all(name in out for name in generate.SCENARIOS)
+
+
+def test_saved_params_backward_reduce_scatters_and_is_never_pre_bucketed():
+    for log in sorted((FIXTURE_LOGS / "saved_params").glob("*.log")):
+        arts = generate._artifacts(log)
+        names = [n for n, _ in arts]
+        assert names.count("before_post_grad_graph") == 2 and names.count("pre_bucketing_fsdp_collectives") == 1
+        # the backward's graph text follows the forward's only outcome: no pre_bucketing_* after it
+        backward_at = [i for i, n in enumerate(names) if n == "before_post_grad_graph"][1]
+        assert not any(n.startswith("pre_bucketing") for n in names[backward_at:])
+        schedules = [json.loads(t) for n, t in arts if n == "inductor_collective_schedule"]
+        assert [len(s) for s in schedules] == [2, 16]
+        assert schedules[1].count("torch.ops._c10d_functional.reduce_scatter_tensor.default") == 8
+        estimation = [t for n, t in arts if n == "fx_collectives_analytical_estimation"][1].splitlines()[2:]
+        assert [int(line.split("input_bytes:")[1].split(",")[0]) for line in estimation] == [
+            144, 16384, 1024, 131072, 1040, 131072, 1024, 16384]
+        assert round(sum(float(line.split(",")[1]) for line in estimation), 4) == 0.0704
