@@ -304,9 +304,24 @@ def section_world(world: dict[str, Any]) -> str:
     return f'<section id="world"><h2>World</h2><dl class="world">{dl}</dl>{rank_map}</section>'
 
 
-def graph_table(graphs: list[dict[str, Any]]) -> str:
-    """Each graph's outcome: counts before->after, MB, and the final schedule's counts."""
-    has_final = any("final" in g for g in graphs)
+def not_prebucketed_row(d: dict[str, Any], has_final: bool) -> list[str]:
+    """A graph-table row of a graph torch never pre-bucketed (a ``did_nothing`` item with an
+    ``outcome``): "not pre-bucketed", its scheduled counts N->N and MB."""
+    counts = d.get("counts") if isinstance(d.get("counts"), dict) else {}
+    nbytes = d.get("total_bytes")
+    mb = esc(fmt_mb(round(nbytes / 2**20, 3))) if isinstance(nbytes, int) else "-"
+    row = [*_where(d), esc(d.get("outcome")), cell(d.get("group_size")), "-", "-",
+           *(esc(fmt_counts({"before": counts.get(t, 0), "after": counts.get(t, 0)})) for t in COLLECTIVE_TYPES),
+           mb, mb]
+    if has_final:
+        row.append(esc(", ".join(f"{SHORT_NAMES.get(t, t)} {n}" for t, n in counts.items())))
+    return row
+
+
+def graph_table(graphs: list[dict[str, Any]], not_prebucketed: list[dict[str, Any]] = ()) -> str:
+    """Each graph's outcome: counts before->after, MB, and the final schedule's counts; then
+    the graphs never pre-bucketed (:func:`not_prebucketed_row`)."""
+    has_final = any("final" in g for g in graphs) or bool(not_prebucketed)
     headers = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB",
                "AG", "RS", "AR", "MB before", "MB after"] + (["final schedule"] if has_final else [])
     rows = []
@@ -322,6 +337,7 @@ def graph_table(graphs: list[dict[str, Any]]) -> str:
         if has_final:
             row.append(esc(final_counts_text(g.get("final"))))
         rows.append(row)
+    rows += [not_prebucketed_row(d, has_final) for d in not_prebucketed]
     out = [table(headers, rows, numeric=range(3, 11))]
     for g in graphs:
         out.append(final_schedule(g))
@@ -346,7 +362,7 @@ def final_schedule(graph: dict[str, Any]) -> str:
             + more + "</details>")
 
 
-def section_groups(groups: list[dict[str, Any]]) -> str:
+def section_groups(groups: list[dict[str, Any]], not_prebucketed: list[dict[str, Any]] = ()) -> str:
     if not groups:
         return ('<section id="groups"><h2>Rank groups</h2><p class="muted">this document has '
                 "no per-rank graphs (no <code>ranks</code> or <code>groups</code> key)</p></section>")
@@ -369,7 +385,9 @@ def section_groups(groups: list[dict[str, Any]]) -> str:
                  f'{esc(count)} rank{"s" if count != 1 else ""} '
                  f'<span class="mono">{esc(ranks) or "-"}</span>, {len(graphs)} graph'
                  f'{"s" if len(graphs) != 1 else ""}</h3>')
-        out.append(f"<div {attrs}>{title}{graph_table(graphs)}</div>")
+        held = rank_members(g.get("ranks"))
+        mine = [d for d in not_prebucketed if held & rank_members(d.get("ranks"))]
+        out.append(f"<div {attrs}>{title}{graph_table(graphs, mine)}</div>")
     if rest:
         out.append(f"<h3>{len(rest)} more groups (graph tables shown for the first {MAX_GROUPS})"
                    "</h3><table><thead><tr><th>group</th><th>count</th><th>ranks</th></tr></thead>"
@@ -506,7 +524,8 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
     for d in items:
         counts = d.get("counts") or {}
         row = [*_where(d),
-               esc(", ".join(f"{SHORT_NAMES.get(t, t)} {n}->{n}" for t, n in counts.items())),
+               esc(", ".join(f"{SHORT_NAMES.get(t, t)} {n}->{n}" for t, n in counts.items())
+                   + (f" ({d['outcome']}: {d.get('reason_text', '')})" if d.get("outcome") else "")),
                esc(fmt_mb(d.get("bucket_cap_mb"))), _ranks_cell(d.get("ranks"))]
         if with_explain:
             cmd = d.get("explain")
@@ -563,7 +582,8 @@ def render_html(doc: dict[str, Any]) -> str:
         "</header>\n<main>",
         section_verdict(doc, status, line), "\n",
         section_world(world), "\n",
-        section_groups(groups), "\n",
+        section_groups(groups, [d for d in doc.get("did_nothing") or []
+                                if isinstance(d, dict) and d.get("outcome")]), "\n",
         section_divergence(doc), "\n",
         section_sizes(groups), "\n",
         section_did_nothing(doc), "\n",

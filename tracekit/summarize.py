@@ -37,6 +37,7 @@ from tracekit.model import (
     rank_from_dict,
     rank_to_dict,
 )
+from tracekit.not_prebucketed import counts_text, finding, not_prebucketed
 from tracekit.rankset import format_ranks, rank_members
 from tracekit.world import world
 from tracekit.schedule import compile_divergence, majority, schedule_divergence
@@ -257,16 +258,25 @@ def totals(run: Run) -> dict[str, Any]:
         "mb_before": _sum_sizes(graphs, after=False),
         "mb_after": _sum_sizes(graphs, after=True),
         "did_nothing": sum(1 for g in graphs if g.did_nothing()),
+        # graphs torch never pre-bucketed (tracekit.not_prebucketed), one per rank and graph
+        "not_prebucketed": sum(1 for r in run.ranks for f in r.schedules_without_outcome
+                               if finding(r, r.graphs, f) is not None),
     }
 
 
 def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str, Any]]:
-    """Graphs where bucketing merged nothing (N -> N with N > 1), grouped across ranks.
+    """Graphs where bucketing merged nothing (N -> N with N > 1), grouped across ranks, then
+    the graphs torch never pre-bucketed (:func:`tracekit.not_prebucketed.not_prebucketed`).
 
     Items: ``{compile_id, graph_index, types: [...], counts: {type: N}, bucket_cap_mb, ranks:
-    [...], explain}``, ``explain`` the command that tells why (:func:`explain_command`)."""
+    [...], explain}``, ``explain`` the command that tells why (:func:`explain_command`). A
+    graph never pre-bucketed has ``outcome: "not pre-bucketed"``, ``bucket_cap_mb`` None, its
+    ``graph_index`` is its post-grad position, and it adds bytes, estimates and a reason (see
+    :func:`tracekit.not_prebucketed.finding`)."""
     found: dict[tuple[str, int, str], dict[str, Any]] = {}
-    for grp in rank_groups(run) if groups is None else groups:
+    if groups is None:
+        groups = rank_groups(run)
+    for grp in groups:
         for g in grp.graphs:
             types = g.did_nothing()
             if not types:
@@ -284,10 +294,27 @@ def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[st
                     "ranks": [],
                 }
             item["ranks"] += grp.ranks
-    for item in found.values():
+    items = list(found.values()) + not_prebucketed(groups)
+    for item in items:
         item["ranks"].sort(key=_rank_order)
         item["explain"] = explain_command(run.paths, item["ranks"], item["compile_id"], item["graph_index"])
-    return list(found.values())
+    return items
+
+
+def findings_text(dn: list[dict[str, Any]]) -> str:
+    """The verdict's finding for graphs never pre-bucketed (``dn``: :func:`did_nothing`'s
+    items), e.g. ``FINDING: 1 graph not pre-bucketed (0/0 backward on ranks 0-3: 8
+    reduce-scatters, ...)``; empty when there is none."""
+    items = [d for d in dn if d.get("outcome") == "not pre-bucketed"]
+    if not items:
+        return ""
+    keys = {(d["compile_id"], d["graph_index"]) for d in items}
+    what = "; ".join(f"{d['compile_id']} {graph_label(d['graph_index'])} on ranks {format_ranks(d['ranks'])}: "
+                     f"{counts_text(d)}, run one by one" for d in items[:3])
+    more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
+    n = len(keys)
+    return (f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); "
+            "see Bucketing did nothing")
 
 
 def explain_command(paths: list[str], ranks: list[int | None], compile_id: str, graph_index: int) -> str:
@@ -341,11 +368,22 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
 
 
 def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
-            other: list[dict[str, Any]] = ()) -> dict[str, str]:
+            other: list[dict[str, Any]] = (), dn: list[dict[str, Any]] = ()) -> dict[str, str]:
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
     outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
     ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
-    ``text`` one line, printed first."""
+    ``text`` one line, printed first. Graphs never pre-bucketed (``dn``, :func:`did_nothing`'s
+    items) add ``findings`` (their count) and a FINDING to the text, whatever the status."""
+    v = _verdict(run, w, div, t, other, dn)
+    found = findings_text(list(dn))
+    if found:
+        v["text"] += "; " + found
+        v["findings"] = len({(d["compile_id"], d["graph_index"]) for d in dn if d.get("outcome")})
+    return v
+
+
+def _verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
+             other: list[dict[str, Any]], dn: list[dict[str, Any]]) -> dict[str, str]:
     n = len(run.ranks)
     incomplete = []
     if w["missing"]:
@@ -365,7 +403,8 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
     if incomplete:
         return {"status": "incomplete",
                 "text": f"INCOMPLETE: the {n} rank{'s' if n != 1 else ''} found agree" + tail}
-    ngraphs = len({g.key for r in run.ranks for g in r.graphs})
+    ngraphs = len({g.key for r in run.ranks for g in r.graphs}
+                  | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")})
     if n == 1:
         return {"status": "agree", "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}"}
     return {"status": "agree", "text": f"OK: all {n} ranks agree on all {ngraphs} graphs"}
@@ -400,17 +439,18 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     w = world(run)
     div = divergence(run, groups)
     sched, comp = schedule_divergence(run), compile_divergence(run)
+    dn = did_nothing(run, groups)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "paths": list(run.paths),
         "world": w,
-        "verdict": verdict(run, w, div, t, sched + comp),
+        "verdict": verdict(run, w, div, t, sched + comp, dn),
         "groups": [group_to_dict(g) for g in groups],
         "totals": t,
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),
         "schedule_divergence": sched,
         "compile_divergence": comp,
-        "did_nothing": _with_ranges(did_nothing(run, groups), "ranks"),
+        "did_nothing": _with_ranges(dn, "ranks"),
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }

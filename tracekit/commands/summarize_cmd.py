@@ -94,19 +94,60 @@ def per_rank_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     return headers, rows
 
 
+def not_prebucketed_rows(doc: dict[str, Any], headers: list[str]) -> list[list[Any]]:
+    """Outcome-table rows of the graphs torch never pre-bucketed (``did_nothing`` items with an
+    ``outcome``): "not pre-bucketed" for their groups, their scheduled counts N->N, the MB the
+    schedule's estimation gives (one row per rank under ``--per-rank``)."""
+    rows = []
+    for d in doc.get("did_nothing") or []:
+        if not d.get("outcome"):
+            continue
+        mb = None if d.get("total_bytes") is None else round(d["total_bytes"] / 2**20, 3)
+        cells = [d["compile_id"], graph_label(d["graph_index"]), d["outcome"], d.get("group_size"), "-", "-",
+                 *(fmt_counts({"before": n, "after": n}) for n in (d["counts"].get(t, 0) for t in COLLECTIVE_TYPES))]
+        if "MB before" in headers:
+            cells += [fmt_mb(mb), fmt_mb(mb)]
+        members = rank_members(d["ranks"])
+        if headers[0] == "ranks":
+            rows.append([ranks_cell(ranks_text(d["ranks"])), len(members), *cells])
+        else:
+            rows += [["-" if r is None else r, *cells] for r in sorted(members, key=lambda r: -1 if r is None else r)]
+    return rows
+
+
 def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    """The outcome table: per rank when the document has ``ranks``, else grouped."""
-    return per_rank_rows(doc) if doc.get("ranks") is not None else grouped_rows(doc)
+    """The outcome table: per rank when the document has ``ranks``, else grouped; then the
+    graphs never pre-bucketed (:func:`not_prebucketed_rows`)."""
+    headers, rows = per_rank_rows(doc) if doc.get("ranks") is not None else grouped_rows(doc)
+    return headers, rows + not_prebucketed_rows(doc, headers)
 
 
 def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     t = doc["totals"]
     lead = ["total", ""] if headers[0] == "ranks" else ["total"]
-    row = [*lead, f"{t['graphs']} graphs", "", "", "", "", "",
-           *(fmt_counts(t["collectives"][c]) for c in COLLECTIVE_TYPES)]
+    extra = _not_prebucketed_totals(doc)
+    graphs = f"{t['graphs']} graphs" + (f" + {extra['graphs']} not pre-bucketed" if extra["graphs"] else "")
+    row = [*lead, graphs, "", "", "", "", "",
+           *(fmt_counts({k: t["collectives"][c][k] + extra[c] for k in ("before", "after")})
+             for c in COLLECTIVE_TYPES)]
     if len(headers) > len(row):
-        row += [fmt_mb(t["mb_before"]), fmt_mb(t["mb_after"])]
+        mb = [None if v is None else round(v + extra["mb"], 3) for v in (t["mb_before"], t["mb_after"])]
+        row += [fmt_mb(mb[0]), fmt_mb(mb[1])]
     return row
+
+
+def _not_prebucketed_totals(doc: dict[str, Any]) -> dict[str, Any]:
+    """Graphs never pre-bucketed, over every rank: how many, their collectives by kind, MB."""
+    out: dict[str, Any] = {"graphs": 0, "mb": 0.0, **{c: 0 for c in COLLECTIVE_TYPES}}
+    for d in doc.get("did_nothing") or []:
+        if not d.get("outcome"):
+            continue
+        n = len(rank_members(d["ranks"]))
+        out["graphs"] += n
+        out["mb"] += n * (d.get("total_bytes") or 0) / 2**20
+        for c in COLLECTIVE_TYPES:
+            out[c] += n * d["counts"].get(c, 0)
+    return out
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
@@ -156,10 +197,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append("\n" + heading("Bucketing did nothing", fmt))
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]),
-                  ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items()),
+                  ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items())
+                  + (f" ({d['outcome']})" if d.get("outcome") else ""),
                   fmt_mb(d["bucket_cap_mb"]), ranks_cell(ranks_text(d["ranks"])), d.get("explain", "-")]
                  for d in dn],
                 ["compile id", "graph", "not merged", "cap MB", "ranks", "why"], fmt))
+            out.append(not_prebucketed_lines(dn, fmt))
 
     diag = doc["diagnostics"]
     if not diag["counts"]:
@@ -174,6 +217,20 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("\n" + heading("Notes", fmt))
         out.append("".join(f"- {n}\n" for n in doc["notes"]))
     return "".join(out)
+
+
+def not_prebucketed_lines(dn: list[dict[str, Any]], fmt: str) -> str:
+    """One line per graph never pre-bucketed: its reason, what runs one by one, and the
+    forward's FSDP groups (``dn``: the document's ``did_nothing``)."""
+    items = [d for d in dn if d.get("outcome")]
+    if not items:
+        return ""
+    from tracekit.not_prebucketed import counts_text
+
+    return "\n" + "".join(
+        f"- {d['compile_id']} {graph_label(d['graph_index'])} (ranks {ranks_cell(ranks_text(d['ranks']))}): "
+        f"{d['outcome']}: {d['reason_text']}. It runs {counts_text(d)}, one by one.\n"
+        for d in items)
 
 
 def _load_on_dask(paths: list[str], address: str, jobs: int | None, strict: bool):
