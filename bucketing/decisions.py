@@ -145,10 +145,14 @@ class DecisionMaker:
             index, bucket = in_bucket
             d.reason, d.bucket = "bucketed", index
             d.detail = self._bucket_text.get(id(bucket)) or self._bucket_detail(kind, index, bucket)
+        elif self.plan is None:
+            d.reason = "no_fsdp_group"
+            d.detail = (f"{_NAMES[kind]} on group {d.group!r}: no FSDP group identified in this graph (it has no "
+                        "FSDP all-gather), so the pass leaves it")
+            if cid in self.planner.rejected:
+                d.detail += f"; even with a group it would be no candidate ({self.planner.rejected[cid][1]})"
         elif cid in self.planner.rejected:
             d.reason, d.detail = self.planner.rejected[cid]
-        elif self.plan is None:
-            d.reason, d.detail = "other_group", "the graph has no FSDP all-gather, so no FSDP group: the pass leaves it"
         elif cid in self.plan.notes:
             self._from_note(d, cid, self.plan.notes[cid])
         else:

@@ -174,13 +174,21 @@ class FsdpPlanner:
     graph) is computed here; :meth:`plan` then costs about one walk of the graph per kind.
     """
 
-    def __init__(self, gm: fx.GraphModule, mode: str | None = None, bucket_mode: str | None = None):
+    def __init__(self, gm: fx.GraphModule, mode: str | None = None, bucket_mode: str | None = None, *,
+                 fsdp_groups: list[str] | None = None, group_size: int | None = None):
+        """``fsdp_groups`` / ``group_size``: FSDP groups found elsewhere (e.g. by the forward of
+        the same compile id), used instead of those identified in ``gm``: a what-if for a graph
+        without FSDP all-gather, where torch finds none (``group_size`` None: identified)."""
         self.gm = gm
         self.mode = resolve_mode(mode)
         # torch's FSDP pass does not hand its mode to the all-gather bucketer, which then keys
         # on inductor's configured bucket_mode: only that one can drop dtype from the key.
         self.bucket_mode = resolve_mode(bucket_mode or configured_bucket_mode())
         self.fsdp_groups, self.group_size = identify_fsdp_groups(gm)
+        self.groups_given = fsdp_groups is not None
+        if fsdp_groups is not None:
+            self.fsdp_groups = list(fsdp_groups)
+            self.group_size = group_size if group_size is not None else self.group_size
         self.nodes: list[fx.Node] = list(gm.graph.nodes)
         self.ids: dict[fx.Node, int] = {n: i for i, n in enumerate(self.nodes)}
         self._dag_base = _Dag(self.nodes, self.ids)

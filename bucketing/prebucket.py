@@ -29,6 +29,8 @@ def pre_bucket_fsdp_collectives(
     bucket_cap_mb: float | None = None,
     *,
     recompile: bool = True,
+    fsdp_groups: list[str] | None = None,
+    group_size: int | None = None,
 ) -> BucketingReport:
     """Merge FSDP all-gathers, reduce-scatters and all-reduces of ``gm`` into capped buckets.
 
@@ -45,14 +47,18 @@ def pre_bucket_fsdp_collectives(
     ``mode`` None means "default". Emits the artifacts listed in :mod:`bucketing.artifacts`.
     A graph without FSDP all-gathers is left unchanged (``skipped_reason`` says so, no artifact).
     ``recompile=False`` skips regenerating ``gm``'s Python code (inductor does not need it).
+    ``fsdp_groups`` / ``group_size``: groups found elsewhere (the forward of the same compile
+    id), used instead of identifying them in ``gm`` (see :class:`bucketing.FsdpPlanner`): torch
+    never does this; it is the what-if for a backward without FSDP all-gather.
     """
     check_torch()
     with gc_paused():
-        return _pre_bucket(gm, mode, bucket_cap_mb, recompile)
+        return _pre_bucket(gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size)
 
 
-def _pre_bucket(gm: fx.GraphModule, mode: str | None, bucket_cap_mb: float | None, recompile: bool) -> BucketingReport:
-    planner = FsdpPlanner(gm, mode)
+def _pre_bucket(gm: fx.GraphModule, mode: str | None, bucket_cap_mb: float | None, recompile: bool,
+                fsdp_groups: list[str] | None = None, group_size: int | None = None) -> BucketingReport:
+    planner = FsdpPlanner(gm, mode, fsdp_groups=fsdp_groups, group_size=group_size)
     report = planner.base_report()
     if not planner.fsdp_groups:
         report.skipped_reason = "no FSDP all-gather in the graph"

@@ -32,6 +32,7 @@ REASONS = (
     "depends_on_bucket",  # an input derives from a collective in the open bucket (or the reverse)
     "only_one",  # the only candidate of its kind: nothing to merge with
     "no_single_wait",  # the collective is not used by exactly one wait
+    "no_fsdp_group",  # the graph has no FSDP all-gather, so no FSDP group: the pass leaves it all
 )
 
 

@@ -92,6 +92,29 @@ class GraphSource:
     recorded_buckets: dict[str, list[list[str]] | None] = field(default_factory=dict)
 
 
+@dataclass
+class UnbucketedSource:
+    """A post-grad graph that runs collectives but has no pre-bucketing outcome (torch found no
+    FSDP group in it: a backward without FSDP all-gather), with the graph text it was compiled
+    from: what ``explain`` and ``replay`` rebuild for a graph never pre-bucketed
+    (:func:`tracekit.reader.graph_and_unbucketed_sources`).
+
+    ``graph_index`` is its post-grad position (0 forward, 1 backward); ``forward`` the outcome
+    of the same compile id, read before it, that identified FSDP groups (None if none);
+    ``line`` the line of its ``before_post_grad_graph`` (0 when not known)."""
+
+    rank: int | None
+    compile_id: str
+    graph_index: int
+    final: FinalSchedule
+    text: str | None
+    file: str
+    line: int = 0
+    forward: Graph | None = None
+    symbol_hints: dict[str, int] = field(default_factory=dict)
+    text_artifact: str | None = "before_post_grad_graph"
+
+
 class RankBuilder:
     """Builds one file's graphs from its parsed entries (see the module docstring)."""
 
@@ -114,6 +137,10 @@ class RankBuilder:
         self.cache_events: list[list[str]] = []
         self._post_grad: dict[str, PostGradGraph] = {}  # compile id -> its current position
         self.positions: dict[str, int] = {}  # compile id -> positions started
+        #: graphs with a schedule but no outcome, with their texts (kept with ``keep_sources``
+        #: when the schedule parser runs: tracekit.reader.graph_and_unbucketed_sources)
+        self.unbucketed: list[UnbucketedSource] | None = [] if keep_sources else None
+        self.graph_text_line = 0  # line of the last before_post_grad_graph, when a parser sets it
 
     def _new_position(self, cache_hit: bool = False) -> PostGradGraph:
         n = self.positions.get(self.cid, 0)
@@ -148,6 +175,12 @@ class RankBuilder:
             pg.graph.final = pg.final
         else:
             self.schedules_without_outcome.append(pg.final)
+            if self.unbucketed is not None:
+                p = self._pending.get(self.cid)
+                forward = next((g for g in self.graphs if g.compile_id == self.cid and g.fsdp_groups), None)
+                self.unbucketed.append(UnbucketedSource(
+                    self.rank, self.cid, pg.position, pg.final, None if p is None else p.graph_text,
+                    self.file, self.graph_text_line, forward))
 
     def _p(self) -> PendingGraph:
         p = self._pending.get(self.cid)
@@ -270,14 +303,16 @@ def build_file(
     parts: list[SegmentResult],
     parsers: tuple[EntryParser, ...],
     sink: Callable[[GraphSource], None] | None = None,
+    unbucketed_sink: Callable[[UnbucketedSource], None] | None = None,
 ) -> FileResult:
     """Build one file's graphs from its segments' events, in order (pairing happens here).
 
     ``sink`` receives the file's :class:`GraphSource` values, with their symbol hints, once the
-    whole file is applied."""
+    whole file is applied; ``unbucketed_sink`` its :class:`UnbucketedSource` values (when the
+    parsers read schedules)."""
     table = by_key(parsers)
     diag = Diagnostics()
-    b = RankBuilder(log.path, keep_sources=sink is not None)
+    b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None)
     b.rank = next((p.rank for p in parts if p.rank is not None), log.rank_hint)
     offset = 0
     for part in parts:
@@ -294,6 +329,10 @@ def build_file(
         for src in b.sources:
             src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
             sink(src)
+    if b.unbucketed is not None and unbucketed_sink is not None:
+        for u in b.unbucketed:
+            u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
+            unbucketed_sink(u)
     readable = all(p.readable for p in parts)
     return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable,
                       compiles=b.compiles, pids=frozenset().union(*(p.pids for p in parts)),

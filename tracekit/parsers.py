@@ -196,6 +196,15 @@ class GraphTextParser(CompiledGraphCounter):
     needs_payload = True
 
 
+class GraphTextLineParser(GraphTextParser):
+    """``before_post_grad_graph`` with its text and line kept, for graphs never pre-bucketed
+    (:func:`tracekit.reader.graph_and_unbucketed_sources`)."""
+
+    def apply(self, builder, key, value, file, line):
+        builder.graph_text_line = line
+        builder.count_compiled_graph(value)
+
+
 class CacheEventParser(EntryParser):
     """``fx_graph_cache_hit`` / ``_miss`` / ``_bypass``: inductor's FX graph cache, once per
     graph (logged after the graph is compiled or loaded; not at all when the cache is disabled).
@@ -506,6 +515,22 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
 )
 
 
+#: The source parsers, with the graph texts' lines, the schedules and the estimations: graph
+#: sources and the graphs never pre-bucketed (:class:`tracekit.pairing.UnbucketedSource`).
+UNBUCKETED_PARSERS: tuple[EntryParser, ...] = (
+    OutcomeParser(),
+    SizesParser(),
+    GraphTextLineParser(),
+    CacheEventParser(),
+    TracekitBucketsParser(),
+    TracekitInputGraphTextParser(),
+    SymbolHintParser(),
+    BucketMembersParser(),
+    ScheduleParser(),
+    EstimationParser(),
+)
+
+
 def by_key(parsers: tuple[EntryParser, ...]) -> dict[EntryKey, EntryParser]:
     """Entry key (``("artifact", NAME)`` or ``(TYPE, None)``) -> its parser."""
     table: dict[EntryKey, EntryParser] = {}
@@ -526,6 +551,7 @@ __all__ = [
     "Outcome",
     "SOURCE_PARSERS",
     "SUMMARY_PARSERS",
+    "UNBUCKETED_PARSERS",
     "by_key",
     "collective_op",
     "final_schedule",

@@ -61,12 +61,13 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tracekit.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
-from tracekit.pairing import FileResult, GraphSource, build_file, merge_files
-from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS
+from tracekit.pairing import FileResult, GraphSource, UnbucketedSource, build_file, merge_files
+from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
 from tracekit.segments import Segment, default_jobs, plan, read_segment, read_segments
 from tracekit.sources import LogFile, find_logs, rank_from_name
 
-__all__ = ["GraphSource", "StrictError", "graph_sources", "load", "read_file"]
+__all__ = ["GraphSource", "StrictError", "UnbucketedSource", "graph_and_unbucketed_sources", "graph_sources",
+           "load", "read_file"]
 
 
 class StrictError(Exception):
@@ -169,5 +170,21 @@ def graph_sources(
     for lg in find_logs(path_list(paths), diag):
         out: list[GraphSource] = []
         res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
+        diag.merge(res.diagnostics)
+        yield from out
+
+
+def graph_and_unbucketed_sources(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    diagnostics: Diagnostics | None = None,
+) -> Iterator[GraphSource | UnbucketedSource]:
+    """:func:`graph_sources`, and every graph never pre-bucketed (a schedule without outcome:
+    :class:`tracekit.pairing.UnbucketedSource`, with its ``before_post_grad_graph`` text and
+    the forward outcome of its compile id), each file read once, in file order."""
+    diag = diagnostics if diagnostics is not None else Diagnostics()
+    for lg in find_logs(path_list(paths), diag):
+        out: list[GraphSource | UnbucketedSource] = []
+        res = build_file(lg, [read_segment(Segment(lg), UNBUCKETED_PARSERS)], UNBUCKETED_PARSERS,
+                         sink=out.append, unbucketed_sink=out.append)
         diag.merge(res.diagnostics)
         yield from out

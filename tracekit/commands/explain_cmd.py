@@ -71,6 +71,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     for g in doc["graphs"]:
         if out:
             out.append("\n")
+        if g.get("outcome"):
+            out.append(unbucketed_text(g, fmt))
+            continue
         out.append(heading(_graph_title(g), fmt))
         out.append(_verdict(g))
         if g["error"]:
@@ -96,6 +99,36 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     return "".join(out)
 
 
+def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
+    """A graph torch never pre-bucketed (:mod:`tracekit.explain_unbucketed`): its reason, each
+    collective's, and the forward-groups what-if."""
+    rank = "-" if g["rank"] is None else g["rank"]
+    out = [heading(f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
+                   f"{g['outcome']}", fmt)]
+    runs = ", ".join(f"{k} {n}" for k, n in g["recorded"]["schedule"].items())
+    if g["error"]:
+        return "".join(out) + f"recorded: {g['outcome']} ({runs} run one by one); not explained: {g['error']}\n"
+    if g["reproduced"]:
+        out.append(f"recorded: {g['outcome']} ({runs} run one by one); the planner reproduces it: "
+                   f"{g['reason_text']}\n")
+    else:
+        out.append(f"recorded: {g['outcome']} ({runs}); NOT REPRODUCED:\n" + "".join(f"  {m}\n" for m in g["mismatches"]))
+    for w in g["what_ifs"]:
+        check = "verified by running our pass" if w["verified"] else f"NOT verified: {w.get('applied')}"
+        out.append(f"what-if {w['name']}: {w['text']} ({check})\n")
+    out.append(f"note: {g['note']}\n\n")
+    rows = [[c["name"], c["kind"], fmt_mb(c["size_mb"]), c["dtype"], c["reason"],
+             "-" if not c["what_if"] else ("-" if c["what_if"]["bucket"] is None
+                                           else f"{c['kind']} {c['what_if']['bucket']}")]
+            for c in g["collectives"]]
+    out.append(table(rows, ["collective", "kind", "MB", "dtype", "reason", "with forward groups"], fmt))
+    bullet = "- " if fmt == "markdown" else "  "
+    out.append("\n" + "".join(
+        f"{bullet}{c['name']}: {c['reason']}: {c['detail']}."
+        + (f" What if: {c['what_if']['text']}.\n" if c["what_if"] else "\n") for c in g["collectives"]))
+    return "".join(out)
+
+
 @click.command("explain")
 @paths_argument()
 @click.option("--rank", "rank", type=int, default=None, help="Rank to explain (default: the lowest).")
@@ -112,7 +145,10 @@ def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
     from tracekit.explain import explain_document
+    from tracekit.explain_unbucketed import explain_unbucketed
     from tracekit.model import Diagnostics
+    from tracekit.pairing import UnbucketedSource
+    from tracekit.reader import graph_and_unbucketed_sources
     from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
 
     paths = list(paths)
@@ -122,10 +158,13 @@ def explain(paths, rank, graphs, fmt, output):
         raise click.BadParameter(str(e), param_hint="--graph") from None
     diag = Diagnostics()
     try:
-        sources = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag)
+        mixed = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag,
+                                   reader=graph_and_unbucketed_sources)
     except SelectionError as e:
         fail("explain", str(e), BAD_INPUT)
-    if not sources:
+    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
+    unbucketed = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
+    if not sources and not unbucketed:
         fail("explain", "no recorded pre_bucketing_fsdp_collectives outcome in the logs (a warm inductor "
                         "cache skips the post-grad passes; was the cache disabled?)", FINDINGS)
     notes = []
@@ -133,6 +172,11 @@ def explain(paths, rank, graphs, fmt, output):
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     doc = explain_document(sources, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
+    if unbucketed:  # graphs never pre-bucketed, in their place in the logs
+        order = {id(s): i for i, s in enumerate(mixed)}
+        entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"])]
+        entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed]
+        doc["graphs"] = [g for _, g in sorted(entries, key=lambda e: e[0])]
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
         write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])

@@ -59,8 +59,12 @@ def replay_sources_for(
     all_ranks: bool = False,
     graphs: list[tuple[str, int | None]] | None = None,
     diagnostics: Diagnostics | None = None,
+    reader: Any = None,
 ) -> list[Any]:
     """The :class:`tracekit.reader.GraphSource` values to replay (one pass over their files).
+    ``reader``: what yields the sources of the files (default
+    :func:`tracekit.reader.graph_sources`; :func:`tracekit.reader.graph_and_unbucketed_sources`
+    adds the graphs never pre-bucketed).
 
     Raises :class:`SelectionError` when no log could be read, or when ``rank`` or a selector of
     ``graphs`` names nothing in the logs (the message says which ranks or graphs are there)."""
@@ -80,7 +84,7 @@ def replay_sources_for(
     # Ranks log the same texts: keep one copy of each (1,024 ranks hold one rank's texts).
     texts: dict[str, str] = {}
     sources = []
-    for src in graph_sources([lg.path for lg in logs], diag):
+    for src in (reader or graph_sources)([lg.path for lg in logs], diag):
         if src.text is not None:
             src.text = texts.setdefault(src.text, src.text)
         sources.append(src)
