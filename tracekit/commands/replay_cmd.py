@@ -160,13 +160,17 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
                    "FSDP collectives, vs the recorded buckets on the same hardware.\n")
+    from tracekit.commands.unbucketed_render import unbucketed_section
+
+    out.append(unbucketed_section(doc, fmt))  # graphs torch never pre-bucketed
     t = doc["totals"]
     graphs = f"{t['graphs']} graphs"
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
         every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
         graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
     out.append(f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
-               f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
+               f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
+               + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "") + ".\n")
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")
     return "".join(out)
@@ -196,23 +200,30 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--bucket-mode", "bucket_mode", default=None, metavar="MODE",
               help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
                    "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
+@click.option("--what-if", "what_ifs", multiple=True, type=click.Choice(["forward-groups"]),
+              help="For graphs torch never pre-bucketed: forward-groups gives the pass the FSDP groups "
+                   "the forward of the same compile id identified.")
 @format_option(REPLAY_FORMATS)
 @file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
 @examples(
     "tracekit replay logs/ --cap-mb 64",
     "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
     "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
+    "tracekit replay logs/ --cap-mb 0.1 --cap auto --what-if forward-groups",
 )
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
-           graphs, syms, mode, bucket_mode, fmt, plot_path):
+           graphs, syms, mode, bucket_mode, what_ifs, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
+    from tracekit.pairing import UnbucketedSource
+    from tracekit.reader import graph_and_unbucketed_sources
     from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
+    from tracekit.replay.unbucketed import replay_unbucketed
 
     if rank is not None and all_ranks:
         raise click.UsageError("--rank and --all-ranks exclude each other")
@@ -244,13 +255,16 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
     try:
-        sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
-                                     diagnostics=diag)
+        mixed = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
+                                   diagnostics=diag, reader=graph_and_unbucketed_sources)
     except SelectionError as e:
         fail("replay", str(e), BAD_INPUT)
+    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
+    unbucketed = replay_unbucketed([s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives],
+                                   options, tuple(w.replace("-", "_") for w in what_ifs))
     results = replay_sources(sources, options)
     notes = []
-    if not sources:
+    if not sources and not unbucketed:
         notes.append("no recorded pre_bucketing_fsdp_collectives outcome matched (a warm inductor cache "
                      "skips the post-grad passes and logs no bucketing; was the cache disabled?)")
     if diag.total:
@@ -258,6 +272,9 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     doc = replay_document(results, options, {"paths": list(paths), "notes": notes,
                                              "diagnostics": diag.to_dict()})
+    if unbucketed:  # graphs torch never pre-bucketed (tracekit.replay.unbucketed)
+        doc["not_prebucketed"] = unbucketed
+        doc["totals"]["not_prebucketed"] = len(unbucketed)
     with output_sink(None, command="replay", error_status=2) as write:
         write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     if plot_path:
@@ -268,7 +285,8 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         except PlotUnavailable as e:
             fail("replay", f"error: {e}", BAD_INPUT)
         click.echo(f"plot written to {plot_path}", err=True)
-    if not sources:
+    if not sources and not unbucketed:
         click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
-    ok = bool(results) and all(r.error is None and r.reproduced for r in results)
+    ok = (bool(results) or bool(unbucketed)) and all(r.error is None and r.reproduced for r in results) \
+        and all(e["error"] is None and e["reproduced"] for e in unbucketed)
     sys.exit(OK if ok else FINDINGS)

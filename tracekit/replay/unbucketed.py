@@ -211,3 +211,97 @@ class UnbucketedReplayer:
                       "after": report.counts_after.get(SHORT_NAMES[t], 0)} for t in COLLECTIVE_TYPES}
         return {"ok": True, "lint": "ok", "rewritten": report.rewritten, "collectives": counts,
                 "matches_plan": counts == planned, "nodes_after": len(gm.graph.nodes)}
+
+
+# --- replay: many graphs, at each cap ------------------------------------------------------------
+
+
+def _torch_counts(rp: UnbucketedReplayer) -> dict[str, dict[str, int]]:
+    """As torch runs it: no FSDP group, so every collective stays (N->N)."""
+    return {t: {"before": n, "after": n} for t, n in
+            ((t, sum(1 for c in rp.collectives if collective_kind(c) == SHORT_NAMES[t])) for t in COLLECTIVE_TYPES)}
+
+
+def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One graph never pre-bucketed, replayed (a ``tracekit.replay/2`` document's
+    ``not_prebucketed`` entry): rebuilt, torch's outcome reproduced ("not pre-bucketed": no
+    group, nothing merged), then at each cap of ``options.caps`` as torch runs it (nothing
+    merged) and, with ``"forward_groups"`` in ``what_ifs``, given the forward's FSDP groups
+    (at the forward's cap when no cap is asked), ``options.apply`` running our rewrite too."""
+    from tracekit.replay.graph_text import GraphTextError
+
+    hw = options.hardware
+    out: dict[str, Any] = {
+        "rank": src.rank, "ranks": str(src.rank if src.rank is not None else "-"),
+        "compile_id": src.compile_id, "graph_index": src.graph_index, "file": src.file, "line": src.line,
+        "outcome": OUTCOME, "error": None, "nodes": 0,
+        "recorded": {"outcome": OUTCOME,
+                     "schedule": {SHORT_NAMES[t]: n for t, n in src.final.counts.items() if n and t in SHORT_NAMES},
+                     "forward_groups": None if src.forward is None else list(src.forward.fsdp_groups),
+                     "estimated_comm_ms": None, "hardware": None},
+        "reproduced": None, "mismatches": [], "replays": [],
+    }
+    if src.text is None:
+        out["error"] = "no before_post_grad_graph logged for this graph"
+        return out
+    try:
+        rp = UnbucketedReplayer(src, dict(options.symbols))
+    except GraphTextError as e:
+        out["error"] = f"cannot rebuild the graph from before_post_grad_graph: {e}"
+        return out
+    except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
+        out["error"] = f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+        return out
+    out["nodes"] = len(rp.gm.graph.nodes)
+    out["reproduced"], out["mismatches"] = rp.reproduce()
+    group_size = src.forward.group_size if src.forward is not None else rp.group_size_in_graph()
+    base = rp.comm_ms({}, group_size, hw)
+    out["recorded"]["estimated_comm_ms"] = _ms(base)
+    out["recorded"]["hardware"] = ce.describe(hw, group_size)
+    caps: list[tuple[float | None, str]] = []
+    for req in options.caps:
+        if req.mb is None:
+            cap = ce.auto_cap(group_size, hw)
+            caps.append((cap.cap_mb, cap.source))
+        else:
+            caps.append((req.mb, "override"))
+    for cap_mb, source in caps:  # as torch runs it: no group at any cap
+        out["replays"].append({"bucket_cap_mb": cap_mb, "cap_source": source, "what_if": None,
+                               "collectives": _torch_counts(rp), "estimated_comm_ms": _ms(base),
+                               "comm_ms_vs_recorded": 0.0 if base is not None else None, "applied": None})
+    if FORWARD_GROUPS in what_ifs and src.forward is not None:
+        for cap_mb, source in caps or [(None, None)]:
+            w = rp.with_groups(cap_mb, verify=options.apply, hw=hw)
+            ms = w.estimated_comm_ms
+            out["replays"].append({"bucket_cap_mb": w.bucket_cap_mb, "cap_source": source or w.cap_source,
+                                   "what_if": FORWARD_GROUPS, "fsdp_groups": list(w.fsdp_groups),
+                                   "collectives": w.collectives, "estimated_comm_ms": _ms(ms),
+                                   "comm_ms_vs_recorded": None if ms is None or base is None else _ms(ms - base),
+                                   "applied": w.applied})
+    return out
+
+
+def replay_unbucketed(sources: list[Any], options: Any, what_ifs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """:func:`replay_unbucketed_source` for each distinct graph (same directory, compile id,
+    position, text, hints and forward groups), standing for every rank that shares it
+    (``ranks``, as ranges)."""
+    import os
+
+    from tracekit.rankset import format_ranks
+
+    groups: dict[tuple, tuple[Any, list]] = {}
+    for s in sources:
+        fwd = None if s.forward is None else (tuple(s.forward.fsdp_groups), s.forward.group_size,
+                                              s.forward.bucket_cap_mb)
+        key = (os.path.dirname(s.file), s.compile_id, s.graph_index, s.text,
+               tuple(sorted((s.symbol_hints or {}).items())), fwd, tuple(s.final.counts.items()))
+        if key in groups:
+            groups[key][1].append(s.rank)
+        else:
+            groups[key] = (s, [s.rank])
+    out = []
+    for s, ranks in groups.values():
+        entry = replay_unbucketed_source(s, options, what_ifs)
+        entry["ranks"] = format_ranks(ranks)
+        out.append(entry)
+    return out
