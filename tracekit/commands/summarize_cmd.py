@@ -126,8 +126,8 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     t = doc["totals"]
     lead = ["total", ""] if headers[0] == "ranks" else ["total"]
     extra = _not_prebucketed_totals(doc)
-    graphs = f"{t['graphs']} graphs" + (f" + {extra['graphs']} not pre-bucketed" if extra["graphs"] else "")
-    row = [*lead, graphs, "", "", "", "", "",
+    more = [f"+ {extra['graphs']}", "not pre-bucketed"] if extra["graphs"] else ["", ""]
+    row = [*lead, f"{t['graphs']} graphs", *more, "", "", "",
            *(fmt_counts({k: t["collectives"][c][k] + extra[c] for k in ("before", "after")})
              for c in COLLECTIVE_TYPES)]
     if len(headers) > len(row):
