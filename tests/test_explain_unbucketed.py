@@ -104,3 +104,11 @@ def test_a_graph_with_groups_found_in_it_is_not_reproduced_as_unbucketed():
     assert mismatches == ["the rebuilt graph has FSDP groups ['0']: torch would have pre-bucketed it and "
                           "logged an outcome", "AG: the schedule runs 0, the rebuilt graph has 8",
                           "RS: the schedule runs 8, the rebuilt graph has 0"]
+
+
+def test_python_api_includes_the_backward():
+    from tracekit.explain import explain
+
+    doc = explain([LOGS])
+    assert [(g["graph_index"], g.get("outcome")) for g in doc["graphs"]] == [(0, None), (1, "not pre-bucketed")]
+    assert doc["graphs"][1]["what_ifs"][0]["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}

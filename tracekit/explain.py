@@ -140,14 +140,17 @@ def explain_document(
 
 def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
     """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
-    ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``)."""
+    ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``), graphs torch never
+    pre-bucketed included (:mod:`tracekit.explain_unbucketed`)."""
+    from tracekit.explain_unbucketed import explain_mixed
     from tracekit.model import Diagnostics
+    from tracekit.reader import graph_and_unbucketed_sources
     from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
 
     diag = Diagnostics()
-    sources = replay_sources_for(list(paths), rank=rank, graphs=[parse_graph_selector(g) for g in graphs],
-                                 diagnostics=diag)
-    return explain_document(sources, extra={"paths": list(paths), "diagnostics": diag.to_dict()})
+    mixed = replay_sources_for(list(paths), rank=rank, graphs=[parse_graph_selector(g) for g in graphs],
+                               diagnostics=diag, reader=graph_and_unbucketed_sources)
+    return explain_mixed(mixed, extra={"paths": list(paths), "diagnostics": diag.to_dict()})
 
 
 __all__ = ["SCHEMA", "explain", "explain_document", "explain_graph"]

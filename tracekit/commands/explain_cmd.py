@@ -144,8 +144,7 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
-    from tracekit.explain import explain_document
-    from tracekit.explain_unbucketed import explain_unbucketed
+    from tracekit.explain_unbucketed import explain_mixed, unbucketed_of
     from tracekit.model import Diagnostics
     from tracekit.pairing import UnbucketedSource
     from tracekit.reader import graph_and_unbucketed_sources
@@ -163,20 +162,15 @@ def explain(paths, rank, graphs, fmt, output):
     except SelectionError as e:
         fail("explain", str(e), BAD_INPUT)
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    unbucketed = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
-    if not sources and not unbucketed:
+    if not sources and not unbucketed_of(mixed):
         fail("explain", "no recorded pre_bucketing_fsdp_collectives outcome in the logs (a warm inductor "
                         "cache skips the post-grad passes; was the cache disabled?)", FINDINGS)
     notes = []
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
-    doc = explain_document(sources, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
-    if unbucketed:  # graphs never pre-bucketed, in their place in the logs
-        order = {id(s): i for i, s in enumerate(mixed)}
-        entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"])]
-        entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed]
-        doc["graphs"] = [g for _, g in sorted(entries, key=lambda e: e[0])]
+    # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs
+    doc = explain_mixed(mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
         write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])
