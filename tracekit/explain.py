@@ -138,11 +138,35 @@ def explain_document(
     return doc
 
 
+def explain_mixed(mixed: list[Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``tracekit.explain/1`` document of ``mixed``: recorded outcomes
+    (:class:`tracekit.reader.GraphSource`, :func:`explain_document`) and graphs never
+    pre-bucketed (:class:`tracekit.pairing.UnbucketedSource` with a schedule that runs
+    collectives: :func:`tracekit.explain_unbucketed.explain_unbucketed`), each in its place
+    in the logs."""
+    from tracekit.explain_unbucketed import explain_unbucketed
+    from tracekit.pairing import UnbucketedSource
+
+    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
+    doc = explain_document(sources, extra=extra)
+    order = {id(s): i for i, s in enumerate(mixed)}
+    entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"])]
+    entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed_of(mixed)]
+    doc["graphs"] = [g for _, g in sorted(entries, key=lambda e: e[0])]
+    return doc
+
+
+def unbucketed_of(mixed: list[Any]) -> list[Any]:
+    """The graphs never pre-bucketed among ``mixed`` that run collectives."""
+    from tracekit.pairing import UnbucketedSource
+
+    return [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
+
+
 def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
     """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
     ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``), graphs torch never
     pre-bucketed included (:mod:`tracekit.explain_unbucketed`)."""
-    from tracekit.explain_unbucketed import explain_mixed
     from tracekit.model import Diagnostics
     from tracekit.reader import graph_and_unbucketed_sources
     from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
@@ -153,4 +177,4 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
     return explain_mixed(mixed, extra={"paths": list(paths), "diagnostics": diag.to_dict()})
 
 
-__all__ = ["SCHEMA", "explain", "explain_document", "explain_graph"]
+__all__ = ["SCHEMA", "explain", "explain_document", "explain_graph", "explain_mixed", "unbucketed_of"]

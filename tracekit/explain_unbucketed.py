@@ -136,28 +136,4 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
     return out
 
 
-def explain_mixed(mixed: list[Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``tracekit.explain/1`` document of ``mixed``: recorded outcomes
-    (:class:`tracekit.reader.GraphSource`, :func:`tracekit.explain.explain_document`) and
-    graphs never pre-bucketed (:class:`tracekit.pairing.UnbucketedSource` with a schedule that
-    runs collectives: :func:`explain_unbucketed`), each in its place in the logs."""
-    from tracekit.explain import explain_document
-    from tracekit.pairing import UnbucketedSource
-
-    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    doc = explain_document(sources, extra=extra)
-    order = {id(s): i for i, s in enumerate(mixed)}
-    entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"])]
-    entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed_of(mixed)]
-    doc["graphs"] = [g for _, g in sorted(entries, key=lambda e: e[0])]
-    return doc
-
-
-def unbucketed_of(mixed: list[Any]) -> list[Any]:
-    """The graphs never pre-bucketed among ``mixed`` that run collectives."""
-    from tracekit.pairing import UnbucketedSource
-
-    return [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
-
-
-__all__ = ["OUTCOME", "explain_mixed", "explain_unbucketed", "graph_reason", "unbucketed_of", "what_if_text"]
+__all__ = ["OUTCOME", "explain_unbucketed", "graph_reason", "what_if_text"]

@@ -144,7 +144,7 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
-    from tracekit.explain_unbucketed import explain_mixed, unbucketed_of
+    from tracekit.explain import explain_mixed, unbucketed_of
     from tracekit.model import Diagnostics
     from tracekit.pairing import UnbucketedSource
     from tracekit.reader import graph_and_unbucketed_sources
