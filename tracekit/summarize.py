@@ -37,7 +37,7 @@ from tracekit.model import (
     rank_from_dict,
     rank_to_dict,
 )
-from tracekit.not_prebucketed import counts_text, finding, not_prebucketed
+from tracekit.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
 from tracekit.rankset import format_ranks, rank_members
 from tracekit.world import world
 from tracekit.schedule import compile_divergence, majority, schedule_divergence
@@ -259,8 +259,7 @@ def totals(run: Run) -> dict[str, Any]:
         "mb_after": _sum_sizes(graphs, after=True),
         "did_nothing": sum(1 for g in graphs if g.did_nothing()),
         # graphs torch never pre-bucketed (tracekit.not_prebucketed), one per rank and graph
-        "not_prebucketed": sum(1 for r in run.ranks for f in r.schedules_without_outcome
-                               if finding(r, r.graphs, f) is not None),
+        "not_prebucketed": sum(1 for r in run.ranks for f in r.schedules_without_outcome if unmerged_kinds(f)),
     }
 
 
