@@ -76,3 +76,13 @@ def test_text_output_has_the_section():
 def test_selecting_only_the_backward_replays_it_alone():
     doc = _doc("--graph", "0/0:1")
     assert doc["graphs"] == [] and len(doc["not_prebucketed"]) == 1 and doc["notes"] == []
+
+
+def test_text_of_the_backward_alone_has_no_empty_outcome_tables():
+    res = CliRunner().invoke(main, ["replay", LOGS, "--graph", "0/0:1"])
+    assert res.exit_code == 0, res.output
+    assert "Recorded outcomes" not in res.output and "Other caps" not in res.output
+    lines = res.output.splitlines()
+    assert lines[0] == "Graphs never pre-bucketed, rebuilt and reproduced"
+    assert lines[-1] == "1 graph never pre-bucketed: 1 reproduced."
+    assert "what-if: --what-if forward-groups gives the pass the forward's FSDP groups." in lines

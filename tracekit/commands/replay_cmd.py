@@ -107,6 +107,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     replay, with the ranks it stands for."""
     import os
 
+    if not doc["graphs"] and doc.get("not_prebucketed"):  # only graphs torch never pre-bucketed
+        from tracekit.commands.unbucketed_render import unbucketed_only_text
+
+        return unbucketed_only_text(doc, fmt)
     types = COLLECTIVE_TYPES
     out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc, "recorded")]
     runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}

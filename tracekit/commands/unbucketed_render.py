@@ -69,3 +69,13 @@ def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
                    "identified (torch looks for groups in each graph alone); comm ms: torch's NCCL model, "
                    "vs the collectives run one by one.\n")
     return "".join(out)
+
+
+def unbucketed_only_text(doc: dict[str, Any], fmt: str) -> str:
+    """A replay document whose only graphs are never pre-bucketed (``--graph`` picked them):
+    their section, the count and the notes."""
+    n = len(doc["not_prebucketed"])
+    ok = sum(1 for e in doc["not_prebucketed"] if e["reproduced"])
+    return (unbucketed_section(doc, fmt).lstrip("\n")
+            + f"\n{n} graph{'s' if n != 1 else ''} never pre-bucketed: {ok} reproduced.\n"
+            + "".join(f"note: {note}\n" for note in doc.get("notes", [])))
