@@ -86,3 +86,12 @@ def test_text_of_the_backward_alone_has_no_empty_outcome_tables():
     assert lines[0] == "Graphs never pre-bucketed, rebuilt and reproduced"
     assert lines[-1] == "1 graph never pre-bucketed: 1 reproduced."
     assert "what-if: --what-if forward-groups gives the pass the forward's FSDP groups." in lines
+
+
+def test_python_api():
+    import tracekit.replay
+
+    (e,) = tracekit.replay.not_prebucketed(LOGS, cap_mb=[64], all_ranks=True)
+    assert e["ranks"] == "0-3" and e["reproduced"] is True
+    assert [(r["what_if"], r["collectives"]["reduce_scatter"]["after"]) for r in e["replays"]] == [
+        (None, 8), ("forward_groups", 1)]

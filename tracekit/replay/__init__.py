@@ -11,6 +11,7 @@ Modules, in the order data flows:
   fake ``meta["val"]``;
 - :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``;
 - :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
+- :mod:`~tracekit.replay.unbucketed`: graphs torch never pre-bucketed, and the forward-groups what-if;
 - :mod:`~tracekit.replay.plot`: ``--plot`` (matplotlib, optional).
 
 Python API::
@@ -19,6 +20,7 @@ Python API::
     run = tracekit.replay.replay("logs/job", cap_mb=[16, 64], auto=True)
     run.graphs[0].reproduced, run.graphs[0].replays[0].estimated_comm_ms
     run.to_dict()                                # the tracekit.replay/2 JSON document
+    tracekit.replay.not_prebucketed("logs/job", cap_mb=[64])   # graphs torch never pre-bucketed
 """
 
 from __future__ import annotations
@@ -74,4 +76,36 @@ def replay(
     return ReplayRun(replay_sources(sources, options), options, diag)
 
 
-__all__ = ["replay"]
+def not_prebucketed(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    cap_mb: Iterable[float] = (),
+    auto: bool = False,
+    forward_groups: bool = True,
+    apply: bool = False,
+    rank: int | None = None,
+    all_ranks: bool = False,
+    graphs: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    """The graphs of ``paths`` torch never pre-bucketed, replayed (``replay``'s
+    ``not_prebucketed`` entries, :func:`tracekit.replay.unbucketed.replay_unbucketed`): at each
+    cap as torch runs them and, with ``forward_groups``, given the forward's FSDP groups."""
+    from tracekit.model import Diagnostics
+    from tracekit.pairing import UnbucketedSource
+    from tracekit.reader import graph_and_unbucketed_sources
+    from tracekit.replay.engine import CapRequest, ReplayOptions
+    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.unbucketed import FORWARD_GROUPS, replay_unbucketed
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    options = ReplayOptions(caps=[CapRequest(float(c)) for c in cap_mb] + ([CapRequest(None)] if auto else []),
+                            apply=apply)
+    mixed = replay_sources_for([os.fspath(p) for p in paths], rank=rank, all_ranks=all_ranks,
+                               graphs=[parse_graph_selector(g) for g in graphs], diagnostics=Diagnostics(),
+                               reader=graph_and_unbucketed_sources)
+    sources = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
+    return replay_unbucketed(sources, options, (FORWARD_GROUPS,) if forward_groups else ())
+
+
+__all__ = ["not_prebucketed", "replay"]
