@@ -14,6 +14,7 @@ from __future__ import annotations
 import email.parser
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -211,3 +212,29 @@ def test_replay_and_explain_on_another_torch_release_give_unsupported_torch(tmp_
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=tmp_path)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"tracekit {command}: bucketing supports torch 2.13.x, found torch 2.14.0+cpu\n"
+
+
+def _setup_commands() -> list[str]:
+    """The commands of the README's set-up block."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Set-up", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_ci_runs_the_readme_set_up_exactly():
+    commands = _setup_commands()
+    assert commands == ["pip install torch==2.13.0 -e '.[test]' && tracekit summarize fixtures/logs/spmd_auto",
+                        "python -m pytest -q"]
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert [c for c in commands if c in ci] == commands
+
+
+def test_every_install_command_names_torch_2_13_0_exactly():
+    """A pip install that mentions torch spells torch==2.13.0 (the CPU wheel), never a range or bare torch."""
+    lines = [*(ROOT / "README.md").read_text().splitlines(), *(ROOT / ".ci" / "run").read_text().splitlines()]
+    installs = [ln for ln in lines if "pip install" in ln]
+    assert len(installs) >= 3
+    for ln in installs:
+        for m in re.finditer(r"\btorch\b(\S*)", ln.split("pip install", 1)[1]):
+            assert m.group(1).startswith("==2.13.0"), ln
