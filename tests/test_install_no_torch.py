@@ -177,6 +177,13 @@ def test_replay_and_explain_without_torch_say_what_to_install(venv, tmp_path, co
     assert got.stderr == f"tracekit {command}: {NO_TORCH}\n"
 
 
+@pytest.mark.parametrize("command", ["replay", "explain"])
+def test_replay_and_explain_help_needs_no_torch(venv, tmp_path, command):
+    got = _in_venv(venv, command, "--help", cwd=tmp_path)
+    assert (got.returncode, got.stderr) == (0, "")
+    assert got.stdout.startswith(f"Usage: tracekit {command} [OPTIONS] PATHS...")
+
+
 def test_import_bucketing_without_torch_says_what_to_install(venv, tmp_path):
     out = _python_in_venv(venv, "try:\n import bucketing\nexcept Exception as e:\n"
                                 " print(type(e).__name__, e, sep=': ')", tmp_path)
