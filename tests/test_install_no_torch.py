@@ -96,6 +96,23 @@ def test_the_sdist_holds_what_its_tests_need(dists):
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
+def test_the_sdist_runs_its_own_tests(dists, tmp_path):
+    """Unpacked, the sdist's tests pass on their own files: the layout checks, summarize and diff
+    on the fixture logs it carries."""
+    with tarfile.open(dists["sdist"]) as t:
+        t.extractall(tmp_path, filter="data")
+    (src,) = tmp_path.glob("tracekit-*")
+    env = dict(os.environ, PYTHONPATH=str(src))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_structure.py", "tests/test_summarize_fixtures.py", "tests/test_diff_cli.py"],
+                          cwd=src, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
+    passed = re.search(r"(\d+) passed", done.stdout)
+    assert passed and int(passed.group(1)) >= 40 and "skipped" not in done.stdout, done.stdout[-500:]
+    assert str(src) in subprocess.run([sys.executable, "-c", "import tracekit; print(tracekit.__file__)"],
+                                      cwd=src, env=env, capture_output=True, text=True).stdout
+
+
 def _venv_env() -> dict[str, str]:
     """The environment for the venv's commands: nothing of the checkout on the path, warnings shown."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
