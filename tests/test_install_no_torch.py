@@ -201,10 +201,11 @@ def test_replay_and_explain_help_needs_no_torch(venv, tmp_path, command):
     assert got.stdout.startswith(f"Usage: tracekit {command} [OPTIONS] PATHS...")
 
 
-def test_import_bucketing_without_torch_says_what_to_install(venv, tmp_path):
-    out = _python_in_venv(venv, "try:\n import bucketing\nexcept Exception as e:\n"
-                                " print(type(e).__name__, e, sep=': ')", tmp_path)
-    assert out == f"UnsupportedTorch: {NO_TORCH}\n"
+def test_import_bucketing_and_the_replay_api_without_torch_say_what_to_install(venv, tmp_path):
+    for code in ("import bucketing", f"import tracekit.replay; tracekit.replay.replay({AUTO!r})"):
+        out = _python_in_venv(venv, f"try:\n {code}\nexcept Exception as e:\n"
+                                    " print(type(e).__name__, e, sep=': ')", tmp_path)
+        assert out == f"UnsupportedTorch: {NO_TORCH}\n"
 
 
 # Records every attempt to import torch, even one that a try/except would hide.
