@@ -12,6 +12,9 @@ import importlib
 
 SUPPORTED_TORCH = "2.13"
 
+#: What to run when torch is not installed: the extra that brings a supported torch.
+INSTALL_HINT = "pip install 'tracekit[replay]'"
+
 # (module, attribute) pairs the passes use; a release that lacks one is not supported.
 _REQUIRED = (
     ("torch._inductor.custom_graph_pass", "CustomGraphPass"),
@@ -42,9 +45,9 @@ def check_torch() -> str:
     """Return the torch version if supported, else raise :class:`UnsupportedTorch`."""
     try:
         import torch
-    except ImportError as exc:  # pragma: no cover - torch is a hard dependency
+    except ImportError as exc:  # torch is the `replay` extra, not a dependency of the base package
         raise UnsupportedTorch(
-            f"bucketing needs torch {SUPPORTED_TORCH}.x (pip install torch==2.13.0); torch is not installed"
+            f"torch is not installed (replay, explain and bucketing need torch {SUPPORTED_TORCH}.x): {INSTALL_HINT}"
         ) from exc
     version = torch.__version__.split("+")[0]
     if not version.startswith(SUPPORTED_TORCH + "."):

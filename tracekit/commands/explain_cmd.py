@@ -26,6 +26,7 @@ from tracekit.commands.options import (
     format_option,
     output_option,
     paths_argument,
+    require_torch,
 )
 from tracekit.commands.output import output_sink
 from tracekit.render import dumps_json, fmt_mb, heading, table
@@ -144,6 +145,7 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
+    require_torch("explain")
     from tracekit.explain import explain_mixed, unbucketed_of
     from tracekit.model import Diagnostics
     from tracekit.pairing import UnbucketedSource

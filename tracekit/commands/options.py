@@ -34,6 +34,19 @@ def fail(command: str, message: str, status: int = BAD_INPUT) -> NoReturn:
     sys.exit(status)
 
 
+def require_torch(command: str) -> None:
+    """``replay`` and ``explain`` rebuild graphs with torch: without torch, or on a release the
+    passes do not support, one line (``pip install 'tracekit[replay]'``, or
+    :class:`bucketing.compat.UnsupportedTorch`'s message) and exit 2, before any work."""
+    try:
+        import bucketing  # noqa: F401 - checks the installed torch on import (bucketing.compat)
+    except RuntimeError as e:
+        compat = sys.modules.get("bucketing.compat")
+        if compat is None or not isinstance(e, compat.UnsupportedTorch):
+            raise
+        fail(command, str(e))
+
+
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:
     return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default,
                         show_default=True, help=help)

@@ -23,7 +23,7 @@ def output_sink(output: str | None, *, command: str, error_status: int) -> Itera
     except OSError as e:
         click.echo(f"tracekit {command}: cannot write {output}: {e.strerror or e}", err=True)
         sys.exit(error_status)
-    sink = f if f is not None else click.get_binary_stream("stdout")
+    sink = f if f is not None else sys.stdout.buffer
     try:
         yield sink.write
         sink.flush()

@@ -27,6 +27,7 @@ from tracekit.commands.options import (
     file_in_existing_dir,
     format_option,
     paths_argument,
+    require_torch,
 )
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
@@ -219,6 +220,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
            graphs, syms, mode, bucket_mode, what_ifs, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
+    require_torch("replay")
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce

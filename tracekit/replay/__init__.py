@@ -48,8 +48,11 @@ def replay(
 ) -> Any:
     """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
 
-    Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``).
+    Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``). Without
+    torch, or on a release outside 2.13, raises :class:`bucketing.compat.UnsupportedTorch`
+    (``pip install 'tracekit[replay]'``).
     """
+    import bucketing  # noqa: F401 - checks the installed torch first (bucketing.compat)
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import CapRequest, ReplayOptions, ReplayRun, replay_sources
