@@ -160,7 +160,7 @@ def differing_ranks(doc: dict[str, Any]) -> str:
     out: set[int | None] = set()
     for key in ("divergence", "schedule_divergence", "compile_divergence"):
         for item in doc.get(key) or []:
-            if isinstance(item, dict):
+            if isinstance(item, dict) and item.get("majority", True):  # a tie blames no one
                 out |= rank_members(item.get("ranks"))
     return format_ranks(out)
 
@@ -229,7 +229,9 @@ def fmt_bytes(n: Any) -> str:
 def collective_text(v: Any) -> str:
     """A scheduled collective ``{kind, group, bytes}`` (or any value) as short text."""
     if v is None:
-        return "none"
+        return "end of list"
+    if isinstance(v, dict) and "state" in v:  # a cache event of compile_divergence
+        return f"{v.get('compile_id', '-')} {v.get('state')}"
     if isinstance(v, dict):
         kind = SHORT_NAMES.get(str(v.get("kind")), v.get("kind", "?"))
         group = f" group {v['group']}" if v.get("group") is not None else ""
@@ -247,6 +249,20 @@ def final_counts_text(final: Any) -> str:
         return "-"
     c = final["counts"]
     return " ".join(f"{SHORT_NAMES[t]} {c[t]}" for t in COLLECTIVE_TYPES if t in c)
+
+
+def _majority_cell(d: dict[str, Any]) -> str:
+    """The majority ranks of a divergence item; on a tie, marked as no majority."""
+    tie = "" if d.get("majority", True) else ' <span class="muted">(tie: no majority)</span>'
+    return _ranks_cell(d.get("majority_ranks")) + tie
+
+
+def _compile_where(d: dict[str, Any]) -> tuple[str, str]:
+    """Compile id and graph cells of a compile-divergence item (about a whole rank's compile
+    ids or cache events, not one graph): where the sequences first differ."""
+    v = d.get("value") if isinstance(d.get("value"), dict) else d.get("majority_value")
+    cid = v.get("compile_id") if isinstance(v, dict) else (d.get("value") or d.get("majority_value"))
+    return (esc(cid) if isinstance(cid, str) else "all", "all")
 
 
 def _ranks_cell(value: Any) -> str:
@@ -394,7 +410,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
         out.append("<h3>Bucketing outcome</h3>")
         rows = [[*_where(d), esc(d.get("field")), _ranks_cell(d.get("ranks")),
                  esc(value_text(str(d.get("field")), d.get("value"))),
-                 _ranks_cell(d.get("majority_ranks")),
+                 _majority_cell(d),
                  esc(value_text(str(d.get("field")), d.get("majority_value"))),
                  esc(first_diff_text(d.get("first_difference")))] for d in items]
         out.append(table(["compile id", "graph", "field", "ranks", "value", "majority ranks",
@@ -403,8 +419,9 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if sched:
         items, more = _cut(sched)
         out.append("<h3>Final schedule</h3>")
-        rows = [[*_where(d), cell(d.get("position")), _ranks_cell(d.get("ranks")),
-                 esc(collective_text(d.get("value"))), _ranks_cell(d.get("majority_ranks")),
+        rows = [[*_where(d), cell(d.get("position")) if d.get("length") is not None else "no schedule",
+                 _ranks_cell(d.get("ranks")),
+                 esc(collective_text(d.get("value"))), _majority_cell(d),
                  esc(collective_text(d.get("majority_value")))] for d in items]
         out.append(table(["compile id", "graph", "position", "ranks", "collective",
                           "majority ranks", "majority collective"], rows,
@@ -413,8 +430,8 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if comp:
         items, more = _cut(comp)
         out.append("<h3>Compilation</h3>")
-        rows = [[*_where(d), esc(d.get("what", "-")), _ranks_cell(d.get("ranks")),
-                 esc(collective_text(d.get("value"))), _ranks_cell(d.get("majority_ranks")),
+        rows = [[*_compile_where(d), esc(d.get("what", "-")), _ranks_cell(d.get("ranks")),
+                 esc(collective_text(d.get("value"))), _majority_cell(d),
                  esc(collective_text(d.get("majority_value")))] for d in items]
         out.append(table(["compile id", "graph", "what", "ranks", "value", "majority ranks",
                           "majority value"], rows,
@@ -480,8 +497,8 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
             label = graph_label(label) if isinstance(label, int) else label
             charts.append(sizes_svg(graph["sizes_mb"], f"group {i + 1} (ranks {ranks}): "
                                                         f"{cid} {label}"))
-    if not groups:
-        out.append('<p class="muted">this document has no per-rank graphs</p>')
+    if not groups or not any(isinstance(g, dict) and g.get("graphs") for g in groups):
+        out.append('<p class="muted">no bucketing outcome recorded: no sizes to show</p>')
     elif not charts:
         out.append('<p class="muted">no sizes recorded (set pre_bucketing_fsdp_collectives_verbose '
                    "= True in the job to log them)</p>")
@@ -497,8 +514,11 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
     out = ['<section id="did-nothing"><h2>Bucketing did nothing</h2>']
     items = [d for d in doc.get("did_nothing") or [] if isinstance(d, dict)]
     if not items:
-        out.append('<p class="muted">none: every graph with more than one collective of a type '
-                   "merged some</p></section>")
+        if not (doc.get("totals") or {}).get("graphs"):
+            out.append('<p class="muted">no bucketing outcome recorded (see the notes)</p></section>')
+        else:
+            out.append('<p class="muted">none: every graph with more than one collective of a type '
+                       "merged some</p></section>")
         return "".join(out)
     items, more = _cut(items)
     with_explain = any(d.get("explain") for d in items)

@@ -39,7 +39,7 @@ from tracekit.model import (
 )
 from tracekit.rankset import format_ranks, rank_members
 from tracekit.world import world
-from tracekit.schedule import compile_divergence, majority, schedule_divergence
+from tracekit.schedule import compile_divergence, reference, schedule_divergence, split_groups
 
 SCHEMA = "tracekit.summary/2"
 
@@ -146,8 +146,10 @@ def first_mismatch(a: list[CollectiveSize], b: list[CollectiveSize]) -> int | No
 def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str, Any]]:
     """Where ranks differ from the majority, one item per graph, differing group and field.
 
-    Items: ``{compile_id, graph_index, majority_ranks, ranks, field, majority_value, value,
-    first_difference}`` (rank lists sorted). ``field`` is ``"presence"`` for a graph some ranks
+    Items: ``{compile_id, graph_index, majority_ranks, majority, ranks, field, majority_value,
+    value, first_difference}`` (rank lists sorted); ``majority`` is False when no group of
+    ranks is larger than every other (a tie): ``majority_ranks`` is then the group of the
+    lowest rank, compared with, not blamed, and ``groups`` lists every group's ranks. ``field`` is ``"presence"`` for a graph some ranks
     lack (``value`` ``"absent"``/``"present"``), else a compared value of the graph
     (:func:`tracekit.model.compared_values`). Empty when all ranks agree. Computed on
     :func:`rank_groups` (``groups``, when the caller has them), so 8,192 identical ranks cost
@@ -168,13 +170,15 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
         absent = sorted((rk for rks, m in maps if key not in m for rk in rks), key=_rank_order)
         if absent:
             pa = {"present": present, "absent": absent}
-            maj = majority(pa)
+            maj, is_majority = reference(pa)
             minority = "absent" if maj == "present" else "present"
             items.append(
                 {
                     "compile_id": cid,
                     "graph_index": gi,
                     "majority_ranks": pa[maj],
+                    "majority": is_majority,
+                    **({} if is_majority else {"groups": split_groups(pa)}),
                     "ranks": pa[minority],
                     "field": "presence",
                     "majority_value": maj,
@@ -199,7 +203,8 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
                 continue
             for rks in by_value.values():
                 rks.sort(key=_rank_order)
-            maj = majority(by_value)
+            maj, is_majority = reference(by_value)
+            split = {} if is_majority else {"groups": split_groups(by_value)}
             for c, rks in by_value.items():
                 if c == maj:
                     continue
@@ -208,6 +213,8 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
                         "compile_id": cid,
                         "graph_index": gi,
                         "majority_ranks": by_value[maj],
+                        "majority": is_majority,
+                        **split,
                         "ranks": rks,
                         "field": fname,
                         "majority_value": values[maj],
@@ -354,12 +361,31 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
         incomplete.append(f"ranks {format_ranks(w['duplicated'])} also found in another run (not merged)")
     tail = "; " + "; ".join(incomplete) if incomplete else ""
     if div or other:
-        odd = {r for d in div for r in d["ranks"]} | {r for d in other for r in rank_members(d["ranks"])}
-        graphs = {(d["compile_id"], d["graph_index"]) for d in [*div, *other] if "graph_index" in d}
-        what = f"on {len(graphs)} graph{'s' if len(graphs) != 1 else ''}" if graphs else "in what they compiled"
-        return {"status": "diverge",
-                "text": f"DIVERGE: {len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority "
-                        f"{what}{tail}"}
+        items = [*div, *other]
+
+        def members(d: dict[str, Any], key: str = "ranks") -> list[int | None]:
+            v = d[key]
+            return rank_members(v) if isinstance(v, str) else v
+
+        def on(graph_keys: set) -> str:
+            n = len(graph_keys)
+            return f"on {n} graph{'s' if n != 1 else ''}" if n else "in what they compiled"
+
+        parts = []
+        blamed = [d for d in items if d.get("majority", True)]
+        if blamed:
+            odd = {r for d in blamed for r in members(d)}
+            graphs = {(d["compile_id"], d["graph_index"]) for d in blamed if "graph_index" in d}
+            parts.append(f"{len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority {on(graphs)}")
+        splits: dict[tuple[str, ...], set] = {}
+        for d in items:
+            if not d.get("majority", True):
+                splits.setdefault(tuple(d["groups"]), set()).add(
+                    (d.get("compile_id"), d.get("graph_index")) if "graph_index" in d else None)
+        for groups, keys in splits.items():
+            parts.append(f"ranks split into {len(groups)} groups with no majority ({'; '.join(groups)}) "
+                         f"{on({k for k in keys if k is not None})}")
+        return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail}
     if t["graphs"] == 0:
         return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail}
     if incomplete:

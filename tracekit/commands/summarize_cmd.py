@@ -30,7 +30,8 @@ from tracekit.commands.options import (
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.commands.schedule_render import render_schedule_sections
-from tracekit.summary_cells import first_diff_text, groups_text, ranks_text, total_mb, value_text
+from tracekit.summary_cells import (differences_line, first_diff_text, groups_text, majority_ranks_text,
+                                    ranks_text, total_mb, value_text)
 from tracekit.rankset import format_ranks, rank_members
 from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
@@ -136,10 +137,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                                             if nranks > 1 else "one rank: nothing to compare", fmt))
         else:
             out.append("\n" + heading("Rank consensus", fmt))
-            out.append(f"{len(div)} difference(s) from the majority\n\n")
+            out.append(differences_line(div) + "\n\n")
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(ranks_text(d["ranks"])),
-                  value_text(d["field"], d["value"]), ranks_cell(ranks_text(d["majority_ranks"])),
+                  value_text(d["field"], d["value"]), ranks_cell(ranks_text(d["majority_ranks"]))
+                  + ("" if d.get("majority", True) else " (tie: no majority)"),
                   value_text(d["field"], d["majority_value"]),
                   "see Schedule consensus" if d["field"] == "final" else first_diff_text(d["first_difference"])]
                  for d in div],
