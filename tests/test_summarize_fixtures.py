@@ -64,7 +64,7 @@ def test_a_graph_some_ranks_lack_is_a_presence_divergence():
     run = load(FIXTURE_LOGS / "spmd_auto", jobs=1)
     run.ranks[2].graphs.pop()  # rank 2 loses its backward
     div = divergence(run)
-    assert div == [{"compile_id": "0/0", "graph_index": 1, "majority_ranks": [0, 1, 3],
+    assert div == [{"compile_id": "0/0", "graph_index": 1, "majority_ranks": [0, 1, 3], "majority": True,
                     "ranks": [2], "field": "presence", "majority_value": "present",
                     "value": "absent", "first_difference": None}]
 
@@ -96,7 +96,8 @@ def test_summary_document_has_the_schema_fields_and_round_trips():
     assert g["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
     assert len(g["sizes_mb"]["before"]) == 13 and len(g["sizes_mb"]["after"]) == 2
     assert doc["diagnostics"] == {"counts": {}, "examples": []}
-    assert doc["world"] == {"expected": 4, "found": 4, "ranks": "0-3", "missing": [], "duplicated": []}
+    assert doc["world"] == {"expected": 4, "found": 4, "ranks": "0-3", "missing": "", "missing_count": 0,
+                            "duplicated": "", "unplaced": []}
     assert doc["verdict"] == {"status": "agree", "text": "OK: all 4 ranks agree on all 2 graphs"}
     (grp,) = doc["groups"]  # four identical ranks: one group
     assert (grp["ranks"], grp["count"], grp["compiles"], grp["compiled_graphs"]) == ("0-3", 4, 1, 2)

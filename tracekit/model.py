@@ -180,6 +180,7 @@ class Run:
     ranks: list[Rank] = field(default_factory=list)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     duplicated: list[int | None] = field(default_factory=list)  # ranks also found in another run
+    unplaced: list[str] = field(default_factory=list)  # files read as no rank (see their diagnostics)
 
     def rank(self, rank: int | None) -> Rank | None:
         for r in self.ranks:

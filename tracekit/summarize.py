@@ -312,7 +312,10 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     out: list[str] = []
     if t is None:
         t = totals(run)
-    if not run.ranks:
+    if not run.ranks and run.unplaced:
+        k = len(run.unplaced)
+        out.append(f"no rank read: {k} file{'s are' if k != 1 else ' is'} no rank log (see Diagnostics)")
+    elif not run.ranks:
         out.append("no log entries read")
     elif t["graphs"] == 0:
         if t["cache_hits"]:
@@ -356,9 +359,12 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
     n = len(run.ranks)
     incomplete = []
     if w["missing"]:
-        incomplete.append(f"{len(w['missing'])} of {w['expected']} ranks missing ({format_ranks(w['missing'])})")
+        incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
     if w["duplicated"]:
-        incomplete.append(f"ranks {format_ranks(w['duplicated'])} also found in another run (not merged)")
+        incomplete.append(f"ranks {w['duplicated']} also found in another run (not merged)")
+    if w.get("unplaced"):
+        k = len(w["unplaced"])
+        incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")
     tail = "; " + "; ".join(incomplete) if incomplete else ""
     if div or other:
         items = [*div, *other]
@@ -390,7 +396,7 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
         return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail}
     if incomplete:
         return {"status": "incomplete",
-                "text": f"INCOMPLETE: the {n} rank{'s' if n != 1 else ''} found agree" + tail}
+                "text": (f"INCOMPLETE: the {n} ranks found agree" if n != 1 else "INCOMPLETE: one rank found") + tail}
     ngraphs = len({g.key for r in run.ranks for g in r.graphs})
     if n == 1:
         return {"status": "agree", "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}"}
@@ -517,5 +523,9 @@ def run_from_document(doc: Any) -> Run:
     except (KeyError, TypeError, ValueError) as e:
         raise DocumentError(f"malformed summary document: {e}") from None
     w = doc.get("world") or {}
-    dup = [r for r in w.get("duplicated") or [] if isinstance(r, int)]
+    dup_v = w.get("duplicated") or []
+    try:
+        dup = [r for r in (rank_members(dup_v) if isinstance(dup_v, str) else dup_v) if isinstance(r, int)]
+    except (TypeError, ValueError):
+        raise DocumentError("malformed summary document: world.duplicated is not a rank set") from None
     return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)

@@ -239,7 +239,8 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
         else:
             write(render_text(doc, fmt).encode("utf-8"))
     if not any(r.files for r in run.ranks):
-        fail("summarize", "no log could be read", BAD_INPUT)
+        why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
+        fail("summarize", why or "no log could be read", BAD_INPUT)
     if strict and run.diagnostics.total:
         fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None
