@@ -350,6 +350,20 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     return out
 
 
+def why_no_outcome(paths: list[str]) -> str:
+    """Why the logs at ``paths`` give replay or explain no recorded bucketing outcome to work on:
+    the cause :func:`notes` finds (cache hits, no FSDP pre-bucketing, an older torch, no compile),
+    from a fresh read of the logs (this runs only when there is nothing to replay)."""
+    from tracekit.reader import load
+
+    run = load(list(paths), jobs=1)
+    found = [n for n in notes(run) if n.startswith(("no bucketing recorded", "no rank read", "no log"))]
+    if found:
+        return found[0]
+    return ("no recorded pre_bucketing_fsdp_collectives outcome matched the selection "
+            "(--rank, --graph): see tracekit summarize for the graphs there are")
+
+
 def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
             other: list[dict[str, Any]] = ()) -> dict[str, str]:
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing

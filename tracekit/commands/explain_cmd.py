@@ -28,7 +28,7 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.commands.output import output_sink
-from tracekit.render import dumps_json, fmt_mb, heading, table
+from tracekit.render import dumps_json, escape_controls, fmt_mb, heading, table
 from tracekit.summarize import graph_label
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
@@ -126,14 +126,16 @@ def explain(paths, rank, graphs, fmt, output):
     except SelectionError as e:
         fail("explain", str(e), BAD_INPUT)
     if not sources:
-        fail("explain", "no recorded pre_bucketing_fsdp_collectives outcome in the logs (a warm inductor "
-                        "cache skips the post-grad passes; was the cache disabled?)", FINDINGS)
+        from tracekit.summarize import why_no_outcome
+
+        fail("explain", why_no_outcome(paths), FINDINGS)
     notes = []
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     doc = explain_document(sources, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
-        write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
+        write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
+              .encode("utf-8"))
     ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])
     sys.exit(OK if ok else FINDINGS)

@@ -33,7 +33,7 @@ from tracekit.commands.schedule_render import render_schedule_sections
 from tracekit.summary_cells import (differences_line, first_diff_text, groups_text, majority_ranks_text,
                                     ranks_text, total_mb, value_text)
 from tracekit.rankset import format_ranks, rank_members
-from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
+from tracekit.render import FORMATS, dumps_json, escape_controls, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
 from tracekit.world import world_text
 
@@ -237,7 +237,7 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
         if fmt == "json":
             write_summary_json(run, write, per_rank=per_rank, head=doc)
         else:
-            write(render_text(doc, fmt).encode("utf-8"))
+            write(escape_controls(render_text(doc, fmt), keep_newlines=True).encode("utf-8"))
     if not any(r.files for r in run.ranks):
         why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
         fail("summarize", why or "no log could be read", BAD_INPUT)
