@@ -120,7 +120,8 @@ def test_groups_and_divergence_with_ranges():
     assert [(grp["ranks"], grp["count"]) for grp in doc["groups"]] == [("0-2", 3), ("3", 1)]
     assert {(d["ranks"], d["majority_ranks"]) for d in doc["divergence"]} == {("3", "0-2")}
     assert doc["verdict"] == {"status": "diverge",
-                              "text": "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"}
+                              "text": "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs",
+                              "sections": ["divergence", "schedule_divergence"]}
 
 
 def test_graph_to_dict_is_asdict_of_every_field():

@@ -393,7 +393,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         if res.readable and not res.entries and not res.graphs:
             bad = res.diagnostics.total
             diagnostics.add("no_entries", res.path, 0, f"no log entries in {res.path}"
-                            + (f" ({bad} bad line(s): not a TORCH_TRACE log?)" if bad else "") + ": not a rank")
+                            + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""))
             unplaced.append(res.path)
             continue
         diagnostics.merge(res.diagnostics)

@@ -260,6 +260,8 @@ def _majority_cell(d: dict[str, Any]) -> str:
 def _compile_where(d: dict[str, Any]) -> tuple[str, str]:
     """Compile id and graph cells of a compile-divergence item (about a whole rank's compile
     ids or cache events, not one graph): where the sequences first differ."""
+    if "compile_id" in d:
+        return _where(d)
     v = d.get("value") if isinstance(d.get("value"), dict) else d.get("majority_value")
     cid = v.get("compile_id") if isinstance(v, dict) else (d.get("value") or d.get("majority_value"))
     return (esc(cid) if isinstance(cid, str) else "all", "all")
@@ -419,7 +421,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if sched:
         items, more = _cut(sched)
         out.append("<h3>Final schedule</h3>")
-        rows = [[*_where(d), cell(d.get("position")) if d.get("length") is not None else "no schedule",
+        rows = [[*_where(d), "no schedule" if "length" in d and d["length"] is None else cell(d.get("position")),
                  _ranks_cell(d.get("ranks")),
                  esc(collective_text(d.get("value"))), _majority_cell(d),
                  esc(collective_text(d.get("majority_value")))] for d in items]
@@ -497,7 +499,9 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
             label = graph_label(label) if isinstance(label, int) else label
             charts.append(sizes_svg(graph["sizes_mb"], f"group {i + 1} (ranks {ranks}): "
                                                         f"{cid} {label}"))
-    if not groups or not any(isinstance(g, dict) and g.get("graphs") for g in groups):
+    if not groups:
+        out.append('<p class="muted">this document has no per-rank graphs</p>')
+    elif not any(isinstance(g, dict) and g.get("graphs") for g in groups):
         out.append('<p class="muted">no bucketing outcome recorded: no sizes to show</p>')
     elif not charts:
         out.append('<p class="muted">no sizes recorded (set pre_bucketing_fsdp_collectives_verbose '

@@ -369,7 +369,8 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
     outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
     ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
-    ``text`` one line, printed first."""
+    ``text`` one line, printed first; a divergence also has ``sections``, the document keys
+    whose items prove it (``divergence``, ``schedule_divergence``, ``compile_divergence``)."""
     n = len(run.ranks)
     incomplete = []
     if w["missing"]:
@@ -405,7 +406,10 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
         for groups, keys in splits.items():
             parts.append(f"ranks split into {len(groups)} groups with no majority ({'; '.join(groups)}) "
                          f"{on({k for k in keys if k is not None})}")
-        return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail}
+        proof = [k for k, v in (("divergence", div),
+                                ("schedule_divergence", [d for d in other if "graph_index" in d]),
+                                ("compile_divergence", [d for d in other if "what" in d])) if v]
+        return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
     if t["graphs"] == 0:
         return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail}
     if incomplete:

@@ -86,13 +86,6 @@ def ranks_text(ranks: Any) -> str:
     return ranks if isinstance(ranks, str) else format_ranks(ranks)
 
 
-def majority_ranks_text(d: dict[str, Any]) -> str:
-    """The ``majority ranks`` cell of a divergence item: its ranks, or on a tie (``majority``
-    false) the group compared with, marked as no majority: ``0-1 (tie: no majority)``."""
-    ranks = ranks_text(d["majority_ranks"])
-    return ranks if d.get("majority", True) else f"{ranks} (tie: no majority)"
-
-
 def differences_line(items: list[dict[str, Any]], what: str = "difference(s)") -> str:
     """``9 difference(s) from the majority``, or, with ties, how many have no majority."""
     ties = sum(1 for d in items if not d.get("majority", True))

@@ -148,6 +148,8 @@ def load_run(path: str) -> tuple[Run, str]:
     if not has_log_entries(run):
         why = run.diagnostics.examples[0]["detail"] if run.diagnostics.examples else ""
         bad = run.diagnostics.total
+        if why and not run.ranks and run.diagnostics.examples[0]["kind"] == "no_entries":
+            raise InputError(why)  # "no log entries in FILE (1 bad line)"
         if why and not run.ranks:
             extra = f" ({why})"
         else:

@@ -30,8 +30,7 @@ from tracekit.commands.options import (
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.commands.schedule_render import render_schedule_sections
-from tracekit.summary_cells import (differences_line, first_diff_text, groups_text, majority_ranks_text,
-                                    ranks_text, total_mb, value_text)
+from tracekit.summary_cells import differences_line, first_diff_text, groups_text, ranks_text, total_mb, value_text
 from tracekit.rankset import format_ranks, rank_members
 from tracekit.render import FORMATS, dumps_json, escape_controls, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
@@ -40,6 +39,9 @@ from tracekit.world import world_text
 #: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
 OUTCOME_HEADERS = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB", "AG", "RS", "AR"]
 SIZE_HEADERS = ["MB before", "MB after"]
+#: The sections whose rows prove a DIVERGE verdict, by document key.
+SECTION_TITLES = {"divergence": "Rank consensus", "schedule_divergence": "Schedule consensus",
+                  "compile_divergence": "Compile ids and cache consensus"}
 
 
 def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
@@ -119,6 +121,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     out = []
     if doc.get("verdict"):
         out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
+        proof = [f"{SECTION_TITLES[k]} ({len(doc.get(k) or [])} row{'s' if len(doc.get(k) or []) != 1 else ''})"
+                 for k in doc["verdict"].get("sections") or [] if k in SECTION_TITLES]
+        if proof:
+            out.append(f"Why: see {', '.join(proof)} below\n")
     if doc.get("world"):
         out += ["\n", section_line("World", world_text(doc["world"]), fmt)]
     per_rank = doc.get("ranks") is not None
@@ -148,8 +154,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                 ["compile id", "graph", "field", "ranks", "value", "majority ranks",
                  "majority value", "first difference"], fmt))
 
+    if doc["totals"]["ranks"]:  # schedules and compile ids are logged with or without an outcome
         out.append(render_schedule_sections(doc, fmt))
 
+    if rows:
         dn = doc["did_nothing"]
         if not dn:
             out.append("\n" + section_line("Bucketing did nothing",
