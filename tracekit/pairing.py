@@ -74,6 +74,7 @@ class PostGradGraph:
     graph: Graph | None = None
     estimation: Estimation | None = None
     final: FinalSchedule | None = None
+    dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
 
     def is_open(self) -> bool:
         return not self.cache_hit and self.final is None
@@ -145,9 +146,12 @@ class RankBuilder:
     def set_estimation(self, estimation: Estimation) -> None:
         self._open_position().estimation = estimation
 
+    def set_dtypes(self, dtypes: dict[str, list[str]]) -> None:
+        self._open_position().dtypes = dtypes
+
     def set_schedule(self, ops: list[tuple[str, str]]) -> None:
         pg = self._open_position()
-        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation)
+        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation, pg.dtypes)
         if pg.graph is not None:
             pg.graph.final = pg.final
         else:
@@ -368,7 +372,7 @@ class _Interner:
         f = g.final
         if f is not None:
             key = ("final", f.compile_id, f.position, f.world_size, f.sizes, tuple(f.counts.items()),
-                   tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms) for c in f.collectives))
+                   tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in f.collectives))
             g.final = self.share(key, f)
 
 

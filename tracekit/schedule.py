@@ -28,7 +28,7 @@ from tracekit.model import FinalSchedule, Rank, Run
 from tracekit.rankset import format_ranks
 
 #: The names of a sequence entry of :meth:`FinalSchedule.sequence`, for the JSON items.
-ENTRY_KEYS = ("kind", "group", "bytes")
+ENTRY_KEYS = ("kind", "group", "bytes", "dtype")
 
 
 def rank_finals(rank: Rank) -> dict[tuple[str, int], FinalSchedule]:

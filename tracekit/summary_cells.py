@@ -35,7 +35,8 @@ def entry_text(v: dict[str, Any] | None) -> str:
     if v is None:
         return "end of list"
     group = "" if v.get("group") is None else f" (group {v['group']})"
-    return f"{SHORT_NAMES.get(v['kind'], v['kind'])} {bytes_text(v.get('bytes'))} B{group}"
+    dtype = "" if v.get("dtype") is None else f" {v['dtype']}"
+    return f"{SHORT_NAMES.get(v['kind'], v['kind'])} {bytes_text(v.get('bytes'))} B{dtype}{group}"
 
 
 def sequence_text(seq: list[list[Any]] | None) -> str:
@@ -46,10 +47,10 @@ def sequence_text(seq: list[list[Any]] | None) -> str:
     if not seq:
         return "no collective"
     counts: dict[str, int] = {}
-    for kind, _group, _n in seq:
-        counts[kind] = counts.get(kind, 0) + 1
+    for entry in seq:
+        counts[entry[0]] = counts.get(entry[0], 0) + 1
     kinds = ", ".join(f"{SHORT_NAMES.get(k, k)} {n}" for k, n in counts.items())
-    sizes = [n for _k, _g, n in seq]
+    sizes = [entry[2] for entry in seq]
     return f"{kinds}: {'?' if None in sizes else bytes_text(sum(sizes))} B"
 
 

@@ -115,7 +115,7 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
         whom = "than the majority" if not ties else (
             "than the others (no majority: no rank is blamed)" if ties == len(div)
             else f"than the majority ({ties} with no majority)")
-        out.append(f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, "
+        out.append(f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, dtype, "
                    f"in order) {whom}: a hang or corruption risk\n\n")
         out.append(table(
             [[d["compile_id"], graph_label(d["graph_index"]), ranks_cell(d["ranks"]), _at(d), _value(d, "value"),
@@ -124,7 +124,7 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
     elif nranks > 1:
         ngraphs = len({(f["compile_id"], f["position"]) for _r, f in _finals(doc)})
         out.append("\n" + section_line("Schedule consensus", f"all {nranks} ranks run the same collectives "
-                                        f"(kind, group, bytes, in order) in all {ngraphs} graphs with a schedule", fmt))
+                                        f"(kind, group, bytes, dtype, in order) in all {ngraphs} graphs with a schedule", fmt))
     else:
         out.append("\n" + section_line("Schedule consensus", "fewer than two ranks: nothing to compare", fmt))
 
