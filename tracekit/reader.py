@@ -170,4 +170,7 @@ def graph_sources(
         out: list[GraphSource] = []
         res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
         diag.merge(res.diagnostics)
+        if res.rank is None and res.bad_rank is not None:  # never replayed as a rank "-"
+            diag.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
+            continue
         yield from out
