@@ -265,3 +265,25 @@ def test_a_dtype_mismatch_in_the_post_grad_graph_is_a_schedule_divergence(tmp_pa
         "majority_value": {"kind": "all_gather", "group": "0", "bytes": 74536, "dtype": "f32"},
         "length": 1, "majority_length": 1}]
     assert doc["verdict"]["text"] == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 1 graph"
+
+
+def test_schedules_without_outcome_and_their_divergence_are_shown(tmp_path):
+    """No pre_bucketing_fsdp_collectives outcome at all (the entries dropped), rank 3 from the
+    diverging run: the collectives that run, and where they differ, are still in the table."""
+    for src, r in (("spmd_auto", 0), ("spmd_auto", 1), ("spmd_auto", 2), ("diverge_rank", 3)):
+        lines = rank_log(src, r).read_text(encoding="utf-8").split("\n")
+        keep, skip = [], False
+        for ln in lines:
+            if not ln.startswith("\t"):
+                skip = '"name": "pre_bucketing_fsdp_collectives"' in ln
+            if not skip:
+                keep.append(ln)
+        (tmp_path / rank_log(src, r).name).write_text("\n".join(keep), encoding="utf-8")
+    doc = summary_document(load(tmp_path, jobs=1))
+    assert doc["totals"]["graphs"] == 0
+    assert [d["ranks"] for d in doc["schedule_divergence"]] == ["3", "3"]
+    assert doc["verdict"]["text"] == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"
+    out = [" ".join(ln.split()) for ln in tk("summarize", str(tmp_path)).stdout.splitlines()]
+    assert "Why: see Schedule consensus (2 rows) below" in out
+    assert "0/0 forward 3 #0 AG 75,596 B f32 (group 0) 0-2 AG 74,536 B f32 (group 0)" in out
+    assert "0/0 backward 0-2 1 1 0 0 368,072 0.0230 matched" in out
