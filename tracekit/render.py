@@ -112,7 +112,10 @@ MAX_RANKS_CELL = 48
 
 def ranks_cell(ranks: str, limit: int = MAX_RANKS_CELL) -> str:
     """A rank-range string for a table cell: whole up to ``limit`` characters, else cut at a
-    comma with the number of ranks left out (``0,2,4,... (+509 more)``)."""
+    comma with the number of ranks left out (``0,2,4,... (+509 more)``). The rank-less log
+    (``-`` in a rank set) reads ``rank not logged``: ``-`` is never printed as a rank."""
+    if ranks == "-" or ranks.endswith(",-"):
+        ranks = ranks[:-1] + "rank not logged"
     if len(ranks) <= limit:
         return ranks
     parts = ranks.split(",")
@@ -121,5 +124,5 @@ def ranks_cell(ranks: str, limit: int = MAX_RANKS_CELL) -> str:
         if len(",".join([*shown, p])) > limit - 16:
             break
         shown.append(p)
-    rest = len(parse_ranks(",".join(parts[len(shown):])))
+    rest = len(parse_ranks(",".join(p for p in parts[len(shown):] if p != "rank not logged")))
     return f"{','.join(shown)},... (+{rest} more)"

@@ -92,7 +92,7 @@ def per_rank_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     graphs = [g for r in doc["ranks"] for g in r["graphs"]]
     with_sizes = _has_sizes(graphs)
     headers = ["rank", *OUTCOME_HEADERS, *(SIZE_HEADERS if with_sizes else [])]
-    rows = [["-" if r["rank"] is None else r["rank"], *_outcome_cells(g, with_sizes)]
+    rows = [["rank not logged" if r["rank"] is None else r["rank"], *_outcome_cells(g, with_sizes)]
             for r in doc["ranks"] for g in r["graphs"]]
     return headers, rows
 
@@ -248,7 +248,7 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
             write(escape_controls(render_text(doc, fmt), keep_newlines=True).encode("utf-8"))
     if not any(r.files for r in run.ranks):
         why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
-        fail("summarize", why or "no log could be read", BAD_INPUT)
+        fail("summarize", escape_controls(why or "no log could be read"), BAD_INPUT)
     if strict and run.diagnostics.total:
         fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None
