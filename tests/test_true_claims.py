@@ -287,3 +287,7 @@ def test_schedules_without_outcome_and_their_divergence_are_shown(tmp_path):
     assert "Why: see Schedule consensus (2 rows) below" in out
     assert "0/0 forward 3 #0 AG 75,596 B f32 (group 0) 0-2 AG 74,536 B f32 (group 0)" in out
     assert "0/0 backward 0-2 1 1 0 0 368,072 0.0230 matched" in out
+    page = render_html(doc)  # the report says nothing was recorded, and gives no verbose-sizes hint
+    assert "no bucketing outcome recorded (see the notes)" in page
+    assert "no bucketing outcome recorded: no sizes to show" in page
+    assert "merged some" not in page and "pre_bucketing_fsdp_collectives_verbose" not in page

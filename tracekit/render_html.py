@@ -36,7 +36,7 @@ from tracekit.rankset import rank_members as members_of
 from tracekit.render import fmt_counts, fmt_mb
 from tracekit.report_assets import CSS, JS
 from tracekit.summarize import graph_label
-from tracekit.summary_cells import first_diff_text, groups_text, total_mb, value_text
+from tracekit.summary_cells import did_nothing_none_text, first_diff_text, groups_text, total_mb, value_text
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -521,8 +521,7 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
         if not (doc.get("totals") or {}).get("graphs"):
             out.append('<p class="muted">no bucketing outcome recorded (see the notes)</p></section>')
         else:
-            out.append('<p class="muted">none: every graph with more than one collective of a type '
-                       "merged some</p></section>")
+            out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p></section>')
         return "".join(out)
     items, more = _cut(items)
     with_explain = any(d.get("explain") for d in items)

@@ -96,3 +96,20 @@ def differences_line(items: list[dict[str, Any]], what: str = "difference(s)") -
         return f"{len(items)} {what} where the ranks split with no majority (no rank is blamed)"
     return (f"{len(items) - ties} {what} from the majority, {ties} where the ranks split with no "
             "majority (no rank is blamed)")
+
+
+def did_nothing_none_text(doc: dict[str, Any]) -> str:
+    """The line for an empty *Bucketing did nothing* section, true to what was recorded:
+    nothing recorded, nothing to merge (no graph with two collectives of a type), or every graph
+    that had something to merge merged some."""
+    graphs = [g for grp in doc.get("groups") or [] if isinstance(grp, dict)
+              for g in grp.get("graphs") or [] if isinstance(g, dict)]
+    graphs += [g for r in doc.get("ranks") or [] if isinstance(r, dict)
+               for g in r.get("graphs") or [] if isinstance(g, dict)]
+    if not graphs:
+        return "no bucketing outcome recorded"
+    mergeable = any(isinstance(c, dict) and isinstance(c.get("before"), int) and c["before"] > 1
+                    for g in graphs for c in (g.get("collectives") or {}).values())
+    if not mergeable:
+        return "nothing to merge: no graph has more than one collective of a type"
+    return "none: every graph with more than one collective of a type merged some"

@@ -30,7 +30,8 @@ from tracekit.commands.options import (
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.commands.schedule_render import render_schedule_sections
-from tracekit.summary_cells import differences_line, first_diff_text, groups_text, ranks_text, total_mb, value_text
+from tracekit.summary_cells import (differences_line, did_nothing_none_text, first_diff_text, groups_text,
+                                    ranks_text, total_mb, value_text)
 from tracekit.rankset import format_ranks, rank_members
 from tracekit.render import FORMATS, dumps_json, escape_controls, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
@@ -160,8 +161,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     if rows:
         dn = doc["did_nothing"]
         if not dn:
-            out.append("\n" + section_line("Bucketing did nothing",
-                                            "none: every graph with more than one collective of a type merged some", fmt))
+            out.append("\n" + section_line("Bucketing did nothing", did_nothing_none_text(doc), fmt))
         else:
             out.append("\n" + heading("Bucketing did nothing", fmt))
             out.append(table(
