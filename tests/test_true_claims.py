@@ -196,11 +196,15 @@ def test_a_whole_last_entry_without_newline_is_whole_on_both_paths(tmp_path):
         "graph.log": _cut_after(lines, '"name": "before_post_grad_graph"', 5000),  # 188 payload lines
         "plain.log": "\n".join(lines).rstrip("\n"),
     }
+    import gzip
+
     for name, text in cases.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
-        fast = load(str(tmp_path / name), jobs=1).diagnostics.counts
-        strict = load(str(tmp_path / name), jobs=1, validate_all=True).diagnostics.counts
-        assert fast == strict == {}, name
+        (tmp_path / (name + ".gz")).write_bytes(gzip.compress(text.encode()))  # a stream that cannot seek
+        for f in (name, name + ".gz"):
+            fast = load(str(tmp_path / f), jobs=1).diagnostics.counts
+            strict = load(str(tmp_path / f), jobs=1, validate_all=True).diagnostics.counts
+            assert fast == strict == {}, f
     (tmp_path / "cut.log").write_text(cases["skipped.log"][:-3], encoding="utf-8")
     for strict in (False, True):
         assert load(str(tmp_path / "cut.log"), jobs=1, validate_all=strict).diagnostics.counts == {"truncated_entry": 1}

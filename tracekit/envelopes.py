@@ -446,10 +446,17 @@ class Scanner:
         crlf: bool | None = None  # CRLF line ends: known from the first chunk
         held = b""  # a "\r" at the end of a chunk, kept until the next one
         size = min(self.chunk_size, FIRST_CHUNK_SIZE)
+        ahead: bytes | None = None  # the next chunk, read early where a short read says nothing (gzip)
         while not eof:
-            data = b"" if ended else read(size)
-            ended = short_is_end and len(data) < size
+            if ahead is not None:
+                data, ahead = ahead, None
+            else:
+                data = b"" if ended else read(size)
+            ended = ended or (short_is_end and len(data) < size)
             size = self.chunk_size
+            if not short_is_end and data and not ended:  # is this chunk the last? (for its last entry)
+                ahead = read(size)
+                ended = not ahead
             if on_chunk is not None:
                 on_chunk(len(data) - back)
             self._bytes_seen += len(data) - back
