@@ -85,6 +85,9 @@ def test_a_two_two_split_names_both_groups(tmp_path):
     assert {d["majority"] for d in doc["divergence"] + doc["schedule_divergence"]} == {False}
     page = render_html(doc)
     assert 'data-differing-ranks=""' in page and "(tie: no majority)" in page
+    assert ('<p data-ranks="0-3" data-where="divergence">ranks split into 2 groups with no majority '
+            '(no rank is blamed): <span class="mono">0-1 | 2-3</span></p>') in page
+    assert "differing rank(s)" not in page
     table = tk("summarize", str(tmp_path)).stdout.splitlines()
     assert table[3] == "Why: see Rank consensus (9 rows), Schedule consensus (2 rows) below"
     row = next(ln for ln in table if ln.startswith("0/0           forward   all_gather"))
@@ -295,3 +298,9 @@ def test_schedules_without_outcome_and_their_divergence_are_shown(tmp_path):
     assert "no bucketing outcome recorded (see the notes)" in page
     assert "no bucketing outcome recorded: no sizes to show" in page
     assert "merged some" not in page and "pre_bucketing_fsdp_collectives_verbose" not in page
+
+
+def test_the_report_verdict_points_at_the_divergence_rows():
+    page = render_html(summary_document(load(FIXTURE_LOGS / "diverge_rank", jobs=1)))
+    assert ('<p class="why">why: see Divergence: bucketing outcome (9), '
+            'final schedule (2)</p>') in page

@@ -286,8 +286,15 @@ def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
     if t.get("mb_before") is not None:
         stats.append(f"<span>{esc(fmt_mb(t.get('mb_before')))} MB &rarr; "
                      f"{esc(fmt_mb(t.get('mb_after')))} MB</span>")
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    titles = {"divergence": "bucketing outcome", "schedule_divergence": "final schedule",
+              "compile_divergence": "compilation"}
+    proof = [f"{titles[k]} ({len(doc.get(k) or [])})" for k in v.get("sections") or []
+             if k in titles and isinstance(doc.get(k), list)]
+    why = (f'<p class="why">why: see Divergence: {esc(", ".join(proof))}</p>'
+           if proof else "")
     return (f'<section id="verdict" class="verdict verdict-{esc(status)}" data-status="{esc(status)}">'
-            f'<h2>Verdict</h2><p class="line">{esc(text)}</p>'
+            f'<h2>Verdict</h2><p class="line">{esc(text)}</p>{why}'
             f'<p class="stats muted">{"".join(stats)}</p></section>')
 
 
@@ -405,8 +412,21 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if not (div or sched or comp):
         out.append('<p class="muted">none: every rank agrees with the majority</p></section>')
         return "".join(out)
-    out.append(f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
-               f'<span class="mono">{esc(differing)}</span></p>')
+    if differing:
+        out.append(f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
+                   f'<span class="mono">{esc(differing)}</span></p>')
+    splits: dict[tuple[str, ...], None] = {}
+    for d in [*div, *sched, *comp]:
+        if not d.get("majority", True) and isinstance(d.get("groups"), list):
+            splits.setdefault(tuple(str(g) for g in d["groups"]), None)
+    for groups in splits:  # a tie: every group named, none blamed
+        members: set[int | None] = set()
+        for g in groups:
+            members |= rank_members(g)
+        shown = " | ".join(groups[:8]) + (f" | ... (+{len(groups) - 8} more groups)" if len(groups) > 8 else "")
+        out.append(f'<p data-ranks="{esc(format_ranks(members))}" data-where="divergence">ranks split into '
+                   f'{len(groups)} groups with no majority (no rank is blamed): '
+                   f'<span class="mono">{esc(shown)}</span></p>')
     if div:
         items, more = _cut(div)
         out.append("<h3>Bucketing outcome</h3>")
