@@ -394,7 +394,8 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     next_position: dict[int | None, dict[str, int]] = {}
     unplaced: list[str] = []
     for res in results:
-        if res.readable and not res.entries and not res.graphs:
+        if (res.readable and not res.entries and not res.graphs and res.diagnostics.total
+                and "empty_file" not in res.diagnostics.counts):  # bad lines only: no log at all
             bad = res.diagnostics.total
             diagnostics.add("no_entries", res.path, 0, f"no log entries in {res.path}"
                             + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""))
