@@ -83,7 +83,7 @@ def _applied_text(applied: dict[str, Any] | None) -> str:
 
 def _ranks(g: dict[str, Any]) -> str:
     """The ranks an entry stands for, as ranges (a /1 document has one ``rank``)."""
-    return g.get("ranks") or ("-" if g["rank"] is None else str(g["rank"]))
+    return g.get("ranks") or ("rank not logged" if g["rank"] is None else str(g["rank"]))
 
 
 def hardware_line(doc: dict[str, Any], which: str) -> str:
