@@ -36,13 +36,15 @@ def test_a_missing_rank_is_named_first_and_fails_strict(tmp_path):
     assert doc["world"] == {"expected": 4, "found": 3, "ranks": "0-1,3", "missing": "2", "missing_count": 1,
                             "duplicated": "", "unplaced": []}
     assert doc["verdict"] == {"status": "incomplete",
-                              "text": "INCOMPLETE: the 3 ranks found agree; 1 of 4 ranks missing (2)"}
+                              "text": "INCOMPLETE: the 3 ranks found agree; 1 of 4 ranks missing (2)",
+                              "sections": ["world", "diagnostics"]}
     assert doc["diagnostics"]["counts"] == {"missing_rank": 1}
     assert doc["diagnostics"]["examples"][0]["detail"] == "rank 2 of 4 has no log"
     r = tk("summarize", str(logs))
     assert r.returncode == 0
-    assert r.stdout.splitlines()[:5] == [
-        "Verdict", "=======", "INCOMPLETE: the 3 ranks found agree; 1 of 4 ranks missing (2)", "",
+    assert r.stdout.splitlines()[:6] == [
+        "Verdict", "=======", "INCOMPLETE: the 3 ranks found agree; 1 of 4 ranks missing (2)",
+        "Why: see World, Diagnostics below", "",
         "World: 3 ranks found (0-1,3) of 4 expected; missing: 2; seen in two runs: none"]
     strict = tk("summarize", str(logs), "--strict")
     assert strict.returncode == 1 and strict.stderr == "tracekit summarize: 1 bad input(s) (--strict)\n"

@@ -411,10 +411,12 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
                                 ("compile_divergence", [d for d in other if "what" in d])) if v]
         return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
     if t["graphs"] == 0:
-        return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail}
+        return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail,
+                "sections": ["notes"] + (["world"] if incomplete else [])}
     if incomplete:
         return {"status": "incomplete",
-                "text": (f"INCOMPLETE: the {n} ranks found agree" if n != 1 else "INCOMPLETE: one rank found") + tail}
+                "text": (f"INCOMPLETE: the {n} ranks found agree" if n != 1 else "INCOMPLETE: one rank found") + tail,
+                "sections": ["world", "diagnostics"]}
     ngraphs = len({g.key for r in run.ranks for g in r.graphs})
     if n == 1:
         return {"status": "agree", "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}"}

@@ -43,6 +43,8 @@ SIZE_HEADERS = ["MB before", "MB after"]
 #: The sections whose rows prove a DIVERGE verdict, by document key.
 SECTION_TITLES = {"divergence": "Rank consensus", "schedule_divergence": "Schedule consensus",
                   "compile_divergence": "Compile ids and cache consensus"}
+#: The sections that tell why a run is incomplete or has no data.
+OTHER_TITLES = {"world": "World", "diagnostics": "Diagnostics", "notes": "Notes"}
 
 
 def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
@@ -124,6 +126,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
         proof = [f"{SECTION_TITLES[k]} ({len(doc.get(k) or [])} row{'s' if len(doc.get(k) or []) != 1 else ''})"
                  for k in doc["verdict"].get("sections") or [] if k in SECTION_TITLES]
+        proof += [OTHER_TITLES[k] for k in doc["verdict"].get("sections") or []
+                  if k in OTHER_TITLES and (k != "notes" or doc.get("notes"))]
         if proof:
             out.append(f"Why: see {', '.join(proof)} below\n")
     if doc.get("world"):
