@@ -189,7 +189,7 @@ def test_no_graphs_no_empty_tables(tmp_path):
     assert "NO DATA: no bucketing outcome in the logs" in r.output
     assert "Rank consensus" not in r.output and "Bucketing did nothing" not in r.output
     assert "no compiled graph found" not in r.output
-    assert ("no bucketing recorded: 1 compiles were logged, but no graph reached the post-grad passes' "
+    assert ("no bucketing recorded: 1 compile was logged, but no graph reached the post-grad passes' "
             "log (no before_post_grad_graph): torch 2.13.0+cpu does not log them") in r.output
     assert "1 rank found (0) of 1 expected" in r.output  # the rank from the name, no suffix
 

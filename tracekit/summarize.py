@@ -326,7 +326,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
             )
         elif t["compiled_graphs"]:
             out.append(
-                f"no bucketing recorded: {t['compiled_graphs']} graphs went through the post-grad "
+                f"no bucketing recorded: {t['compiled_graphs']} graph{'' if t['compiled_graphs'] == 1 else 's'} went through the post-grad "
                 "passes without FSDP collectives pre-bucketing (is "
                 "aten_distributed_optimizations.enable_overlap_scheduling on, and are the "
                 "all-gathers FSDP ones?)"
@@ -335,7 +335,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
             versions = sorted({r.torch_version for r in run.ranks if r.torch_version})
             torch = f"torch {', '.join(versions)}" if versions else "this torch"
             out.append(
-                f"no bucketing recorded: {t['compiles']} compiles were logged, but no graph reached "
+                f"no bucketing recorded: {t['compiles']} compile{' was' if t['compiles'] == 1 else 's were'} logged, but no graph reached "
                 f"the post-grad passes' log (no before_post_grad_graph): {torch} does not log them "
                 "(tracekit reads torch 2.13's logs), or the compiles stopped before inductor"
             )
