@@ -54,8 +54,8 @@ DEFAULT_BASE = "spmd_auto"
 DEFAULT_DIVERGE = FIXTURES / "diverge_rank"
 DEFAULT_DIVERGE_RANK = 3
 
-#: Graph texts summarize only counts (17 KB each): not kept by ``small=True``.
-SMALL_DROP = frozenset({"before_post_grad_graph", "tracekit_fsdp_input_graph"})
+#: Graph texts summarize only counts, or reads dtypes from (17 KB each): not kept by ``small=True``.
+SMALL_DROP = frozenset({"before_post_grad_graph", "tracekit_fsdp_input_graph", "inductor_post_grad_graph"})
 
 
 def _small_keep() -> tuple[frozenset[str], frozenset[str]]:

@@ -179,7 +179,7 @@ def test_missing_and_empty_inputs_exit_2(tmp_path):
     foreign.write_text("hello\n")
     r = tk("diff", str(foreign), AUTO)
     assert (r.exit_code, r.stderr) == (
-        2, f"tracekit diff: error: {foreign}: no torch.compile logs found (1 bad line)\n",
+        2, f"tracekit diff: error: no log entries in {foreign} (1 bad line)\n",
     )
     truncated = tmp_path / "cut.log.gz"
     truncated.write_bytes(gzip.compress(b"{" * 100)[:30])

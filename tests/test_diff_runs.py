@@ -51,20 +51,20 @@ def test_auto_cap_against_small_cap_reports_cap_and_counts():
         "bucket_cap_mb": (27.4, 0.1),
         "all_gather": ({"before": 8, "after": 1}, {"before": 8, "after": 5}),
         # the all-gathers that run: one bucket of 74,536 input bytes, or five
-        "final": ([["all_gather", "0", 74536]],
-                  [["all_gather", "0", n] for n in (4352, 32768, 260, 32768, 4388)]),
+        "final": ([["all_gather", "0", 74536, "f32"]],
+                  [["all_gather", "0", n, "f32"] for n in (4352, 32768, 260, 32768, 4388)]),
     }
     assert (bwd.compile_id, bwd.graph_index) == ("0/0", 1)
     assert fields(bwd) == {
         "bucket_cap_mb": (27.4, 0.1),
         "all_gather": ({"before": 5, "after": 1}, {"before": 5, "after": 4}),
         "reduce_scatter": ({"before": 8, "after": 1}, {"before": 8, "after": 5}),
-        "final": ([["all_gather", "0", 69928], ["reduce_scatter", "0", 298144]],
-                  [["all_gather", "0", 4132], ["all_gather", "0", 32768],
-                   ["reduce_scatter", "0", 17552], ["all_gather", "0", 260],
-                   ["all_gather", "0", 32768], ["reduce_scatter", "0", 131072],
-                   ["reduce_scatter", "0", 1040], ["reduce_scatter", "0", 131072],
-                   ["reduce_scatter", "0", 17408]]),
+        "final": ([["all_gather", "0", 69928, "f32"], ["reduce_scatter", "0", 298144, "f32"]],
+                  [["all_gather", "0", 4132, "f32"], ["all_gather", "0", 32768, "f32"],
+                   ["reduce_scatter", "0", 17552, "f32"], ["all_gather", "0", 260, "f32"],
+                   ["all_gather", "0", 32768, "f32"], ["reduce_scatter", "0", 131072, "f32"],
+                   ["reduce_scatter", "0", 1040, "f32"], ["reduce_scatter", "0", 131072, "f32"],
+                   ["reduce_scatter", "0", 17408, "f32"]]),
     }
     # the sizes before bucketing are the same; after, one bucket became five
     (fwd_sizes,) = fwd.sizes
@@ -87,13 +87,13 @@ def test_spmd_against_diverging_run_names_rank_3_and_its_graphs():
     assert fields(fwd) == {
         "all_gather": ({"before": 8, "after": 1}, {"before": 10, "after": 1}),
         # rank 3 runs the same one all-gather as in spmd_auto, of two layers more
-        "final": ([["all_gather", "0", 74536]], [["all_gather", "0", 75596]]),
+        "final": ([["all_gather", "0", 74536, "f32"]], [["all_gather", "0", 75596, "f32"]]),
     }
     assert fields(bwd) == {
         "all_gather": ({"before": 5, "after": 1}, {"before": 7, "after": 1}),
         "reduce_scatter": ({"before": 8, "after": 1}, {"before": 10, "after": 1}),
-        "final": ([["all_gather", "0", 69928], ["reduce_scatter", "0", 298144]],
-                  [["all_gather", "0", 70988], ["reduce_scatter", "0", 302384]]),
+        "final": ([["all_gather", "0", 69928, "f32"], ["reduce_scatter", "0", 298144, "f32"]],
+                  [["all_gather", "0", 70988, "f32"], ["reduce_scatter", "0", 302384, "f32"]]),
     }
     before, after = fwd.sizes
     # rank 3's extra layer adds all-gathers after the 8 others: first difference at index 8

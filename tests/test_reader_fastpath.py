@@ -89,8 +89,8 @@ def test_payloads_nobody_reads_are_counted_not_assembled():
     got = list(sc.entries(io.BytesIO(SRC.read_bytes())))
     graphs = [e for e in got if e.name == b"before_post_grad_graph"]
     others = [e for e in got if e.name != b"before_post_grad_graph"]
-    # 2 x (sizes, sizes after, outcome, collectives estimation, collective schedule)
-    assert reports == [] and len(graphs) == 2 and len(others) == 11  # and torch_version
+    # 2 x (sizes, sizes after, outcome, collectives estimation, post-grad graph, collective schedule)
+    assert reports == [] and len(graphs) == 2 and len(others) == 13  # and torch_version
     assert all(e.payload is None and e.payload_lines > 50 for e in graphs)
     for e in others:
         md5 = ev.decode_envelope(e.line[e.start:])["has_payload"]

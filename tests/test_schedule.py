@@ -71,13 +71,13 @@ def test_small_cap_schedule_interleaves_kinds_and_matches_sizes_within_each_kind
 
 def test_schedule_divergence_names_rank_3_with_position_and_both_sizes():
     run = load(FIXTURE_LOGS / "diverge_rank", jobs=1)
-    common = {"compile_id": "0/0", "ranks": "3", "majority_ranks": "0-2", "position": 0}
+    common = {"compile_id": "0/0", "ranks": "3", "majority_ranks": "0-2", "majority": True, "position": 0}
     assert schedule_divergence(run) == [
-        common | {"graph_index": 0, "value": {"kind": "all_gather", "group": "0", "bytes": 75596},
-                  "majority_value": {"kind": "all_gather", "group": "0", "bytes": 74536},
+        common | {"graph_index": 0, "value": {"kind": "all_gather", "group": "0", "bytes": 75596, "dtype": "f32"},
+                  "majority_value": {"kind": "all_gather", "group": "0", "bytes": 74536, "dtype": "f32"},
                   "length": 1, "majority_length": 1},
-        common | {"graph_index": 1, "value": {"kind": "all_gather", "group": "0", "bytes": 70988},
-                  "majority_value": {"kind": "all_gather", "group": "0", "bytes": 69928},
+        common | {"graph_index": 1, "value": {"kind": "all_gather", "group": "0", "bytes": 70988, "dtype": "f32"},
+                  "majority_value": {"kind": "all_gather", "group": "0", "bytes": 69928, "dtype": "f32"},
                   "length": 2, "majority_length": 2},
     ]
     assert compile_divergence(run) == []
@@ -113,11 +113,11 @@ def test_fail_on_divergence_exit_status():
     bad = runner.invoke(summarize, [str(FIXTURE_LOGS / "diverge_rank"), "-j", "1", "--fail-on-divergence"])
     assert bad.exit_code == 1
     assert "the ranks diverge: 9 bucketing difference(s), 2 schedule difference(s)" in bad.output
-    assert "0/0           forward   3        #0    AG 75,596 B (group 0)  0-2               AG 74,536 B (group 0)" in bad.output
+    assert "0/0           forward   3        #0    AG 75,596 B f32 (group 0)  0-2               AG 74,536 B f32 (group 0)" in bad.output
     assert runner.invoke(summarize, [str(FIXTURE_LOGS / "diverge_rank"), "-j", "1"]).exit_code == 0
     good = runner.invoke(summarize, [str(FIXTURE_LOGS / "spmd_auto"), "-j", "1", "--fail-on-divergence"])
     assert good.exit_code == 0, good.output
-    assert "all 4 ranks run the same collectives (kind, group, bytes, in order) in all 2 graphs" in good.output
+    assert "all 4 ranks run the same collectives (kind, group, bytes, dtype, in order) in all 2 graphs" in good.output
     assert "0/0           backward  0-3      1     1     0     0        368,072  0.0230    matched" in good.output
 
 
@@ -126,7 +126,7 @@ def test_diff_reports_the_final_change_of_rank_3():
     assert "rank 3\n" in out
     rows = [" ".join(ln.split()) for ln in out.splitlines()]
     assert "0/0 forward final AG 1: 74,536 B AG 1: 75,596 B" in rows
-    assert "0/0 backward final: first diff #0 AG 69,928 B (group 0) AG 70,988 B (group 0)" in rows
+    assert "0/0 backward final: first diff #0 AG 69,928 B f32 (group 0) AG 70,988 B f32 (group 0)" in rows
 
 
 # --- edited copies of a fixture ------------------------------------------------------------------
@@ -190,11 +190,11 @@ def test_compile_id_and_cache_divergence(tmp_path):
     assert [r.compile_ids for r in run.ranks] == [["0/0", "1/0"], ["1/0"], ["0/0", "0/1", "1/0"], ["0/0", "1/0"]]
     assert run.ranks[3].cache_hits == 1
     assert compile_divergence(run) == [
-        {"what": "compile_ids", "ranks": "1", "majority_ranks": "0,3", "position": 0,
+        {"what": "compile_ids", "ranks": "1", "majority_ranks": "0,3", "majority": True, "position": 0,
          "value": "1/0", "majority_value": "0/0", "length": 1, "majority_length": 2},
-        {"what": "compile_ids", "ranks": "2", "majority_ranks": "0,3", "position": 1,
+        {"what": "compile_ids", "ranks": "2", "majority_ranks": "0,3", "majority": True, "position": 1,
          "value": "0/1", "majority_value": "1/0", "length": 3, "majority_length": 2},
-        {"what": "cache", "ranks": "3", "majority_ranks": "0-2", "position": 0,
+        {"what": "cache", "ranks": "3", "majority_ranks": "0-2", "majority": True, "position": 0,
          "value": {"compile_id": "1/0", "state": "hit"},
          "majority_value": {"compile_id": "1/0", "state": "miss"}, "length": 1, "majority_length": 1},
     ]
@@ -242,9 +242,9 @@ def test_estimation_count_mismatch_keeps_counts_and_leaves_sizes_null(tmp_path):
     assert [(c.kind, c.group, c.bytes) for c in bwd.collectives] == [
         ("all_gather", "0", 69928), ("reduce_scatter", None, None)]
     assert schedule_divergence(run) == [
-        {"compile_id": "0/0", "graph_index": 1, "ranks": "0", "majority_ranks": "1-3", "position": 1,
-         "value": {"kind": "reduce_scatter", "group": None, "bytes": None},
-         "majority_value": {"kind": "reduce_scatter", "group": "0", "bytes": 298144},
+        {"compile_id": "0/0", "graph_index": 1, "ranks": "0", "majority_ranks": "1-3", "majority": True, "position": 1,
+         "value": {"kind": "reduce_scatter", "group": None, "bytes": None, "dtype": "f32"},
+         "majority_value": {"kind": "reduce_scatter", "group": "0", "bytes": 298144, "dtype": "f32"},
          "length": 2, "majority_length": 2}]
 
 

@@ -64,7 +64,7 @@ def test_a_graph_some_ranks_lack_is_a_presence_divergence():
     run = load(FIXTURE_LOGS / "spmd_auto", jobs=1)
     run.ranks[2].graphs.pop()  # rank 2 loses its backward
     div = divergence(run)
-    assert div == [{"compile_id": "0/0", "graph_index": 1, "majority_ranks": [0, 1, 3],
+    assert div == [{"compile_id": "0/0", "graph_index": 1, "majority_ranks": [0, 1, 3], "majority": True,
                     "ranks": [2], "field": "presence", "majority_value": "present",
                     "value": "absent", "first_difference": None}]
 
@@ -96,7 +96,8 @@ def test_summary_document_has_the_schema_fields_and_round_trips():
     assert g["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
     assert len(g["sizes_mb"]["before"]) == 13 and len(g["sizes_mb"]["after"]) == 2
     assert doc["diagnostics"] == {"counts": {}, "examples": []}
-    assert doc["world"] == {"expected": 4, "found": 4, "ranks": "0-3", "missing": [], "duplicated": []}
+    assert doc["world"] == {"expected": 4, "found": 4, "ranks": "0-3", "missing": "", "missing_count": 0,
+                            "duplicated": "", "unplaced": []}
     assert doc["verdict"] == {"status": "agree", "text": "OK: all 4 ranks agree on all 2 graphs"}
     (grp,) = doc["groups"]  # four identical ranks: one group
     assert (grp["ranks"], grp["count"], grp["compiles"], grp["compiled_graphs"]) == ("0-3", 4, 1, 2)
@@ -119,7 +120,8 @@ def test_groups_and_divergence_with_ranges():
     assert [(grp["ranks"], grp["count"]) for grp in doc["groups"]] == [("0-2", 3), ("3", 1)]
     assert {(d["ranks"], d["majority_ranks"]) for d in doc["divergence"]} == {("3", "0-2")}
     assert doc["verdict"] == {"status": "diverge",
-                              "text": "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"}
+                              "text": "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs",
+                              "sections": ["divergence", "schedule_divergence"]}
 
 
 def test_graph_to_dict_is_asdict_of_every_field():
@@ -187,7 +189,7 @@ def test_no_graphs_no_empty_tables(tmp_path):
     assert "NO DATA: no bucketing outcome in the logs" in r.output
     assert "Rank consensus" not in r.output and "Bucketing did nothing" not in r.output
     assert "no compiled graph found" not in r.output
-    assert ("no bucketing recorded: 1 compiles were logged, but no graph reached the post-grad passes' "
+    assert ("no bucketing recorded: 1 compile was logged, but no graph reached the post-grad passes' "
             "log (no before_post_grad_graph): torch 2.13.0+cpu does not log them") in r.output
     assert "1 rank found (0) of 1 expected" in r.output  # the rank from the name, no suffix
 

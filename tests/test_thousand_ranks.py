@@ -39,7 +39,8 @@ def test_the_table_is_short_narrow_and_names_the_two_ranks_first(ranks_1024):
     lines = r.stdout.splitlines()
     assert len(lines) <= 60 and max(map(len, lines)) <= 200
     assert lines[2] == "DIVERGE: 2 of 1024 ranks (300,777) differ from the majority on 2 graphs"
-    assert lines[4] == "World: 1024 ranks found (0-1023) of 1024 expected; missing: none; seen in two runs: none"
+    assert lines[3] == "Why: see Rank consensus (9 rows), Schedule consensus (2 rows) below"
+    assert lines[5] == "World: 1024 ranks found (0-1023) of 1024 expected; missing: none; seen in two runs: none"
     rows = [ln.split()[:4] for ln in lines if ln.startswith((MAJORITY + " ", "300,777 "))]
     assert rows[:4] == [[MAJORITY, "1022", "0/0", "forward"], ["300,777", "2", "0/0", "forward"],
                         [MAJORITY, "1022", "0/0", "backward"], ["300,777", "2", "0/0", "backward"]]

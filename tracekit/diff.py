@@ -420,14 +420,23 @@ MAX_VERDICT_RANKS = 40
 
 def _counted_ranks(ranks) -> str:
     """"1 rank (3)", "4 ranks (0-3)"; just "171 ranks" when the list is long."""
-    n, listed = len(ranks), format_ranks(ranks)
+    n, listed = len(ranks), _listed(ranks)
     text = f"{n} rank{'s' if n != 1 else ''}"
     return text if len(listed) > MAX_VERDICT_RANKS else f"{text} ({listed})"
 
 
+def _listed(ranks) -> str:
+    """The ranks as ranges, the rank-less log as ``rank not logged`` (never ``-``)."""
+    if set(ranks) == {None}:
+        return "rank not logged"
+    return format_ranks(ranks).replace(",-", ", rank not logged")
+
+
 def _ranks_text(ranks) -> str:
-    """"rank 3" or "ranks 0-2,5"."""
-    return f"rank{'s' if len(set(ranks)) != 1 else ''} {format_ranks(ranks)}"
+    """"rank 3" or "ranks 0-2,5" ("rank not logged" for a rank-less log, never "rank -")."""
+    if set(ranks) == {None}:
+        return "rank not logged"
+    return f"rank{'s' if len(set(ranks)) != 1 else ''} {_listed(ranks)}"
 
 
 def _sizes_change_to_dict(s: SizesChange) -> dict[str, Any]:

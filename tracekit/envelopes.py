@@ -370,6 +370,28 @@ class Scanner:
         return (isinstance(want, str) and payload is not None
                 and _md5(payload, usedforsecurity=False).hexdigest() == want)
 
+    @classmethod
+    def _tail_whole(cls, buf: bytes, limit: int) -> bool:
+        """The file ended, without a final newline, at ``limit`` inside an entry the scan does
+        not want: whole when its envelope line (the last line not led by a tab) is in ``buf``,
+        decodes, and its payload lines match its MD5 (none declared: no payload lines)."""
+        i = limit
+        while True:
+            i = buf.rfind(b"\n", 0, i)
+            if i < 0 or i + 1 >= len(buf):
+                return False
+            if buf[i + 1] != 9:  # 9: tab; the envelope line starts at i + 1
+                break
+            if i == 0:
+                return False  # the payload began in an earlier chunk: not known here
+        le = buf.find(b"\n", i + 1)
+        if not cls._envelope_whole(buf, i, le):
+            return False
+        pend = _OpenEntry(_SKIP, 0)
+        pend.line, pend.start = buf[i + 1 : le], _HEAD_RE.match(buf, i + 1, le).end(1) - (i + 1)
+        pend.nlines = buf.count(b"\n", le, limit)
+        return cls._whole_at_end(pend, buf[le + 1 : limit] if le < limit else b"")
+
     def _finish(self, pend: _OpenEntry) -> RawEntry | None:
         kind, n = pend.kind, pend.nlines
         if kind == _KEEP:
@@ -420,13 +442,21 @@ class Scanner:
         first = True
         truncated_file = False
         last_whole = False  # the file ends without a newline, but its last entry is whole
+        judged = False  # the last entry was one of the wanted ones, judged where it was read
         crlf: bool | None = None  # CRLF line ends: known from the first chunk
         held = b""  # a "\r" at the end of a chunk, kept until the next one
         size = min(self.chunk_size, FIRST_CHUNK_SIZE)
+        ahead: bytes | None = None  # the next chunk, read early where a short read says nothing (gzip)
         while not eof:
-            data = b"" if ended else read(size)
-            ended = short_is_end and len(data) < size
+            if ahead is not None:
+                data, ahead = ahead, None
+            else:
+                data = b"" if ended else read(size)
+            ended = ended or (short_is_end and len(data) < size)
             size = self.chunk_size
+            if not short_is_end and data and not ended:  # is this chunk the last? (for its last entry)
+                ahead = read(size)
+                ended = not ahead
             if on_chunk is not None:
                 on_chunk(len(data) - back)
             self._bytes_seen += len(data) - back
@@ -457,6 +487,11 @@ class Scanner:
                     buf += b"\n"
             else:
                 buf += data
+            if ended and data and not held and not eof:  # a short read is the end: say so now, so
+                eof = True  # that a last entry's payload lines are judged in this chunk
+                if buf[-1] != 10:
+                    truncated_file = True
+                    buf += b"\n"
             limit = buf.rfind(b"\n")
             if limit <= 0:
                 continue
@@ -469,6 +504,7 @@ class Scanner:
                 end = consume(pend, buf, 0, limit, eof)
                 if end >= 0:
                     if truncated_file and end == limit:
+                        judged = True
                         last_whole = self._whole_at_end(pend, None)
                         if not last_whole:
                             pend.kind = _BAD
@@ -498,6 +534,7 @@ class Scanner:
                     if end < 0:
                         break
                     if truncated_file and end == limit:
+                        judged = True
                         last_whole = self._whole_at_end(pend, buf[le + 1 : limit] if le < limit else b"")
                         if not last_whole:
                             pend.kind = _BAD  # cut short: reported once, below
@@ -507,6 +544,8 @@ class Scanner:
                         yield e
                         search = self._pattern.search
                     pos = end
+            if truncated_file and not judged:  # the last entry is one this scan skips: judge it here
+                last_whole = self._tail_whole(buf, limit)
             cur_line += buf.count(b"\n", cursor, limit)
             cursor = 0
             if rewind is not None and not eof and not ended:

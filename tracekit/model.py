@@ -62,6 +62,7 @@ class ScheduledCollective:
     group_size: int | None = None
     bytes: int | None = None  # input_bytes
     est_ms: float | None = None  # torch's NCCL estimate
+    dtype: str | None = None  # its tensor's dtype (``f32``) in the post-grad graph, when logged
 
 
 @dataclass(slots=True)
@@ -91,8 +92,9 @@ class FinalSchedule:
         return out
 
     def sequence(self) -> list[list[Any]]:
-        """What must agree across ranks: ``[kind, group, bytes]`` per collective, in order."""
-        return [[c.kind, c.group, c.bytes] for c in self.collectives]
+        """What must agree across ranks: ``[kind, group, bytes, dtype]`` per collective, in
+        order (a dtype mismatch hangs or corrupts NCCL too)."""
+        return [[c.kind, c.group, c.bytes, c.dtype] for c in self.collectives]
 
 
 @dataclass(slots=True)
@@ -180,6 +182,7 @@ class Run:
     ranks: list[Rank] = field(default_factory=list)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     duplicated: list[int | None] = field(default_factory=list)  # ranks also found in another run
+    unplaced: list[str] = field(default_factory=list)  # files read as no rank (see their diagnostics)
 
     def rank(self, rank: int | None) -> Rank | None:
         for r in self.ranks:
@@ -275,7 +278,7 @@ def _sizes_compare(s: Sizes | None) -> dict[str, Any]:
 
 def _collective_dump(c: ScheduledCollective) -> dict[str, Any]:
     return {"kind": c.kind, "op": c.op, "group": c.group, "group_size": c.group_size,
-            "bytes": c.bytes, "est_ms": c.est_ms}
+            "bytes": c.bytes, "est_ms": c.est_ms, "dtype": c.dtype}
 
 
 def _opt(v: Any, t: type) -> Any:
@@ -312,6 +315,7 @@ def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
                 group=None if c.get("group") is None else str(c["group"]),
                 group_size=_opt(c.get("group_size"), int), bytes=_opt(c.get("bytes"), int),
                 est_ms=_opt(c.get("est_ms"), float),
+                dtype=None if c.get("dtype") is None else str(c["dtype"]),
             )
             for c in d.get("collectives") or []
         ]

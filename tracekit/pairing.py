@@ -35,11 +35,15 @@ segments, see :mod:`tracekit.segments`) and :func:`merge_files` merges files int
 
 from __future__ import annotations
 
+import filecmp
+import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit.model import CollectiveSize, Diagnostics, FinalSchedule, Graph, Rank, Run, Sizes
+from tracekit.rankset import MAX_RANK
 from tracekit.parsers import EntryKey, EntryParser, Estimation, Outcome, by_key, final_schedule
 from tracekit.sources import LogFile
 
@@ -70,6 +74,7 @@ class PostGradGraph:
     graph: Graph | None = None
     estimation: Estimation | None = None
     final: FinalSchedule | None = None
+    dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
 
     def is_open(self) -> bool:
         return not self.cache_hit and self.final is None
@@ -168,9 +173,12 @@ class RankBuilder:
     def set_estimation(self, estimation: Estimation) -> None:
         self._open_position().estimation = estimation
 
+    def set_dtypes(self, dtypes: dict[str, list[str]]) -> None:
+        self._open_position().dtypes = dtypes
+
     def set_schedule(self, ops: list[tuple[str, str]]) -> None:
         pg = self._open_position()
-        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation)
+        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation, pg.dtypes)
         if pg.graph is not None:
             pg.graph.final = pg.final
         else:
@@ -283,6 +291,8 @@ class FileResult:
     compile_ids: list[str] = field(default_factory=list)
     cache_events: list[list[str]] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)  # post-grad positions per compile id
+    entries: int = 0  # entries tracekit read from the file (0: not a log, whatever its name)
+    bad_rank: str | None = None  # why the file's rank cannot be placed (out of range), if so
 
 
 @dataclass
@@ -334,11 +344,29 @@ def build_file(
             u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
             unbucketed_sink(u)
     readable = all(p.readable for p in parts)
+    bad_rank = None if b.rank is not None else unplaceable_rank(log.path, diag)
     return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable,
                       compiles=b.compiles, pids=frozenset().union(*(p.pids for p in parts)),
                       first_compile_id=b.first_compile_id, torch_version=b.torch_version,
                       name_rank=log.rank_hint, schedules_without_outcome=b.schedules_without_outcome,
-                      compile_ids=list(b.compile_ids), cache_events=b.cache_events, positions=b.positions)
+                      compile_ids=list(b.compile_ids), cache_events=b.cache_events, positions=b.positions,
+                      entries=sum(len(p.events) for p in parts), bad_rank=bad_rank)
+
+
+_NAME_RANK = re.compile(r"rank_(\d+)")
+
+
+def unplaceable_rank(path: str, diag: Diagnostics) -> str | None:
+    """Why a file without a usable rank cannot be placed: its entries or its name give a
+    rank that is not one (negative, or :data:`tracekit.rankset.MAX_RANK` or more); None when
+    it simply logs none."""
+    for ex in diag.examples:
+        if ex["kind"] == "bad_field_type" and ex["detail"].startswith("rank ") and ex["detail"].endswith(" is not a rank"):
+            return f"its entries say {ex['detail']} (ranks are 0 to {MAX_RANK - 1})"
+    m = _NAME_RANK.search(os.path.basename(path))
+    if m and int(m.group(1)[:12]) >= MAX_RANK:
+        return f"its name says rank {m.group(1)}, which is not a rank (ranks are 0 to {MAX_RANK - 1})"
+    return None
 
 
 def another_run(first: FileResult, other: FileResult) -> str | None:
@@ -383,7 +411,7 @@ class _Interner:
         f = g.final
         if f is not None:
             key = ("final", f.compile_id, f.position, f.world_size, f.sizes, tuple(f.counts.items()),
-                   tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms) for c in f.collectives))
+                   tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in f.collectives))
             g.final = self.share(key, f)
 
 
@@ -403,9 +431,21 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     duplicated: set[int | None] = set()
     interner = _Interner()
     next_position: dict[int | None, dict[str, int]] = {}
+    unplaced: list[str] = []
     for res in results:
+        if (res.readable and not res.entries and not res.graphs and res.diagnostics.total
+                and "empty_file" not in res.diagnostics.counts):  # bad lines only: no log at all
+            bad = res.diagnostics.total
+            diagnostics.add("no_entries", res.path, 0, f"no log entries in {res.path}"
+                            + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""))
+            unplaced.append(res.path)
+            continue
         diagnostics.merge(res.diagnostics)
         if not res.readable:
+            continue
+        if res.rank is None and res.bad_rank is not None:
+            diagnostics.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
+            unplaced.append(res.path)
             continue
         if res.rank is not None and res.name_rank is not None and res.rank != res.name_rank:
             diagnostics.add("rank_mismatch", res.path, 0,
@@ -418,6 +458,10 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             firsts[res.rank] = res
         else:
             why = another_run(firsts[res.rank], res)
+            if why is not None and _same_bytes(firsts[res.rank].path, res.path):
+                diagnostics.add("copied_file", res.path, 0,
+                                f"a byte-identical copy of {firsts[res.rank].path}: read once")
+                continue
             if why is not None:
                 who = "-" if res.rank is None else res.rank
                 diagnostics.add("duplicate_rank", res.path, 0,
@@ -440,11 +484,27 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         _continue_positions(r, res, next_position[res.rank])
         for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
             interner.graph(g)
+    if None in ranks and len(ranks) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
+        for path in ranks.pop(None).files:
+            diagnostics.add("unknown_rank", path, 0,
+                            "neither its entries nor its name give a rank; left out of the "
+                            f"{len(ranks)} ranks (it cannot be compared with them)")
+            unplaced.append(path)
+        duplicated.discard(None)
     for r in ranks.values():
         interner.rank_lists(r)
     order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
     dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
-    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup)
+    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup,
+               unplaced=unplaced)
+
+
+def _same_bytes(a: str, b: str) -> bool:
+    """Whether two files hold the same bytes (a copy of a rank's log is not another run)."""
+    try:
+        return filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
 
 
 def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> None:

@@ -344,13 +344,49 @@ class EstimationParser(EntryParser):
         builder.set_estimation(value)
 
 
+#: A collective's node in a printed post-grad graph: ``all_gather_into_tensor_out: "f32[74536][1]cpu"
+#: = torch.ops._c10d_functional.all_gather_into_tensor_out.default(...)``: its dtype and op.
+_COLLECTIVE_NODE_RE = re.compile(r'^[ \t]*\w+: "([a-z][a-z0-9_]*)\[[^"\n]*" = torch\.ops\._c10d_functional\.(\w+)\.', re.M)
+
+
+class GraphDtypeParser(EntryParser):
+    """``inductor_post_grad_graph`` (string): the final post-grad graph, printed with each node's
+    ``dtype[shape]`` annotation. Value: the dtypes of its collectives by kind, in graph order
+    (``{"all_gather": ["f32"], ...}``; waits dropped), matched to the schedule by
+    :func:`final_schedule` as the estimation is."""
+
+    artifacts = frozenset({"inductor_post_grad_graph"})
+
+    def parse(self, payload, envelope):
+        out: dict[str, list[str]] = {}
+        for m in _COLLECTIVE_NODE_RE.finditer(payload or ""):
+            op = collective_op(f"_c10d_functional.{m[2]}.default")
+            if op is not None:
+                out.setdefault(op[0], []).append(_intern(m[1]))
+        return out
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_dtypes(value)
+
+
 def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
-                   estimation: Estimation | None) -> FinalSchedule:
+                   estimation: Estimation | None, dtypes: dict[str, list[str]] | None = None) -> FinalSchedule:
     """A schedule's collectives with sizes from the graph's estimation, matched by order within
     each kind: the i-th all-gather of the schedule gets the i-th all-gather line of the
     estimation (overlap scheduling moves collectives, but keeps those of one kind in order).
-    A kind whose counts disagree keeps the schedule's count, with sizes left None."""
+    A kind whose counts disagree keeps the schedule's count, with sizes left None. ``dtypes``
+    (from :class:`GraphDtypeParser`) are matched the same way, a kind whose counts disagree
+    left without."""
     colls = [ScheduledCollective(kind, op) for kind, op in ops]
+    if dtypes:
+        of_kind: dict[str, list[ScheduledCollective]] = {}
+        for c in colls:
+            of_kind.setdefault(c.kind, []).append(c)
+        for kind, cs in of_kind.items():
+            ds = dtypes.get(kind, [])
+            if len(ds) == len(cs):
+                for c, d in zip(cs, ds):
+                    c.dtype = d
     if estimation is None:
         return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls)
     by_kind: dict[str, list[ScheduledCollective]] = {}
@@ -500,6 +536,7 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     TorchVersionParser(),
     ScheduleParser(),
     EstimationParser(),
+    GraphDtypeParser(),
 )
 
 #: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.

@@ -48,6 +48,10 @@ around a bad one are still used; ``--strict`` makes any of them exit status 1):
   ``pre_bucketing_fsdp_collectives`` line or sizes JSON).
 - ``nul_bytes``: a line with NUL bytes (a crash leaves zeroed blocks), instead of ``bad_prefix``.
 - ``crlf_line_ends``: the file has CRLF line ends (read as LF; reported once).
+- Files that are no rank (:func:`tracekit.pairing.merge_files`; listed in ``world.unplaced``):
+  ``no_entries`` (bad lines only: "no log entries in FILE"), ``unplaced_rank`` (a rank that is
+  not one), ``unknown_rank`` (rank-less among ranked logs); ``copied_file``: a byte-identical
+  copy of a rank's log, read once.
 - ``empty_file``: the file is empty.
 
 Not detected, on purpose (speed): bad JSON or bad UTF-8 inside envelopes and payloads summarize
@@ -171,6 +175,9 @@ def graph_sources(
         out: list[GraphSource] = []
         res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
         diag.merge(res.diagnostics)
+        if res.rank is None and res.bad_rank is not None:  # never replayed as a rank "-"
+            diag.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
+            continue
         yield from out
 
 

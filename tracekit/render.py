@@ -7,6 +7,7 @@ thing everywhere and the output pipes and diffs well (stable key order, a traili
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,34 @@ import orjson
 from tracekit.rankset import parse_ranks
 
 FORMATS = ("table", "json", "csv", "markdown")
+
+
+#: Characters a terminal acts on (C0 and C1 controls, DEL, bidi overrides): text from a log
+#: (a bad line, a file name, an artifact's name) never reaches the terminal with them raw.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def escape_controls(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``ESC`` -> ``\\x1b``), so
+    that a log's ``ESC[2J`` or OSC title sequence prints as text (table, markdown and CSV;
+    JSON escapes them itself). ``keep_newlines``: for a whole report, whose lines end in
+    ``\\n``; a cell keeps none.
+
+    >>> escape_controls("a\\x1b[2Jb")
+    'a\\\\x1b[2Jb'
+    """
+    pat = _CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS
+    return pat.sub(_escape, text)
+
+
+def _cell(v: Any) -> Any:
+    return escape_controls(v) if isinstance(v, str) else v
 
 
 def dumps_json(doc: Any) -> str:
@@ -30,7 +59,7 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], fmt: str = "tab
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(headers)
-        w.writerows(["" if v is None else v for v in row] for row in rows)
+        w.writerows(["" if v is None else _cell(v) for v in row] for row in rows)
         return buf.getvalue()
     from tabulate import tabulate
 
@@ -39,7 +68,7 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], fmt: str = "tab
         return tabulate([], headers=list(headers), tablefmt=tablefmt) + "\n"
     return (
         tabulate(
-            [["-" if v is None else v for v in row] for row in rows],
+            [["-" if v is None else _cell(v) for v in row] for row in rows],
             headers=list(headers),
             tablefmt=tablefmt,
             disable_numparse=True,
@@ -83,7 +112,10 @@ MAX_RANKS_CELL = 48
 
 def ranks_cell(ranks: str, limit: int = MAX_RANKS_CELL) -> str:
     """A rank-range string for a table cell: whole up to ``limit`` characters, else cut at a
-    comma with the number of ranks left out (``0,2,4,... (+509 more)``)."""
+    comma with the number of ranks left out (``0,2,4,... (+509 more)``). The rank-less log
+    (``-`` in a rank set) reads ``rank not logged``: ``-`` is never printed as a rank."""
+    if ranks == "-" or ranks.endswith(",-"):
+        ranks = ranks[:-1] + "rank not logged"
     if len(ranks) <= limit:
         return ranks
     parts = ranks.split(",")
@@ -92,5 +124,5 @@ def ranks_cell(ranks: str, limit: int = MAX_RANKS_CELL) -> str:
         if len(",".join([*shown, p])) > limit - 16:
             break
         shown.append(p)
-    rest = len(parse_ranks(",".join(parts[len(shown):])))
+    rest = len(parse_ranks(",".join(p for p in parts[len(shown):] if p != "rank not logged")))
     return f"{','.join(shown)},... (+{rest} more)"

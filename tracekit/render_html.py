@@ -36,7 +36,7 @@ from tracekit.rankset import rank_members as members_of
 from tracekit.render import fmt_counts, fmt_mb
 from tracekit.report_assets import CSS, JS
 from tracekit.summarize import graph_label
-from tracekit.summary_cells import first_diff_text, groups_text, total_mb, value_text
+from tracekit.summary_cells import did_nothing_none_text, first_diff_text, groups_text, total_mb, value_text
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -160,7 +160,7 @@ def differing_ranks(doc: dict[str, Any]) -> str:
     out: set[int | None] = set()
     for key in ("divergence", "schedule_divergence", "compile_divergence"):
         for item in doc.get(key) or []:
-            if isinstance(item, dict):
+            if isinstance(item, dict) and item.get("majority", True):  # a tie blames no one
                 out |= rank_members(item.get("ranks"))
     return format_ranks(out)
 
@@ -229,7 +229,9 @@ def fmt_bytes(n: Any) -> str:
 def collective_text(v: Any) -> str:
     """A scheduled collective ``{kind, group, bytes}`` (or any value) as short text."""
     if v is None:
-        return "none"
+        return "end of list"
+    if isinstance(v, dict) and "state" in v:  # a cache event of compile_divergence
+        return f"{v.get('compile_id', '-')} {v.get('state')}"
     if isinstance(v, dict):
         kind = SHORT_NAMES.get(str(v.get("kind")), v.get("kind", "?"))
         group = f" group {v['group']}" if v.get("group") is not None else ""
@@ -247,6 +249,22 @@ def final_counts_text(final: Any) -> str:
         return "-"
     c = final["counts"]
     return " ".join(f"{SHORT_NAMES[t]} {c[t]}" for t in COLLECTIVE_TYPES if t in c)
+
+
+def _majority_cell(d: dict[str, Any]) -> str:
+    """The majority ranks of a divergence item; on a tie, marked as no majority."""
+    tie = "" if d.get("majority", True) else ' <span class="muted">(tie: no majority)</span>'
+    return _ranks_cell(d.get("majority_ranks")) + tie
+
+
+def _compile_where(d: dict[str, Any]) -> tuple[str, str]:
+    """Compile id and graph cells of a compile-divergence item (about a whole rank's compile
+    ids or cache events, not one graph): where the sequences first differ."""
+    if "compile_id" in d:
+        return _where(d)
+    v = d.get("value") if isinstance(d.get("value"), dict) else d.get("majority_value")
+    cid = v.get("compile_id") if isinstance(v, dict) else (d.get("value") or d.get("majority_value"))
+    return (esc(cid) if isinstance(cid, str) else "all", "all")
 
 
 def _ranks_cell(value: Any) -> str:
@@ -268,8 +286,15 @@ def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
     if t.get("mb_before") is not None:
         stats.append(f"<span>{esc(fmt_mb(t.get('mb_before')))} MB &rarr; "
                      f"{esc(fmt_mb(t.get('mb_after')))} MB</span>")
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    titles = {"divergence": "bucketing outcome", "schedule_divergence": "final schedule",
+              "compile_divergence": "compilation"}
+    proof = [f"{titles[k]} ({len(doc.get(k) or [])})" for k in v.get("sections") or []
+             if k in titles and isinstance(doc.get(k), list)]
+    why = (f'<p class="why">why: see Divergence: {esc(", ".join(proof))}</p>'
+           if proof else "")
     return (f'<section id="verdict" class="verdict verdict-{esc(status)}" data-status="{esc(status)}">'
-            f'<h2>Verdict</h2><p class="line">{esc(text)}</p>'
+            f'<h2>Verdict</h2><p class="line">{esc(text)}</p>{why}'
             f'<p class="stats muted">{"".join(stats)}</p></section>')
 
 
@@ -405,14 +430,27 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if not (div or sched or comp):
         out.append('<p class="muted">none: every rank agrees with the majority</p></section>')
         return "".join(out)
-    out.append(f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
-               f'<span class="mono">{esc(differing)}</span></p>')
+    if differing:
+        out.append(f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
+                   f'<span class="mono">{esc(differing)}</span></p>')
+    splits: dict[tuple[str, ...], None] = {}
+    for d in [*div, *sched, *comp]:
+        if not d.get("majority", True) and isinstance(d.get("groups"), list):
+            splits.setdefault(tuple(str(g) for g in d["groups"]), None)
+    for groups in splits:  # a tie: every group named, none blamed
+        members: set[int | None] = set()
+        for g in groups:
+            members |= rank_members(g)
+        shown = " | ".join(groups[:8]) + (f" | ... (+{len(groups) - 8} more groups)" if len(groups) > 8 else "")
+        out.append(f'<p data-ranks="{esc(format_ranks(members))}" data-where="divergence">ranks split into '
+                   f'{len(groups)} groups with no majority (no rank is blamed): '
+                   f'<span class="mono">{esc(shown)}</span></p>')
     if div:
         items, more = _cut(div)
         out.append("<h3>Bucketing outcome</h3>")
         rows = [[*_where(d), esc(d.get("field")), _ranks_cell(d.get("ranks")),
                  esc(value_text(str(d.get("field")), d.get("value"))),
-                 _ranks_cell(d.get("majority_ranks")),
+                 _majority_cell(d),
                  esc(value_text(str(d.get("field")), d.get("majority_value"))),
                  esc(first_diff_text(d.get("first_difference")))] for d in items]
         out.append(table(["compile id", "graph", "field", "ranks", "value", "majority ranks",
@@ -421,8 +459,9 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if sched:
         items, more = _cut(sched)
         out.append("<h3>Final schedule</h3>")
-        rows = [[*_where(d), cell(d.get("position")), _ranks_cell(d.get("ranks")),
-                 esc(collective_text(d.get("value"))), _ranks_cell(d.get("majority_ranks")),
+        rows = [[*_where(d), "no schedule" if "length" in d and d["length"] is None else cell(d.get("position")),
+                 _ranks_cell(d.get("ranks")),
+                 esc(collective_text(d.get("value"))), _majority_cell(d),
                  esc(collective_text(d.get("majority_value")))] for d in items]
         out.append(table(["compile id", "graph", "position", "ranks", "collective",
                           "majority ranks", "majority collective"], rows,
@@ -431,8 +470,8 @@ def section_divergence(doc: dict[str, Any]) -> str:
     if comp:
         items, more = _cut(comp)
         out.append("<h3>Compilation</h3>")
-        rows = [[*_where(d), esc(d.get("what", "-")), _ranks_cell(d.get("ranks")),
-                 esc(collective_text(d.get("value"))), _ranks_cell(d.get("majority_ranks")),
+        rows = [[*_compile_where(d), esc(d.get("what", "-")), _ranks_cell(d.get("ranks")),
+                 esc(collective_text(d.get("value"))), _majority_cell(d),
                  esc(collective_text(d.get("majority_value")))] for d in items]
         out.append(table(["compile id", "graph", "what", "ranks", "value", "majority ranks",
                           "majority value"], rows,
@@ -500,6 +539,8 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
                                                         f"{cid} {label}"))
     if not groups:
         out.append('<p class="muted">this document has no per-rank graphs</p>')
+    elif not any(isinstance(g, dict) and g.get("graphs") for g in groups):
+        out.append('<p class="muted">no bucketing outcome recorded: no sizes to show</p>')
     elif not charts:
         out.append('<p class="muted">no sizes recorded (set pre_bucketing_fsdp_collectives_verbose '
                    "= True in the job to log them)</p>")
@@ -515,8 +556,10 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
     out = ['<section id="did-nothing"><h2>Bucketing did nothing</h2>']
     items = [d for d in doc.get("did_nothing") or [] if isinstance(d, dict)]
     if not items:
-        out.append('<p class="muted">none: every graph with more than one collective of a type '
-                   "merged some</p></section>")
+        if not (doc.get("totals") or {}).get("graphs"):
+            out.append('<p class="muted">no bucketing outcome recorded (see the notes)</p></section>')
+        else:
+            out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p></section>')
         return "".join(out)
     items, more = _cut(items)
     with_explain = any(d.get("explain") for d in items)

@@ -28,7 +28,7 @@ from tracekit.model import FinalSchedule, Rank, Run
 from tracekit.rankset import format_ranks
 
 #: The names of a sequence entry of :meth:`FinalSchedule.sequence`, for the JSON items.
-ENTRY_KEYS = ("kind", "group", "bytes")
+ENTRY_KEYS = ("kind", "group", "bytes", "dtype")
 
 
 def rank_finals(rank: Rank) -> dict[tuple[str, int], FinalSchedule]:
@@ -40,10 +40,31 @@ def rank_finals(rank: Rank) -> dict[tuple[str, int], FinalSchedule]:
     return out
 
 
+def _lowest(ranks: list[int | None]) -> int:
+    return min(-1 if r is None else r for r in ranks)
+
+
 def majority(groups: dict[Any, list[int | None]]) -> Any:
-    """The key of the group with the most ranks; a tie goes to the group with the lowest rank
-    (the rank-less log, None, counting lowest)."""
-    return max(groups, key=lambda k: (len(groups[k]), -min(-1 if r is None else r for r in groups[k])))
+    """The key of the group with more ranks than every other group, or None when there is
+    none (a tie: two ranks that differ, a 2-2 split): then no group is blamed."""
+    sizes = sorted((len(v) for v in groups.values()), reverse=True)
+    if len(sizes) > 1 and sizes[0] == sizes[1]:
+        return None
+    return max(groups, key=lambda k: len(groups[k]))
+
+
+def reference(groups: dict[Any, list[int | None]]) -> tuple[Any, bool]:
+    """``(key, is_majority)``: the majority's group, or, on a tie, the group holding the
+    lowest rank (what the others are compared with; it is no majority)."""
+    maj = majority(groups)
+    if maj is not None:
+        return maj, True
+    return min(groups, key=lambda k: _lowest(groups[k])), False
+
+
+def split_groups(groups: dict[Any, list[int | None]]) -> list[str]:
+    """Every group's ranks as ranges, the group of the lowest rank first (for a split)."""
+    return [format_ranks(v) for v in sorted(groups.values(), key=_lowest)]
 
 
 def first_difference(a: Sequence[Any], b: Sequence[Any]) -> int | None:
@@ -64,7 +85,9 @@ def _diverging_groups(
 ) -> list[dict[str, Any]]:
     """Ranks grouped by their sequence (``values``: (rank, list or None)); one item per group
     that is not the majority's: ranks, majority ranks, first differing position, both values
-    there (``as_value`` makes an entry JSON-able; None past the end) and both lengths."""
+    there (``as_value`` makes an entry JSON-able; None past the end) and both lengths.
+    ``majority`` is False when no group is larger than every other: ``majority_ranks`` is then
+    the group of the lowest rank, compared with, not blamed, and ``groups`` names every group."""
     groups: dict[Any, list[int | None]] = {}
     seqs: dict[Any, Any] = {}
     for rank, seq in values:
@@ -73,7 +96,8 @@ def _diverging_groups(
         seqs.setdefault(k, seq)
     if len(groups) < 2:
         return []
-    maj = majority(groups)
+    maj, is_majority = reference(groups)
+    split = {} if is_majority else {"groups": split_groups(groups)}
     items = []
     for k, ranks in groups.items():
         if k == maj:
@@ -83,6 +107,8 @@ def _diverging_groups(
         items.append({
             "ranks": format_ranks(ranks),
             "majority_ranks": format_ranks(groups[maj]),
+            "majority": is_majority,
+            **split,
             "position": pos,
             "value": _at(a, pos, as_value),
             "majority_value": _at(b, pos, as_value),
@@ -100,8 +126,9 @@ def schedule_divergence(run: Run) -> list[dict[str, Any]]:
     """Ranks whose final collective sequence (kind, group, bytes, in run order) differs from
     the majority's, per compile id and post-grad position; ``[]`` when all agree.
 
-    Items: ``{compile_id, graph_index, ranks, majority_ranks, position, value, majority_value,
-    length, majority_length}``. ``graph_index`` is the post-grad position (0 forward, 1
+    Items: ``{compile_id, graph_index, ranks, majority_ranks, majority, position, value,
+    majority_value, length, majority_length}`` (and ``groups`` on a split: ``majority``
+    false). ``graph_index`` is the post-grad position (0 forward, 1
     backward: :mod:`tracekit.pairing`); ``position`` the first differing index in the sequence,
     ``value`` / ``majority_value`` the entries there (``{"kind": "all_gather", "group": "0",
     "bytes": 70988}``, null past the end). A rank that logged no schedule for the graph has

@@ -40,7 +40,7 @@ from tracekit.model import (
 from tracekit.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
 from tracekit.rankset import format_ranks, rank_members
 from tracekit.world import world
-from tracekit.schedule import compile_divergence, majority, schedule_divergence
+from tracekit.schedule import compile_divergence, reference, schedule_divergence, split_groups
 
 SCHEMA = "tracekit.summary/2"
 
@@ -147,8 +147,10 @@ def first_mismatch(a: list[CollectiveSize], b: list[CollectiveSize]) -> int | No
 def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str, Any]]:
     """Where ranks differ from the majority, one item per graph, differing group and field.
 
-    Items: ``{compile_id, graph_index, majority_ranks, ranks, field, majority_value, value,
-    first_difference}`` (rank lists sorted). ``field`` is ``"presence"`` for a graph some ranks
+    Items: ``{compile_id, graph_index, majority_ranks, majority, ranks, field, majority_value,
+    value, first_difference}`` (rank lists sorted); ``majority`` is False when no group of
+    ranks is larger than every other (a tie): ``majority_ranks`` is then the group of the
+    lowest rank, compared with, not blamed, and ``groups`` lists every group's ranks. ``field`` is ``"presence"`` for a graph some ranks
     lack (``value`` ``"absent"``/``"present"``), else a compared value of the graph
     (:func:`tracekit.model.compared_values`). Empty when all ranks agree. Computed on
     :func:`rank_groups` (``groups``, when the caller has them), so 8,192 identical ranks cost
@@ -169,13 +171,15 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
         absent = sorted((rk for rks, m in maps if key not in m for rk in rks), key=_rank_order)
         if absent:
             pa = {"present": present, "absent": absent}
-            maj = majority(pa)
+            maj, is_majority = reference(pa)
             minority = "absent" if maj == "present" else "present"
             items.append(
                 {
                     "compile_id": cid,
                     "graph_index": gi,
                     "majority_ranks": pa[maj],
+                    "majority": is_majority,
+                    **({} if is_majority else {"groups": split_groups(pa)}),
                     "ranks": pa[minority],
                     "field": "presence",
                     "majority_value": maj,
@@ -200,7 +204,8 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
                 continue
             for rks in by_value.values():
                 rks.sort(key=_rank_order)
-            maj = majority(by_value)
+            maj, is_majority = reference(by_value)
+            split = {} if is_majority else {"groups": split_groups(by_value)}
             for c, rks in by_value.items():
                 if c == maj:
                     continue
@@ -209,6 +214,8 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
                         "compile_id": cid,
                         "graph_index": gi,
                         "majority_ranks": by_value[maj],
+                        "majority": is_majority,
+                        **split,
                         "ranks": rks,
                         "field": fname,
                         "majority_value": values[maj],
@@ -331,7 +338,10 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     out: list[str] = []
     if t is None:
         t = totals(run)
-    if not run.ranks:
+    if not run.ranks and run.unplaced:
+        k = len(run.unplaced)
+        out.append(f"no rank read: {k} file{'s are' if k != 1 else ' is'} no rank log (see Diagnostics)")
+    elif not run.ranks:
         out.append("no log entries read")
     elif t["graphs"] == 0:
         if t["cache_hits"]:
@@ -342,7 +352,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
             )
         elif t["compiled_graphs"]:
             out.append(
-                f"no bucketing recorded: {t['compiled_graphs']} graphs went through the post-grad "
+                f"no bucketing recorded: {t['compiled_graphs']} graph{'' if t['compiled_graphs'] == 1 else 's'} went through the post-grad "
                 "passes without FSDP collectives pre-bucketing (is "
                 "aten_distributed_optimizations.enable_overlap_scheduling on, and are the "
                 "all-gathers FSDP ones?)"
@@ -351,7 +361,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
             versions = sorted({r.torch_version for r in run.ranks if r.torch_version})
             torch = f"torch {', '.join(versions)}" if versions else "this torch"
             out.append(
-                f"no bucketing recorded: {t['compiles']} compiles were logged, but no graph reached "
+                f"no bucketing recorded: {t['compiles']} compile{' was' if t['compiles'] == 1 else 's were'} logged, but no graph reached "
                 f"the post-grad passes' log (no before_post_grad_graph): {torch} does not log them "
                 "(tracekit reads torch 2.13's logs), or the compiles stopped before inductor"
             )
@@ -366,13 +376,29 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     return out
 
 
+def why_no_outcome(paths: list[str]) -> str:
+    """Why the logs at ``paths`` give replay or explain no recorded bucketing outcome to work on:
+    the cause :func:`notes` finds (cache hits, no FSDP pre-bucketing, an older torch, no compile),
+    from a fresh read of the logs (this runs only when there is nothing to replay)."""
+    from tracekit.reader import load
+
+    run = load(list(paths), jobs=1)
+    found = [n for n in notes(run) if n.startswith(("no bucketing recorded", "no rank read", "no log"))]
+    if found:
+        return found[0]
+    return ("no recorded pre_bucketing_fsdp_collectives outcome matched the selection "
+            "(--rank, --graph): see tracekit summarize for the graphs there are")
+
+
 def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
             other: list[dict[str, Any]] = (), dn: list[dict[str, Any]] = ()) -> dict[str, str]:
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
     outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
     ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
-    ``text`` one line, printed first. Graphs never pre-bucketed (``dn``, :func:`did_nothing`'s
-    items) add ``findings`` (their count) and a FINDING to the text, whatever the status."""
+    ``text`` one line, printed first; a divergence also has ``sections``, the document keys
+    whose items prove it (``divergence``, ``schedule_divergence``, ``compile_divergence``).
+    Graphs never pre-bucketed (``dn``, :func:`did_nothing`'s items) add ``findings`` (their
+    count) and a FINDING to the text, whatever the status."""
     v = _verdict(run, w, div, t, other, dn)
     found = findings_text(list(dn))
     if found:
@@ -382,26 +408,53 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
 
 
 def _verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
-             other: list[dict[str, Any]], dn: list[dict[str, Any]]) -> dict[str, str]:
+             other: list[dict[str, Any]], dn: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(run.ranks)
     incomplete = []
     if w["missing"]:
-        incomplete.append(f"{len(w['missing'])} of {w['expected']} ranks missing ({format_ranks(w['missing'])})")
+        incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
     if w["duplicated"]:
-        incomplete.append(f"ranks {format_ranks(w['duplicated'])} also found in another run (not merged)")
+        incomplete.append(f"ranks {w['duplicated']} also found in another run (not merged)")
+    if w.get("unplaced"):
+        k = len(w["unplaced"])
+        incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")
     tail = "; " + "; ".join(incomplete) if incomplete else ""
     if div or other:
-        odd = {r for d in div for r in d["ranks"]} | {r for d in other for r in rank_members(d["ranks"])}
-        graphs = {(d["compile_id"], d["graph_index"]) for d in [*div, *other] if "graph_index" in d}
-        what = f"on {len(graphs)} graph{'s' if len(graphs) != 1 else ''}" if graphs else "in what they compiled"
-        return {"status": "diverge",
-                "text": f"DIVERGE: {len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority "
-                        f"{what}{tail}"}
+        items = [*div, *other]
+
+        def members(d: dict[str, Any], key: str = "ranks") -> list[int | None]:
+            v = d[key]
+            return rank_members(v) if isinstance(v, str) else v
+
+        def on(graph_keys: set) -> str:
+            n = len(graph_keys)
+            return f"on {n} graph{'s' if n != 1 else ''}" if n else "in what they compiled"
+
+        parts = []
+        blamed = [d for d in items if d.get("majority", True)]
+        if blamed:
+            odd = {r for d in blamed for r in members(d)}
+            graphs = {(d["compile_id"], d["graph_index"]) for d in blamed if "graph_index" in d}
+            parts.append(f"{len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority {on(graphs)}")
+        splits: dict[tuple[str, ...], set] = {}
+        for d in items:
+            if not d.get("majority", True):
+                splits.setdefault(tuple(d["groups"]), set()).add(
+                    (d.get("compile_id"), d.get("graph_index")) if "graph_index" in d else None)
+        for groups, keys in splits.items():
+            parts.append(f"ranks split into {len(groups)} groups with no majority ({'; '.join(groups)}) "
+                         f"{on({k for k in keys if k is not None})}")
+        proof = [k for k, v in (("divergence", div),
+                                ("schedule_divergence", [d for d in other if "graph_index" in d]),
+                                ("compile_divergence", [d for d in other if "what" in d])) if v]
+        return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
     if t["graphs"] == 0:
-        return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail}
+        return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail,
+                "sections": ["notes"] + (["world"] if incomplete else [])}
     if incomplete:
         return {"status": "incomplete",
-                "text": f"INCOMPLETE: the {n} rank{'s' if n != 1 else ''} found agree" + tail}
+                "text": (f"INCOMPLETE: the {n} ranks found agree" if n != 1 else "INCOMPLETE: one rank found") + tail,
+                "sections": ["world", "diagnostics"]}
     ngraphs = len({g.key for r in run.ranks for g in r.graphs}
                   | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")})
     if n == 1:
@@ -530,5 +583,9 @@ def run_from_document(doc: Any) -> Run:
     except (KeyError, TypeError, ValueError) as e:
         raise DocumentError(f"malformed summary document: {e}") from None
     w = doc.get("world") or {}
-    dup = [r for r in w.get("duplicated") or [] if isinstance(r, int)]
+    dup_v = w.get("duplicated") or []
+    try:
+        dup = [r for r in (rank_members(dup_v) if isinstance(dup_v, str) else dup_v) if isinstance(r, int)]
+    except (TypeError, ValueError):
+        raise DocumentError("malformed summary document: world.duplicated is not a rank set") from None
     return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)

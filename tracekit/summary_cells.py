@@ -35,7 +35,8 @@ def entry_text(v: dict[str, Any] | None) -> str:
     if v is None:
         return "end of list"
     group = "" if v.get("group") is None else f" (group {v['group']})"
-    return f"{SHORT_NAMES.get(v['kind'], v['kind'])} {bytes_text(v.get('bytes'))} B{group}"
+    dtype = "" if v.get("dtype") is None else f" {v['dtype']}"
+    return f"{SHORT_NAMES.get(v['kind'], v['kind'])} {bytes_text(v.get('bytes'))} B{dtype}{group}"
 
 
 def sequence_text(seq: list[list[Any]] | None) -> str:
@@ -46,10 +47,10 @@ def sequence_text(seq: list[list[Any]] | None) -> str:
     if not seq:
         return "no collective"
     counts: dict[str, int] = {}
-    for kind, _group, _n in seq:
-        counts[kind] = counts.get(kind, 0) + 1
+    for entry in seq:
+        counts[entry[0]] = counts.get(entry[0], 0) + 1
     kinds = ", ".join(f"{SHORT_NAMES.get(k, k)} {n}" for k, n in counts.items())
-    sizes = [n for _k, _g, n in seq]
+    sizes = [entry[2] for entry in seq]
     return f"{kinds}: {'?' if None in sizes else bytes_text(sum(sizes))} B"
 
 
@@ -84,3 +85,31 @@ def first_diff_text(d: dict[str, Any] | None) -> str:
 def ranks_text(ranks: Any) -> str:
     """A rank set of a document (a range string, or a list in ``tracekit.summary/1``)."""
     return ranks if isinstance(ranks, str) else format_ranks(ranks)
+
+
+def differences_line(items: list[dict[str, Any]], what: str = "difference(s)") -> str:
+    """``9 difference(s) from the majority``, or, with ties, how many have no majority."""
+    ties = sum(1 for d in items if not d.get("majority", True))
+    if not ties:
+        return f"{len(items)} {what} from the majority"
+    if ties == len(items):
+        return f"{len(items)} {what} where the ranks split with no majority (no rank is blamed)"
+    return (f"{len(items) - ties} {what} from the majority, {ties} where the ranks split with no "
+            "majority (no rank is blamed)")
+
+
+def did_nothing_none_text(doc: dict[str, Any]) -> str:
+    """The line for an empty *Bucketing did nothing* section, true to what was recorded:
+    nothing recorded, nothing to merge (no graph with two collectives of a type), or every graph
+    that had something to merge merged some."""
+    graphs = [g for grp in doc.get("groups") or [] if isinstance(grp, dict)
+              for g in grp.get("graphs") or [] if isinstance(g, dict)]
+    graphs += [g for r in doc.get("ranks") or [] if isinstance(r, dict)
+               for g in r.get("graphs") or [] if isinstance(g, dict)]
+    if not graphs:
+        return "no bucketing outcome recorded"
+    mergeable = any(isinstance(c, dict) and isinstance(c.get("before"), int) and c["before"] > 1
+                    for g in graphs for c in (g.get("collectives") or {}).values())
+    if not mergeable:
+        return "nothing to merge: no graph has more than one collective of a type"
+    return "none: every graph with more than one collective of a type merged some"

@@ -28,7 +28,7 @@ from tracekit.commands.output import output_sink
 from tracekit.commands.schedule_render import final_change_rows
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
-from tracekit.render import dumps_json, fmt_mb, heading, table
+from tracekit.render import dumps_json, escape_controls, fmt_mb, heading, table
 from tracekit.sources import GZIP_MAGIC
 from tracekit.summarize import graph_label, run_from_document
 
@@ -148,6 +148,8 @@ def load_run(path: str) -> tuple[Run, str]:
     if not has_log_entries(run):
         why = run.diagnostics.examples[0]["detail"] if run.diagnostics.examples else ""
         bad = run.diagnostics.total
+        if why and not run.ranks and run.diagnostics.examples[0]["kind"] == "no_entries":
+            raise InputError(why)  # "no log entries in FILE (1 bad line)"
         if why and not run.ranks:
             extra = f" ({why})"
         else:
@@ -294,6 +296,8 @@ def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool) 
         fail(str(e))
     result = diff_runs(a, b, a_label=run_a, b_label=run_b, a_kind=a_kind, b_kind=b_kind)
     text = render(result, fmt)
+    if fmt != "json":  # a log's escape sequences never reach the terminal raw
+        text = escape_controls(text, keep_newlines=True)
     with output_sink(output, command="diff", error_status=2) as write:
         write(text.encode("utf-8"))
     sys.exit(1 if exit_code and not result.identical else 0)

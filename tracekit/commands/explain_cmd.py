@@ -29,7 +29,7 @@ from tracekit.commands.options import (
     require_torch,
 )
 from tracekit.commands.output import output_sink
-from tracekit.render import dumps_json, fmt_mb, heading, table
+from tracekit.render import dumps_json, escape_controls, fmt_mb, heading, table
 from tracekit.summarize import graph_label
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
@@ -45,7 +45,7 @@ def _what_if_text(w: dict[str, Any] | None) -> str:
 
 
 def _graph_title(g: dict[str, Any]) -> str:
-    rank = "-" if g["rank"] is None else g["rank"]
+    rank = "not logged" if g["rank"] is None else g["rank"]
     return (f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
             f"cap {fmt_mb(g['cap_mb'])} MB")
 
@@ -165,8 +165,9 @@ def explain(paths, rank, graphs, fmt, output):
         fail("explain", str(e), BAD_INPUT)
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
     if not sources and not unbucketed_of(mixed):
-        fail("explain", "no recorded pre_bucketing_fsdp_collectives outcome in the logs (a warm inductor "
-                        "cache skips the post-grad passes; was the cache disabled?)", FINDINGS)
+        from tracekit.summarize import why_no_outcome
+
+        fail("explain", why_no_outcome(paths), FINDINGS)
     notes = []
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
@@ -174,6 +175,7 @@ def explain(paths, rank, graphs, fmt, output):
     # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs
     doc = explain_mixed(mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
-        write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
+        write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
+              .encode("utf-8"))
     ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])
     sys.exit(OK if ok else FINDINGS)

@@ -32,7 +32,7 @@ from tracekit.commands.options import (
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.rankset import format_ranks, parse_ranks
-from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
+from tracekit.render import dumps_json, escape_controls, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
@@ -84,7 +84,7 @@ def _applied_text(applied: dict[str, Any] | None) -> str:
 
 def _ranks(g: dict[str, Any]) -> str:
     """The ranks an entry stands for, as ranges (a /1 document has one ``rank``)."""
-    return g.get("ranks") or ("-" if g["rank"] is None else str(g["rank"]))
+    return g.get("ranks") or ("rank not logged" if g["rank"] is None else str(g["rank"]))
 
 
 def hardware_line(doc: dict[str, Any], which: str) -> str:
@@ -271,8 +271,9 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     results = replay_sources(sources, options)
     notes = []
     if not sources and not unbucketed:
-        notes.append("no recorded pre_bucketing_fsdp_collectives outcome matched (a warm inductor cache "
-                     "skips the post-grad passes and logs no bucketing; was the cache disabled?)")
+        from tracekit.summarize import why_no_outcome
+
+        notes.append(why_no_outcome(list(paths)))
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
@@ -282,7 +283,8 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         doc["not_prebucketed"] = unbucketed
         doc["totals"]["not_prebucketed"] = len(unbucketed)
     with output_sink(None, command="replay", error_status=2) as write:
-        write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
+        write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
+              .encode("utf-8"))
     if plot_path:
         from tracekit.replay.plot import PlotUnavailable, plot_replay
 

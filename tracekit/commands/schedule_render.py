@@ -78,6 +78,10 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def _majority_cell(d: dict[str, Any]) -> str:
+    return ranks_cell(d["majority_ranks"]) + ("" if d.get("majority", True) else " (tie: no majority)")
+
+
 def _at(d: dict[str, Any]) -> str:
     return "no schedule" if d["length"] is None else f"#{d['position']}"
 
@@ -107,16 +111,20 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
     div = doc.get("schedule_divergence") or []
     if div:
         out.append("\n" + heading("Schedule consensus", fmt))
-        out.append(f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, "
-                   "in order) than the majority: a hang or corruption risk\n\n")
+        ties = sum(1 for d in div if not d.get("majority", True))
+        whom = "than the majority" if not ties else (
+            "than the others (no majority: no rank is blamed)" if ties == len(div)
+            else f"than the majority ({ties} with no majority)")
+        out.append(f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, dtype, "
+                   f"in order) {whom}: a hang or corruption risk\n\n")
         out.append(table(
             [[d["compile_id"], graph_label(d["graph_index"]), ranks_cell(d["ranks"]), _at(d), _value(d, "value"),
-              ranks_cell(d["majority_ranks"]), _value(d, "majority_value")] for d in div],
+              _majority_cell(d), _value(d, "majority_value")] for d in div],
             ["compile id", "graph", "ranks", "at", "value", "majority ranks", "majority value"], fmt))
     elif nranks > 1:
         ngraphs = len({(f["compile_id"], f["position"]) for _r, f in _finals(doc)})
         out.append("\n" + section_line("Schedule consensus", f"all {nranks} ranks run the same collectives "
-                                        f"(kind, group, bytes, in order) in all {ngraphs} graphs with a schedule", fmt))
+                                        f"(kind, group, bytes, dtype, in order) in all {ngraphs} graphs with a schedule", fmt))
     else:
         out.append("\n" + section_line("Schedule consensus", "fewer than two ranks: nothing to compare", fmt))
 
@@ -125,7 +133,7 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
     if cdiv:
         out.append("\n" + heading(title, fmt))
         out.append(table(
-            [[d["what"], ranks_cell(d["ranks"]), _at(d), _value(d, "value"), ranks_cell(d["majority_ranks"]),
+            [[d["what"], ranks_cell(d["ranks"]), _at(d), _value(d, "value"), _majority_cell(d),
               _value(d, "majority_value")] for d in cdiv],
             ["what", "ranks", "at", "value", "majority ranks", "majority value"], fmt))
     elif nranks > 1:

@@ -30,15 +30,21 @@ from tracekit.commands.options import (
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.commands.schedule_render import render_schedule_sections
-from tracekit.summary_cells import first_diff_text, groups_text, ranks_text, total_mb, value_text
+from tracekit.summary_cells import (differences_line, did_nothing_none_text, first_diff_text, groups_text,
+                                    ranks_text, total_mb, value_text)
 from tracekit.rankset import format_ranks, rank_members
-from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
+from tracekit.render import FORMATS, dumps_json, escape_controls, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
 from tracekit.summarize import graph_label
 from tracekit.world import world_text
 
 #: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
 OUTCOME_HEADERS = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB", "AG", "RS", "AR"]
 SIZE_HEADERS = ["MB before", "MB after"]
+#: The sections whose rows prove a DIVERGE verdict, by document key.
+SECTION_TITLES = {"divergence": "Rank consensus", "schedule_divergence": "Schedule consensus",
+                  "compile_divergence": "Compile ids and cache consensus"}
+#: The sections that tell why a run is incomplete or has no data.
+OTHER_TITLES = {"world": "World", "diagnostics": "Diagnostics", "notes": "Notes"}
 
 
 def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
@@ -89,7 +95,7 @@ def per_rank_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     graphs = [g for r in doc["ranks"] for g in r["graphs"]]
     with_sizes = _has_sizes(graphs)
     headers = ["rank", *OUTCOME_HEADERS, *(SIZE_HEADERS if with_sizes else [])]
-    rows = [["-" if r["rank"] is None else r["rank"], *_outcome_cells(g, with_sizes)]
+    rows = [["rank not logged" if r["rank"] is None else r["rank"], *_outcome_cells(g, with_sizes)]
             for r in doc["ranks"] for g in r["graphs"]]
     return headers, rows
 
@@ -159,6 +165,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     out = []
     if doc.get("verdict"):
         out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
+        proof = [f"{SECTION_TITLES[k]} ({len(doc.get(k) or [])} row{'s' if len(doc.get(k) or []) != 1 else ''})"
+                 for k in doc["verdict"].get("sections") or [] if k in SECTION_TITLES]
+        proof += [OTHER_TITLES[k] for k in doc["verdict"].get("sections") or []
+                  if k in OTHER_TITLES and (k != "notes" or doc.get("notes"))]
+        if proof:
+            out.append(f"Why: see {', '.join(proof)} below\n")
     if doc.get("world"):
         out += ["\n", section_line("World", world_text(doc["world"]), fmt)]
     per_rank = doc.get("ranks") is not None
@@ -177,22 +189,24 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                                             if nranks > 1 else "one rank: nothing to compare", fmt))
         else:
             out.append("\n" + heading("Rank consensus", fmt))
-            out.append(f"{len(div)} difference(s) from the majority\n\n")
+            out.append(differences_line(div) + "\n\n")
             out.append(table(
                 [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(ranks_text(d["ranks"])),
-                  value_text(d["field"], d["value"]), ranks_cell(ranks_text(d["majority_ranks"])),
+                  value_text(d["field"], d["value"]), ranks_cell(ranks_text(d["majority_ranks"]))
+                  + ("" if d.get("majority", True) else " (tie: no majority)"),
                   value_text(d["field"], d["majority_value"]),
                   "see Schedule consensus" if d["field"] == "final" else first_diff_text(d["first_difference"])]
                  for d in div],
                 ["compile id", "graph", "field", "ranks", "value", "majority ranks",
                  "majority value", "first difference"], fmt))
 
+    if doc["totals"]["ranks"]:  # schedules and compile ids are logged with or without an outcome
         out.append(render_schedule_sections(doc, fmt))
 
+    if rows:
         dn = doc["did_nothing"]
         if not dn:
-            out.append("\n" + section_line("Bucketing did nothing",
-                                            "none: every graph with more than one collective of a type merged some", fmt))
+            out.append("\n" + section_line("Bucketing did nothing", did_nothing_none_text(doc), fmt))
         else:
             out.append("\n" + heading("Bucketing did nothing", fmt))
             out.append(table(
@@ -292,9 +306,10 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
         if fmt == "json":
             write_summary_json(run, write, per_rank=per_rank, head=doc)
         else:
-            write(render_text(doc, fmt).encode("utf-8"))
+            write(escape_controls(render_text(doc, fmt), keep_newlines=True).encode("utf-8"))
     if not any(r.files for r in run.ranks):
-        fail("summarize", "no log could be read", BAD_INPUT)
+        why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
+        fail("summarize", escape_controls(why or "no log could be read"), BAD_INPUT)
     if strict and run.diagnostics.total:
         fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None
