@@ -142,7 +142,7 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
     """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
     ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``)."""
     from tracekit.model import Diagnostics
-    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     diag = Diagnostics()
     sources = replay_sources_for(list(paths), rank=rank, graphs=[parse_graph_selector(g) for g in graphs],

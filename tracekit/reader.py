@@ -148,6 +148,8 @@ def load(
 def graph_sources(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     diagnostics: Diagnostics | None = None,
+    *,
+    logs: list[LogFile] | None = None,
 ) -> Iterator[GraphSource]:
     """Every recorded bucketing outcome with the graph text it was computed from, streaming.
 
@@ -163,10 +165,12 @@ def graph_sources(
     - ``None`` when neither was logged (``text_artifact`` is then ``None``).
 
     ``symbol_hints`` are the ``create_symbol`` hints of the compile id in that file. Graph
-    indices are per file (as in :func:`load` for a rank with one file).
+    indices are per file (as in :func:`load` for a rank with one file). ``logs``: the files
+    already found (:func:`tracekit.sources.find_logs`), so they are not looked for again
+    (``paths`` is then ignored).
     """
     diag = diagnostics if diagnostics is not None else Diagnostics()
-    for lg in find_logs(path_list(paths), diag):
+    for lg in find_logs(path_list(paths), diag) if logs is None else logs:
         out: list[GraphSource] = []
         res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
         diag.merge(res.diagnostics)

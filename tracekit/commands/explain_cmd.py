@@ -113,7 +113,7 @@ def explain(paths, rank, graphs, fmt, output):
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
     from tracekit.explain import explain_document
     from tracekit.model import Diagnostics
-    from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
 
     paths = list(paths)
     try:

@@ -211,7 +211,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
-    from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
 
     if rank is not None and all_ranks:

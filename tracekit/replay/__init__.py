@@ -4,7 +4,7 @@ imports it only when a function below runs.
 
 Modules, in the order data flows:
 
-- :mod:`~tracekit.replay.pairing`: which recorded outcomes (with their graph texts and symbol
+- :mod:`~tracekit.replay.selection`: which recorded outcomes (with their graph texts and symbol
   hints, read in one pass by :func:`tracekit.reader.graph_sources`) to replay;
 - :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.annotations` and
   :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
@@ -51,7 +51,7 @@ def replay(
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import CapRequest, ReplayOptions, ReplayRun, replay_sources
-    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
