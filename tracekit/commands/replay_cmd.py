@@ -270,5 +270,6 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         click.echo(f"plot written to {plot_path}", err=True)
     if not sources:
         click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
-    ok = bool(results) and all(r.error is None and r.reproduced for r in results)
+    ok = bool(results) and all(r.error is None and r.reproduced and r.final_reproduced is not False
+                               for r in results)
     sys.exit(OK if ok else FINDINGS)

@@ -510,7 +510,6 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
         if repro.schedule is not None and out.overlap_scheduled:
             out.final_mismatches = compare_final(g, repro.schedule)
             out.final_reproduced = None if g.final is None else not out.final_mismatches
-            mismatches += out.final_mismatches
     out.reproduction = repro
     out.reproduced = not mismatches
     out.mismatches = mismatches
@@ -633,6 +632,8 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
             "rebuilt": sum(1 for r in results if r.error is None),
             "reproduced": sum(1 for r in results if r.reproduced),
             "not_reproduced": sum(1 for r in results if r.reproduced is False),
+            "final_reproduced": sum(1 for r in results if r.final_reproduced),
+            "final_not_reproduced": sum(1 for r in results if r.final_reproduced is False),
             "failed": sum(1 for r in results if r.error is not None),
         },
     }

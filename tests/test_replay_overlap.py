@@ -1,0 +1,96 @@
+"""Replay through torch's overlap scheduler (tracekit.replay.overlap_schedule) on the
+overlap_cap_a / overlap_cap_b fixtures: the same 6-layer model compiled at 1.5 MB and 64 MB,
+compute timed from FLOPs at 10 TFLOP/s, collectives by torch's NCCL model. Expected values are
+the logs' own (inductor_collective_schedule with its estimates) and torch's "Overlap scheduling
+results" line, which generate.py kept in overlap_results.json (2 decimals)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import FIXTURE_LOGS
+
+pytest.importorskip("torch")
+
+A, B = FIXTURE_LOGS / "overlap_cap_a", FIXTURE_LOGS / "overlap_cap_b"
+
+
+def _replay(path, caps=()):
+    import tracekit.replay
+
+    return tracekit.replay.replay(str(path), cap_mb=caps)
+
+
+def _torch_results(path):
+    return {g["graph_index"]: g for g in json.loads((path / "overlap_results.json").read_text())["graphs"]}
+
+
+def _final(g):
+    return [(c.kind, c.group, c.bytes) for c in g.recorded.final.collectives]
+
+
+@pytest.mark.parametrize("path", [A, B])
+def test_recorded_cap_reproduces_the_final_sequence_and_torchs_exposed_ms(path):
+    run = _replay(path)
+    want = _torch_results(path)
+    assert len(run.graphs) == 2
+    for g in run.graphs:
+        assert g.overlap_scheduled and g.reproduced, g.mismatches
+        assert g.final_reproduced is True, g.final_mismatches
+        sc = g.reproduction.schedule
+        assert [(c.kind, c.group, c.bytes) for c in sc.final] == _final(g)
+        assert [c.est_ms for c in sc.final] == [c.est_ms for c in g.recorded.final.collectives]
+        torch_ms = want[g.graph_index]["total_exposed_ms"]
+        assert abs(sc.exposed_ms - torch_ms) <= max(0.02, 0.05 * torch_ms)
+        assert sc.fallback == []  # every mm had a recorded estimate
+
+
+def test_exact_figures_of_the_small_cap():
+    run = _replay(A)
+    fwd, bwd = (g.reproduction.schedule for g in run.graphs)
+    assert fwd.counts() == {"all_gather": 6}
+    assert bwd.counts() == {"all_gather": 5, "reduce_scatter": 6}
+    assert [c.bytes for c in fwd.final] == [524288] * 6
+    assert round(fwd.exposed_ms, 4) == 0.0234
+    assert round(bwd.exposed_ms, 4) == 0.0198
+    assert fwd.peak_memory_bytes == 7864320
+
+
+def test_scenario_a_at_bs_cap_predicts_bs_recorded_sequence_and_exposed_ms():
+    a = _replay(A, caps=[64.0])
+    b = _replay(B)
+    for ga, gb in zip(a.graphs, b.graphs):
+        predicted = ga.replays[0].schedule
+        assert [(c.kind, c.group, c.bytes) for c in predicted.final] == _final(gb)
+        assert round(predicted.exposed_ms, 4) == round(gb.reproduction.schedule.exposed_ms, 4)
+        torch_ms = _torch_results(B)[gb.graph_index]["total_exposed_ms"]
+        assert abs(predicted.exposed_ms - torch_ms) <= max(0.02, 0.05 * torch_ms)
+    # the big cap leaves more communication exposed than the small one (the first bucket)
+    step = a.to_dict()["totals"]["step"]
+    assert [s["cap"] for s in step] == ["recorded", "64"]
+    assert step[1]["exposed_ms"] > step[0]["exposed_ms"]
+    assert step[0]["final"]["counts"] == {"all_gather": 11, "reduce_scatter": 6}
+    assert step[1]["final"]["counts"] == {"all_gather": 2, "reduce_scatter": 1}
+
+
+def test_document_is_replay_3_with_a_timeline():
+    doc = _replay(A).to_dict()
+    assert doc["schema"] == "tracekit.replay/3"
+    rep = doc["graphs"][0]["reproduction"]
+    for k in ("bucket_cap_mb", "final", "comm_ms", "exposed_ms", "compute_ms", "est_ms", "peak_memory_bytes"):
+        assert rep[k] is not None, k
+    assert rep["est_ms"] == pytest.approx(rep["compute_ms"] + rep["exposed_ms"], abs=2e-4)
+    nodes = rep["timeline"]["nodes"]
+    colls = [n for n in nodes if n["type"] == "collective"]
+    assert len(colls) == 6 and all(n["bytes"] == 1572864 for n in colls)  # torch's size_bytes: in + out
+    assert sum(n["exposed_us"] for n in colls) == pytest.approx(rep["exposed_ms"] * 1e3, abs=0.5)
+    assert max(b for _, b in rep["timeline"]["memory"]) == rep["peak_memory_bytes"]
+    starts = [n["start_us"] for n in nodes]
+    assert starts == sorted(starts)
+
+
+def test_existing_fixture_reproduces_through_the_scheduler():
+    run = _replay(FIXTURE_LOGS / "spmd_auto")
+    assert [g.final_reproduced for g in run.graphs] == [True, True]
