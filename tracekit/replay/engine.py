@@ -293,7 +293,13 @@ class GraphReplayer:
 
         gpu = osch.GPUS[self.options.gpu]
         if self.planner.fsdp_groups and self.group_size:
-            register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
+            try:
+                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
+            except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
         gm = osch.copy_graph(self.gm)
         mode = self.what_if_planner.bucket_mode if what_if else self.planner.bucket_mode
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
