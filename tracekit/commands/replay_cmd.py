@@ -167,6 +167,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
     out.append(f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
                f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
+    from tracekit.commands.replay_schedule_render import render_schedule
+
+    out.append(render_schedule(doc, fmt))
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")
     return "".join(out)
@@ -196,6 +199,20 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--bucket-mode", "bucket_mode", default=None, metavar="MODE",
               help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
                    "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
+@click.option("--overlap/--no-overlap", "overlap", default=None,
+              help="Run torch's overlap scheduler after pre-bucketing (default: on graphs whose log shows it ran).")
+@click.option("--gpu", type=click.Choice(["H100", "A100", "B200"]), default="H100", show_default=True,
+              help="GPU whose roofline times nodes without a recorded estimate.")
+@click.option("--collective-bucketing/--no-collective-bucketing", "collective_bucketing", default=None,
+              help="Scheduler setting: overlap-preserving bucketing (default: inductor's config).")
+@click.option("--max-in-flight-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option("--max-memory-increase-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option("--max-memory-increase-ratio", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option("--scheduler-bucket-mode", default=None, metavar="MODE", help="Scheduler setting: bucket_mode.")
+@click.option("--recommend", is_flag=True,
+              help="Sweep recorded, auto and 1 MB..2 GB caps; print the Pareto front and the cap to use.")
+@click.option("--memory-budget-gb", type=click.FloatRange(0, None, min_open=True), default=None,
+              help="With --recommend: the largest peak memory allowed.")
 @format_option(REPLAY_FORMATS)
 @file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
 @examples(
@@ -204,7 +221,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
 )
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
-           graphs, syms, mode, bucket_mode, fmt, plot_path):
+           graphs, syms, mode, bucket_mode, overlap, gpu, collective_bucketing, max_in_flight_gb,
+           max_memory_increase_gb, max_memory_increase_ratio, scheduler_bucket_mode, recommend,
+           memory_budget_gb, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     from bucketing.plan import resolve_mode
@@ -229,8 +248,22 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
             resolve_mode(value)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint=hint) from None
+    caps = _caps(cap_mb, cap_auto)
+    if recommend:
+        from tracekit.replay.engine import CapRequest
+        from tracekit.replay.recommend import cap_grid
+
+        given = [c.mb for c in caps if c.mb is not None]
+        caps = [CapRequest(None)] + [CapRequest(mb) for mb in cap_grid(given)]
     options = ReplayOptions(
-        caps=_caps(cap_mb, cap_auto),
+        caps=caps,
+        overlap=True if recommend and overlap is None else overlap,
+        gpu=gpu,
+        scheduler_overrides={k: v for k, v in {
+            "collective_bucketing": collective_bucketing, "max_in_flight_gb": max_in_flight_gb,
+            "max_memory_increase_gb": max_memory_increase_gb,
+            "max_memory_increase_ratio": max_memory_increase_ratio,
+            "bucket_mode": scheduler_bucket_mode}.items() if v is not None},
         hardware=ce.Hardware(interconnect=ic, group_size=group_size, gpus_per_node=gpus_per_node),
         apply=apply_,
         mode=mode,
@@ -258,6 +291,12 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     doc = replay_document(results, options, {"paths": list(paths), "notes": notes,
                                              "diagnostics": diag.to_dict()})
+    if recommend:
+        from tracekit.replay.recommend import pareto_front
+        from tracekit.replay.recommend import recommend as pick
+
+        doc["pareto_front"] = pareto_front(doc["totals"]["step"])
+        doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
     with output_sink(None, command="replay", error_status=2) as write:
         write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     if plot_path:

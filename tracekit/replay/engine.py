@@ -630,6 +630,11 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
         },
         "apply": options.apply,
         "bucket_mode": options.bucket_mode,
+        "scheduler": {"overlap": options.overlap, "gpu": options.gpu,
+                      "overrides": dict(options.scheduler_overrides),
+                      "estimates": "compute: the log's fx_compute_nodes_runtime_estimation (Benchmarked "
+                                   "Est(us)); collectives: torch's NCCL model; other nodes: torch's roofline "
+                                   "on the named GPU"},
         "symbols": dict(options.symbols),
         "graphs": [r.to_dict() for r in results],
         "totals": {
