@@ -94,3 +94,35 @@ def test_document_is_replay_3_with_a_timeline():
 def test_existing_fixture_reproduces_through_the_scheduler():
     run = _replay(FIXTURE_LOGS / "spmd_auto")
     assert [g.final_reproduced for g in run.graphs] == [True, True]
+
+
+def test_existing_fixtures_reproduce_through_the_scheduler():
+    for scenario in ("diverge_rank", "tracekit_pass"):
+        run = tracekit_replay(FIXTURE_LOGS / scenario, all_ranks=True)
+        assert [g.final_reproduced for g in run.graphs] == [True] * len(run.graphs), scenario
+
+
+def test_a_final_sequence_that_differs_is_named_and_exits_1():
+    # spmd_small_cap was compiled with a cost model (collectives 1 ms per MB, every node 10 us,
+    # fixtures/generate.py) that its log does not record; with the log's estimates, the
+    # scheduler puts an all-gather where the run put a reduce-scatter in the backward
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    run = tracekit_replay(FIXTURE_LOGS / "spmd_small_cap")
+    assert [g.final_reproduced for g in run.graphs] == [True, False]
+    assert run.graphs[1].final_mismatches == [
+        "final collective #3: recorded reduce_scatter, replayed all_gather (9 recorded, 9 replayed)"]
+    assert run.graphs[1].reproduced is True  # pre-bucketing itself reproduced
+    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap")])
+    assert res.exit_code == 1
+    assert "0/0:1: FINAL SEQUENCE NOT REPRODUCED: final collective #3" in res.output
+    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--no-overlap"])
+    assert res.exit_code == 0
+
+
+def tracekit_replay(path, **kw):
+    import tracekit.replay
+
+    return tracekit.replay.replay(str(path), **kw)

@@ -18,7 +18,7 @@ Python API::
     import tracekit.replay
     run = tracekit.replay.replay("logs/job", cap_mb=[16, 64], auto=True)
     run.graphs[0].reproduced, run.graphs[0].replays[0].estimated_comm_ms
-    run.to_dict()                                # the tracekit.replay/2 JSON document
+    run.to_dict()                                # the tracekit.replay/3 JSON document
 """
 
 from __future__ import annotations

@@ -166,6 +166,9 @@ class ScheduledGraph:
     """torch's overlap schedule of one graph at one cap, and what it costs."""
 
     final: list[FinalCollective] = field(default_factory=list)
+    #: the same collectives before the scheduler ran (graph order after pre-bucketing): what
+    #: ``fx_collectives_analytical_estimation`` describes, written at the start of its run
+    before_overlap: list[FinalCollective] = field(default_factory=list)
     comm_ms: float = 0.0  # sum of the scheduler's collective estimates
     exposed_ms: float = 0.0  # sum of collective_info[..].exposed_time_ms (torch's total_exposed_ms)
     compute_ms: float = 0.0  # sum of the scheduler's estimates of the other nodes
@@ -255,6 +258,7 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
     from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
 
     hook = RecordedEstimates(compute_us)
+    before = final_collectives(gm)
     with gpu_peaks(gpu):
         sched = OverlapScheduler(gm, custom_runtime_estimation=hook, **settings)
         gm = sched.run()
@@ -310,6 +314,7 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
             out.memory.append([round(t * 1e3, 3), cur])
     out.peak_memory_bytes = int(peak)
     out.final = final_collectives(gm)
+    out.before_overlap = before
     return out
 
 
