@@ -305,7 +305,8 @@ class GraphReplayer:
         mode = self.what_if_planner.bucket_mode if what_if else self.planner.bucket_mode
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
             report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False)
-            settings = osch.scheduler_settings(self.options.scheduler_overrides)
+            # the reproduction runs with the run's settings; the overrides are what-ifs
+            settings = osch.scheduler_settings(self.options.scheduler_overrides if what_if else None)
         return osch.schedule(gm, compute_us, gpu, settings, _bucket_members(report))
 
     def comm_ms(self, report, hardware: ce.Hardware) -> float | None:
@@ -547,8 +548,8 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
     out.recorded_comm_ms = base_ms
     out.recorded_hardware = base_hw
     requests = list(options.caps)
-    if options.bucket_mode and not requests:
-        requests = [None]  # the recorded cap, in the what-if bucket mode
+    if (options.bucket_mode or options.scheduler_overrides) and not requests:
+        requests = [None]  # the recorded cap, in the what-if bucket mode or scheduler settings
     for req in requests:
         if req is None:
             r = rp.at(repro.bucket_cap_mb, "recorded", hw, apply=options.apply, what_if=True)
@@ -676,7 +677,8 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
 
 def cap_labels(options: ReplayOptions) -> list[str]:
     """The labels of the caps every graph was replayed at: ``recorded``, then each request."""
-    reqs = [c.label for c in options.caps] or (["recorded (what-if mode)"] if options.bucket_mode else [])
+    what_if = options.bucket_mode or options.scheduler_overrides
+    reqs = [c.label for c in options.caps] or (["recorded (what-if settings)"] if what_if else [])
     return ["recorded"] + reqs
 
 
