@@ -126,3 +126,44 @@ def tracekit_replay(path, **kw):
     import tracekit.replay
 
     return tracekit.replay.replay(str(path), **kw)
+
+
+def _without_backward_compute_estimates(tmp_path):
+    """overlap_cap_a's rank 0 log with the backward's two fx_compute_nodes_runtime_estimation
+    entries (envelope and payload lines) dropped, as a log cut by a filter would be."""
+    src = next(A.glob("*rank_0_*.log"))
+    lines = src.read_text().split("\n")
+    seen, out, skipping = 0, [], False
+    for ln in lines:
+        if ln.startswith("\t") and skipping:
+            continue
+        skipping = False
+        if '"name": "fx_compute_nodes_runtime_estimation"' in ln:
+            seen += 1
+            if seen > 2:  # the backward's (the forward logs two first)
+                skipping = True
+                continue
+        out.append(ln)
+    assert seen == 4
+    dst = tmp_path / src.name
+    dst.write_text("\n".join(out))
+    return dst
+
+
+def test_a_missing_estimate_falls_back_to_the_roofline_and_says_so(tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    log = _without_backward_compute_estimates(tmp_path)
+    run = tracekit_replay(log)
+    fwd, bwd = (g.reproduction.schedule for g in run.graphs)
+    assert fwd.fallback == []
+    assert len(bwd.fallback) == bwd.compute_nodes == 11  # every backward mm: torch's roofline
+    assert round(fwd.exposed_ms, 4) == 0.0234  # the forward is unchanged
+    assert run.graphs[1].final_reproduced is True  # the order does not depend on it here
+    res = CliRunner().invoke(main, ["replay", str(log), "--gpu", "A100"])
+    assert "11 of 17 compute nodes fell back to the roofline on A100" in res.output
+    doc = run.to_dict()
+    assert doc["graphs"][1]["reproduction"]["estimates"]["fallback_nodes"] == 11
+    assert doc["totals"]["step"][0]["fallback_nodes"] == 11
