@@ -117,7 +117,7 @@ def test_a_final_sequence_that_differs_is_named_and_exits_1():
     assert run.graphs[1].reproduced is True  # pre-bucketing itself reproduced
     res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap")])
     assert res.exit_code == 1
-    assert "0/0:1: FINAL SEQUENCE NOT REPRODUCED: final collective #3" in res.output
+    assert "ranks 0 graph 0/0:1: FINAL SEQUENCE NOT REPRODUCED: final collective #3" in res.output
     res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--no-overlap"])
     assert res.exit_code == 0
 

@@ -687,6 +687,11 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
     schedule ran: final counts added, times added, peak memory the largest graph's (the graphs
     of a step run one after another; their activations between them are not counted)."""
     out = []
+    # one step is one rank's graphs: those of the lowest rank (ranks that logged other graphs,
+    # as in a non-SPMD run, are in the per-graph rows, not in this step)
+    ranks = [x for r in results for x in r.rank_set if x is not None]
+    lowest = min(ranks) if ranks else None
+    results = [r for r in results if lowest is None or lowest in r.rank_set]
     for i, label in enumerate(cap_labels(options)):
         caps = [r.reproduction if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
                 for r in results]
@@ -698,6 +703,7 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
                 counts[k] = counts.get(k, 0) + v
         entry = {
             "cap": label,
+            "rank": lowest,
             "bucket_cap_mb": sorted({c.bucket_cap_mb for c in caps}),
             "graphs": len(scheds),
             "graphs_without_schedule": len(caps) - len(scheds),
