@@ -185,7 +185,7 @@ def test_ranks_are_named_even_when_file_names_carry_none(tmp_path):
 
 
 def test_every_compile_id_form_can_be_selected():
-    from tracekit.replay.pairing import parse_graph_selector
+    from tracekit.replay.selection import parse_graph_selector
 
     assert [parse_graph_selector(t) for t in ("0/0", "0/0_1:1", "!0_1", "!1/2/3:0", "-:0")] == [
         ("0/0", None), ("0/0_1", 1), ("!0_1", None), ("!1/2/3", 0), ("-", 0)]

@@ -130,7 +130,7 @@ def explain_document(
 
     # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
     # configured bucket_mode, as when it ran
-    options = ReplayOptions(symbols=dict(symbols or {}))
+    options = ReplayOptions(symbols=dict(symbols or {}), overlap=False)  # explain: pre-bucketing only
     rebuilt: dict = {}
     graphs = [explain_graph(s, options, rebuilt, s.recorded_buckets) for s in sources]
     doc = {"schema": SCHEMA, "graphs": graphs}
@@ -169,7 +169,7 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
     pre-bucketed included (:mod:`tracekit.explain_unbucketed`)."""
     from tracekit.model import Diagnostics
     from tracekit.reader import graph_and_unbucketed_sources
-    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     diag = Diagnostics()
     mixed = replay_sources_for(list(paths), rank=rank, graphs=[parse_graph_selector(g) for g in graphs],

@@ -44,7 +44,15 @@ from typing import Any
 
 from tracekit.model import CollectiveSize, Diagnostics, FinalSchedule, Graph, Rank, Run, Sizes
 from tracekit.rankset import MAX_RANK
-from tracekit.parsers import EntryKey, EntryParser, Estimation, Outcome, by_key, final_schedule
+from tracekit.parsers import (
+    ComputeEstimates,
+    EntryKey,
+    EntryParser,
+    Estimation,
+    Outcome,
+    by_key,
+    final_schedule,
+)
 from tracekit.sources import LogFile
 
 NO_COMPILE_ID = "-"
@@ -75,6 +83,10 @@ class PostGradGraph:
     estimation: Estimation | None = None
     final: FinalSchedule | None = None
     dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
+    estimation_after_overlap: Estimation | None = None  # fx_collectives_estimations_after_overlap_bucketing
+    compute_estimates: ComputeEstimates | None = None  # the first fx_compute_nodes_runtime_estimation
+    overlap_before: bool = False  # overlap_scheduling_graph_before was logged: the scheduler ran
+    overlap_after: bool = False
 
     def is_open(self) -> bool:
         return not self.cache_hit and self.final is None
@@ -95,6 +107,13 @@ class GraphSource:
     #: the bucket members the log recorded: {"AG": [[names]] | None, "RS": ...}; a kind is None
     #: when the log cannot tell (no members logged, yet the counts say something merged)
     recorded_buckets: dict[str, list[list[str]] | None] = field(default_factory=dict)
+    #: what the overlap scheduler logged for this graph (its post-grad position), for replay:
+    #: whether it ran, each compute node's "Benchmarked Est(us)", and whether the recorded
+    #: schedule's estimates came from after overlap bucketing
+    overlap_scheduled: bool = False
+    compute_estimates_us: dict[str, float] | None = None
+    estimates_after_overlap: bool = False
+    post_grad: PostGradGraph | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -170,15 +189,33 @@ class RankBuilder:
         if state == "hit":
             self._new_position(cache_hit=True)
 
-    def set_estimation(self, estimation: Estimation) -> None:
-        self._open_position().estimation = estimation
+    def set_estimation(self, estimation: Estimation, after_overlap: bool = False) -> None:
+        if after_overlap:
+            self._open_position().estimation_after_overlap = estimation
+        else:
+            self._open_position().estimation = estimation
+
+    def set_compute_estimates(self, estimates: ComputeEstimates) -> None:
+        pg = self._open_position()
+        if pg.compute_estimates is None:  # the second CSV has the same "Benchmarked" column
+            pg.compute_estimates = estimates
+
+    def mark_overlap_scheduled(self, after: bool) -> None:
+        pg = self._open_position()
+        if after:
+            pg.overlap_after = True
+        else:
+            pg.overlap_before = True
 
     def set_dtypes(self, dtypes: dict[str, list[str]]) -> None:
         self._open_position().dtypes = dtypes
 
     def set_schedule(self, ops: list[tuple[str, str]]) -> None:
         pg = self._open_position()
-        pg.final = final_schedule(self.cid, pg.position, ops, pg.estimation, pg.dtypes)
+        # The schedule runs after overlap bucketing: its estimates are the ones logged after
+        # it when there are any; the analytical ones (before overlap bucketing) otherwise.
+        est = pg.estimation_after_overlap or pg.estimation
+        pg.final = final_schedule(self.cid, pg.position, ops, est, pg.dtypes)
         if pg.graph is not None:
             pg.graph.final = pg.final
         else:
@@ -267,7 +304,8 @@ class RankBuilder:
             text, art = None, None
         recorded = {kind: p.buckets.get(kind, [] if o.collectives[long].before == o.collectives[long].after else None)
                     for kind, long in (("AG", "all_gather"), ("RS", "reduce_scatter"))}
-        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art, recorded_buckets=recorded))
+        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art, recorded_buckets=recorded,
+                                        post_grad=pg))
 
 
 @dataclass
@@ -338,6 +376,11 @@ def build_file(
     if b.sources is not None and sink is not None:
         for src in b.sources:
             src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
+            pg, src.post_grad = src.post_grad, None
+            if pg is not None:
+                src.overlap_scheduled = pg.overlap_before or pg.overlap_after
+                src.compute_estimates_us = None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us
+                src.estimates_after_overlap = pg.estimation_after_overlap is not None
             sink(src)
     if b.unbucketed is not None and unbucketed_sink is not None:
         for u in b.unbucketed:

@@ -67,7 +67,9 @@ class ModelBuilder(Protocol):
     def count_cache_hit(self) -> None: ...
     def add_cache_event(self, state: str) -> None: ...
     def add_compile_id(self) -> None: ...
-    def set_estimation(self, estimation: Estimation) -> None: ...
+    def set_estimation(self, estimation: Estimation, after_overlap: bool = False) -> None: ...
+    def set_compute_estimates(self, estimates: ComputeEstimates) -> None: ...
+    def mark_overlap_scheduled(self, after: bool) -> None: ...
     def set_schedule(self, ops: list[tuple[str, str]]) -> None: ...
     def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None: ...
     def add_symbol_hint(self, symbol: str, value: int) -> None: ...
@@ -409,6 +411,82 @@ def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
                          estimation.world_size, status)
 
 
+# --- overlap scheduling: compute estimates, estimates after overlap bucketing, graph markers -----
+
+
+@dataclass
+class ComputeEstimates:
+    """One ``fx_compute_nodes_runtime_estimation`` CSV: ``{node name: Benchmarked Est(us)}`` in
+    row order. The ``Node`` cell is ``str(node)`` then each input's dtype and shape
+    (``mm f32(8, 128) f32(128, 256)``), so the name is its first word. A graph logs two, in
+    order, with the same "Benchmarked" column; they are paired with graphs by position."""
+
+    benchmarked_us: dict[str, float]
+
+
+def parse_compute_estimates(text: str) -> ComputeEstimates:
+    """Parse ``Node,Benchmarked Est(us),Analytical Est(us),...`` and its rows strictly."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        raise ArtifactError("empty compute estimation")
+    header = lines[0].split(",")
+    if header[:2] != ["Node", "Benchmarked Est(us)"]:
+        raise ArtifactError(f"not a compute estimation header: {lines[0][:80]!r}")
+    out: dict[str, float] = {}
+    for ln in lines[1:]:
+        cells = ln.rsplit(",", len(header) - 1)
+        name = cells[0].split(" ", 1)[0]
+        if len(cells) != len(header) or not _NODE_NAME_RE.match(name):
+            raise ArtifactError(f"not a compute estimation row: {ln[:80]!r}")
+        try:
+            us = float(cells[1])
+        except ValueError:
+            raise ArtifactError(f"estimate is not a number: {ln[:80]!r}") from None
+        if not (us == us and 0 <= us < float("inf")):
+            raise ArtifactError(f"estimate is not a finite time: {ln[:80]!r}")
+        out[_intern(name)] = us
+    return ComputeEstimates(out)
+
+
+class ComputeEstimatesParser(EntryParser):
+    """``fx_compute_nodes_runtime_estimation`` (string CSV, microseconds): see
+    :func:`parse_compute_estimates`; the first of a post-grad graph is kept."""
+
+    artifacts = frozenset({"fx_compute_nodes_runtime_estimation"})
+
+    def parse(self, payload, envelope):
+        return parse_compute_estimates(payload or "")
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_compute_estimates(value)
+
+
+class EstimationAfterOverlapParser(EntryParser):
+    """``fx_collectives_estimations_after_overlap_bucketing`` (string, same CSV as
+    ``fx_collectives_analytical_estimation``, with benchmark columns): the collectives after
+    overlap bucketing, so the ones the recorded schedule runs (written only with
+    ``log_final_collectives_estimations``)."""
+
+    artifacts = frozenset({"fx_collectives_estimations_after_overlap_bucketing"})
+
+    def parse(self, payload, envelope):
+        return parse_estimation(payload or "")
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_estimation(value, after_overlap=True)
+
+
+class OverlapGraphMarkerParser(EntryParser):
+    """``overlap_scheduling_graph_before`` / ``_after`` (string): overlap scheduling ran on
+    this graph. Only their presence is read (the text is the graph after pre-bucketing)."""
+
+    artifacts = frozenset({"overlap_scheduling_graph_before", "overlap_scheduling_graph_after"})
+    needs_payload = False
+
+    def apply(self, builder, key, value, file, line):
+        builder.mark_overlap_scheduled(after=key[1].endswith("_after"))
+
+
 # --- tracekit's own pass (bucketing.install()) --------------------------------------------------
 
 
@@ -537,6 +615,7 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     ScheduleParser(),
     EstimationParser(),
     GraphDtypeParser(),
+    EstimationAfterOverlapParser(),
 )
 
 #: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.
@@ -549,6 +628,11 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
     TracekitInputGraphTextParser(),
     SymbolHintParser(),
     BucketMembersParser(),
+    ScheduleParser(),
+    EstimationParser(),
+    EstimationAfterOverlapParser(),
+    ComputeEstimatesParser(),
+    OverlapGraphMarkerParser(),
 )
 
 
@@ -565,6 +649,9 @@ UNBUCKETED_PARSERS: tuple[EntryParser, ...] = (
     BucketMembersParser(),
     ScheduleParser(),
     EstimationParser(),
+    EstimationAfterOverlapParser(),
+    ComputeEstimatesParser(),
+    OverlapGraphMarkerParser(),
 )
 
 
@@ -582,6 +669,7 @@ def by_key(parsers: tuple[EntryParser, ...]) -> dict[EntryKey, EntryParser]:
 __all__ = [
     "COLLECTIVE_TYPES",
     "ArtifactError",
+    "ComputeEstimates",
     "EntryParser",
     "Estimation",
     "ModelBuilder",
@@ -592,6 +680,7 @@ __all__ = [
     "by_key",
     "collective_op",
     "final_schedule",
+    "parse_compute_estimates",
     "parse_estimation",
     "parse_outcome",
     "parse_sizes",

@@ -153,6 +153,8 @@ def load(
 def graph_sources(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     diagnostics: Diagnostics | None = None,
+    *,
+    logs: list[LogFile] | None = None,
 ) -> Iterator[GraphSource]:
     """Every recorded bucketing outcome with the graph text it was computed from, streaming.
 
@@ -168,10 +170,12 @@ def graph_sources(
     - ``None`` when neither was logged (``text_artifact`` is then ``None``).
 
     ``symbol_hints`` are the ``create_symbol`` hints of the compile id in that file. Graph
-    indices are per file (as in :func:`load` for a rank with one file).
+    indices are per file (as in :func:`load` for a rank with one file). ``logs``: the files
+    already found (:func:`tracekit.sources.find_logs`), so they are not looked for again
+    (``paths`` is then ignored).
     """
     diag = diagnostics if diagnostics is not None else Diagnostics()
-    for lg in find_logs(path_list(paths), diag):
+    for lg in find_logs(path_list(paths), diag) if logs is None else logs:
         out: list[GraphSource] = []
         res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
         diag.merge(res.diagnostics)
@@ -184,14 +188,20 @@ def graph_sources(
 def graph_and_unbucketed_sources(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     diagnostics: Diagnostics | None = None,
+    *,
+    logs: list[LogFile] | None = None,
 ) -> Iterator[GraphSource | UnbucketedSource]:
     """:func:`graph_sources`, and every graph never pre-bucketed (a schedule without outcome:
     :class:`tracekit.pairing.UnbucketedSource`, with its ``before_post_grad_graph`` text and
-    the forward outcome of its compile id), each file read once, in file order."""
+    the forward outcome of its compile id), each file read once, in file order; ``logs`` as
+    in :func:`graph_sources`."""
     diag = diagnostics if diagnostics is not None else Diagnostics()
-    for lg in find_logs(path_list(paths), diag):
+    for lg in find_logs(path_list(paths), diag) if logs is None else logs:
         out: list[GraphSource | UnbucketedSource] = []
         res = build_file(lg, [read_segment(Segment(lg), UNBUCKETED_PARSERS)], UNBUCKETED_PARSERS,
                          sink=out.append, unbucketed_sink=out.append)
         diag.merge(res.diagnostics)
+        if res.rank is None and res.bad_rank is not None:  # never replayed as a rank "-"
+            diag.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
+            continue
         yield from out

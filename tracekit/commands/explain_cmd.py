@@ -150,7 +150,7 @@ def explain(paths, rank, graphs, fmt, output):
     from tracekit.model import Diagnostics
     from tracekit.pairing import UnbucketedSource
     from tracekit.reader import graph_and_unbucketed_sources
-    from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
 
     paths = list(paths)
     try:

@@ -104,7 +104,7 @@ def hardware_line(doc: dict[str, Any], which: str) -> str:
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table / markdown view of a ``tracekit.replay/2`` document: one row per distinct
+    """The table / markdown view of a ``tracekit.replay/3`` document: one row per distinct
     replay, with the ranks it stands for."""
     import os
 
@@ -168,6 +168,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     from tracekit.commands.unbucketed_render import unbucketed_section
 
     out.append(unbucketed_section(doc, fmt))  # graphs torch never pre-bucketed
+
+    from tracekit.commands.replay_schedule_render import render_schedule
+
+    out.append(render_schedule(doc, fmt))
     t = doc["totals"]
     graphs = f"{t['graphs']} graphs"
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
@@ -208,6 +212,20 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--what-if", "what_ifs", multiple=True, type=click.Choice(["forward-groups"]),
               help="For graphs torch never pre-bucketed: forward-groups gives the pass the FSDP groups "
                    "the forward of the same compile id identified.")
+@click.option("--overlap/--no-overlap", "overlap", default=None,
+              help="Run torch's overlap scheduler after pre-bucketing (default: on graphs whose log shows it ran).")
+@click.option("--gpu", type=click.Choice(["H100", "A100", "B200"]), default="H100", show_default=True,
+              help="GPU whose roofline times nodes without a recorded estimate.")
+@click.option("--collective-bucketing/--no-collective-bucketing", "collective_bucketing", default=None,
+              help="Scheduler setting: overlap-preserving bucketing (default: inductor's config).")
+@click.option("--max-in-flight-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option("--max-memory-increase-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option("--max-memory-increase-ratio", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option("--scheduler-bucket-mode", default=None, metavar="MODE", help="Scheduler setting: bucket_mode.")
+@click.option("--recommend", is_flag=True,
+              help="Sweep recorded, auto and 1 MB..2 GB caps; print the Pareto front and the cap to use.")
+@click.option("--memory-budget-gb", type=click.FloatRange(0, None, min_open=True), default=None,
+              help="With --recommend: the largest peak memory allowed.")
 @format_option(REPLAY_FORMATS)
 @file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
 @examples(
@@ -217,7 +235,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     "tracekit replay logs/ --cap-mb 0.1 --cap auto --what-if forward-groups",
 )
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
-           graphs, syms, mode, bucket_mode, what_ifs, fmt, plot_path):
+           graphs, syms, mode, bucket_mode, what_ifs, overlap, gpu, collective_bucketing, max_in_flight_gb,
+           max_memory_increase_gb, max_memory_increase_ratio, scheduler_bucket_mode, recommend,
+           memory_budget_gb, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     require_torch("replay")
@@ -227,7 +247,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
     from tracekit.pairing import UnbucketedSource
     from tracekit.reader import graph_and_unbucketed_sources
-    from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
     from tracekit.replay.unbucketed import replay_unbucketed
 
@@ -246,8 +266,22 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
             resolve_mode(value)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint=hint) from None
+    caps = _caps(cap_mb, cap_auto)
+    if recommend:
+        from tracekit.replay.engine import CapRequest
+        from tracekit.replay.recommend import cap_grid
+
+        given = [c.mb for c in caps if c.mb is not None]
+        caps = [CapRequest(None)] + [CapRequest(mb) for mb in cap_grid(given)]
     options = ReplayOptions(
-        caps=_caps(cap_mb, cap_auto),
+        caps=caps,
+        overlap=True if recommend and overlap is None else overlap,
+        gpu=gpu,
+        scheduler_overrides={k: v for k, v in {
+            "collective_bucketing": collective_bucketing, "max_in_flight_gb": max_in_flight_gb,
+            "max_memory_increase_gb": max_memory_increase_gb,
+            "max_memory_increase_ratio": max_memory_increase_ratio,
+            "bucket_mode": scheduler_bucket_mode}.items() if v is not None},
         hardware=ce.Hardware(interconnect=ic, group_size=group_size, gpus_per_node=gpus_per_node),
         apply=apply_,
         mode=mode,
@@ -282,6 +316,12 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     if unbucketed:  # graphs torch never pre-bucketed (tracekit.replay.unbucketed)
         doc["not_prebucketed"] = unbucketed
         doc["totals"]["not_prebucketed"] = len(unbucketed)
+    if recommend:
+        from tracekit.replay.recommend import pareto_front
+        from tracekit.replay.recommend import recommend as pick
+
+        doc["pareto_front"] = pareto_front(doc["totals"]["step"])
+        doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
     with output_sink(None, command="replay", error_status=2) as write:
         write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
               .encode("utf-8"))
@@ -295,6 +335,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         click.echo(f"plot written to {plot_path}", err=True)
     if not sources and not unbucketed:
         click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
-    ok = (bool(results) or bool(unbucketed)) and all(r.error is None and r.reproduced for r in results) \
+    ok = (bool(results) or bool(unbucketed)) \
+        and all(r.error is None and r.reproduced and r.final_reproduced is not False for r in results) \
         and all(e["error"] is None and e["reproduced"] for e in unbucketed)
     sys.exit(OK if ok else FINDINGS)

@@ -4,12 +4,16 @@ imports it only when a function below runs.
 
 Modules, in the order data flows:
 
-- :mod:`~tracekit.replay.pairing`: which recorded outcomes (with their graph texts and symbol
+- :mod:`~tracekit.replay.selection`: which recorded outcomes (with their graph texts and symbol
   hints, read in one pass by :func:`tracekit.reader.graph_sources`) to replay;
 - :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.annotations` and
   :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
   fake ``meta["val"]``;
 - :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``;
+- :mod:`~tracekit.replay.overlap_schedule`: torch's own overlap scheduler on each cap's
+  pre-bucketed graph (recorded compute estimates, NCCL model, roofline at ``gpu``): the final
+  collectives, exposed communication, peak memory and a timeline per cap;
+- :mod:`~tracekit.replay.recommend`: ``--recommend``'s cap grid, Pareto front and choice;
 - :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
 - :mod:`~tracekit.replay.unbucketed`: graphs torch never pre-bucketed, and the forward-groups what-if;
 - :mod:`~tracekit.replay.plot`: ``--plot`` (matplotlib, optional).
@@ -19,7 +23,8 @@ Python API::
     import tracekit.replay
     run = tracekit.replay.replay("logs/job", cap_mb=[16, 64], auto=True)
     run.graphs[0].reproduced, run.graphs[0].replays[0].estimated_comm_ms
-    run.to_dict()                                # the tracekit.replay/2 JSON document
+    run.graphs[0].final_reproduced, run.graphs[0].replays[0].schedule.exposed_ms
+    run.to_dict()                                # the tracekit.replay/3 JSON document
     tracekit.replay.not_prebucketed("logs/job", cap_mb=[64])   # graphs torch never pre-bucketed
 """
 
@@ -45,6 +50,9 @@ def replay(
     symbols: Mapping[str, int] | None = None,
     mode: str | None = None,
     bucket_mode: str | None = None,
+    overlap: bool | None = None,
+    gpu: str = "H100",
+    scheduler_overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
 
@@ -56,7 +64,7 @@ def replay(
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import CapRequest, ReplayOptions, ReplayRun, replay_sources
-    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -72,6 +80,9 @@ def replay(
         mode=mode,
         symbols=dict(symbols or {}),
         bucket_mode=bucket_mode,
+        overlap=overlap,
+        gpu=gpu,
+        scheduler_overrides=dict(scheduler_overrides or {}),
     )
     diag = Diagnostics()
     sources = replay_sources_for([os.fspath(p) for p in paths], rank=rank, all_ranks=all_ranks,

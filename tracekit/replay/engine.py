@@ -35,8 +35,11 @@ from tracekit.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
 
-#: /2: one entry per distinct replay, with the ``ranks`` it stands for (/1: one per rank and graph)
-SCHEMA = "tracekit.replay/2"
+#: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
+#: ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``, ``timeline``) and
+#: ``totals.step`` sums them per cap; /2: one entry per distinct replay, with the ``ranks`` it
+#: stands for (/1: one per rank and graph)
+SCHEMA = "tracekit.replay/3"
 KINDS = ("AG", "RS", "AR")
 
 
@@ -62,6 +65,11 @@ class ReplayOptions:
     # takes its all-gather grouping key, for the other caps (None: as configured); the
     # reproduction of the recorded outcome always uses the configured one
     bucket_mode: str | None = None
+    # the overlap scheduler after pre-bucketing (tracekit.replay.overlap_schedule): None runs it
+    # on graphs whose log shows it ran (overlap_scheduling_graph_before), True on all, False never
+    overlap: bool | None = None
+    gpu: str = "H100"  # whose roofline times nodes without a recorded estimate
+    scheduler_overrides: dict[str, Any] = field(default_factory=dict)  # OverlapScheduler settings
 
 
 def _collective_counts(report) -> dict[str, dict[str, int]]:
@@ -87,8 +95,34 @@ class CapReplay:
     applied: dict[str, Any] | None = None  # --apply: rewrite outcome and lint
     hardware: dict[str, Any] | None = None  # what the comm model assumed: interconnect, group size, nNodes
     report: Any = field(default=None, repr=False, compare=False)  # the BucketingReport (not in JSON)
+    schedule: Any = None  # overlap_schedule.ScheduledGraph, when the scheduler ran
+    schedule_error: str | None = None  # why it could not run on this graph
+    est_ms_vs_recorded: float | None = None
+
+    def schedule_dict(self) -> dict[str, Any]:
+        """The cap's figures after torch's overlap scheduler (tracekit.replay/3 fields)."""
+        sc = self.schedule
+        if sc is None:
+            return {"final": None, "comm_ms": None, "exposed_ms": None, "compute_ms": None, "est_ms": None,
+                    "peak_memory_bytes": None, "schedule_error": self.schedule_error}
+        return {
+            "final": {"counts": sc.counts(), "collectives": [c.to_dict() for c in sc.final]},
+            "comm_ms": _round_ms(sc.comm_ms),
+            "exposed_ms": _round_ms(sc.exposed_ms),
+            "compute_ms": _round_ms(sc.compute_ms),
+            "est_ms": _round_ms(sc.est_ms),
+            "est_ms_vs_recorded": _round_ms(self.est_ms_vs_recorded),
+            "peak_memory_bytes": sc.peak_memory_bytes,
+            "estimates": {"compute_nodes": sc.compute_nodes, "fallback_nodes": len(sc.fallback),
+                          "fallback": list(sc.fallback)},
+            "timeline": {"nodes": sc.timeline, "memory": sc.memory},
+            "schedule_error": None,
+        }
 
     def to_dict(self) -> dict[str, Any]:
+        return {**self._plan_dict(), **self.schedule_dict()}
+
+    def _plan_dict(self) -> dict[str, Any]:
         return {
             "bucket_cap_mb": self.bucket_cap_mb,
             "cap_source": self.cap_source,
@@ -126,6 +160,11 @@ class GraphReplay:
     recorded_hardware: dict[str, Any] | None = None  # what that cost assumed (interconnect, ...)
     replays: list[CapReplay] = field(default_factory=list)
     ranks: list[int | None] = field(default_factory=list)  # empty: just ``rank``
+    overlap_scheduled: bool = False  # the log shows torch's overlap scheduler ran on this graph
+    compute_estimates_us: dict[str, float] | None = field(default=None, repr=False)
+    final_reproduced: bool | None = None  # replayed final sequence == inductor_collective_schedule
+    final_mismatches: list[str] = field(default_factory=list)
+    estimates_after_overlap: bool = False  # the recorded final's estimates were logged after overlap bucketing
     replayer: Any = field(default=None, repr=False, compare=False)  # the GraphReplayer (not in JSON)
 
     @property
@@ -167,10 +206,23 @@ class GraphReplay:
             },
             "reproduced": self.reproduced,
             "mismatches": list(self.mismatches),
+            "overlap_scheduled": self.overlap_scheduled,
+            "final_reproduced": self.final_reproduced,
+            "final_mismatches": list(self.final_mismatches),
+            "recorded_final": _recorded_final(g),
             "note": self.note,
             "reproduction": None if self.reproduction is None else self.reproduction.to_dict(),
             "replays": [r.to_dict() for r in self.replays],
         }
+
+
+def _recorded_final(g: Graph) -> dict[str, Any] | None:
+    f = g.final
+    if f is None:
+        return None
+    return {"counts": {k: v for k, v in f.counts.items() if v}, "sizes": f.sizes,
+            "collectives": [{"kind": c.kind, "op": c.op, "group": c.group, "group_size": c.group_size,
+                             "bytes": c.bytes, "est_ms": c.est_ms} for c in f.collectives]}
 
 
 def _round_ms(x: float | None) -> float | None:
@@ -231,6 +283,32 @@ class GraphReplayer:
             out.applied = self.apply(cap_mb, collectives)
         return out
 
+    def scheduled(self, cap_mb: float, compute_us: dict[str, float] | None, what_if: bool = False):
+        """Pre-bucket a copy of the rebuilt graph at ``cap_mb`` (our pass), then run torch's
+        overlap scheduler on it: an :class:`overlap_schedule.ScheduledGraph`. Raises on a
+        graph the scheduler refuses (the caller notes it)."""
+        import torch._inductor.config as inductor_config
+
+        from bucketing import pre_bucket_fsdp_collectives, register_fake_process_groups
+        from tracekit.replay import overlap_schedule as osch
+
+        gpu = osch.GPUS[self.options.gpu]
+        if self.planner.fsdp_groups and self.group_size:
+            try:
+                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
+            except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
+        gm = osch.copy_graph(self.gm)
+        mode = self.what_if_planner.bucket_mode if what_if else self.planner.bucket_mode
+        with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
+            report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False)
+            # the reproduction runs with the run's settings; the overrides are what-ifs
+            settings = osch.scheduler_settings(self.options.scheduler_overrides if what_if else None)
+        return osch.schedule(gm, compute_us, gpu, settings, _bucket_members(report))
+
     def comm_ms(self, report, hardware: ce.Hardware) -> float | None:
         """NCCL-model time of the FSDP collectives after bucketing (buckets cost their sum)."""
         group_size = hardware.group_size or self.group_size
@@ -285,6 +363,62 @@ class GraphReplayer:
         }
 
 
+def _bucket_members(report) -> dict[str, list[str]]:
+    """Merged collective node name -> the original collectives it holds: the merged entries of
+    ``sizes_after`` (names that were not there before), in order, with ``buckets`` in order."""
+    before = {s["name"] for s in report.sizes_before}
+    out: dict[str, list[str]] = {}
+    for kind, buckets in report.buckets.items():
+        merged = [s["name"] for s in report.sizes_after if s["type"] == kind and s["name"] not in before]
+        if len(merged) == len(buckets):
+            out.update({name: [m.name for m in b] for name, b in zip(merged, buckets)})
+    return out
+
+
+def compare_final(recorded: Graph, sched: Any, after_overlap: bool = False) -> list[str]:
+    """What differs between the recorded final collectives and the replayed schedule.
+
+    The recorded ``inductor_collective_schedule`` names the ops in run order, without sizes; the
+    reader gives them sizes and estimates from the graph's estimation CSV, kind by kind. That
+    CSV is ``fx_collectives_analytical_estimation`` (written when the scheduler starts: graph
+    order before scheduling) unless ``fx_collectives_estimations_after_overlap_bucketing`` was
+    logged (``after_overlap``: run order). So: the kinds are compared in run order, and each
+    kind's (group, bytes, estimate) in the order that CSV has, against the replay's collectives
+    in the same order (before the scheduler ran, or after it)."""
+    f = recorded.final
+    if f is None:
+        return []
+    out = []
+    want = [c.kind for c in f.collectives]
+    have = [c.kind for c in sched.final]
+    if want != have:
+        i = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
+        a = want[i] if i < len(want) else "nothing"
+        b = have[i] if i < len(have) else "nothing"
+        out.append(f"final collective #{i + 1}: recorded {a}, replayed {b} "
+                   f"({len(want)} recorded, {len(have)} replayed)")
+        return out
+    if f.sizes != "matched":  # the log gave no sizes to compare
+        return out
+    mine = sched.final if after_overlap else sched.before_overlap
+    for kind in dict.fromkeys(want):
+        w = [(c.group, c.bytes) for c in f.collectives if c.kind == kind]
+        h = [(c.group, c.bytes) for c in mine if c.kind == kind]
+        if w != h:
+            i = next((i for i, (a, b) in enumerate(zip(w, h)) if a != b), min(len(w), len(h)))
+            a = w[i] if i < len(w) else "nothing"
+            b = h[i] if i < len(h) else "nothing"
+            out.append(f"{kind} #{i + 1} (group, bytes): recorded {a}, replayed {b}")
+            continue
+        we = [c.est_ms for c in f.collectives if c.kind == kind]
+        he = [c.est_ms for c in mine if c.kind == kind]
+        for i, (a, b) in enumerate(zip(we, he)):
+            if a is not None and b == b and abs(a - b) > 5e-5:
+                out.append(f"{kind} #{i + 1}: recorded estimate {a} ms, replayed {b} ms")
+                break
+    return out
+
+
 def _compare(recorded: Graph, got: CapReplay) -> list[str]:
     """What differs between a recorded outcome and a replay: counts, and the verbose sizes
     when the log has them (sizes before by name; sizes after per kind, names aside, since
@@ -336,6 +470,9 @@ def replay_source(
         source=g.source,
         text_artifact=src.text_artifact,
         recorded=g,
+        overlap_scheduled=bool(getattr(src, "overlap_scheduled", False)),
+        compute_estimates_us=getattr(src, "compute_estimates_us", None),
+        estimates_after_overlap=bool(getattr(src, "estimates_after_overlap", False)),
     )
     if src.text is None:
         out.error = (
@@ -394,6 +531,12 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
         mismatches.append(f"group_size: recorded {g.group_size}, rebuilt graph {rp.group_size}")
     if list(rp.planner.fsdp_groups) != list(g.fsdp_groups):
         mismatches.append(f"fsdp_groups: recorded {g.fsdp_groups}, rebuilt graph {list(rp.planner.fsdp_groups)}")
+    run_schedule = options.overlap if options.overlap is not None else out.overlap_scheduled
+    if run_schedule:
+        _schedule_cap(rp, out, repro, what_if=False)
+        if repro.schedule is not None and out.overlap_scheduled:
+            out.final_mismatches = compare_final(g, repro.schedule, out.estimates_after_overlap)
+            out.final_reproduced = None if g.final is None else not out.final_mismatches
     out.reproduction = repro
     out.reproduced = not mismatches
     out.mismatches = mismatches
@@ -405,8 +548,8 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
     out.recorded_comm_ms = base_ms
     out.recorded_hardware = base_hw
     requests = list(options.caps)
-    if options.bucket_mode and not requests:
-        requests = [None]  # the recorded cap, in the what-if bucket mode
+    if (options.bucket_mode or options.scheduler_overrides) and not requests:
+        requests = [None]  # the recorded cap, in the what-if bucket mode or scheduler settings
     for req in requests:
         if req is None:
             r = rp.at(repro.bucket_cap_mb, "recorded", hw, apply=options.apply, what_if=True)
@@ -417,7 +560,19 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
             r = rp.at(req.mb, "override", hw, apply=options.apply, what_if=True)
         if r.estimated_comm_ms is not None and base_ms is not None:
             r.comm_ms_vs_recorded = r.estimated_comm_ms - base_ms
+        if run_schedule:
+            _schedule_cap(rp, out, r, what_if=True)
+            if r.schedule is not None and repro.schedule is not None:
+                r.est_ms_vs_recorded = r.schedule.est_ms - repro.schedule.est_ms
         out.replays.append(r)
+
+
+def _schedule_cap(rp: GraphReplayer, out: GraphReplay, cap: CapReplay, what_if: bool) -> None:
+    """torch's overlap scheduler on ``cap``'s pre-bucketed graph; a refusal is a note."""
+    try:
+        cap.schedule = rp.scheduled(cap.bucket_cap_mb, out.compute_estimates_us, what_if=what_if)
+    except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses must not stop the others
+        cap.schedule_error = f"overlap scheduler failed: {type(e).__name__}: {str(e)[:300]}"
 
 
 # --- many graphs ---------------------------------------------------------------------------------
@@ -441,8 +596,12 @@ def same_replay_key(src: Any) -> tuple:
     stay separate rows). The options are the same for every source of one call. The text is
     compared whole (ranks' texts are usually one shared string, see ``replay_sources_for``)."""
     hints = getattr(src, "symbol_hints", None) or {}
+    compute = getattr(src, "compute_estimates_us", None) or {}
+    final = src.graph.final
     return (os.path.dirname(src.graph.file), src.compile_id, src.graph_index, src.text_artifact,
-            src.text, tuple(sorted(hints.items())), _record(src.graph))
+            src.text, tuple(sorted(hints.items())), _record(src.graph), tuple(compute.items()),
+            bool(getattr(src, "overlap_scheduled", False)),
+            None if final is None else tuple((c.kind, c.group, c.bytes, c.est_ms) for c in final.collectives))
 
 
 def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[GraphReplay]:
@@ -475,12 +634,12 @@ class ReplayRun:
     diagnostics: Diagnostics
 
     def to_dict(self) -> dict:
-        """The ``tracekit.replay/2`` document."""
+        """The ``tracekit.replay/3`` document."""
         return replay_document(self.graphs, self.options, {"diagnostics": self.diagnostics.to_dict()})
 
 
 def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: dict | None = None) -> dict:
-    """The ``tracekit.replay/2`` JSON document."""
+    """The ``tracekit.replay/3`` JSON document."""
     hw = options.hardware
     doc = {
         "schema": SCHEMA,
@@ -492,6 +651,11 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
         },
         "apply": options.apply,
         "bucket_mode": options.bucket_mode,
+        "scheduler": {"overlap": options.overlap, "gpu": options.gpu,
+                      "overrides": dict(options.scheduler_overrides),
+                      "estimates": "compute: the log's fx_compute_nodes_runtime_estimation (Benchmarked "
+                                   "Est(us)); collectives: torch's NCCL model; other nodes: torch's roofline "
+                                   "on the named GPU"},
         "symbols": dict(options.symbols),
         "graphs": [r.to_dict() for r in results],
         "totals": {
@@ -500,12 +664,63 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
             "rebuilt": sum(1 for r in results if r.error is None),
             "reproduced": sum(1 for r in results if r.reproduced),
             "not_reproduced": sum(1 for r in results if r.reproduced is False),
+            "final_reproduced": sum(1 for r in results if r.final_reproduced),
+            "final_not_reproduced": sum(1 for r in results if r.final_reproduced is False),
             "failed": sum(1 for r in results if r.error is not None),
         },
     }
+    doc["totals"]["step"] = step_totals(results, options)
     if extra:
         doc.update(extra)
     return doc
+
+
+def cap_labels(options: ReplayOptions) -> list[str]:
+    """The labels of the caps every graph was replayed at: ``recorded``, then each request."""
+    what_if = options.bucket_mode or options.scheduler_overrides
+    reqs = [c.label for c in options.caps] or (["recorded (what-if settings)"] if what_if else [])
+    return ["recorded"] + reqs
+
+
+def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict[str, Any]]:
+    """The whole step (every graph replayed: forward + backward) per cap, from the graphs whose
+    schedule ran: final counts added, times added, peak memory the largest graph's (the graphs
+    of a step run one after another; their activations between them are not counted)."""
+    out = []
+    # one step is one rank's graphs: those of the lowest rank (ranks that logged other graphs,
+    # as in a non-SPMD run, are in the per-graph rows, not in this step)
+    ranks = [x for r in results for x in r.rank_set if x is not None]
+    lowest = min(ranks) if ranks else None
+    results = [r for r in results if lowest is None or lowest in r.rank_set]
+    for i, label in enumerate(cap_labels(options)):
+        caps = [r.reproduction if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
+                for r in results]
+        caps = [c for c in caps if c is not None]
+        scheds = [c.schedule for c in caps if c.schedule is not None]
+        counts: dict[str, int] = {}
+        for sc in scheds:
+            for k, v in sc.counts().items():
+                counts[k] = counts.get(k, 0) + v
+        entry = {
+            "cap": label,
+            "rank": lowest,
+            "bucket_cap_mb": sorted({c.bucket_cap_mb for c in caps}),
+            "graphs": len(scheds),
+            "graphs_without_schedule": len(caps) - len(scheds),
+            "final": {"counts": counts, "collectives": sum(counts.values())},
+            "comm_ms": _round_ms(sum(sc.comm_ms for sc in scheds)) if scheds else None,
+            "exposed_ms": _round_ms(sum(sc.exposed_ms for sc in scheds)) if scheds else None,
+            "compute_ms": _round_ms(sum(sc.compute_ms for sc in scheds)) if scheds else None,
+            "est_ms": _round_ms(sum(sc.est_ms for sc in scheds)) if scheds else None,
+            "peak_memory_bytes": max((sc.peak_memory_bytes for sc in scheds), default=None),
+            "largest_bucket_mb": max((c.largest_bucket_mb for c in caps), default=None),
+            "fallback_nodes": sum(len(sc.fallback) for sc in scheds),
+        }
+        out.append(entry)
+    base = out[0]["est_ms"] if out else None
+    for e in out:
+        e["est_ms_vs_recorded"] = None if base is None or e["est_ms"] is None else _round_ms(e["est_ms"] - base)
+    return out
 
 
 __all__ = [
@@ -516,7 +731,10 @@ __all__ = [
     "GraphReplayer",
     "ReplayOptions",
     "ReplayRun",
+    "cap_labels",
+    "compare_final",
     "replay_document",
+    "step_totals",
     "replay_source",
     "replay_sources",
 ]

@@ -84,7 +84,7 @@ def replay_sources_for(
     # Ranks log the same texts: keep one copy of each (1,024 ranks hold one rank's texts).
     texts: dict[str, str] = {}
     sources = []
-    for src in (reader or graph_sources)([lg.path for lg in logs], diag):
+    for src in (reader or graph_sources)([], diag, logs=logs):  # the files found above, not found again
         if src.text is not None:
             src.text = texts.setdefault(src.text, src.text)
         sources.append(src)

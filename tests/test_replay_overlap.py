@@ -1,0 +1,198 @@
+"""Replay through torch's overlap scheduler (tracekit.replay.overlap_schedule) on the
+overlap_cap_a / overlap_cap_b fixtures: the same 6-layer model compiled at 1.5 MB and 64 MB,
+compute timed from FLOPs at 10 TFLOP/s, collectives by torch's NCCL model. Expected values are
+the logs' own (inductor_collective_schedule with its estimates) and torch's "Overlap scheduling
+results" line, which generate.py kept in overlap_results.json (2 decimals)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import FIXTURE_LOGS
+
+pytest.importorskip("torch")
+
+A, B = FIXTURE_LOGS / "overlap_cap_a", FIXTURE_LOGS / "overlap_cap_b"
+
+
+def _replay(path, caps=()):
+    import tracekit.replay
+
+    return tracekit.replay.replay(str(path), cap_mb=caps)
+
+
+def _torch_results(path):
+    return {g["graph_index"]: g for g in json.loads((path / "overlap_results.json").read_text())["graphs"]}
+
+
+def _final(g):
+    return [(c.kind, c.group, c.bytes) for c in g.recorded.final.collectives]
+
+
+@pytest.mark.parametrize("path", [A, B])
+def test_recorded_cap_reproduces_the_final_sequence_and_torchs_exposed_ms(path):
+    run = _replay(path)
+    want = _torch_results(path)
+    assert len(run.graphs) == 2
+    for g in run.graphs:
+        assert g.overlap_scheduled and g.reproduced, g.mismatches
+        assert g.final_reproduced is True, g.final_mismatches
+        sc = g.reproduction.schedule
+        assert [(c.kind, c.group, c.bytes) for c in sc.final] == _final(g)
+        assert [c.est_ms for c in sc.final] == [c.est_ms for c in g.recorded.final.collectives]
+        torch_ms = want[g.graph_index]["total_exposed_ms"]  # the INFO line: 2 decimals
+        assert abs(sc.exposed_ms - torch_ms) <= max(0.02, 0.05 * torch_ms)
+        # the same sums, unrounded, read off the compile's scheduler by generate.py (to 1e-6 ms:
+        # the CSV gives compute estimates to 0.0001 us)
+        assert sc.exposed_ms == pytest.approx(want[g.graph_index]["exact_total_exposed_ms"], abs=1e-6)
+        assert sc.comm_ms == pytest.approx(want[g.graph_index]["exact_total_potential_exposed_ms"], abs=1e-6)
+        assert sc.fallback == []  # every mm had a recorded estimate
+
+
+def test_exact_figures_of_the_small_cap():
+    run = _replay(A)
+    fwd, bwd = (g.reproduction.schedule for g in run.graphs)
+    assert fwd.counts() == {"all_gather": 6}
+    assert bwd.counts() == {"all_gather": 5, "reduce_scatter": 6}
+    assert [c.bytes for c in fwd.final] == [524288] * 6
+    assert round(fwd.exposed_ms, 4) == 0.0234
+    assert round(bwd.exposed_ms, 4) == 0.0198
+    assert fwd.peak_memory_bytes == 7864320
+
+
+def test_scenario_a_at_bs_cap_predicts_bs_recorded_sequence_and_exposed_ms():
+    a = _replay(A, caps=[64.0])
+    b = _replay(B)
+    for ga, gb in zip(a.graphs, b.graphs):
+        predicted = ga.replays[0].schedule
+        assert [(c.kind, c.group, c.bytes) for c in predicted.final] == _final(gb)
+        assert round(predicted.exposed_ms, 4) == round(gb.reproduction.schedule.exposed_ms, 4)
+        torch_b = _torch_results(B)[gb.graph_index]
+        assert abs(predicted.exposed_ms - torch_b["total_exposed_ms"]) <= max(0.02, 0.05 * torch_b["total_exposed_ms"])
+        assert predicted.exposed_ms == pytest.approx(torch_b["exact_total_exposed_ms"], abs=1e-6)
+    # the big cap leaves more communication exposed than the small one (the first bucket)
+    step = a.to_dict()["totals"]["step"]
+    assert [s["cap"] for s in step] == ["recorded", "64"]
+    assert step[1]["exposed_ms"] > step[0]["exposed_ms"]
+    assert step[0]["final"]["counts"] == {"all_gather": 11, "reduce_scatter": 6}
+    assert step[1]["final"]["counts"] == {"all_gather": 2, "reduce_scatter": 1}
+
+
+def test_document_is_replay_3_with_a_timeline():
+    doc = _replay(A).to_dict()
+    assert doc["schema"] == "tracekit.replay/3"
+    rep = doc["graphs"][0]["reproduction"]
+    for k in ("bucket_cap_mb", "final", "comm_ms", "exposed_ms", "compute_ms", "est_ms", "peak_memory_bytes"):
+        assert rep[k] is not None, k
+    assert rep["est_ms"] == pytest.approx(rep["compute_ms"] + rep["exposed_ms"], abs=2e-4)
+    nodes = rep["timeline"]["nodes"]
+    colls = [n for n in nodes if n["type"] == "collective"]
+    assert len(colls) == 6 and all(n["bytes"] == 1572864 for n in colls)  # torch's size_bytes: in + out
+    assert sum(n["exposed_us"] for n in colls) == pytest.approx(rep["exposed_ms"] * 1e3, abs=0.5)
+    assert max(b for _, b in rep["timeline"]["memory"]) == rep["peak_memory_bytes"]
+    starts = [n["start_us"] for n in nodes]
+    assert starts == sorted(starts)
+
+
+def test_existing_fixture_reproduces_through_the_scheduler():
+    run = _replay(FIXTURE_LOGS / "spmd_auto")
+    assert [g.final_reproduced for g in run.graphs] == [True, True]
+
+
+def test_existing_fixtures_reproduce_through_the_scheduler():
+    for scenario in ("diverge_rank", "tracekit_pass"):
+        run = tracekit_replay(FIXTURE_LOGS / scenario, all_ranks=True)
+        assert [g.final_reproduced for g in run.graphs] == [True] * len(run.graphs), scenario
+
+
+def test_a_final_sequence_that_differs_is_named_and_exits_1():
+    # spmd_small_cap was compiled with a cost model (collectives 1 ms per MB, every node 10 us,
+    # fixtures/generate.py) that its log does not record; with the log's estimates, the
+    # scheduler puts an all-gather where the run put a reduce-scatter in the backward
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    run = tracekit_replay(FIXTURE_LOGS / "spmd_small_cap")
+    assert [g.final_reproduced for g in run.graphs] == [True, False]
+    assert run.graphs[1].final_mismatches == [
+        "final collective #3: recorded reduce_scatter, replayed all_gather (9 recorded, 9 replayed)"]
+    assert run.graphs[1].reproduced is True  # pre-bucketing itself reproduced
+    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap")])
+    assert res.exit_code == 1
+    assert "ranks 0 graph 0/0:1: FINAL SEQUENCE NOT REPRODUCED: final collective #3" in res.output
+    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--no-overlap"])
+    assert res.exit_code == 0
+
+
+def tracekit_replay(path, **kw):
+    import tracekit.replay
+
+    return tracekit.replay.replay(str(path), **kw)
+
+
+def _without_backward_compute_estimates(tmp_path):
+    """overlap_cap_a's rank 0 log with the backward's two fx_compute_nodes_runtime_estimation
+    entries (envelope and payload lines) dropped, as a log cut by a filter would be."""
+    src = next(A.glob("*rank_0_*.log"))
+    lines = src.read_text().split("\n")
+    seen, out, skipping = 0, [], False
+    for ln in lines:
+        if ln.startswith("\t") and skipping:
+            continue
+        skipping = False
+        if '"name": "fx_compute_nodes_runtime_estimation"' in ln:
+            seen += 1
+            if seen > 2:  # the backward's (the forward logs two first)
+                skipping = True
+                continue
+        out.append(ln)
+    assert seen == 4
+    dst = tmp_path / src.name
+    dst.write_text("\n".join(out))
+    return dst
+
+
+def test_a_missing_estimate_falls_back_to_the_roofline_and_says_so(tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    log = _without_backward_compute_estimates(tmp_path)
+    run = tracekit_replay(log)
+    fwd, bwd = (g.reproduction.schedule for g in run.graphs)
+    assert fwd.fallback == []
+    assert len(bwd.fallback) == bwd.compute_nodes == 11  # every backward mm: torch's roofline
+    assert round(fwd.exposed_ms, 4) == 0.0234  # the forward is unchanged
+    assert run.graphs[1].final_reproduced is True  # the order does not depend on it here
+    res = CliRunner().invoke(main, ["replay", str(log), "--gpu", "A100"])
+    assert "11 of 17 compute nodes fell back to the roofline on A100" in res.output
+    doc = run.to_dict()
+    assert doc["graphs"][1]["reproduction"]["estimates"]["fallback_nodes"] == 11
+    assert doc["totals"]["step"][0]["fallback_nodes"] == 11
+
+
+def _recommend_doc(*args):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    res = CliRunner().invoke(main, ["replay", str(B), "--recommend", "--format", "json", *args])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_recommend_picks_the_small_cap_over_the_recorded_64_mb():
+    doc = _recommend_doc("--memory-budget-gb", "1")
+    assert doc["caps"] == ["auto", "1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "2048"]
+    assert [s["cap"] for s in doc["totals"]["step"]][:2] == ["recorded", "auto"]
+    rec = doc["recommendation"]
+    assert rec["cap_mb"] == 1.0 and rec["est_ms"] == 0.2751 and rec["exposed_ms"] == 0.0431
+    assert rec["peak_memory_bytes"] == 8912900 and rec["vs_recorded_ms"] == -0.0453
+    assert rec["config"] == ("torch._inductor.config.aten_distributed_optimizations."
+                             "pre_bucketing_fsdp_collectives_bucket_cap_mb = 1")
+    assert [s["cap"] for s in doc["pareto_front"]] == ["1"]
+    # a budget nothing fits: no recommendation, said plainly in the table
+    assert _recommend_doc("--memory-budget-gb", "0.001")["recommendation"] is None

@@ -1,0 +1,346 @@
+"""The rest of the pipeline: torch 2.13's own overlap scheduler on a rebuilt, pre-bucketed graph.
+
+Data flows one way: rebuilt graph (:mod:`~tracekit.replay.graph_text`) -> a copy pre-bucketed
+at a cap (:func:`bucketing.pre_bucket_fsdp_collectives`) -> torch's ``OverlapScheduler``
+(``torch._inductor.fx_passes.overlap_scheduling``; called, never copied) -> the figures of
+:class:`ScheduledGraph` -> render. The graph is rebuilt once; this module copies it per cap.
+
+What the scheduler is fed (see FORMAT.md, "Overlap scheduling and its estimates"):
+
+- settings as ``schedule_overlap_bucketing_from_inductor_configs`` reads them: the function's
+  defaults, replaced by every value of ``config.aten_distributed_optimizations`` that is not
+  None (so ``enable_fusion_regions`` is the config's True), then by the command's overrides;
+- ``custom_runtime_estimation``: each compute node's "Benchmarked Est(us)" from that graph's own
+  ``fx_compute_nodes_runtime_estimation`` (paired with the graph by position by the reader);
+  None for collectives (torch's NCCL model) and for nodes without a recorded estimate, which
+  then get torch's roofline with the named GPU's bandwidth and peak FLOP/s (:data:`GPUS`,
+  patched into ``get_gpu_dram_gbps`` / ``get_device_tflops``); those are counted (``fallback``);
+- a fake process group of the graph's group size (no communication), fake tensors on CPU.
+
+What is read back: ``scheduler.collective_info[start]`` (``estimated_time_ms``,
+``exposed_time_ms``: torch's ``total_exposed_ms`` is their sum), ``scheduler.node_estimations``
+(compute), the order of ``scheduler.scheduled``, and the final graph's collectives. Peak memory
+is torch's ``MemoryTracker`` walked over the scheduled order with every device counted (the
+scheduler's own tracker skips CPU tensors, so on a CPU replay its figure is 0): the bytes of
+tensors alive at the worst point, inputs included, as the allocator would hold them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from tracekit.parsers import collective_op
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """Peak figures of a GPU, for torch's roofline (nodes without a recorded estimate)."""
+
+    name: str
+    dram_gbps: float  # HBM bandwidth, GB/s
+    tflops: float  # dense bf16 TFLOP/s
+
+
+#: The GPUs ``--gpu`` names (FORMAT.md's figures).
+GPUS: dict[str, Gpu] = {
+    "H100": Gpu("H100", 3350, 989),
+    "A100": Gpu("A100", 2039, 312),
+    "B200": Gpu("B200", 8000, 2250),
+}
+
+#: The ``aten_distributed_optimizations`` keys torch's ``..._from_inductor_configs`` reads for
+#: the scheduler (the pre-bucketing ones and the estimation hook are ours to set).
+_CONFIG_KEYS = (
+    "collective_bucketing", "max_compute_pre_fetch", "insert_overlap_deps", "collective_estimator",
+    "compute_estimator", "max_memory_increase_gb", "max_memory_increase_ratio",
+    "compute_overlap_multipler", "max_in_flight_gb", "max_coll_distance",
+    "log_final_collectives_estimations", "bucket_exposed_first", "bucket_only_internode_comms",
+    "enable_fusion_regions", "prioritize_bucketing_during_scheduling", "bucket_mode",
+)
+
+#: Settings the command may override (``--collective-bucketing``, ...), with their types.
+OVERRIDABLE = {
+    "collective_bucketing": bool,
+    "max_in_flight_gb": float,
+    "max_memory_increase_gb": float,
+    "max_memory_increase_ratio": float,
+    "bucket_mode": str,
+}
+
+
+def scheduler_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``OverlapScheduler`` keyword arguments torch's inductor would use, then ``overrides``.
+
+    Never benchmarks: compute estimates come from the log through the hook (with
+    ``compute_estimator="analytical"`` torch keeps the hook's value for every compute node),
+    collectives from the NCCL model; never logs the final estimates."""
+    from torch._inductor import config
+    from torch._inductor.fx_passes.overlap_scheduling import schedule_overlap_bucketing
+
+    params = inspect.signature(schedule_overlap_bucketing).parameters
+    out = {k: params[k].default for k in _CONFIG_KEYS if k in params}
+    opts = config.aten_distributed_optimizations
+    for k in _CONFIG_KEYS:
+        v = getattr(opts, k, None)
+        if v is not None:
+            out[k] = v
+    out.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    out["collective_estimator"] = "analytical"
+    # "analytical" keeps the hook's values (the recorded "Benchmarked" column): in "benchmark"
+    # mode torch first looks the node up in its on-disk benchmark cache (values of earlier
+    # compiles on this machine win over the hook) and allocates real tensors of its shapes
+    out["compute_estimator"] = "analytical"
+    out["log_final_collectives_estimations"] = False
+    # max_off_bucket_gb and the other function-only arguments keep their defaults
+    for k in ("max_off_bucket_gb",):
+        if k in params:
+            out[k] = params[k].default
+    return out
+
+
+@contextlib.contextmanager
+def gpu_peaks(gpu: Gpu):
+    """Make torch's roofline use ``gpu``'s bandwidth and FLOP/s (on CPU triton has neither)."""
+    import torch._inductor.utils as inductor_utils
+    import torch.utils._runtime_estimation as runtime_estimation
+
+    saved = [(m, n, getattr(m, n)) for m in (inductor_utils, runtime_estimation)
+             for n in ("get_gpu_dram_gbps", "get_device_tflops") if hasattr(m, n)]
+    try:
+        for m, n, _ in saved:
+            setattr(m, n, (lambda: gpu.dram_gbps) if n == "get_gpu_dram_gbps" else (lambda dtype=None: gpu.tflops))
+        yield
+    finally:
+        for m, n, f in saved:
+            setattr(m, n, f)
+
+
+@contextlib.contextmanager
+def no_estimation_artifacts():
+    """Skip the scheduler's estimation artifacts (``fx_compute_nodes_runtime_estimation``,
+    ``fx_collectives_analytical_estimation``): a replay logs nothing, and building their rows
+    counts every compute node's FLOPs twice (a quarter of the scheduler's time on big graphs).
+    The estimates the scheduler uses are untouched."""
+    import torch._inductor.fx_passes.node_runtime_estimation as nre
+
+    names = ("_log_compute_estimations", "_log_collective_benchmarks")
+    saved = {n: getattr(nre, n) for n in names if hasattr(nre, n)}
+    try:
+        for n in saved:
+            setattr(nre, n, lambda *a, **k: None)
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(nre, n, f)
+
+
+class RecordedEstimates:
+    """The ``custom_runtime_estimation`` hook: recorded compute estimates in ms, None otherwise.
+
+    Counts the compute nodes that had none (``fallback``: torch's roofline times them)."""
+
+    def __init__(self, benchmarked_us: dict[str, float] | None):
+        self.us = benchmarked_us or {}
+        self.fallback: set[str] = set()
+        self.used: set[str] = set()
+
+    def __call__(self, node: fx.Node, override_size: int | None) -> float | None:
+        from torch._inductor.fx_passes.overlap_scheduling import is_compute_node
+
+        if node.op != "call_function" or "_c10d_functional" in str(node.target):
+            return None  # collectives and waits: torch's NCCL model
+        us = self.us.get(node.name)
+        if us is not None:
+            self.used.add(node.name)
+            return us / 1e3
+        if is_compute_node(node):
+            self.fallback.add(node.name)
+        return None
+
+
+@dataclass
+class FinalCollective:
+    """One collective of the scheduled graph, in run order (as ``inductor_collective_schedule``
+    and ``fx_collectives_analytical_estimation`` would describe it)."""
+
+    name: str
+    kind: str
+    op: str
+    group: str | None
+    group_size: int | None
+    bytes: int | None
+    est_ms: float  # torch's NCCL model, as its estimation artifact rounds it (4 decimals)
+
+    def key(self) -> tuple:
+        return (self.kind, self.group, self.bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "op": self.op, "group": self.group,
+                "group_size": self.group_size, "bytes": self.bytes, "est_ms": self.est_ms}
+
+
+@dataclass
+class ScheduledGraph:
+    """torch's overlap schedule of one graph at one cap, and what it costs."""
+
+    final: list[FinalCollective] = field(default_factory=list)
+    #: the same collectives before the scheduler ran (graph order after pre-bucketing): what
+    #: ``fx_collectives_analytical_estimation`` describes, written at the start of its run
+    before_overlap: list[FinalCollective] = field(default_factory=list)
+    comm_ms: float = 0.0  # sum of the scheduler's collective estimates
+    exposed_ms: float = 0.0  # sum of collective_info[..].exposed_time_ms (torch's total_exposed_ms)
+    compute_ms: float = 0.0  # sum of the scheduler's estimates of the other nodes
+    peak_memory_bytes: int = 0
+    compute_nodes: int = 0
+    fallback: list[str] = field(default_factory=list)  # compute nodes timed by the roofline
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    memory: list[list[float]] = field(default_factory=list)  # [start_us, bytes in use] after each node
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def est_ms(self) -> float:
+        return self.compute_ms + self.exposed_ms
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.final:
+            out[c.kind] = out.get(c.kind, 0) + 1
+        return out
+
+
+def copy_graph(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of ``gm`` to rewrite (node meta copied shallowly: fake values are shared)."""
+    g = fx.Graph()
+    out = g.graph_copy(gm.graph, {})
+    g.output(out)
+    return fx.GraphModule(gm, g)
+
+
+def _group_name(node: fx.Node) -> str | None:
+    from torch._inductor.fx_passes.overlap_scheduling import get_group_name
+
+    try:
+        return str(get_group_name(node))
+    except Exception:  # noqa: BLE001 - a group torch cannot resolve is reported as unknown
+        return None
+
+
+def _first_tensor_bytes(node: fx.Node) -> int | None:
+    """Bytes of the first tensor input, as torch's estimation key counts them."""
+    for a in node.all_input_nodes:
+        v = a.meta.get("val")
+        if isinstance(v, torch.Tensor):
+            try:
+                return int(v.numel()) * v.dtype.itemsize
+            except Exception:  # noqa: BLE001 - unbacked sizes
+                return None
+    return None
+
+
+def _group_size(node: fx.Node) -> int | None:
+    for a in list(node.args) + list(node.kwargs.values()):
+        if isinstance(a, int) and not isinstance(a, bool):
+            return a
+    return None
+
+
+def _is_collective_start(node: fx.Node) -> bool:
+    return (node.op == "call_function" and "_c10d_functional" in str(node.target)
+            and collective_op(str(node.target)) is not None)
+
+
+def final_collectives(gm: fx.GraphModule) -> list[FinalCollective]:
+    """The collectives of ``gm`` in graph order, each with torch's NCCL estimate."""
+    from torch._inductor.fx_passes.node_runtime_estimation import _get_collective_estimations
+
+    out = []
+    for n in gm.graph.nodes:
+        if not _is_collective_start(n):
+            continue
+        kind, op = collective_op(str(n.target))
+        try:
+            est = round(float(_get_collective_estimations(n)[0]), 4)
+        except Exception:  # noqa: BLE001
+            est = float("nan")
+        out.append(FinalCollective(n.name, kind, op, _group_name(n), _group_size(n), _first_tensor_bytes(n), est))
+    return out
+
+
+def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
+             settings: dict[str, Any], members: dict[str, list[str]] | None = None) -> ScheduledGraph:
+    """Run torch's ``OverlapScheduler`` on ``gm`` (pre-bucketed already; rewritten in place).
+
+    ``members``: bucket node name -> the original collectives it merged (for the timeline).
+    Raises what the scheduler raises (the caller turns it into a note on that graph)."""
+    from torch._inductor.fx_passes.memory_estimator import MemoryTracker
+    from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
+
+    hook = RecordedEstimates(compute_us)
+    before = final_collectives(gm)
+    with gpu_peaks(gpu), no_estimation_artifacts():
+        sched = OverlapScheduler(gm, custom_runtime_estimation=hook, **settings)
+        gm = sched.run()
+    order = list(sched.scheduled)
+    infos = sched.collective_info
+    est = sched.node_estimations
+    out = ScheduledGraph(settings={k: v for k, v in settings.items()})
+    out.comm_ms = sum(i.estimated_time_ms for i in infos.values())
+    out.exposed_ms = sum(i.exposed_time_ms for i in infos.values())
+    out.fallback = sorted(hook.fallback)
+    out.compute_nodes = len(sched.compute_nodes)
+    wait_of = {i.wait_node: (s, i) for s, i in infos.items()}
+    members = members or {}
+    # Timeline: nodes run one after another on the compute stream; a collective is issued at
+    # its start node and takes its estimate on its group's stream; its wait holds the compute
+    # stream for the collective's exposed time (so the compute stream ends at est_ms).
+    t = 0.0
+    tracker = MemoryTracker(gm.graph, device_filter=lambda d: True)
+    peak = tracker.current_memory_bytes
+    out.memory.append([0.0, peak])
+    for n in order:
+        if n in infos:
+            i = infos[n]
+            out.timeline.append({
+                "name": n.name, "type": "collective", "start_us": round(t * 1e3, 3),
+                "dur_us": round(i.estimated_time_ms * 1e3, 3),
+                "exposed_us": round(i.exposed_time_ms * 1e3, 3), "group": _group_name(n),
+                "kind": collective_op(str(n.target))[0], "bytes": i.size_bytes,
+                "members": members.get(n.name, [n.name]),
+                "hidden_by": [h.name for h in i.hiding_nodes]})
+        elif n in wait_of:
+            s, i = wait_of[n]
+            out.timeline.append({"name": n.name, "type": "wait", "start_us": round(t * 1e3, 3),
+                                 "dur_us": round(i.exposed_time_ms * 1e3, 3), "collective": s.name})
+            t += i.exposed_time_ms
+        elif n.op == "call_function" and est.get(n):
+            ms = est[n]
+            if is_compute_node(n):
+                source = "recorded" if n.name in hook.used else "roofline"
+            else:
+                source = "recorded" if n.name in hook.used else "fusion_region" if n in est else "roofline"
+            out.timeline.append({"name": n.name, "type": "compute", "start_us": round(t * 1e3, 3),
+                                 "dur_us": round(ms * 1e3, 3), "estimate": source})
+            out.compute_ms += ms
+            t += ms
+        try:
+            tracker.schedule_node(n)
+        except Exception:  # noqa: BLE001 - a node the tracker cannot size: skip its bytes
+            pass
+        cur = tracker.current_memory_bytes
+        peak = max(peak, cur)
+        if out.memory[-1][1] != cur:
+            out.memory.append([round(t * 1e3, 3), cur])
+    out.peak_memory_bytes = int(peak)
+    out.final = final_collectives(gm)
+    out.before_overlap = before
+    return out
+
+
+__all__ = ["GPUS", "OVERRIDABLE", "FinalCollective", "Gpu", "RecordedEstimates", "ScheduledGraph",
+           "copy_graph", "final_collectives", "gpu_peaks", "schedule", "scheduler_settings"]
