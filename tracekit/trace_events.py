@@ -201,10 +201,28 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
                                "args": {"bytes": nbytes}})
             est = entry.get("est_ms")
             offset += max(end, float(est) * 1e3 if isinstance(est, (int, float)) else 0.0)
+    _fit(events)
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "metadata": {"source": "tracekit replay --trace-out", "schema": doc.get("schema"), "cap": label,
                          "bucket_cap_mb": step[i].get("bucket_cap_mb") if i < len(step) else None,
                          "basis": "torch's estimates (overlap scheduler), not measurements"}}
+
+
+def _fit(events: list[dict[str, Any]]) -> None:
+    """Times to the nanosecond; a slice that runs into the next one on its track by rounding
+    (the timeline's starts and durations are rounded apart, to 1 ns) ends where the next begins."""
+    tracks: dict[tuple, list[dict[str, Any]]] = {}
+    for e in events:
+        if "ts" in e:
+            e["ts"] = round(e["ts"], 3)
+        if e["ph"] == "X":
+            e["dur"] = round(e["dur"], 3)
+            tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for spans in tracks.values():
+        spans.sort(key=lambda e: (e["ts"], e["dur"]))
+        for a, b in zip(spans, spans[1:]):
+            if a["ts"] + a["dur"] > b["ts"]:
+                a["dur"] = round(max(0.0, b["ts"] - a["ts"]), 3)
 
 
 def write_traces(doc: dict[str, Any], out_dir: str) -> list[str]:
