@@ -544,13 +544,20 @@ def section_diagnostics(doc: dict[str, Any]) -> str:
 # --- the page --------------------------------------------------------------------------------------
 
 
-def render_html(doc: dict[str, Any]) -> str:
-    """The report page of a ``tracekit.summary`` document (see the module docstring)."""
+def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> str:
+    """The report page of a ``tracekit.summary`` document (see the module docstring); with a
+    ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render_sweep`)."""
     world = world_of(doc)
     status, line = verdict_of(doc, world)
     groups = rank_groups(doc)
     paths = " ".join(str(p) for p in doc.get("paths") or [])
-    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in SECTIONS)
+    sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]
+    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
+    sweep = ""
+    if replay is not None:
+        from tracekit.render_sweep import section_sweep
+
+        sweep = section_sweep(replay) + "\n"
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
@@ -565,7 +572,7 @@ def render_html(doc: dict[str, Any]) -> str:
         section_world(world), "\n",
         section_groups(groups), "\n",
         section_divergence(doc), "\n",
-        section_sizes(groups), "\n",
+        section_sizes(groups), "\n", sweep,
         section_did_nothing(doc), "\n",
         section_diagnostics(doc), "\n",
         f'</main><footer>made by tracekit report from a {esc(doc.get("schema", "?"))} '
