@@ -94,3 +94,76 @@ def test_document_is_replay_3_with_a_timeline():
 def test_existing_fixture_reproduces_through_the_scheduler():
     run = _replay(FIXTURE_LOGS / "spmd_auto")
     assert [g.final_reproduced for g in run.graphs] == [True, True]
+
+
+def test_existing_fixtures_reproduce_through_the_scheduler():
+    for scenario in ("diverge_rank", "tracekit_pass"):
+        run = tracekit_replay(FIXTURE_LOGS / scenario, all_ranks=True)
+        assert [g.final_reproduced for g in run.graphs] == [True] * len(run.graphs), scenario
+
+
+def test_a_final_sequence_that_differs_is_named_and_exits_1():
+    # spmd_small_cap was compiled with a cost model (collectives 1 ms per MB, every node 10 us,
+    # fixtures/generate.py) that its log does not record; with the log's estimates, the
+    # scheduler puts an all-gather where the run put a reduce-scatter in the backward
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    run = tracekit_replay(FIXTURE_LOGS / "spmd_small_cap")
+    assert [g.final_reproduced for g in run.graphs] == [True, False]
+    assert run.graphs[1].final_mismatches == [
+        "final collective #3: recorded reduce_scatter, replayed all_gather (9 recorded, 9 replayed)"]
+    assert run.graphs[1].reproduced is True  # pre-bucketing itself reproduced
+    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap")])
+    assert res.exit_code == 1
+    assert "ranks 0 graph 0/0:1: FINAL SEQUENCE NOT REPRODUCED: final collective #3" in res.output
+    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--no-overlap"])
+    assert res.exit_code == 0
+
+
+def tracekit_replay(path, **kw):
+    import tracekit.replay
+
+    return tracekit.replay.replay(str(path), **kw)
+
+
+def _without_backward_compute_estimates(tmp_path):
+    """overlap_cap_a's rank 0 log with the backward's two fx_compute_nodes_runtime_estimation
+    entries (envelope and payload lines) dropped, as a log cut by a filter would be."""
+    src = next(A.glob("*rank_0_*.log"))
+    lines = src.read_text().split("\n")
+    seen, out, skipping = 0, [], False
+    for ln in lines:
+        if ln.startswith("\t") and skipping:
+            continue
+        skipping = False
+        if '"name": "fx_compute_nodes_runtime_estimation"' in ln:
+            seen += 1
+            if seen > 2:  # the backward's (the forward logs two first)
+                skipping = True
+                continue
+        out.append(ln)
+    assert seen == 4
+    dst = tmp_path / src.name
+    dst.write_text("\n".join(out))
+    return dst
+
+
+def test_a_missing_estimate_falls_back_to_the_roofline_and_says_so(tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    log = _without_backward_compute_estimates(tmp_path)
+    run = tracekit_replay(log)
+    fwd, bwd = (g.reproduction.schedule for g in run.graphs)
+    assert fwd.fallback == []
+    assert len(bwd.fallback) == bwd.compute_nodes == 11  # every backward mm: torch's roofline
+    assert round(fwd.exposed_ms, 4) == 0.0234  # the forward is unchanged
+    assert run.graphs[1].final_reproduced is True  # the order does not depend on it here
+    res = CliRunner().invoke(main, ["replay", str(log), "--gpu", "A100"])
+    assert "11 of 17 compute nodes fell back to the roofline on A100" in res.output
+    doc = run.to_dict()
+    assert doc["graphs"][1]["reproduction"]["estimates"]["fallback_nodes"] == 11
+    assert doc["totals"]["step"][0]["fallback_nodes"] == 11

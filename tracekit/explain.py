@@ -130,7 +130,7 @@ def explain_document(
 
     # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
     # configured bucket_mode, as when it ran
-    options = ReplayOptions(symbols=dict(symbols or {}))
+    options = ReplayOptions(symbols=dict(symbols or {}), overlap=False)  # explain: pre-bucketing only
     rebuilt: dict = {}
     graphs = [explain_graph(s, options, rebuilt, s.recorded_buckets) for s in sources]
     doc = {"schema": SCHEMA, "graphs": graphs}

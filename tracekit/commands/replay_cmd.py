@@ -103,7 +103,7 @@ def hardware_line(doc: dict[str, Any], which: str) -> str:
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table / markdown view of a ``tracekit.replay/2`` document: one row per distinct
+    """The table / markdown view of a ``tracekit.replay/3`` document: one row per distinct
     replay, with the ranks it stands for."""
     import os
 
@@ -160,6 +160,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
                    "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
                    "FSDP collectives, vs the recorded buckets on the same hardware.\n")
+    from tracekit.commands.replay_schedule_render import render_schedule
+
+    out.append(render_schedule(doc, fmt))
     t = doc["totals"]
     graphs = f"{t['graphs']} graphs"
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
@@ -167,9 +170,6 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
     out.append(f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
                f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt.\n")
-    from tracekit.commands.replay_schedule_render import render_schedule
-
-    out.append(render_schedule(doc, fmt))
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")
     return "".join(out)

@@ -9,7 +9,7 @@ from typing import Any
 
 from tracekit.render import fmt_mb, heading, table
 
-HEADERS = ["graph", "cap MB", "final AG/RS/AR", "comm ms", "exposed ms", "compute ms", "est ms",
+HEADERS = ["ranks", "graph", "cap MB", "final AG/RS/AR", "comm ms", "exposed ms", "compute ms", "est ms",
            "peak MiB", "largest MB", "est vs recorded"]
 
 
@@ -30,8 +30,8 @@ def _mib(b: Any) -> str:
     return "-" if b is None else f"{b / 2**20:.2f}"
 
 
-def _row(label: str, cap: dict[str, Any]) -> list[str]:
-    return [label, fmt_mb(cap["bucket_cap_mb"]), _final(cap.get("final")), _ms(cap.get("comm_ms")),
+def _row(ranks: str, label: str, cap: dict[str, Any]) -> list[str]:
+    return [ranks, label, fmt_mb(cap["bucket_cap_mb"]), _final(cap.get("final")), _ms(cap.get("comm_ms")),
             _ms(cap.get("exposed_ms")), _ms(cap.get("compute_ms")), _ms(cap.get("est_ms")),
             _mib(cap.get("peak_memory_bytes")), fmt_mb(cap["largest_bucket_mb"]),
             _ms(cap.get("est_ms_vs_recorded"), signed=True)]
@@ -52,13 +52,13 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     rows = []
     for g in graphs:
         label = f"{g['compile_id']}:{g['graph_index']}"
-        rows.append(_row(label + " recorded", g["reproduction"]))
+        rows.append(_row(g["ranks"], label + " recorded", g["reproduction"]))
         for r in g["replays"]:
-            rows.append(_row(label, r))
+            rows.append(_row(g["ranks"], label, r))
     out.append(table(rows, HEADERS, fmt))
     lines = []
     for g in doc["graphs"]:
-        label = f"{g['compile_id']}:{g['graph_index']}"
+        label = f"ranks {g['ranks']} graph {g['compile_id']}:{g['graph_index']}"
         if g.get("final_reproduced") is True:
             lines.append(f"{label}: final collectives as recorded (inductor_collective_schedule): "
                          f"{_final(g['recorded_final'])}")
@@ -74,7 +74,9 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
                   _mib(s["peak_memory_bytes"]), fmt_mb(s["largest_bucket_mb"]) if s["largest_bucket_mb"] is not None else "-",
                   _ms(s["est_ms_vs_recorded"], signed=True)]
                  for s in doc["totals"].get("step", [])]
-    out.append("\n" + heading("Whole step (every graph) per cap", fmt))
+    steps = doc["totals"].get("step", [])
+    rank = steps[0].get("rank") if steps else None
+    out.append("\n" + heading("Whole step per cap" + ("" if rank is None else f" (rank {rank}'s graphs)"), fmt))
     out.append(table(step_rows, ["cap", "cap MB", "collectives", "comm ms", "exposed ms", "compute ms",
                                  "est ms", "peak MiB", "largest MB", "est vs recorded"], fmt))
     out.append("\nexposed: communication the scheduler could not hide under compute; est = compute + exposed; "

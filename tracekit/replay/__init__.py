@@ -10,6 +10,10 @@ Modules, in the order data flows:
   :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
   fake ``meta["val"]``;
 - :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``;
+- :mod:`~tracekit.replay.overlap_schedule`: torch's own overlap scheduler on each cap's
+  pre-bucketed graph (recorded compute estimates, NCCL model, roofline at ``gpu``): the final
+  collectives, exposed communication, peak memory and a timeline per cap;
+- :mod:`~tracekit.replay.recommend`: ``--recommend``'s cap grid, Pareto front and choice;
 - :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
 - :mod:`~tracekit.replay.plot`: ``--plot`` (matplotlib, optional).
 
@@ -18,7 +22,8 @@ Python API::
     import tracekit.replay
     run = tracekit.replay.replay("logs/job", cap_mb=[16, 64], auto=True)
     run.graphs[0].reproduced, run.graphs[0].replays[0].estimated_comm_ms
-    run.to_dict()                                # the tracekit.replay/2 JSON document
+    run.graphs[0].final_reproduced, run.graphs[0].replays[0].schedule.exposed_ms
+    run.to_dict()                                # the tracekit.replay/3 JSON document
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ def replay(
     symbols: Mapping[str, int] | None = None,
     mode: str | None = None,
     bucket_mode: str | None = None,
+    overlap: bool | None = None,
+    gpu: str = "H100",
+    scheduler_overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
 
@@ -67,6 +75,9 @@ def replay(
         mode=mode,
         symbols=dict(symbols or {}),
         bucket_mode=bucket_mode,
+        overlap=overlap,
+        gpu=gpu,
+        scheduler_overrides=dict(scheduler_overrides or {}),
     )
     diag = Diagnostics()
     sources = replay_sources_for([os.fspath(p) for p in paths], rank=rank, all_ranks=all_ranks,

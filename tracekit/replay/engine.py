@@ -164,6 +164,7 @@ class GraphReplay:
     compute_estimates_us: dict[str, float] | None = field(default=None, repr=False)
     final_reproduced: bool | None = None  # replayed final sequence == inductor_collective_schedule
     final_mismatches: list[str] = field(default_factory=list)
+    estimates_after_overlap: bool = False  # the recorded final's estimates were logged after overlap bucketing
     replayer: Any = field(default=None, repr=False, compare=False)  # the GraphReplayer (not in JSON)
 
     @property
@@ -304,7 +305,8 @@ class GraphReplayer:
         mode = self.what_if_planner.bucket_mode if what_if else self.planner.bucket_mode
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
             report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False)
-            settings = osch.scheduler_settings(self.options.scheduler_overrides)
+            # the reproduction runs with the run's settings; the overrides are what-ifs
+            settings = osch.scheduler_settings(self.options.scheduler_overrides if what_if else None)
         return osch.schedule(gm, compute_us, gpu, settings, _bucket_members(report))
 
     def comm_ms(self, report, hardware: ce.Hardware) -> float | None:
@@ -373,28 +375,46 @@ def _bucket_members(report) -> dict[str, list[str]]:
     return out
 
 
-def compare_final(recorded: Graph, sched: Any) -> list[str]:
-    """What differs between the recorded final collectives (``inductor_collective_schedule``
-    with its estimates) and the replayed schedule: kind, group and bytes in order, then the
-    estimates where the log paired them (4 decimals, as logged)."""
+def compare_final(recorded: Graph, sched: Any, after_overlap: bool = False) -> list[str]:
+    """What differs between the recorded final collectives and the replayed schedule.
+
+    The recorded ``inductor_collective_schedule`` names the ops in run order, without sizes; the
+    reader gives them sizes and estimates from the graph's estimation CSV, kind by kind. That
+    CSV is ``fx_collectives_analytical_estimation`` (written when the scheduler starts: graph
+    order before scheduling) unless ``fx_collectives_estimations_after_overlap_bucketing`` was
+    logged (``after_overlap``: run order). So: the kinds are compared in run order, and each
+    kind's (group, bytes, estimate) in the order that CSV has, against the replay's collectives
+    in the same order (before the scheduler ran, or after it)."""
     f = recorded.final
     if f is None:
         return []
-    want = [(c.kind, c.group, c.bytes) for c in f.collectives]
-    have = [(c.kind, c.group, c.bytes) for c in sched.final]
     out = []
-    if f.sizes != "matched":  # no sizes to compare: kinds only
-        want, have = [w[0] for w in want], [h[0] for h in have]
+    want = [c.kind for c in f.collectives]
+    have = [c.kind for c in sched.final]
     if want != have:
         i = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
         a = want[i] if i < len(want) else "nothing"
         b = have[i] if i < len(have) else "nothing"
-        out.append(f"final collective #{i + 1} (kind, group, bytes): recorded {a}, replayed {b} "
+        out.append(f"final collective #{i + 1}: recorded {a}, replayed {b} "
                    f"({len(want)} recorded, {len(have)} replayed)")
-    elif f.sizes == "matched":
-        for i, (c, r) in enumerate(zip(f.collectives, sched.final)):
-            if c.est_ms is not None and r.est_ms == r.est_ms and abs(c.est_ms - r.est_ms) > 5e-5:
-                out.append(f"final collective #{i + 1}: recorded estimate {c.est_ms} ms, replayed {r.est_ms} ms")
+        return out
+    if f.sizes != "matched":  # the log gave no sizes to compare
+        return out
+    mine = sched.final if after_overlap else sched.before_overlap
+    for kind in dict.fromkeys(want):
+        w = [(c.group, c.bytes) for c in f.collectives if c.kind == kind]
+        h = [(c.group, c.bytes) for c in mine if c.kind == kind]
+        if w != h:
+            i = next((i for i, (a, b) in enumerate(zip(w, h)) if a != b), min(len(w), len(h)))
+            a = w[i] if i < len(w) else "nothing"
+            b = h[i] if i < len(h) else "nothing"
+            out.append(f"{kind} #{i + 1} (group, bytes): recorded {a}, replayed {b}")
+            continue
+        we = [c.est_ms for c in f.collectives if c.kind == kind]
+        he = [c.est_ms for c in mine if c.kind == kind]
+        for i, (a, b) in enumerate(zip(we, he)):
+            if a is not None and b == b and abs(a - b) > 5e-5:
+                out.append(f"{kind} #{i + 1}: recorded estimate {a} ms, replayed {b} ms")
                 break
     return out
 
@@ -452,6 +472,7 @@ def replay_source(
         recorded=g,
         overlap_scheduled=bool(getattr(src, "overlap_scheduled", False)),
         compute_estimates_us=getattr(src, "compute_estimates_us", None),
+        estimates_after_overlap=bool(getattr(src, "estimates_after_overlap", False)),
     )
     if src.text is None:
         out.error = (
@@ -514,7 +535,7 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
     if run_schedule:
         _schedule_cap(rp, out, repro, what_if=False)
         if repro.schedule is not None and out.overlap_scheduled:
-            out.final_mismatches = compare_final(g, repro.schedule)
+            out.final_mismatches = compare_final(g, repro.schedule, out.estimates_after_overlap)
             out.final_reproduced = None if g.final is None else not out.final_mismatches
     out.reproduction = repro
     out.reproduced = not mismatches
@@ -527,8 +548,8 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
     out.recorded_comm_ms = base_ms
     out.recorded_hardware = base_hw
     requests = list(options.caps)
-    if options.bucket_mode and not requests:
-        requests = [None]  # the recorded cap, in the what-if bucket mode
+    if (options.bucket_mode or options.scheduler_overrides) and not requests:
+        requests = [None]  # the recorded cap, in the what-if bucket mode or scheduler settings
     for req in requests:
         if req is None:
             r = rp.at(repro.bucket_cap_mb, "recorded", hw, apply=options.apply, what_if=True)
@@ -613,12 +634,12 @@ class ReplayRun:
     diagnostics: Diagnostics
 
     def to_dict(self) -> dict:
-        """The ``tracekit.replay/2`` document."""
+        """The ``tracekit.replay/3`` document."""
         return replay_document(self.graphs, self.options, {"diagnostics": self.diagnostics.to_dict()})
 
 
 def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: dict | None = None) -> dict:
-    """The ``tracekit.replay/2`` JSON document."""
+    """The ``tracekit.replay/3`` JSON document."""
     hw = options.hardware
     doc = {
         "schema": SCHEMA,
@@ -656,7 +677,8 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
 
 def cap_labels(options: ReplayOptions) -> list[str]:
     """The labels of the caps every graph was replayed at: ``recorded``, then each request."""
-    reqs = [c.label for c in options.caps] or (["recorded (what-if mode)"] if options.bucket_mode else [])
+    what_if = options.bucket_mode or options.scheduler_overrides
+    reqs = [c.label for c in options.caps] or (["recorded (what-if settings)"] if what_if else [])
     return ["recorded"] + reqs
 
 
@@ -665,6 +687,11 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
     schedule ran: final counts added, times added, peak memory the largest graph's (the graphs
     of a step run one after another; their activations between them are not counted)."""
     out = []
+    # one step is one rank's graphs: those of the lowest rank (ranks that logged other graphs,
+    # as in a non-SPMD run, are in the per-graph rows, not in this step)
+    ranks = [x for r in results for x in r.rank_set if x is not None]
+    lowest = min(ranks) if ranks else None
+    results = [r for r in results if lowest is None or lowest in r.rank_set]
     for i, label in enumerate(cap_labels(options)):
         caps = [r.reproduction if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
                 for r in results]
@@ -676,6 +703,7 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
                 counts[k] = counts.get(k, 0) + v
         entry = {
             "cap": label,
+            "rank": lowest,
             "bucket_cap_mb": sorted({c.bucket_cap_mb for c in caps}),
             "graphs": len(scheds),
             "graphs_without_schedule": len(caps) - len(scheds),

@@ -77,8 +77,9 @@ OVERRIDABLE = {
 def scheduler_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``OverlapScheduler`` keyword arguments torch's inductor would use, then ``overrides``.
 
-    Never benchmarks (``compute_estimator`` comes from the recorded estimates through the hook,
-    collectives stay analytical) and never logs the final estimates."""
+    Never benchmarks: compute estimates come from the log through the hook (with
+    ``compute_estimator="analytical"`` torch keeps the hook's value for every compute node),
+    collectives from the NCCL model; never logs the final estimates."""
     from torch._inductor import config
     from torch._inductor.fx_passes.overlap_scheduling import schedule_overlap_bucketing
 
@@ -91,6 +92,10 @@ def scheduler_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any
             out[k] = v
     out.update({k: v for k, v in (overrides or {}).items() if v is not None})
     out["collective_estimator"] = "analytical"
+    # "analytical" keeps the hook's values (the recorded "Benchmarked" column): in "benchmark"
+    # mode torch first looks the node up in its on-disk benchmark cache (values of earlier
+    # compiles on this machine win over the hook) and allocates real tensors of its shapes
+    out["compute_estimator"] = "analytical"
     out["log_final_collectives_estimations"] = False
     # max_off_bucket_gb and the other function-only arguments keep their defaults
     for k in ("max_off_bucket_gb",):
@@ -114,6 +119,25 @@ def gpu_peaks(gpu: Gpu):
     finally:
         for m, n, f in saved:
             setattr(m, n, f)
+
+
+@contextlib.contextmanager
+def no_estimation_artifacts():
+    """Skip the scheduler's estimation artifacts (``fx_compute_nodes_runtime_estimation``,
+    ``fx_collectives_analytical_estimation``): a replay logs nothing, and building their rows
+    counts every compute node's FLOPs twice (a quarter of the scheduler's time on big graphs).
+    The estimates the scheduler uses are untouched."""
+    import torch._inductor.fx_passes.node_runtime_estimation as nre
+
+    names = ("_log_compute_estimations", "_log_collective_benchmarks")
+    saved = {n: getattr(nre, n) for n in names if hasattr(nre, n)}
+    try:
+        for n in saved:
+            setattr(nre, n, lambda *a, **k: None)
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(nre, n, f)
 
 
 class RecordedEstimates:
@@ -166,6 +190,9 @@ class ScheduledGraph:
     """torch's overlap schedule of one graph at one cap, and what it costs."""
 
     final: list[FinalCollective] = field(default_factory=list)
+    #: the same collectives before the scheduler ran (graph order after pre-bucketing): what
+    #: ``fx_collectives_analytical_estimation`` describes, written at the start of its run
+    before_overlap: list[FinalCollective] = field(default_factory=list)
     comm_ms: float = 0.0  # sum of the scheduler's collective estimates
     exposed_ms: float = 0.0  # sum of collective_info[..].exposed_time_ms (torch's total_exposed_ms)
     compute_ms: float = 0.0  # sum of the scheduler's estimates of the other nodes
@@ -255,7 +282,8 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
     from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
 
     hook = RecordedEstimates(compute_us)
-    with gpu_peaks(gpu):
+    before = final_collectives(gm)
+    with gpu_peaks(gpu), no_estimation_artifacts():
         sched = OverlapScheduler(gm, custom_runtime_estimation=hook, **settings)
         gm = sched.run()
     order = list(sched.scheduled)
@@ -310,6 +338,7 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
             out.memory.append([round(t * 1e3, 3), cur])
     out.peak_memory_bytes = int(peak)
     out.final = final_collectives(gm)
+    out.before_overlap = before
     return out
 
 

@@ -1,7 +1,7 @@
 """``--plot FILE.png``: per graph, collectives after bucketing and estimated comm time vs the cap.
 
 matplotlib is an optional extra (``pip install tracekit[plot]``); it is imported only here, only
-when a plot is asked for. The plot is drawn from the ``tracekit.replay/2`` document alone.
+when a plot is asked for. The plot is drawn from the ``tracekit.replay/3`` document alone.
 """
 
 from __future__ import annotations
