@@ -194,3 +194,30 @@ def test_trace_out_on_a_file_is_a_usage_error_exit_2(tmp_path):
     assert p.stderr.strip().splitlines()[-1].endswith("Invalid value for '--trace-out': "
                                                       f"Directory '{f}' is a file.")
     assert "Traceback" not in p.stderr
+
+
+def test_each_rank_group_is_a_process_with_the_same_tracks(tmp_path):
+    """diverge_rank --all-ranks: ranks 0-2 and rank 3 (two more layers) replay apart; each is a
+    process, and its exposed slices add up to its own graphs' exposed_ms (the step total is the
+    lowest rank's)."""
+    rc, doc, err = _run(FIXTURE_LOGS / "diverge_rank", tmp_path, "--all-ranks", "--overlap")
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap_27.4MB.json"]
+    ev = _load(tmp_path / "cap_27.4MB.json")
+    check_trace_event_rules(ev)
+    check_no_overlap(ev)
+    procs = {e["args"]["name"]: e["pid"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert list(procs) == ["ranks 0-2", "ranks 3"]
+    for name, pid in procs.items():
+        mine = [e for e in ev if e["pid"] == pid]
+        assert {e["args"]["name"] for e in mine if e["name"] == "thread_name"} == TRACKS
+        want = sum(g["reproduction"]["exposed_ms"] for g in doc["graphs"] if f"ranks {g['ranks']}" == name)
+        assert abs(_exposed_ms(mine) - want) <= 1e-3
+    lowest = [e for e in ev if e["pid"] == procs["ranks 0-2"]]
+    assert abs(_exposed_ms(lowest) - doc["totals"]["step"][0]["exposed_ms"]) <= 1e-3
+    # rank 3's graphs have more layers: 12 matmuls to 9; both run 3 collectives (AG; AG, RS)
+    n = {k: sum(e["ph"] == "X" and e["cat"] == "compute" and e["name"].startswith("mm") for e in ev if e["pid"] == p)
+         for k, p in procs.items()}
+    assert n == {"ranks 0-2": 9, "ranks 3": 12}
+    assert [sum(e["ph"] == "X" and e["cat"] == "communication" for e in ev if e["pid"] == p)
+            for p in procs.values()] == [3, 3]
