@@ -221,3 +221,17 @@ def test_each_rank_group_is_a_process_with_the_same_tracks(tmp_path):
     assert n == {"ranks 0-2": 9, "ranks 3": 12}
     assert [sum(e["ph"] == "X" and e["cat"] == "communication" for e in ev if e["pid"] == p)
             for p in procs.values()] == [3, 3]
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_an_exposed_collective_ends_where_its_exposed_slice_ends(which, run_a, run_b):
+    """On every cap: the compute stream resumes after a wait when the collective is done."""
+    for p in (run_a if which == "a" else run_b)[1].iterdir():
+        xs = [e for e in _load(p) if e["ph"] == "X"]
+        comm = {(e["pid"], e["args"]["graph"], e["args"]["collective"]): e for e in xs if e["cat"] == "communication"}
+        exposed = [e for e in xs if e["cat"] == "exposed"]
+        assert exposed
+        for e in exposed:
+            c = comm[(e["pid"], e["args"]["graph"], e["args"]["collective"])]
+            assert abs((c["ts"] + c["dur"]) - (e["ts"] + e["dur"])) <= 2e-3, (p.name, e["name"])
+            assert c["ts"] <= e["ts"] + 2e-3  # it ran before the stream waited for it

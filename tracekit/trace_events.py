@@ -191,7 +191,7 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
                     events.append({"ph": "X", "cat": "communication", "name": collective_slice_name(n),
                                    "ts": offset + b, "dur": max(0.0, e - b), "pid": pid,
                                    "tid": tracks.get(n.get("group"), base + 1),
-                                   "args": {"kind": n.get("kind"), "members": n.get("members"),
+                                   "args": {"collective": n.get("name"), "kind": n.get("kind"), "members": n.get("members"),
                                             "bytes": n.get("bytes"), "group": n.get("group"),
                                             "issued_us": n.get("start_us"), "estimate_us": n.get("dur_us"),
                                             "exposed_us": n.get("exposed_us"), "hidden_by": n.get("hidden_by"),
