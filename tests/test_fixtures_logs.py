@@ -33,6 +33,13 @@ EXPECTED = {
     "diverge_rank": [AUTO, AUTO, AUTO, EXTRA],
     "tracekit_pass": [AUTO] * 4,
     "spmd_auto_gz": [AUTO] * 4,
+    # 2 ranks, 6 layers (tests/test_replay_overlap.py)
+    "overlap_cap_a": [[f"fsdp_groups=['0'], group_size=2, nNodes=1, bucket_cap_mb=1.5, {c}" for c in (
+        "all_gather 6->6, reduce_scatter 0->0, all_reduce 0->0",
+        "all_gather 5->5, reduce_scatter 6->6, all_reduce 0->0")]] * 2,
+    "overlap_cap_b": [[f"fsdp_groups=['0'], group_size=2, nNodes=1, bucket_cap_mb=64.0, {c}" for c in (
+        "all_gather 6->1, reduce_scatter 0->0, all_reduce 0->0",
+        "all_gather 5->1, reduce_scatter 6->1, all_reduce 0->0")]] * 2,
 }
 _RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
 

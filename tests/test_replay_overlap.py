@@ -167,3 +167,27 @@ def test_a_missing_estimate_falls_back_to_the_roofline_and_says_so(tmp_path):
     doc = run.to_dict()
     assert doc["graphs"][1]["reproduction"]["estimates"]["fallback_nodes"] == 11
     assert doc["totals"]["step"][0]["fallback_nodes"] == 11
+
+
+def _recommend_doc(*args):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    res = CliRunner().invoke(main, ["replay", str(B), "--recommend", "--format", "json", *args])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_recommend_picks_the_small_cap_over_the_recorded_64_mb():
+    doc = _recommend_doc("--memory-budget-gb", "1")
+    assert doc["caps"] == ["auto", "1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "2048"]
+    assert [s["cap"] for s in doc["totals"]["step"]][:2] == ["recorded", "auto"]
+    rec = doc["recommendation"]
+    assert rec["cap_mb"] == 1.0 and rec["est_ms"] == 0.2751 and rec["exposed_ms"] == 0.0431
+    assert rec["peak_memory_bytes"] == 8912900 and rec["vs_recorded_ms"] == -0.0453
+    assert rec["config"] == ("torch._inductor.config.aten_distributed_optimizations."
+                             "pre_bucketing_fsdp_collectives_bucket_cap_mb = 1")
+    assert [s["cap"] for s in doc["pareto_front"]] == ["1"]
+    # a budget nothing fits: no recommendation, said plainly in the table
+    assert _recommend_doc("--memory-budget-gb", "0.001")["recommendation"] is None
