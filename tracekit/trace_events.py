@@ -139,6 +139,40 @@ def _groups_of(graphs: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
+def _graph_slices(events: list[dict[str, Any]], nodes: list[dict[str, Any]], pid: int, base: int,
+                  tracks: dict[Any, int], glabel: str, offset: float) -> float:
+    """Append one graph's slices (compute, exposed, communication); returns where its compute
+    stream ends."""
+    layout = comm_layout(nodes)
+    kinds = {n.get("name"): n.get("kind", "") for n in nodes if n.get("type") == "collective"}
+    end = 0.0
+    for n in nodes:
+        t = n.get("type")
+        ts = offset + float(n.get("start_us") or 0.0)
+        dur = float(n.get("dur_us") or 0.0)
+        if t == "compute":
+            events.append({"ph": "X", "cat": "compute", "name": str(n.get("name")), "ts": ts, "dur": dur,
+                           "pid": pid, "tid": base, "args": {"estimate": n.get("estimate"), "graph": glabel}})
+            end = max(end, ts + dur)
+        elif t == "wait" and dur > 0:
+            coll = n.get("collective")
+            events.append({"ph": "X", "cat": "exposed", "name": f"exposed {kinds.get(coll, '')} {coll}",
+                           "ts": ts, "dur": dur, "pid": pid, "tid": base,
+                           "args": {"collective": coll, "wait": n.get("name"), "exposed_us": dur, "graph": glabel}})
+            end = max(end, ts + dur)
+        elif t == "collective":
+            b, e = layout.get(n.get("name"), (float(n.get("start_us") or 0.0),) * 2)
+            events.append({"ph": "X", "cat": "communication", "name": collective_slice_name(n),
+                           "ts": offset + b, "dur": max(0.0, e - b), "pid": pid,
+                           "tid": tracks.get(n.get("group"), base + 1),
+                           "args": {"collective": n.get("name"), "kind": n.get("kind"),
+                                    "members": n.get("members"), "bytes": n.get("bytes"),
+                                    "group": n.get("group"), "issued_us": n.get("start_us"),
+                                    "estimate_us": n.get("dur_us"), "exposed_us": n.get("exposed_us"),
+                                    "hidden_by": n.get("hidden_by"), "graph": glabel}})
+    return end
+
+
 def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
     """The trace-event document of cap ``i`` of ``totals.step`` (0: the recorded cap)."""
     step = (doc.get("totals") or {}).get("step") or []
@@ -167,40 +201,12 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
             entry = _cap_entry(g, i) or {}
             tl = entry.get("timeline") or {}
             nodes = tl.get("nodes") or []
-            layout = comm_layout(nodes)
-            end = 0.0
-            for n in nodes:
-                t = n.get("type")
-                ts = offset + float(n.get("start_us") or 0.0)
-                dur = float(n.get("dur_us") or 0.0)
-                if t == "compute":
-                    events.append({"ph": "X", "cat": "compute", "name": str(n.get("name")), "ts": ts, "dur": dur,
-                                   "pid": pid, "tid": base,
-                                   "args": {"estimate": n.get("estimate"), "graph": glabel}})
-                    end = max(end, ts + dur)
-                elif t == "wait" and dur > 0:
-                    c = next((x for x in nodes if x.get("type") == "collective"
-                              and x.get("name") == n.get("collective")), {})
-                    events.append({"ph": "X", "cat": "exposed", "name": f"exposed {c.get('kind', '')} {n.get('collective')}",
-                                   "ts": ts, "dur": dur, "pid": pid, "tid": base,
-                                   "args": {"collective": n.get("collective"), "wait": n.get("name"),
-                                            "exposed_us": dur, "graph": glabel}})
-                    end = max(end, ts + dur)
-                elif t == "collective":
-                    b, e = layout.get(n.get("name"), (float(n.get("start_us") or 0.0),) * 2)
-                    events.append({"ph": "X", "cat": "communication", "name": collective_slice_name(n),
-                                   "ts": offset + b, "dur": max(0.0, e - b), "pid": pid,
-                                   "tid": tracks.get(n.get("group"), base + 1),
-                                   "args": {"collective": n.get("name"), "kind": n.get("kind"), "members": n.get("members"),
-                                            "bytes": n.get("bytes"), "group": n.get("group"),
-                                            "issued_us": n.get("start_us"), "estimate_us": n.get("dur_us"),
-                                            "exposed_us": n.get("exposed_us"), "hidden_by": n.get("hidden_by"),
-                                            "graph": glabel}})
+            end = _graph_slices(events, nodes, pid, base, tracks, glabel, offset)
             for t_us, nbytes in tl.get("memory") or []:
                 events.append({"ph": "C", "name": f"{glabel} memory", "ts": offset + float(t_us), "pid": pid,
                                "args": {"bytes": nbytes}})
             est = entry.get("est_ms")
-            offset += max(end, float(est) * 1e3 if isinstance(est, (int, float)) else 0.0)
+            offset = max(end, offset + (float(est) * 1e3 if isinstance(est, (int, float)) else 0.0))
     _fit(events)
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "metadata": {"source": "tracekit replay --trace-out", "schema": doc.get("schema"), "cap": label,
