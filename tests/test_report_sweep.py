@@ -113,3 +113,14 @@ def test_a_bad_replay_file_is_one_line_and_exit_2(tmp_path, content, message):
     r = CliRunner().invoke(main, ["report", A, "--replay", str(path), "-o", str(tmp_path / "r.html")])
     assert r.exit_code == 2
     assert r.output.count("\n") == 1 and r.output.startswith("tracekit report: --replay ") and message in r.output
+
+
+def test_a_replay_of_the_recorded_cap_alone_draws_one_point():
+    doc = copy.deepcopy(replay_doc("overlap_cap_b"))
+    doc["totals"]["step"] = doc["totals"]["step"][:1]
+    del doc["pareto_front"], doc["recommendation"]
+    _, sec = _sweep(doc)
+    assert [r.attrs["data-cap"] for r in sec.find("table").find_all("tr")[1:]] == ["64"]
+    assert [len(s.find_all("circle")) for s in sec.find_all("svg")] == [1, 1, 1]
+    assert sec.find("pre").text.endswith("bucket_cap_mb = 64")
+    assert "as fast as the recorded cap" in sec.find("p", id="sweep-recommended").text
