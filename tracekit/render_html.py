@@ -8,7 +8,7 @@ as a string. It never reads a file. The page inlines its CSS, script and SVG cha
 Sections, in order: verdict, world (ranks found / missing, a rank map), rank groups (ranks whose
 graphs are identical, with each graph's outcome and final schedule), divergence
 (``<section id="divergence" data-differing-ranks="3">``), bucket sizes (SVG bars per graph),
-graphs where bucketing did nothing (with their ``tracekit explain`` command), diagnostics.
+with a replay document the cap sweep (:mod:`tracekit.render_sweep`), graphs where bucketing did nothing (with their ``tracekit explain`` command), diagnostics.
 
 Documents of schema ``tracekit.summary/1`` and ``/2`` both render: each key of the newer one
 (``world``, ``verdict``, ``groups``, ``schedule_divergence``, ``compile_divergence``, graphs'
