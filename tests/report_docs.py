@@ -95,3 +95,20 @@ def v2_doc(name: str = "diverge_rank") -> dict[str, Any]:
                            "counts": {"all_gather": 5}, "bucket_cap_mb": 27.4, "ranks": "0-2",
                            "explain": f"tracekit explain {FIXTURE_LOGS / name} --rank 0 --graph 0/0:1"}]
     return doc
+
+
+@cache
+def replay_doc(name: str) -> dict[str, Any]:
+    """The ``tracekit.replay/3`` document of ``tracekit replay FIXTURE --recommend --format json``
+    (torch's overlap scheduler over the cap grid; made once per test process)."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    p = subprocess.run([sys.executable, "-m", "tracekit", "replay", str(FIXTURE_LOGS / name), "--recommend",
+                        "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)

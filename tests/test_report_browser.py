@@ -83,3 +83,44 @@ def test_summary_v2_in_chromium(tmp_path):
     seen = visit((tmp_path / "report.html").as_uri(), str(tmp_path / "profile2"), PROBES,
                  steps=[TYPE_RANK.format(1)])
     assert seen.values["found"] == "rank 1: group 1; did nothing" and seen.problems() == []
+
+
+SWEEP_PROBES = {
+    "js": "document.body.dataset.js",
+    "sections": "Array.from(document.querySelectorAll('section'), s => s.id)",
+    "points": "document.querySelectorAll('#sweep svg.est circle').length",
+    "rec_row": "Array.from(document.querySelectorAll('#sweep tr.rec'), r => r.dataset.cap)",
+    "hover": ("(function () { var c = document.querySelector('#sweep svg.peak circle[data-cap=\"64\"]');"
+              " c.dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));"
+              " return Array.from(document.querySelectorAll('#sweep tr.hit'), r => r.dataset.cap); })()"),
+    "copy": "Array.from(document.querySelectorAll('#sweep button.copy'), b => b.hidden)",
+    "config": "document.querySelector('#sweep pre.config').textContent",
+    "svg_box": "document.querySelector('#sweep svg.est').getBoundingClientRect().width",
+}
+
+
+def test_cap_sweep_in_chromium(tmp_path):
+    """The Cap sweep section of overlap_cap_a's report with its saved replay (--recommend)."""
+    import pytest
+
+    pytest.importorskip("torch")  # the replay document is made by tracekit replay
+    from report_docs import replay_doc
+
+    page = tmp_path / "report.html"
+    page.write_text(render_html(fixture_doc("overlap_cap_a"), replay_doc("overlap_cap_a")), encoding="utf-8")
+    url = page.as_uri()
+    seen = visit(url + "#sweep", str(tmp_path / "profile"), SWEEP_PROBES)
+    assert seen.problems() == []
+    assert seen.requests == [url]
+    v = seen.values
+    assert v["js"] == "ready"
+    assert v["sections"] == ["verdict", "world", "groups", "divergence", "sizes", "sweep", "did-nothing",
+                             "diagnostics"]
+    assert v["points"] == 14
+    assert v["rec_row"] == ["1"]  # the recommended cap's row, marked by the script
+    assert v["hover"] == ["64"]
+    assert v["copy"] == [False]
+    assert v["config"].endswith("pre_bucketing_fsdp_collectives_bucket_cap_mb = 1")
+    assert v["svg_box"] == 560
+    dom = parse(seen.dom)
+    assert len(dom.find("section", id="sweep").find_all("tr", **{"class": "rec"})) == 1

@@ -8,7 +8,7 @@ as a string. It never reads a file. The page inlines its CSS, script and SVG cha
 Sections, in order: verdict, world (ranks found / missing, a rank map), rank groups (ranks whose
 graphs are identical, with each graph's outcome and final schedule), divergence
 (``<section id="divergence" data-differing-ranks="3">``), bucket sizes (SVG bars per graph),
-graphs where bucketing did nothing (with their ``tracekit explain`` command), diagnostics.
+with a replay document the cap sweep (:mod:`tracekit.render_sweep`), graphs where bucketing did nothing (with their ``tracekit explain`` command), diagnostics.
 
 Documents of schema ``tracekit.summary/1`` and ``/2`` both render: each key of the newer one
 (``world``, ``verdict``, ``groups``, ``schedule_divergence``, ``compile_divergence``, graphs'
@@ -606,13 +606,20 @@ def section_diagnostics(doc: dict[str, Any]) -> str:
 # --- the page --------------------------------------------------------------------------------------
 
 
-def render_html(doc: dict[str, Any]) -> str:
-    """The report page of a ``tracekit.summary`` document (see the module docstring)."""
+def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> str:
+    """The report page of a ``tracekit.summary`` document (see the module docstring); with a
+    ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render_sweep`)."""
     world = world_of(doc)
     status, line = verdict_of(doc, world)
     groups = rank_groups(doc)
     paths = " ".join(str(p) for p in doc.get("paths") or [])
-    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in SECTIONS)
+    sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]
+    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
+    sweep = ""
+    if replay is not None:
+        from tracekit.render_sweep import section_sweep
+
+        sweep = section_sweep(replay) + "\n"
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
@@ -628,7 +635,7 @@ def render_html(doc: dict[str, Any]) -> str:
         section_groups(groups, [d for d in doc.get("did_nothing") or []
                                 if isinstance(d, dict) and d.get("outcome")]), "\n",
         section_divergence(doc), "\n",
-        section_sizes(groups), "\n",
+        section_sizes(groups), "\n", sweep,
         section_did_nothing(doc), "\n",
         section_diagnostics(doc), "\n",
         f'</main><footer>made by tracekit report from a {esc(doc.get("schema", "?"))} '

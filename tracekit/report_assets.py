@@ -8,7 +8,9 @@ renderer wrote and builds:
   ranks hatched); clicking a cell looks the rank up;
 - the rank finder: type a rank (or open the page with ``#rank=777``) and every group, divergence
   row and did-nothing row holding it is highlighted, with a one-line answer;
-- copy buttons for the ``tracekit explain`` commands.
+- copy buttons for the ``tracekit explain`` commands and the cap sweep's config line;
+- in the cap sweep, the recommended cap's table row marked (``tr.rec``), and the row of the
+  point under the pointer.
 
 When the script has run, ``<body data-js="ready">``: the browser test checks it.
 """
@@ -60,6 +62,15 @@ background:var(--line)}
 details{margin:4px 0}summary{cursor:pointer;color:var(--muted)}
 svg.sizes{display:block;margin:2px 0 12px;background:var(--soft);border:1px solid var(--line)}
 svg.sizes text{font-size:11px;fill:var(--muted)}
+svg.sweep{display:block;margin:2px 0 12px;background:var(--soft);border:1px solid var(--line)}
+svg.sweep text{font-size:11px;fill:var(--muted)}svg.sweep .grid{stroke:var(--line)}
+svg.sweep .line{fill:none;stroke:var(--ag);stroke-width:1.5}svg.sweep.peak .line{stroke:var(--rs)}
+svg.sweep .pt{fill:var(--fg)}svg.sweep .pt.front{fill:var(--ok)}
+svg.sweep .front{fill:none;stroke:var(--ok);stroke-width:1.5;stroke-dasharray:4 2}
+svg.sweep line.mark{stroke-width:1.5;stroke-dasharray:3 3}svg.sweep line.recorded{stroke:var(--muted)}
+svg.sweep line.recommended{stroke:var(--ok)}svg.sweep text.recommended{fill:var(--ok)}
+table.sweep tr.rec td{background:#e6f4ea}
+pre.config{display:inline-block;margin:4px 0;padding:4px 8px;background:var(--soft);border:1px solid var(--line)}
 svg.sizes .AG{fill:var(--ag)}svg.sizes .RS{fill:var(--rs)}svg.sizes .AR{fill:var(--ar)}
 .legend span{margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
@@ -142,6 +153,21 @@ JS = r"""
       } else failed();
     });
   });
+  var sweep = document.getElementById("sweep");
+  if (sweep) {
+    var rows = sweep.querySelectorAll("tr[data-cap]");
+    var pick = function (cap, cls) {
+      Array.prototype.forEach.call(rows, function (tr) {
+        tr.classList.toggle(cls, tr.getAttribute("data-cap") === cap);
+      });
+    };
+    var rec = sweep.querySelector("line.mark.recommended");
+    if (rec) pick(rec.getAttribute("data-cap"), "rec");
+    sweep.addEventListener("mouseover", function (ev) {
+      var cap = ev.target.getAttribute && ev.target.getAttribute("data-cap");
+      if (cap !== null && ev.target.tagName === "circle") pick(cap, "hit");
+    });
+  }
   var m = /rank=(\d+)/.exec(location.hash);
   if (m) { input.value = m[1]; find(); }
   document.body.setAttribute("data-js", "ready");

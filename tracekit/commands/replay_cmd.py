@@ -228,6 +228,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
               help="With --recommend: the largest peak memory allowed.")
 @format_option(REPLAY_FORMATS)
 @file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
+@click.option("--trace-out", "trace_out", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write one Chrome trace-event JSON per cap (DIR/cap_<X>MB.json) for Perfetto or chrome://tracing.")
 @examples(
     "tracekit replay logs/ --cap-mb 64",
     "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
@@ -237,7 +239,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
            graphs, syms, mode, bucket_mode, what_ifs, overlap, gpu, collective_bucketing, max_in_flight_gb,
            max_memory_increase_gb, max_memory_increase_ratio, scheduler_bucket_mode, recommend,
-           memory_budget_gb, fmt, plot_path):
+           memory_budget_gb, fmt, plot_path, trace_out):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     require_torch("replay")
@@ -333,6 +335,14 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         except PlotUnavailable as e:
             fail("replay", f"error: {e}", BAD_INPUT)
         click.echo(f"plot written to {plot_path}", err=True)
+    if trace_out:
+        from tracekit.trace_events import write_traces
+
+        try:
+            written = write_traces(doc, trace_out)
+        except OSError as e:
+            fail("replay", f"cannot write traces to {trace_out}: {e.strerror or e}", BAD_INPUT)
+        click.echo(f"{len(written)} trace file(s) written to {trace_out}", err=True)
     if not sources and not unbucketed:
         click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
     ok = (bool(results) or bool(unbucketed)) \

@@ -21,6 +21,8 @@ import click
 from tracekit.commands.options import BAD_INPUT, fail, jobs_option, paths_argument
 
 SUMMARY_PREFIX = "tracekit.summary/"
+#: The replay document ``--replay`` reads (the one with per-cap step estimates).
+REPLAY_SCHEMA = "tracekit.replay/3"
 
 
 def saved_summary(path: str) -> dict[str, Any] | None:
@@ -48,21 +50,43 @@ def saved_summary(path: str) -> dict[str, Any] | None:
     return doc
 
 
+def saved_replay(path: str) -> dict[str, Any]:
+    """The ``tracekit.replay/3`` document at ``path`` (``tracekit replay --format json``); any
+    other file is an error (exit 2, one line)."""
+    import orjson
+
+    try:
+        with open(path, "rb") as f:
+            doc = orjson.loads(f.read())
+    except OSError as e:
+        fail("report", f"--replay {path}: cannot read: {e.strerror or e}")
+    except orjson.JSONDecodeError as e:
+        fail("report", f"--replay {path}: bad JSON: {e}")
+    if not isinstance(doc, dict) or doc.get("schema") != REPLAY_SCHEMA:
+        fail("report", f"--replay {path}: not a {REPLAY_SCHEMA} document "
+                       "(write one with tracekit replay PATH --recommend --format json)")
+    return doc
+
+
 @click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
 @paths_argument()
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="The HTML file to write (default: stdout, when it is not a terminal).")
+@click.option("--replay", "replay_path", type=click.Path(dir_okay=False), default=None, metavar="REPLAY.json",
+              help="Add a Cap sweep section from `tracekit replay --recommend --format json` output.")
 @jobs_option()
-def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None:
+def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_path: str | None) -> None:
     """Write one self-contained HTML page to attach to a bug.
 
     The page shows the verdict, the world of ranks, rank groups, divergence, bucket sizes,
     graphs where bucketing did nothing and diagnostics, from the compile logs of every rank or
-    from one JSON file written by `tracekit summarize --format json`. It fetches nothing.
+    from one JSON file written by `tracekit summarize --format json`, and with --replay the cap
+    sweep of a saved replay. It fetches nothing.
 
     \b
     tracekit report logs/ -o report.html
     tracekit summarize logs/ --format json -o run.json && tracekit report run.json -o report.html
+    tracekit replay logs/ --recommend --format json > replay.json && tracekit report logs/ --replay replay.json -o report.html
     """
     from tracekit.commands.output import output_sink
     from tracekit.render_html import render_html
@@ -73,6 +97,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None
         parent = os.path.dirname(os.path.abspath(output))
         if not os.path.isdir(parent):
             fail("report", f"cannot write {output}: no directory {parent}")
+    replay = saved_replay(replay_path) if replay_path else None
     docs = [d for d in (saved_summary(p) for p in paths) if d is not None]
     no_logs = False
     if docs:
@@ -89,7 +114,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None
         doc = summary_document(run)
         no_logs = not any(r.files for r in run.ranks)
     try:
-        page = render_html(doc).encode("utf-8")
+        page = render_html(doc, replay).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary
         fail("report", f"{paths[0]}: bad summary: {type(e).__name__}: {e}")
     with output_sink(output, command="report", error_status=BAD_INPUT) as write:

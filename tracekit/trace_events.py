@@ -1,0 +1,249 @@
+"""A ``tracekit.replay/3`` document -> Chrome trace-event JSON, one file per cap
+(``replay --trace-out DIR``: ``DIR/cap_<X>MB.json``), for Perfetto and ``chrome://tracing``.
+
+Reads only the document (each graph's ``timeline: {nodes, memory}`` per cap); never imports
+torch. Layout, the same in every cap file (so two files compare side by side):
+
+- one process per rank group (``pid``; ``process_name`` "ranks 0-3"), the graphs of a step one
+  after another on the time axis (each starts where the previous graph's compute stream ended);
+- per graph, one compute track (``thread_name`` "0/0:0 compute": the nodes as torch's overlap
+  scheduler ordered them, then each collective's exposed part where its wait holds the stream,
+  a slice named "exposed ...") and one communication track per process group
+  ("0/0:0 communication group 0": each collective a slice named with its kind, bucket members
+  and bytes);
+- a counter per graph ("0/0:0 memory", ``args.bytes``): the bytes in use over time.
+
+Where a collective sits on its communication track follows torch's rule for hiding: the compute
+after its issue hides the collectives in flight on a group oldest first, so a group's
+collectives run one after another. A collective begins when it is issued or when the one before
+it on its group ends, and ends when the compute has hidden its estimate or, when part of it is
+exposed, when its wait ends. Times are microseconds (``ts``, ``dur``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+#: Track ids within a rank group's process: per graph, compute then one per process group.
+TRACK_STRIDE = 64
+
+
+def cap_file_name(step_entry: dict[str, Any]) -> str:
+    """``cap_<X>MB.json`` for one ``totals.step`` entry (X the cap in MB, ``%g``; a recorded cap
+    that differs between graphs is ``cap_recordedMB.json``)."""
+    caps = step_entry.get("bucket_cap_mb") or []
+    x = f"{caps[0]:g}" if len(caps) == 1 else str(step_entry.get("cap", "unknown"))
+    return f"cap_{x}MB.json"
+
+
+def collective_slice_name(c: dict[str, Any]) -> str:
+    """``all_gather [a, b] 1,572,864 B``: kind, bucket members, bytes (torch's ``size_bytes``:
+    input + output)."""
+    members = c.get("members") or [c.get("name")]
+    n = c.get("bytes")
+    size = f"{n:,} B" if isinstance(n, int) else "? B"
+    return f"{c.get('kind')} [{', '.join(str(m) for m in members)}] {size}"
+
+
+def comm_layout(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Collective name -> (begin_us, end_us) on its group's stream (see the module docstring)."""
+    inflight: list[dict[str, Any]] = []  # oldest first: {c, left, begin}
+    free: dict[Any, float] = {}  # group -> when its last collective ended
+    out: dict[str, tuple[float, float]] = {}
+
+    def hide(group_excluded: Any, t0: float, dur: float) -> None:
+        budget: dict[Any, float] = {}
+        for f in inflight:
+            g = f["c"].get("group")
+            if g == group_excluded or f["left"] <= 0:
+                continue
+            b = budget.setdefault(g, dur)
+            if b <= 0:
+                continue
+            take = min(f["left"], b)
+            if f["begin"] is None:
+                f["begin"] = max(t0 + (dur - b), free.get(g, 0.0))
+            f["left"] -= take
+            budget[g] = b - take
+            if f["left"] <= 1e-9:
+                f["end"] = t0 + (dur - budget[g])
+                free[g] = f["end"]
+
+    for n in nodes:
+        kind = n.get("type")
+        if kind == "collective":
+            inflight.append({"c": n, "left": float(n.get("dur_us") or 0.0), "begin": None, "end": None})
+        elif kind == "compute":
+            hide(object(), float(n["start_us"]), float(n.get("dur_us") or 0.0))
+        elif kind == "wait":
+            f = next((f for f in inflight if f["c"].get("name") == n.get("collective")), None)
+            if f is None:
+                continue
+            s, e = float(n["start_us"]), float(n.get("dur_us") or 0.0)
+            g = f["c"].get("group")
+            hide(g, s, e)  # an exposed wait hides the other groups' collectives
+            issued = float(f["c"]["start_us"])
+            begin = f["begin"] if f["begin"] is not None else max(issued, free.get(g, 0.0))
+            if e > 0:
+                end = s + e
+            elif f["end"] is not None:
+                end = f["end"]
+            else:  # hidden by torch's estimate, not by our walk (a latency it discounted)
+                end = max(begin, s)
+            begin = min(begin, end)
+            out[f["c"]["name"]] = (begin, end)
+            free[g] = max(free.get(g, 0.0), end)
+            inflight.remove(f)
+    for f in inflight:  # issued, never waited on: its estimate from its begin
+        c = f["c"]
+        b = f["begin"] if f["begin"] is not None else max(float(c["start_us"]), free.get(c.get("group"), 0.0))
+        out[c["name"]] = (b, b + float(c.get("dur_us") or 0.0))
+        free[c.get("group")] = b + float(c.get("dur_us") or 0.0)
+    return _serial(out, {n.get("name"): n.get("group") for n in nodes if n.get("type") == "collective"})
+
+
+def _serial(spans: dict[str, tuple[float, float]], group: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Spans of one group never overlap: a span that begins before the previous one's end starts at it."""
+    last: dict[Any, float] = {}
+    out = {}
+    for name, (b, e) in sorted(spans.items(), key=lambda kv: kv[1]):
+        g = group.get(name)
+        b = max(b, last.get(g, b))
+        e = max(b, e)
+        out[name] = (b, e)
+        last[g] = e
+    return out
+
+
+def _graph_label(g: dict[str, Any]) -> str:
+    return f"{g.get('compile_id')}:{g.get('graph_index')}"
+
+
+def _cap_entry(g: dict[str, Any], i: int) -> dict[str, Any] | None:
+    if i == 0:
+        return g.get("reproduction")
+    reps = g.get("replays") or []
+    return reps[i - 1] if i - 1 < len(reps) else None
+
+
+def _groups_of(graphs: list[dict[str, Any]]) -> list[Any]:
+    """The process groups of each graph's collectives over every cap (the same tracks per file)."""
+    out: list[Any] = []
+    for g in graphs:
+        for e in [g.get("reproduction")] + list(g.get("replays") or []):
+            for n in ((e or {}).get("timeline") or {}).get("nodes") or []:
+                if n.get("type") == "collective" and n.get("group") not in out:
+                    out.append(n.get("group"))
+    return out
+
+
+def _graph_slices(events: list[dict[str, Any]], nodes: list[dict[str, Any]], pid: int, base: int,
+                  tracks: dict[Any, int], glabel: str, offset: float) -> float:
+    """Append one graph's slices (compute, exposed, communication); returns where its compute
+    stream ends."""
+    layout = comm_layout(nodes)
+    kinds = {n.get("name"): n.get("kind", "") for n in nodes if n.get("type") == "collective"}
+    end = 0.0
+    for n in nodes:
+        t = n.get("type")
+        ts = offset + float(n.get("start_us") or 0.0)
+        dur = float(n.get("dur_us") or 0.0)
+        if t == "compute":
+            events.append({"ph": "X", "cat": "compute", "name": str(n.get("name")), "ts": ts, "dur": dur,
+                           "pid": pid, "tid": base, "args": {"estimate": n.get("estimate"), "graph": glabel}})
+            end = max(end, ts + dur)
+        elif t == "wait" and dur > 0:
+            coll = n.get("collective")
+            events.append({"ph": "X", "cat": "exposed", "name": f"exposed {kinds.get(coll, '')} {coll}",
+                           "ts": ts, "dur": dur, "pid": pid, "tid": base,
+                           "args": {"collective": coll, "wait": n.get("name"), "exposed_us": dur, "graph": glabel}})
+            end = max(end, ts + dur)
+        elif t == "collective":
+            b, e = layout.get(n.get("name"), (float(n.get("start_us") or 0.0),) * 2)
+            events.append({"ph": "X", "cat": "communication", "name": collective_slice_name(n),
+                           "ts": offset + b, "dur": max(0.0, e - b), "pid": pid,
+                           "tid": tracks.get(n.get("group"), base + 1),
+                           "args": {"collective": n.get("name"), "kind": n.get("kind"),
+                                    "members": n.get("members"), "bytes": n.get("bytes"),
+                                    "group": n.get("group"), "issued_us": n.get("start_us"),
+                                    "estimate_us": n.get("dur_us"), "exposed_us": n.get("exposed_us"),
+                                    "hidden_by": n.get("hidden_by"), "graph": glabel}})
+    return end
+
+
+def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
+    """The trace-event document of cap ``i`` of ``totals.step`` (0: the recorded cap)."""
+    step = (doc.get("totals") or {}).get("step") or []
+    label = step[i].get("cap") if i < len(step) else str(i)
+    events: list[dict[str, Any]] = []
+    by_ranks: dict[str, list[dict[str, Any]]] = {}
+    for g in doc.get("graphs") or []:
+        by_ranks.setdefault(str(g.get("ranks", g.get("rank"))), []).append(g)
+    for pid, (ranks, graphs) in enumerate(by_ranks.items(), start=1):
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                       "args": {"name": f"ranks {ranks}"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        offset = 0.0
+        for gi, g in enumerate(graphs):
+            glabel = _graph_label(g)
+            groups = _groups_of([g])
+            base = 1 + gi * TRACK_STRIDE
+            tracks = {"compute": base}
+            tracks.update({grp: base + 1 + k for k, grp in enumerate(groups)})
+            names = {base: f"{glabel} compute"}
+            names.update({base + 1 + k: f"{glabel} communication group {grp}" for k, grp in enumerate(groups)})
+            for tid, name in names.items():
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+                events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                               "args": {"sort_index": tid}})
+            entry = _cap_entry(g, i) or {}
+            tl = entry.get("timeline") or {}
+            nodes = tl.get("nodes") or []
+            end = _graph_slices(events, nodes, pid, base, tracks, glabel, offset)
+            for t_us, nbytes in tl.get("memory") or []:
+                events.append({"ph": "C", "name": f"{glabel} memory", "ts": offset + float(t_us), "pid": pid,
+                               "args": {"bytes": nbytes}})
+            est = entry.get("est_ms")
+            offset = max(end, offset + (float(est) * 1e3 if isinstance(est, (int, float)) else 0.0))
+    _fit(events)
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "metadata": {"source": "tracekit replay --trace-out", "schema": doc.get("schema"), "cap": label,
+                         "bucket_cap_mb": step[i].get("bucket_cap_mb") if i < len(step) else None,
+                         "basis": "torch's estimates (overlap scheduler), not measurements"}}
+
+
+def _fit(events: list[dict[str, Any]]) -> None:
+    """Times to the nanosecond; a slice that runs into the next one on its track by rounding
+    (the timeline's starts and durations are rounded apart, to 1 ns) ends where the next begins."""
+    tracks: dict[tuple, list[dict[str, Any]]] = {}
+    for e in events:
+        if "ts" in e:
+            e["ts"] = round(e["ts"], 3)
+        if e["ph"] == "X":
+            e["dur"] = round(e["dur"], 3)
+            tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for spans in tracks.values():
+        spans.sort(key=lambda e: (e["ts"], e["dur"]))
+        for a, b in zip(spans, spans[1:]):
+            if a["ts"] + a["dur"] > b["ts"]:
+                a["dur"] = round(max(0.0, b["ts"] - a["ts"]), 3)
+
+
+def write_traces(doc: dict[str, Any], out_dir: str) -> list[str]:
+    """Write one trace file per cap of ``totals.step`` into ``out_dir`` (made if missing); returns
+    the paths. A cap whose file name is taken already (the same cap asked twice) is skipped."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths: list[str] = []
+    for i, s in enumerate((doc.get("totals") or {}).get("step") or []):
+        path = os.path.join(out_dir, cap_file_name(s))
+        if path in paths:
+            continue
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(trace_for_cap(doc, i), f, separators=(",", ":"))
+        paths.append(path)
+    return paths
+
+
+__all__ = ["cap_file_name", "collective_slice_name", "comm_layout", "trace_for_cap", "write_traces"]
