@@ -108,7 +108,7 @@ def not_prebucketed(
     from tracekit.pairing import UnbucketedSource
     from tracekit.reader import graph_and_unbucketed_sources
     from tracekit.replay.engine import CapRequest, ReplayOptions
-    from tracekit.replay.pairing import parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
     from tracekit.replay.unbucketed import FORWARD_GROUPS, replay_unbucketed
 
     if isinstance(paths, (str, os.PathLike)):
