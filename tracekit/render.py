@@ -7,7 +7,7 @@ thing everywhere and the output pipes and diffs well (stable key order, a traili
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -70,6 +70,30 @@ def fmt_mb(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.3f}".rstrip("0").rstrip(".")
+
+
+def exact_mb(x: float) -> str:
+    """Megabytes as the shortest text (3 decimals or more) that reads back as ``x`` exactly: a
+    what-if cap is shown as the number that was verified."""
+    for decimals in range(3, 18):
+        text = f"{x:.{decimals}f}".rstrip("0").rstrip(".")
+        if float(text) == x:
+            return text
+    return repr(x)
+
+
+def fmt_caps(values: Iterable[float | None]) -> dict[float | None, str]:
+    """Caps (MB) as text, with as many decimals (3 or more) as it takes to tell every
+    distinct one apart: 1.001, 1.002 and 1.0019 read ``1.001``, ``1.002``, ``1.0019``, never two
+    ``1.002`` that planned differently."""
+    distinct = sorted({v for v in values if v is not None})
+    for decimals in range(3, 16):
+        texts = {v: f"{v:.{decimals}f}".rstrip("0").rstrip(".") for v in distinct}
+        if len(set(texts.values())) == len(distinct):
+            break
+    else:
+        texts = {v: repr(v) for v in distinct}
+    return {None: "-", **texts}
 
 
 def fmt_counts(c: dict[str, int] | None) -> str:

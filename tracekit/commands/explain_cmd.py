@@ -28,7 +28,7 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.commands.output import output_sink
-from tracekit.render import dumps_json, fmt_mb, heading, table
+from tracekit.render import dumps_json, exact_mb, fmt_mb, heading, table
 from tracekit.summarize import graph_label
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
@@ -39,7 +39,7 @@ def _what_if_text(w: dict[str, Any] | None) -> str:
     if not w:
         return "-"
     if "cap_mb" in w:
-        return f"cap {fmt_mb(w['cap_mb'])} MB"
+        return f"cap {exact_mb(w['cap_mb'])} MB"
     return f"bucket_mode={w['bucket_mode']}"
 
 

@@ -59,6 +59,56 @@ def file_in_existing_dir(flag: str, name: str, metavar: str, help: str) -> Calla
                         callback=_check_output_dir, help=help)
 
 
+def _check_plot(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--plot FILE.png``: its directory exists and matplotlib imports, both checked before any work."""
+    value = _check_output_dir(ctx, param, value)
+    if value:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise click.BadParameter("needs matplotlib: pip install -e '.[plot]'", ctx=ctx, param=param) from None
+    return value
+
+
+def plot_option(help: str = "Draw collectives and comm time against the cap (needs matplotlib).") -> Callable:
+    return click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+                        metavar="FILE.png", callback=_check_plot, help=help)
+
+
+#: The largest cap ``--cap-mb`` takes (MB): 1e9 MB is a petabyte, beyond any GPU's memory.
+MAX_CAP_MB = 1e9
+
+
+def parse_cap_mb(text: str) -> float | None:
+    """One ``--cap-mb`` value: a number of MB, or None for ``auto``; a click usage error (one
+    line, status 2) that says what is wrong with it otherwise."""
+    import math
+
+    if text.lower() == "auto":
+        return None
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = math.nan
+    if math.isnan(mb):
+        raise click.BadParameter(f"{text!r} is not a number of MB", param_hint="--cap-mb")
+    if mb <= 0:
+        raise click.BadParameter(f"{text!r} is not a cap: it must be more than 0 MB", param_hint="--cap-mb")
+    if mb > MAX_CAP_MB:
+        raise click.BadParameter(f"{text!r} is too large: a cap is at most {MAX_CAP_MB:,.0f} MB",
+                                 param_hint="--cap-mb")
+    return mb
+
+
+def check_cap_mb(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--cap-mb`` values checked while the command line is read, before any import or work."""
+    for v in values:
+        for part in v.split(","):
+            if part.strip():
+                parse_cap_mb(part.strip())
+    return values
+
+
 def jobs_option() -> Callable:
     return click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
                         help="Worker processes reading files in parallel (default: the machine's cores).")

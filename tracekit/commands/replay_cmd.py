@@ -21,17 +21,19 @@ import click
 from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
+    check_cap_mb,
     OK,
     examples,
     fail,
-    file_in_existing_dir,
     format_option,
+    parse_cap_mb,
     paths_argument,
+    plot_option,
 )
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.rankset import format_ranks, parse_ranks
-from tracekit.render import dumps_json, fmt_counts, fmt_mb, heading, table
+from tracekit.render import dumps_json, fmt_caps, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
@@ -48,15 +50,7 @@ def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
             part = part.strip()
             if not part:
                 continue
-            if part.lower() == "auto":
-                out.append(CapRequest(None))
-                continue
-            try:
-                mb = float(part)
-            except ValueError:
-                raise click.BadParameter(f"{part!r} is not a number of MB", param_hint="--cap-mb") from None
-            if not (mb > 0 and mb < 1e9):
-                raise click.BadParameter(f"{part!r} must be a positive number of MB", param_hint="--cap-mb")
+            mb = parse_cap_mb(part)
             out.append(CapRequest(mb))
     out += [CapRequest(None) for _ in auto]
     seen, uniq = set(), []
@@ -138,11 +132,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     if problems:
         out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + p for p in problems) + "\n")
     cap_rows = []
+    cap_text = fmt_caps(r["bucket_cap_mb"] for g in doc["graphs"] for r in g["replays"])
     for g in doc["graphs"]:
         for r in g["replays"]:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
-            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
+            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", cap_text[r["bucket_cap_mb"]],
                    r["cap_source"], *(fmt_counts(r["collectives"].get(t)) for t in types),
                    f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
                    _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
@@ -174,7 +169,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
 @click.command("replay")
 @paths_argument()
-@click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]",
+@click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]", callback=check_cap_mb,
               help="Cap(s) to replay, in MB; repeatable or comma-separated (auto allowed).")
 @click.option("--cap", "cap_auto", multiple=True, type=click.Choice(["auto"]),
               help="`--cap auto`: torch's automatic cap on the (what-if) hardware.")
@@ -197,7 +192,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
               help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
                    "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
 @format_option(REPLAY_FORMATS)
-@file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
+@plot_option()
 @examples(
     "tracekit replay logs/ --cap-mb 64",
     "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
