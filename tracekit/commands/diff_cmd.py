@@ -23,7 +23,7 @@ import click
 import orjson
 
 from tracekit.commands import options
-from tracekit.commands.options import examples, format_option, output_option
+from tracekit.commands.options import examples, format_option, has_log_entries, output_option
 from tracekit.commands.output import output_sink
 from tracekit.commands.schedule_render import final_change_rows
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
@@ -154,14 +154,6 @@ def load_run(path: str) -> tuple[Run, str]:
             extra = f" ({_plural(bad, 'bad line')})" if bad else ""
         raise InputError(f"{path}: no torch.compile logs found{extra}")
     return run, "logs"
-
-
-def has_log_entries(run: Run) -> bool:
-    """False when nothing in the input looked like a compile log: no rank, or only a rank-less
-    one with no graph, no compiled graph and no cache hit (an empty or foreign file)."""
-    return any(
-        r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks
-    )
 
 
 # --- rendering -----------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ Reads one rank's recorded outcomes with their graph texts (the lowest rank, or `
 rebuilds and replays each graph at its recorded cap, and shows the planner's reason for every
 collective, with a what-if verified by planning again (:mod:`tracekit.explain`).
 
-Exit status: 0 when every graph was rebuilt and its buckets equal the recorded outcome; 1 when
-one did not (the output says how) or no outcome was found; 2 for a usage error (a ``--rank``
+Exit status: 0 when every graph was rebuilt and its buckets equal the recorded outcome, or when
+there was none to explain (a note says why); 1 when one did not (the output says how); 2 for a usage error (a ``--rank``
 that is not in the logs, a ``--graph`` that is malformed or absent: the message lists what
 exists).
 """
@@ -89,7 +89,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         for c in why:
             extra = f" What if: {c['what_if']['text']} (verified by planning again)." if c["what_if"] else ""
             out.append(f"{bullet}{c['name']}: {c['reason']}: {c['detail']}.{extra}\n")
-    if not doc["graphs"]:
+    if not doc["graphs"] and not doc.get("notes"):
         out.append("no recorded pre_bucketing_fsdp_collectives outcome matched\n")
     for note in doc.get("notes", []):
         out.append(f"\nnote: {note}\n")
@@ -125,10 +125,10 @@ def explain(paths, rank, graphs, fmt, output):
         sources = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag)
     except SelectionError as e:
         fail("explain", str(e), BAD_INPUT)
-    if not sources:
-        fail("explain", "no recorded pre_bucketing_fsdp_collectives outcome in the logs (a warm inductor "
-                        "cache skips the post-grad passes; was the cache disabled?)", FINDINGS)
     notes = []
+    if not sources:  # nothing to explain is no finding: the note says why (exit 0)
+        notes.append("no recorded pre_bucketing_fsdp_collectives outcome in the logs (a warm inductor "
+                     "cache skips the post-grad passes; was the cache disabled?)")
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))

@@ -34,6 +34,15 @@ def fail(command: str, message: str, status: int = BAD_INPUT) -> NoReturn:
     sys.exit(status)
 
 
+def has_log_entries(run: Any) -> bool:
+    """False when nothing in the input looked like a compile log: no rank, or only a rank-less
+    one with no graph, no compiled graph and no cache hit (an empty or foreign file). Every
+    command then exits :data:`BAD_INPUT` ("no log could be read"), whatever else it prints."""
+    return any(
+        r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks
+    )
+
+
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:
     return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default,
                         show_default=True, help=help)

@@ -7,8 +7,8 @@ counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.eng
 ``--all-ranks``, ranks that logged the same graph and outcome share one replay and one row (the
 ``ranks`` column, as ranges).
 
-Exit status: 0 when every selected graph was rebuilt and reproduced; 1 when one was not (the
-output says which and why) or when no outcome was found; 2 for a usage error.
+Exit status: 0 when every selected graph was rebuilt and reproduced, or when there was none to
+replay (a note says why); 1 when one was not (the output says which and why); 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -265,5 +265,6 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         click.echo(f"plot written to {plot_path}", err=True)
     if not sources:
         click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
-    ok = bool(results) and all(r.error is None and r.reproduced for r in results)
+    # nothing to replay is no finding: the note says why (exit 0)
+    ok = all(r.error is None and r.reproduced for r in results)
     sys.exit(OK if ok else FINDINGS)

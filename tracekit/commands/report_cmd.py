@@ -18,17 +18,19 @@ from typing import Any
 
 import click
 
-from tracekit.commands.options import BAD_INPUT, fail, jobs_option, paths_argument
+from tracekit.commands.options import BAD_INPUT, fail, has_log_entries, jobs_option, paths_argument
 
 SUMMARY_PREFIX = "tracekit.summary/"
 
 
 def saved_summary(path: str) -> dict[str, Any] | None:
     """The document of a saved JSON summary at ``path``; None when the file is not JSON (a log).
-    A JSON file that is not a ``tracekit.summary`` document is an error (exit 2)."""
+    A JSON file that is not a usable ``tracekit.summary`` document is an error (exit 2), judged
+    as ``diff`` judges it (:func:`tracekit.commands.diff_cmd.run_from_summary`): the same bad
+    summary gets the same status and message from both."""
     import orjson
 
-    from tracekit.commands.diff_cmd import sniff_json
+    from tracekit.commands.diff_cmd import InputError, run_from_summary, sniff_json
 
     if not os.path.isfile(path):
         return None
@@ -45,6 +47,10 @@ def saved_summary(path: str) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SUMMARY_PREFIX):
         fail("report", f"{path}: JSON that is not a tracekit summary "
                        f"(no \"schema\": \"{SUMMARY_PREFIX}N\")")
+    try:
+        run_from_summary(doc, path)
+    except InputError as e:
+        fail("report", str(e))
     return doc
 
 
@@ -87,7 +93,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None) -> None
         with ProgressBar() as bar:
             run = load(list(paths), jobs=jobs, progress=bar)
         doc = summary_document(run)
-        no_logs = not any(r.files for r in run.ranks)
+        no_logs = not has_log_entries(run)
     try:
         page = render_html(doc).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary

@@ -22,6 +22,7 @@ from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
     fail,
+    has_log_entries,
     format_option,
     jobs_option,
     examples,
@@ -236,7 +237,7 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
             write_summary_json(run, write, per_rank=per_rank, head=doc)
         else:
             write(render_text(doc, fmt).encode("utf-8"))
-    if not any(r.files for r in run.ranks):
+    if not has_log_entries(run):
         fail("summarize", "no log could be read", BAD_INPUT)
     if strict and run.diagnostics.total:
         fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
