@@ -64,6 +64,62 @@ def _verdict(g: dict[str, Any]) -> str:
     return line
 
 
+#: No line of explain's text is wider than this (tables excepted; their cells are short).
+MAX_WIDTH = 200
+#: A group of alike paragraphs names at most this many collectives (the JSON has each).
+MAX_NAMES = 12
+
+
+def wrap(text: str, bullet: str) -> str:
+    """One paragraph as lines of at most :data:`MAX_WIDTH` columns, the later ones indented
+    under the bullet (collective names are never broken)."""
+    import textwrap
+
+    return textwrap.fill(text, width=MAX_WIDTH, initial_indent=bullet, subsequent_indent=bullet + "  ",
+                         break_long_words=False, break_on_hyphens=False) + "\n"
+
+
+def _alike(why: list[dict[str, Any]], names: list[str], dtypes: list[str]) -> list[list[dict[str, Any]]]:
+    """The lone collectives in groups whose paragraphs differ only in names, dtypes and numbers:
+    the same reason, the same detail once those are masked, the same what-if. In order of each
+    group's first member."""
+    import re
+
+    dtype_re = re.compile(r"\b(?:" + "|".join(re.escape(d) for d in sorted(set(dtypes), key=len, reverse=True))
+                          + r")\b") if dtypes else None
+
+    by_length = sorted(set(names), key=len, reverse=True)
+    name_re = re.compile("|".join(re.escape(n) for n in by_length)) if by_length else None
+
+    def shape(c: dict[str, Any]) -> tuple[str, str, str]:
+        detail = str(c["detail"])
+        if name_re is not None:
+            detail = re.sub(r"\x00(?:, \x00)*", "\x00", name_re.sub("\x00", detail))
+        if dtype_re is not None:
+            detail = dtype_re.sub("\x01", detail)
+        detail = re.sub(r"\d+(?:\.\d+)?", "#", detail)
+        return c["reason"], detail, (c["what_if"] or {}).get("text", "")
+
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for c in why:
+        groups.setdefault(shape(c), []).append(c)
+    return list(groups.values())
+
+
+def _why_text(group: list[dict[str, Any]]) -> str:
+    """One paragraph for a group of alike lone collectives (see :func:`_alike`)."""
+    first = group[0]
+    what_if = first["what_if"]
+    if len(group) == 1:
+        extra = f" What if: {what_if['text']} (verified by planning again)." if what_if else ""
+        return f"{first['name']}: {first['reason']}: {first['detail']}.{extra}"
+    names = [c["name"] for c in group]
+    shown = ", ".join(names[:MAX_NAMES]) + (f" (+{len(names) - MAX_NAMES} more)" if len(names) > MAX_NAMES else "")
+    extra = f" What if, for each: {what_if['text']} (verified by planning again)." if what_if else ""
+    return (f"{len(group)} collectives, {first['reason']}: {shown}. For {first['name']}: {first['detail']}; "
+            f"the others alike, with their own names and sizes (the JSON has each).{extra}")
+
+
 def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table / markdown view of a ``tracekit.explain/1`` document."""
     out: list[str] = []
@@ -85,10 +141,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         if buckets or why:
             out.append("\n")
         for kind, i, members in buckets:
-            out.append(f"{bullet}{kind} bucket {i}: {', '.join(members)}\n")
-        for c in why:
-            extra = f" What if: {c['what_if']['text']} (verified by planning again)." if c["what_if"] else ""
-            out.append(f"{bullet}{c['name']}: {c['reason']}: {c['detail']}.{extra}\n")
+            out.append(wrap(f"{kind} bucket {i}: {', '.join(members)}", bullet))
+        for group in _alike(why, [c["name"] for c in g["collectives"]], [str(c["dtype"]) for c in g["collectives"]]):
+            out.append(wrap(_why_text(group), bullet))
     if not doc["graphs"] and not doc.get("notes"):
         out.append("no recorded pre_bucketing_fsdp_collectives outcome matched\n")
     for note in doc.get("notes", []):
