@@ -13,6 +13,9 @@ import sys
 import time
 from typing import IO
 
+#: MB here are those of every table: 2^20 bytes (README, "Units").
+MB = 1 << 20
+
 
 class ProgressBar:
     """``bar(done_bytes, total_bytes)`` redraws at most ten times a second."""
@@ -40,7 +43,7 @@ class ProgressBar:
         frac = min(1.0, done / total) if total else 1.0
         filled = int(frac * self.width)
         bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {frac * 100:5.1f}% {done / 1e6:,.0f}/{total / 1e6:,.0f} MB")
+        self.stream.write(f"\r{self.label} [{bar}] {frac * 100:5.1f}% {done / MB:,.0f}/{total / MB:,.0f} MB")
         self.stream.flush()
         self._drawn = True
 

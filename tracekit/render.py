@@ -65,6 +65,14 @@ def section_line(title: str, text: str, fmt: str = "table") -> str:
     return f"{title}: {text}\n"
 
 
+#: The unit convention, the same in every command and format (README, "Units"): said once under
+#: each table that shows sizes.
+UNITS_MB = "MB: 2^20 bytes (MiB, as torch's bucket cap)"
+#: What an all-gather's size is, where full sizes (MB) and per-rank bytes sit side by side.
+UNITS_SIZES = "AG MB: the gathered output, RS/AR: the input"
+UNITS_BYTES = "bytes: one rank's input (for AG, its shard: the gathered size / group size)"
+
+
 def fmt_mb(x: float | None) -> str:
     """Megabytes as text, without trailing noise: 27.4, 0.25, 1024."""
     if x is None:

@@ -28,7 +28,7 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.commands.output import output_sink
-from tracekit.render import dumps_json, exact_mb, fmt_mb, heading, table
+from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, exact_mb, fmt_mb, heading, table
 from tracekit.summarize import graph_label
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
@@ -146,6 +146,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append(wrap(_why_text(group), bullet))
     if not doc["graphs"] and not doc.get("notes"):
         out.append("no recorded pre_bucketing_fsdp_collectives outcome matched\n")
+    if doc["graphs"]:
+        out.append(f"\n{UNITS_MB}; {UNITS_SIZES}.\n")
     for note in doc.get("notes", []):
         out.append(f"\nnote: {note}\n")
     return "".join(out)

@@ -33,7 +33,7 @@ from tracekit.commands.options import (
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.rankset import format_ranks, parse_ranks
-from tracekit.render import dumps_json, fmt_caps, fmt_counts, fmt_mb, heading, table
+from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, fmt_caps, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
@@ -153,8 +153,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append(hardware_line(doc, "replays"))
         out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
-                   "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
-                   "FSDP collectives, vs the recorded buckets on the same hardware.\n")
+                   "largest: the biggest one, the memory it pins;\ncomm ms: torch's NCCL model of the "
+                   f"FSDP collectives, vs the recorded buckets on the same hardware; {UNITS_MB}; {UNITS_SIZES}.\n")
     t = doc["totals"]
     graphs = f"{t['graphs']} graphs"
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays

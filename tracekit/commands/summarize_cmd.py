@@ -33,7 +33,18 @@ from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.commands.schedule_render import render_schedule_sections
 from tracekit.summary_cells import first_diff_text, groups_text, ranks_text, total_mb, value_text
 from tracekit.rankset import format_ranks, rank_members
-from tracekit.render import FORMATS, dumps_json, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
+from tracekit.render import (
+    FORMATS,
+    UNITS_MB,
+    UNITS_SIZES,
+    dumps_json,
+    fmt_counts,
+    fmt_mb,
+    heading,
+    ranks_cell,
+    section_line,
+    table,
+)
 from tracekit.summarize import graph_label
 from tracekit.world import world_text
 
@@ -54,8 +65,20 @@ def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
     ]
     if with_sizes:
         sz = g.get("sizes_mb")
-        row += [fmt_mb(total_mb(sz["before"])) if sz else "-", fmt_mb(total_mb(sz.get("after"))) if sz else "-"]
+        row += [fmt_mb(total_mb(sz["before"])) if sz else "-", _after_text(sz) if sz else "-"]
     return row
+
+
+def _after_text(sz: dict[str, Any]) -> str:
+    """The MB after bucketing; ``= 0.284`` when it differs from before by the rounding of the
+    logged sizes only (each is rounded to 3 decimals: merging is no saving of bytes)."""
+    before, after = sz.get("before") or [], sz.get("after")
+    if after is None:
+        return "-"
+    b, a = total_mb(before), total_mb(after)
+    if b is not None and a is not None and a != b and abs(a - b) <= 0.0005 * (len(before) + len(after)):
+        return f"= {fmt_mb(a)}"
+    return fmt_mb(a)
 
 
 def _has_sizes(graphs: list[dict[str, Any]]) -> bool:
@@ -106,7 +129,10 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     row = [*lead, f"{t['graphs']} graphs", "", "", "", "", "",
            *(fmt_counts(t["collectives"][c]) for c in COLLECTIVE_TYPES)]
     if len(headers) > len(row):
-        row += [fmt_mb(t["mb_before"]), fmt_mb(t["mb_after"])]
+        n = sum(c["before"] + c["after"] for c in t["collectives"].values())
+        b, a = t["mb_before"], t["mb_after"]
+        rounding = b is not None and a is not None and a != b and abs(a - b) <= 0.0005 * n
+        row += [fmt_mb(b), f"= {fmt_mb(a)}" if rounding else fmt_mb(a)]
     return row
 
 
@@ -114,7 +140,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table/markdown report of a summary document, verdict first; CSV is the outcome
     table alone."""
     headers, rows = graph_rows(doc)
-    if fmt == "csv":
+    if fmt == "csv":  # numbers as numbers: the rounding mark is for readers of the table
+        rows = [[v[2:] if isinstance(v, str) and v.startswith("= ") else v for v in row] for row in rows]
         return table(rows, headers, "csv")
     out = []
     if doc.get("verdict"):
@@ -128,6 +155,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("no bucketing outcome recorded (see Notes)\n")
     else:
         out.append(table(rows + [_total_row(doc, headers)], headers, fmt))
+        legend = [UNITS_MB] + ([UNITS_SIZES] if headers[-1] == SIZE_HEADERS[-1] else [])
+        out.append("\n" + "; ".join(legend) + f"; total: over all rows' ranks ({doc['totals']['ranks']}), "
+                   "not one job's bytes; = X: differs from before by rounding only\n")
 
     div = doc["divergence"]
     if rows:
