@@ -146,7 +146,7 @@ def test_command_table_json_csv_markdown(tmp_path):
     lines = table.output.splitlines()
     assert lines[:3] == ["Verdict", "=======", "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"]
     assert "World: 4 ranks found (0-3) of 4 expected; missing: none; seen in two runs: none" in lines
-    assert "#8 AG (before): - vs 0.004 MB" in table.output
+    assert "#8 AG (before): 0.004 vs - MB" in table.output
     rows = [ln.split() for ln in lines if ln.startswith(("0-2 ", "3 "))]
     assert [r[:4] + r[5:7] for r in rows[:4]] == [
         ["0-2", "3", "0/0", "forward", "4", "1"], ["3", "1", "0/0", "forward", "4", "1"],

@@ -26,6 +26,7 @@ from tracekit.commands.options import (
     examples,
     fail,
     format_option,
+    output_option,
     parse_cap_mb,
     paths_argument,
     plot_option,
@@ -192,6 +193,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
               help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
                    "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
 @format_option(REPLAY_FORMATS)
+@output_option()
 @plot_option()
 @examples(
     "tracekit replay logs/ --cap-mb 64",
@@ -199,7 +201,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
 )
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
-           graphs, syms, mode, bucket_mode, fmt, plot_path):
+           graphs, syms, mode, bucket_mode, fmt, output, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     from bucketing.plan import resolve_mode
@@ -253,7 +255,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     doc = replay_document(results, options, {"paths": list(paths), "notes": notes,
                                              "diagnostics": diag.to_dict()})
-    with output_sink(None, command="replay", error_status=2) as write:
+    with output_sink(output, command="replay", error_status=BAD_INPUT) as write:
         write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     if plot_path:
         from tracekit.replay.plot import PlotUnavailable, plot_replay
