@@ -78,7 +78,7 @@ def test_explains_what_ifs_name_the_cap_that_was_verified():
     assert whatifs and all(w["text"] == f"a cap of {w['cap_mb']!r} MB buckets it" for w in whatifs)
     assert whatifs[0]["cap_mb"] == 0.126
     text = tk("explain", str(FIXTURE_LOGS / "spmd_small_cap")).stdout
-    assert "cap 0.126 MB" in text and "What if: a cap of 0.126 MB buckets it" in text
+    assert "cap 0.126 MB" in text and "What if, for each: a cap of 0.126 MB buckets it" in text
 
 
 def _log_without_outcome(tmp_path) -> str:

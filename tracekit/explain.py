@@ -29,7 +29,7 @@ Document::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
@@ -125,16 +125,22 @@ def explain_document(
     *,
     symbols: Mapping[str, int] | None = None,
     extra: dict[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The ``tracekit.explain/1`` document of ``sources`` (each with its recorded bucket members,
-    ``GraphSource.recorded_buckets``)."""
+    ``GraphSource.recorded_buckets``); ``progress(done, total)`` after each graph."""
     from tracekit.replay.engine import ReplayOptions
 
     # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
     # configured bucket_mode, as when it ran
     options = ReplayOptions(symbols=dict(symbols or {}))
     rebuilt: dict = {}
-    graphs = [explain_graph(s, options, rebuilt, s.recorded_buckets) for s in sources]
+    sources = list(sources)
+    graphs = []
+    for s in sources:
+        graphs.append(explain_graph(s, options, rebuilt, s.recorded_buckets))
+        if progress is not None:
+            progress(len(graphs), len(sources))
     doc = {"schema": SCHEMA, "graphs": graphs}
     doc.update(extra or {})
     return doc

@@ -168,6 +168,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
+    from tracekit.progress import ProgressBar
+
+    status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
+    status.say("importing torch ...")
     from tracekit.explain import explain_document
     from tracekit.model import Diagnostics
     from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for
@@ -178,9 +182,11 @@ def explain(paths, rank, graphs, fmt, output):
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
     diag = Diagnostics()
+    status.say("reading the logs ...")
     try:
         sources = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag)
     except SelectionError as e:
+        status.close()
         fail("explain", str(e), BAD_INPUT)
     notes = []
     if not sources:  # nothing to explain is no finding: the note says why (exit 0)
@@ -189,7 +195,9 @@ def explain(paths, rank, graphs, fmt, output):
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
-    doc = explain_document(sources, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
+    with status:
+        doc = explain_document(sources, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()},
+                               progress=status)
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
         write((dumps_json(doc) if fmt == "json" else render_text(doc, fmt)).encode("utf-8"))
     ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])

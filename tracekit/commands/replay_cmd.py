@@ -204,6 +204,10 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
            graphs, syms, mode, bucket_mode, fmt, output, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
+    from tracekit.progress import ProgressBar
+
+    status = ProgressBar(label="replaying", unit="graphs", min_total=2)  # on a terminal only
+    status.say("importing torch ...")
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
@@ -240,12 +244,15 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         selectors = [parse_graph_selector(g) for g in graphs]
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
+    status.say("reading the logs ...")
     try:
         sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
                                      diagnostics=diag)
     except SelectionError as e:
+        status.close()
         fail("replay", str(e), BAD_INPUT)
-    results = replay_sources(sources, options)
+    with status:
+        results = replay_sources(sources, options, progress=status)
     notes = []
     if not sources:
         notes.append("no recorded pre_bucketing_fsdp_collectives outcome matched (a warm inductor cache "
