@@ -137,12 +137,13 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table/markdown report of a summary document, verdict first; CSV is the outcome
-    table alone."""
+    """The table/markdown report of a summary document, verdict first; CSV is every section
+    in one table (:mod:`tracekit.summary_csv`)."""
+    if fmt == "csv":  # every section, numbers as numbers (tracekit.summary_csv)
+        from tracekit.summary_csv import summary_csv
+
+        return summary_csv(doc)
     headers, rows = graph_rows(doc)
-    if fmt == "csv":  # numbers as numbers: the rounding mark is for readers of the table
-        rows = [[v[2:] if isinstance(v, str) and v.startswith("= ") else v for v in row] for row in rows]
-        return table(rows, headers, "csv")
     out = []
     if doc.get("verdict"):
         out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
