@@ -30,7 +30,7 @@ from typing import Any
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.rankset import format_ranks
 from tracekit.summarize import graph_label
-from tracekit.summary_cells import total_mb
+from tracekit.summary_cells import first_diff_text, total_mb
 
 COUNT_COLUMNS = [f"{SHORT_NAMES[t]}_{when}" for t in COLLECTIVE_TYPES for when in ("before", "after")]
 COLUMNS = ["section", "ranks", "count", "compile_id", "graph", "field", "value", "majority_ranks",
@@ -100,6 +100,14 @@ def _outcome_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield {"section": "outcome", "ranks": _ranks(grp["ranks"]), "count": grp.get("count"), **_outcome(g)}
 
 
+def _detail(rest: dict[str, Any]) -> str:
+    """What else an item says, short: its first difference as the table's cell says it."""
+    fd = rest.pop("first_difference", None)
+    parts = [f"first difference {first_diff_text(fd)}"] if fd else []
+    parts += [f"{k}={v}" for k, v in sorted(_flat("", rest).items()) if v != ""] if rest else []
+    return "; ".join(parts)
+
+
 def _paired(section: str, item: dict[str, Any], base: str) -> Iterator[dict[str, Any]]:
     """One row per differing scalar of ``value`` against ``majority_value``."""
     value, majority = _flat(base, item.get("value")), _flat(base, item.get("majority_value"))
@@ -108,7 +116,7 @@ def _paired(section: str, item: dict[str, Any], base: str) -> Iterator[dict[str,
     common = {"section": section, "ranks": _ranks(item.get("ranks")), "compile_id": item.get("compile_id"),
               "graph": graph_label(item["graph_index"]) if item.get("graph_index") is not None else "",
               "majority_ranks": _ranks(item.get("majority_ranks")),
-              "detail": "; ".join(f"{k}={v}" for k, v in sorted(_flat("", detail).items()) if v != "")}
+              "detail": _detail(detail)}
     for key in list(dict.fromkeys([*value, *majority])):
         if value.get(key) != majority.get(key) or len(value) == 1:
             yield {**common, "field": key, "value": value.get(key, ""), "majority_value": majority.get(key, "")}
