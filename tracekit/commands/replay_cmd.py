@@ -154,8 +154,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append(hardware_line(doc, "replays"))
         out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
-                   "largest: the biggest one, the memory it pins;\ncomm ms: torch's NCCL model of the "
-                   f"FSDP collectives, vs the recorded buckets on the same hardware; {UNITS_MB}; {UNITS_SIZES}.\n")
+                   f"largest: the biggest one, the memory it pins;\n{UNITS_MB}; {UNITS_SIZES}; comm ms: torch's "
+                   "NCCL model of the FSDP collectives, vs the recorded buckets on the same hardware.\n")
     t = doc["totals"]
     graphs = f"{t['graphs']} graphs"
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
