@@ -123,13 +123,16 @@ def test_the_same_broken_summary_gets_the_same_status_and_message_from_report_an
             diff.stderr.splitlines()[0].removeprefix("tracekit diff: error: "), name
 
 
-def test_a_file_with_no_log_entry_is_status_2_from_summarize_report_and_diff(tmp_path):
+def test_a_file_with_no_log_entry_is_status_2_from_every_command(tmp_path):
     foreign = tmp_path / "dedicated_log_torch_trace_x.log"
     foreign.write_text("[1, 2]\nnot a log line\n", encoding="utf-8")
-    statuses = [tk("summarize", str(foreign)).returncode,
-                tk("report", str(foreign), "-o", str(tmp_path / "r.html")).returncode,
-                tk("diff", str(foreign), SPMD).returncode]
-    assert statuses == [2, 2, 2]
+    runs = {"summarize": tk("summarize", str(foreign)), "replay": tk("replay", str(foreign)),
+            "explain": tk("explain", str(foreign)),
+            "report": tk("report", str(foreign), "-o", str(tmp_path / "r.html")),
+            "diff": tk("diff", str(foreign), SPMD)}
+    assert {c: p.returncode for c, p in runs.items()} == dict.fromkeys(runs, 2)
+    for c in ("summarize", "replay", "explain", "report"):
+        assert runs[c].stderr.splitlines()[-1] == f"tracekit {c}: no log could be read"
 
 
 def test_our_use_of_click_warns_of_nothing():

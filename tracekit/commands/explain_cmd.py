@@ -24,6 +24,7 @@ from tracekit.commands.options import (
     examples,
     fail,
     format_option,
+    holds_log_entries,
     output_option,
     paths_argument,
 )
@@ -188,6 +189,9 @@ def explain(paths, rank, graphs, fmt, output):
     except SelectionError as e:
         status.close()
         fail("explain", str(e), BAD_INPUT)
+    if not sources and not holds_log_entries(paths):
+        status.close()
+        fail("explain", "no log could be read", BAD_INPUT)
     notes = []
     if not sources:  # nothing to explain is no finding: the note says why (exit 0)
         notes.append("no recorded pre_bucketing_fsdp_collectives outcome in the logs (a warm inductor "

@@ -43,6 +43,15 @@ def has_log_entries(run: Any) -> bool:
     )
 
 
+def holds_log_entries(paths: Sequence[str]) -> bool:
+    """Whether any of ``paths`` holds a compile-log entry (:func:`has_log_entries` of what
+    :func:`tracekit.reader.load` reads): ``replay`` and ``explain`` ask it only when they found
+    nothing to do, so that a file that is no log is status 2 from them as from ``summarize``."""
+    from tracekit.reader import load
+
+    return has_log_entries(load(list(paths), jobs=1))
+
+
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:
     return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default,
                         show_default=True, help=help)

@@ -26,6 +26,7 @@ from tracekit.commands.options import (
     examples,
     fail,
     format_option,
+    holds_log_entries,
     output_option,
     parse_cap_mb,
     paths_argument,
@@ -251,6 +252,9 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     except SelectionError as e:
         status.close()
         fail("replay", str(e), BAD_INPUT)
+    if not sources and not holds_log_entries(paths):
+        status.close()
+        fail("replay", "no log could be read", BAD_INPUT)
     with status:
         results = replay_sources(sources, options, progress=status)
     notes = []
