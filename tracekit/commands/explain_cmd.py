@@ -47,7 +47,7 @@ def _what_if_text(w: dict[str, Any] | None) -> str:
 def _graph_title(g: dict[str, Any]) -> str:
     rank = "-" if g["rank"] is None else g["rank"]
     return (f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
-            f"cap {fmt_mb(g['cap_mb'])} MB")
+            f"cap {'-' if g['cap_mb'] is None else exact_mb(g['cap_mb'])} MB")  # the cap planned at
 
 
 def _verdict(g: dict[str, Any]) -> str:
