@@ -74,3 +74,16 @@ def test_replay_feeds_the_bar_one_distinct_replay_at_a_time():
     sources = replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")], all_ranks=True)
     replay_sources(sources, ReplayOptions(), progress=lambda done, total: seen.append((done, total)))
     assert seen == [(1, 2), (2, 2)]  # 4 ranks share the forward and the backward replays
+
+
+def test_replay_and_explain_reading_feeds_the_bar_file_by_file():
+    from tracekit.replay.pairing import replay_sources_for
+
+    seen = []
+    replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")], all_ranks=True,
+                       progress=lambda done, total: seen.append((done, total)))
+    sizes = sorted(p.stat().st_size for p in (FIXTURE_LOGS / "spmd_auto").glob("*.log"))
+    total = sum(sizes)
+    assert len(seen) == 4 and seen[-1] == (total, total) and all(t == total for _, t in seen)
+    assert [b - a for (a, _), (b, _) in zip([(0, 0), *seen], seen)] != [] and sorted(
+        b - a for (a, _), (b, _) in zip([(0, 0), *seen], seen)) == sizes

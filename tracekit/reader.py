@@ -148,8 +148,10 @@ def load(
 def graph_sources(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     diagnostics: Diagnostics | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[GraphSource]:
     """Every recorded bucketing outcome with the graph text it was computed from, streaming.
+    ``progress(done_bytes, total_bytes)`` after each file.
 
     Yields :class:`GraphSource` ``(rank, compile_id, graph_index, graph, text, text_artifact,
     symbol_hints)`` in file order, files one after another (no parallelism: texts can be
@@ -166,8 +168,13 @@ def graph_sources(
     indices are per file (as in :func:`load` for a rank with one file).
     """
     diag = diagnostics if diagnostics is not None else Diagnostics()
-    for lg in find_logs(path_list(paths), diag):
+    logs = find_logs(path_list(paths), diag)
+    total, done = sum(lg.size for lg in logs), 0
+    for lg in logs:
         out: list[GraphSource] = []
         res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
         diag.merge(res.diagnostics)
+        done += lg.size
+        if progress is not None:
+            progress(done, total)
         yield from out

@@ -184,11 +184,14 @@ def explain(paths, rank, graphs, fmt, output):
         raise click.BadParameter(str(e), param_hint="--graph") from None
     diag = Diagnostics()
     status.say("reading the logs ...")
+    reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
     try:
-        sources = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag)
+        sources = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag, progress=reading)
     except SelectionError as e:
+        reading.close()
         status.close()
         fail("explain", str(e), BAD_INPUT)
+    reading.close()
     if not sources and not holds_log_entries(paths):
         status.close()
         fail("explain", "no log could be read", BAD_INPUT)

@@ -246,12 +246,15 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
     status.say("reading the logs ...")
+    reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
     try:
         sources = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
-                                     diagnostics=diag)
+                                     diagnostics=diag, progress=reading)
     except SelectionError as e:
+        reading.close()
         status.close()
         fail("replay", str(e), BAD_INPUT)
+    reading.close()
     if not sources and not holds_log_entries(paths):
         status.close()
         fail("replay", "no log could be read", BAD_INPUT)

@@ -59,11 +59,13 @@ def replay_sources_for(
     all_ranks: bool = False,
     graphs: list[tuple[str, int | None]] | None = None,
     diagnostics: Diagnostics | None = None,
+    progress: Any = None,
 ) -> list[Any]:
     """The :class:`tracekit.reader.GraphSource` values to replay (one pass over their files).
 
     Raises :class:`SelectionError` when no log could be read, or when ``rank`` or a selector of
-    ``graphs`` names nothing in the logs (the message says which ranks or graphs are there)."""
+    ``graphs`` names nothing in the logs (the message says which ranks or graphs are there).
+    ``progress(done_bytes, total_bytes)`` after each file read."""
     from tracekit.rankset import format_ranks
     from tracekit.reader import graph_sources
     from tracekit.sources import find_logs
@@ -80,7 +82,7 @@ def replay_sources_for(
     # Ranks log the same texts: keep one copy of each (1,024 ranks hold one rank's texts).
     texts: dict[str, str] = {}
     sources = []
-    for src in graph_sources([lg.path for lg in logs], diag):
+    for src in graph_sources([lg.path for lg in logs], diag, progress=progress):
         if src.text is not None:
             src.text = texts.setdefault(src.text, src.text)
         sources.append(src)
