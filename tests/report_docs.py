@@ -70,6 +70,7 @@ def v2_doc(name: str = "diverge_rank") -> dict[str, Any]:
         for g in graphs:
             after = g["sizes_mb"]["after"]
             g["final"] = {
+                "compile_id": g["compile_id"], "position": g["graph_index"],  # as a real summary has
                 "counts": {t: c["after"] for t, c in g["collectives"].items()},
                 "collectives": [{"kind": LONG_NAMES[s["type"]], "group": g["fsdp_groups"][0],
                                  "group_size": g["group_size"], "bytes": round(s["size_mb"] * 2**20),

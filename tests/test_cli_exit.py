@@ -74,7 +74,7 @@ def test_run_ends_with_clicks_status(monkeypatch, capsys, code, status, stderr):
 @pytest.mark.parametrize("exc, status, stderr", [
     (KeyboardInterrupt(), 130, "\ntracekit: interrupted\n"),
     (click.exceptions.Abort(), 130, "\ntracekit: interrupted\n"),
-    (click.UsageError("bad --rank"), 2, "Error: bad --rank\n"),
+    (click.UsageError("bad --rank"), 2, "tracekit: bad --rank\n"),
     (ValueError("a bug\nsecond line"), 2,
      "tracekit: internal error: ValueError: a bug (TRACEKIT_DEBUG=1 shows the traceback; please report it)\n"),
 ])

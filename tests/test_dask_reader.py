@@ -134,7 +134,7 @@ def test_only_dask_imports_distributed_and_nothing_imports_torch(scheduler, with
             "print(sorted({'torch', 'dask', 'distributed'} & set(sys.modules)), file=sys.stderr)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[-1] == "3,1,0/0,backward,['0'],4,1,27.4,7->1,10->1,0->0,0.56,0.559"
+    assert "outcome,3,1,0/0,backward,,,,,0,4,1,27.4,7,1,10,1,0,0,0.56,0.559," in out.stdout.splitlines()
     imported = out.stderr.strip().splitlines()[-1]
     assert imported == ("['dask', 'distributed']" if with_dask else "[]")
 
@@ -146,3 +146,65 @@ def test_a_scheduler_without_workers_is_an_error_not_a_hang():
         with pytest.raises(DaskReadError, match=r"^the Dask scheduler at \S+ has no workers "
                                                 r"\(none joined within 1 s\)$"):
             load_with_dask([str(FIXTURE_LOGS / "spmd_auto")], empty.scheduler_address, timeout=1)
+
+
+class _PeerThatIsNotDask:
+    """A server on 127.0.0.1 that is no Dask scheduler, for the length of a ``with`` block: a
+    plain HTTP server (``http``), or a raw TCP server that answers every connection with junk
+    bytes and hangs up (``junk``). It stops itself at the block's end, and after 60 s at most."""
+
+    def __init__(self, kind: str):
+        import http.server
+        import socketserver
+        import threading
+
+        if kind == "http":
+            class Http(http.server.BaseHTTPRequestHandler):
+                timeout = 10  # a client that sends no whole request is dropped
+
+            self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Http)
+        else:
+            class Junk(socketserver.BaseRequestHandler):
+                def handle(self):
+                    self.request.sendall(b"\xff" * 64 + b"HTTP/1.0 200 OK\r\n\r\n" + bytes(range(256)) * 8)
+
+            self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Junk)
+        self.server.daemon_threads = True
+        self.address = "tcp://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.timer = threading.Timer(60, self.server.shutdown)
+
+    def __enter__(self):
+        self.thread.start()
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("http", "no Dask scheduler answered at tcp://127.0.0.1:{port} within 5 s (is it a Dask scheduler's address?)"),
+    ("junk", "--dask 'tcp://127.0.0.1:{port}': not a Dask scheduler ("),
+])
+def test_an_address_that_is_not_a_dask_scheduler_is_one_line_and_exit_2(kind, message):
+    # a plain HTTP server kept distributed's handshake waiting for good; junk bytes were read
+    # as a frame length (a MemoryError of exabytes, or a ValueError)
+    with _PeerThatIsNotDask(kind) as peer:
+        out = subprocess.run([sys.executable, "-m", "tracekit", "summarize", "--dask", peer.address,
+                              str(FIXTURE_LOGS / "spmd_auto")], capture_output=True, text=True, cwd=ROOT,
+                             timeout=60)
+    port = peer.address.rsplit(":", 1)[1]
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracekit summarize: " + message.format(port=port)), out.stderr
+
+
+def test_the_wait_for_a_peer_that_is_not_dask_is_the_timeout_given():
+    from tracekit.dask_reader import DaskReadError
+
+    with _PeerThatIsNotDask("http") as peer:
+        with pytest.raises(DaskReadError, match=r"^no Dask scheduler answered at \S+ within 1 s"):
+            load_with_dask([str(FIXTURE_LOGS / "spmd_auto")], peer.address, timeout=1)

@@ -137,3 +137,16 @@ def test_summarize_points_did_nothing_rows_to_the_exact_explain_command(mixed_lo
     # the command runs as printed
     code, doc = _json([*shlex.split(command)[1:], "--format", "json"])
     assert code == 0 and [c["reason"] for c in doc["graphs"][0]["collectives"]] == ["dtype_break"] * 6
+
+
+def test_explain_groups_alike_paragraphs_and_keeps_lines_short(mixed_log) -> None:
+    # six lone all-gathers: the first and the last differ (only a next, only a previous
+    # candidate); the four between are alike but for names and dtypes: one paragraph
+    out = CliRunner().invoke(main, ["explain", mixed_log]).output
+    paragraphs = [ln for ln in out.splitlines() if ln.startswith("  ") and not ln.startswith("    ")]
+    assert [p.split(":")[0].strip() for p in paragraphs] == [
+        "all_gather_into_tensor", "4 collectives, dtype_break", "all_gather_into_tensor_5"]
+    assert paragraphs[1].startswith("  4 collectives, dtype_break: all_gather_into_tensor_1, all_gather_into_tensor_2, "
+                                    "all_gather_into_tensor_3, all_gather_into_tensor_4. For all_gather_into_tensor_1: ")
+    assert "What if, for each: bucket_mode=custom_ops_multidtype buckets it" in out
+    assert max(len(ln) for ln in out.splitlines()) <= 200

@@ -51,7 +51,7 @@ def test_diverge_rank_page():
     rows = div.find_all("tr", data_where="divergence")
     assert [r.attrs["data-ranks"] for r in rows] == ["3"] * 9  # 7 bucketing + 2 final (schedule)
     assert [c.text for c in rows[0].find_all("td")] == [
-        "0/0", "forward", "all_gather", "3", "10->1", "0-2", "8->1", "#8 AG (before): - vs 0.004 MB"]
+        "0/0", "forward", "all_gather", "3", "10->1", "0-2", "8->1", "#8 AG (before): 0.004 vs - MB"]
     groups = tree.find_all("div", class_="group")
     assert [(g.attrs["data-ranks"], g.attrs["data-colour"]) for g in groups] == [("0-2", "c0"), ("3", "c1")]
     assert [g.find("h3").text for g in groups] == ["group 1: 3 ranks 0-2, 2 graphs",

@@ -148,7 +148,7 @@ def test_command_table_json_csv_markdown(tmp_path):
     lines = table.output.splitlines()
     assert lines[:3] == ["Verdict", "=======", "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"]
     assert "World: 4 ranks found (0-3) of 4 expected; missing: none; seen in two runs: none" in lines
-    assert "#8 AG (before): - vs 0.004 MB" in table.output
+    assert "#8 AG (before): 0.004 vs - MB" in table.output
     rows = [ln.split() for ln in lines if ln.startswith(("0-2 ", "3 "))]
     assert [r[:4] + r[5:7] for r in rows[:4]] == [
         ["0-2", "3", "0/0", "forward", "4", "1"], ["3", "1", "0/0", "forward", "4", "1"],
@@ -159,14 +159,24 @@ def test_command_table_json_csv_markdown(tmp_path):
     assert js.exit_code == 0 and js.output == ""
     doc = json.loads(out.read_text())
     assert doc["schema"] == "tracekit.summary/2" and len(doc["divergence"]) == 9 and "ranks" not in doc
-    rows = list(csv.reader(io.StringIO(runner.invoke(summarize, [path, "--format", "csv"]).output)))
-    assert rows[0][:4] == ["ranks", "count", "compile id", "graph"]
-    assert rows[-1] == ["3", "1", "0/0", "backward", "['0']", "4", "1", "27.4", "7->1", "10->1", "0->0",
-                        "0.56", "0.559"]
-    per_rank = list(csv.reader(io.StringIO(runner.invoke(summarize, [path, "--format", "csv", "--per-rank"]).output)))
-    assert per_rank[0][:3] == ["rank", "compile id", "graph"] and len(per_rank) == 9
-    assert per_rank[-1] == ["3", "0/0", "backward", "['0']", "4", "1", "27.4", "7->1", "10->1", "0->0",
-                            "0.56", "0.559"]
+    rows = list(csv.DictReader(io.StringIO(runner.invoke(summarize, [path, "--format", "csv"]).output)))
+    assert [(r["field"], r["value"]) for r in rows if r["section"] == "verdict"] == [
+        ("status", "diverge"), ("text", "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs")]
+    outcome = [r for r in rows if r["section"] == "outcome"]
+    last = outcome[-1]
+    assert [last[k] for k in ("ranks", "count", "compile_id", "graph", "fsdp_groups", "group_size", "machines",
+                              "cap_mb", "AG_before", "AG_after", "RS_before", "RS_after", "AR_before", "AR_after",
+                              "mb_before", "mb_after")] == [
+        "3", "1", "0/0", "backward", "0", "4", "1", "27.4", "7", "1", "10", "1", "0", "0", "0.56", "0.559"]
+    (total,) = [r for r in rows if r["section"] == "total"]
+    assert (total["count"], total["value"], total["AG_before"], total["mb_before"]) == ("4", "8", "56", "3.36")
+    div = [(r["graph"], r["field"], r["value"], r["majority_value"]) for r in rows if r["section"] == "divergence"]
+    assert div[0] == ("forward", "all_gather.before", "10", "8") and len(div) == 11
+    assert [(r["field"], r["value"], r["majority_value"]) for r in rows if r["section"] == "schedule"] == [
+        ("bytes", "75596", "74536"), ("bytes", "70988", "69928")]
+    per_rank = list(csv.DictReader(io.StringIO(runner.invoke(summarize, [path, "--format", "csv", "--per-rank"]).output)))
+    per_rank = [r for r in per_rank if r["section"] == "outcome"]
+    assert len(per_rank) == 8 and (per_rank[-1]["ranks"], per_rank[-1]["count"], per_rank[-1]["AG_before"]) == ("3", "1", "7")
     md = runner.invoke(summarize, [path, "--format", "markdown"]).output
     assert md.startswith("## Verdict") and "| ranks " in md
 

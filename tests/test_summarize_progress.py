@@ -37,3 +37,53 @@ def test_no_bar_when_not_a_terminal():
     with ProgressBar(stream=out, min_total=0) as bar:
         load(FIXTURE_LOGS / "spmd_auto", jobs=1, progress=bar)
     assert out.getvalue() == ""
+
+
+def test_a_count_bar_and_a_status_line_on_a_terminal():
+    out = FakeTTY()
+    with ProgressBar(stream=out, label="replaying", unit="graphs", min_total=2) as bar:
+        bar.say("importing torch ...")
+        assert out.getvalue() == "\rimporting torch ...\r"
+        bar(1, 3)
+        bar(3, 3)
+    text = out.getvalue()
+    assert "replaying [##########--------------------]  33.3% 1/3 graphs" in text
+    assert "100.0% 3/3 graphs" in text and text.endswith("\r")
+    quiet = io.StringIO()
+    with ProgressBar(stream=quiet, unit="graphs", min_total=2) as bar:
+        bar.say("importing torch ...")
+        bar(1, 3)
+    assert quiet.getvalue() == ""
+
+
+def test_explain_feeds_the_bar_one_graph_at_a_time():
+    from tracekit.explain import explain_document
+    from tracekit.replay.pairing import replay_sources_for
+
+    seen = []
+    sources = replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")])
+    explain_document(sources, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+def test_replay_feeds_the_bar_one_distinct_replay_at_a_time():
+    from tracekit.replay.engine import ReplayOptions, replay_sources
+    from tracekit.replay.pairing import replay_sources_for
+
+    seen = []
+    sources = replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")], all_ranks=True)
+    replay_sources(sources, ReplayOptions(), progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 2), (2, 2)]  # 4 ranks share the forward and the backward replays
+
+
+def test_replay_and_explain_reading_feeds_the_bar_file_by_file():
+    from tracekit.replay.pairing import replay_sources_for
+
+    seen = []
+    replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")], all_ranks=True,
+                       progress=lambda done, total: seen.append((done, total)))
+    sizes = sorted(p.stat().st_size for p in (FIXTURE_LOGS / "spmd_auto").glob("*.log"))
+    total = sum(sizes)
+    assert len(seen) == 4 and seen[-1] == (total, total) and all(t == total for _, t in seen)
+    assert [b - a for (a, _), (b, _) in zip([(0, 0), *seen], seen)] != [] and sorted(
+        b - a for (a, _), (b, _) in zip([(0, 0), *seen], seen)) == sizes

@@ -28,7 +28,37 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class OneLineUsageError(click.ClickException):
+    """A usage error shown as the README promises: one line, ``tracekit COMMAND: MESSAGE``, status 2
+    (click's own form is a four-line usage block)."""
+
+    exit_code = 2
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message())
+        ctx = error.ctx
+        self.command = ctx.command.name if ctx is not None and ctx.parent is not None else None
+
+    def show(self, file: object = None) -> None:
+        prefix = f"tracekit {self.command}" if self.command else "tracekit"
+        click.echo(f"{prefix}: {self.format_message()}", err=True)
+
+
 class LazyGroup(click.Group):
+    def make_context(self, *args: object, **kwargs: object) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as e:
+            raise OneLineUsageError(e) from None
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            raise OneLineUsageError(e) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -74,6 +104,12 @@ def run() -> None:
     except KeyboardInterrupt:
         click.echo("\ntracekit: interrupted", err=True)
         code = 130
+    except click.exceptions.NoArgsIsHelpError as e:
+        e.show()
+        code = e.exit_code
+    except click.UsageError as e:
+        OneLineUsageError(e).show()
+        code = 2
     except click.ClickException as e:
         e.show()
         code = e.exit_code

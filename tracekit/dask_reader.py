@@ -98,6 +98,59 @@ def _check_address(address: str) -> str:
     return address if "://" in address else f"tcp://{address}"
 
 
+class _Unanswered(Exception):
+    """A call that :func:`_bounded` stopped waiting for."""
+
+
+def _bounded(call: Callable[[], object], seconds: float) -> object:
+    """``call()`` in a daemon thread, its result or its exception; :class:`TimeoutError` when
+    it has not returned after ``seconds`` (a peer that is not a Dask scheduler can keep
+    distributed's handshake waiting for good; the thread is left behind, the command exits)."""
+    import threading
+
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="tracekit-dask-connect", daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise _Unanswered(f"no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["result"]
+
+
+def _connect(address: str, timeout: float, started: float) -> object:
+    """A :class:`distributed.Client` of the scheduler at ``address``, within ``timeout`` seconds
+    whatever answers there: an unreachable or silent address, or a peer that speaks another
+    protocol (an HTTP server, junk that distributed reads as a frame of exabytes), is one
+    :class:`DaskReadError`. ``started``: the ``time.monotonic()`` the wait began (importing
+    distributed counts)."""
+    import time
+
+    from distributed import Client
+
+    left = max(0.5, timeout - (time.monotonic() - started))
+    try:
+        # distributed's own timeout first (an unreachable address), ours when it does not keep it
+        return _bounded(lambda: Client(address, timeout=max(0.25, left - 0.5), set_as_default=False), left)
+    except _Unanswered:
+        raise DaskReadError(f"no Dask scheduler answered at {address} within {timeout:g} s "
+                            "(is it a Dask scheduler's address?)") from None
+    except (OSError, TimeoutError):
+        raise DaskReadError(f"cannot reach the Dask scheduler at {address} "
+                            f"(no answer within {timeout:g} s)") from None
+    except Exception as e:  # noqa: BLE001 - whatever a peer that is not a scheduler makes distributed raise
+        detail = (str(e).splitlines() or [""])[0][:120]
+        raise DaskReadError(f"--dask {address!r}: not a Dask scheduler ({type(e).__name__}: {detail})") from None
+
+
 def load_with_dask(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     address: str,
@@ -112,6 +165,8 @@ def load_with_dask(
     batches come back. ``validate_all``: check every line (``--strict``). Raises
     :class:`DaskReadError` (one line) when the cluster cannot be used.
     """
+    import time
+
     address = _check_address(address)
     # the files as a local run lists them (the same PATH forms as tracekit.reader.load)
     paths_given = path_list(paths)
@@ -119,24 +174,19 @@ def load_with_dask(
     logs = find_logs(paths_given, diagnostics)
     total = sum(lg.size for lg in logs)
 
+    started = time.monotonic()
     try:
-        from distributed import Client, as_completed
+        from distributed import as_completed
     except ImportError:
         raise DaskReadError("reading on a Dask cluster needs the distributed package: "
                             "pip install -e '.[dask]' (or pip install distributed)") from None
 
-    try:
-        client = Client(address, timeout=timeout, set_as_default=False)
-    except ValueError as e:  # an address distributed cannot parse
-        raise DaskReadError(f"--dask {address!r}: {e}") from None
-    except (OSError, TimeoutError):
-        raise DaskReadError(f"cannot reach the Dask scheduler at {address} "
-                            f"(no answer within {timeout:g} s)") from None
+    client = _connect(address, timeout, started)
     results: list[list[FileResult] | None]
     try:
         try:
-            client.wait_for_workers(1, timeout=timeout)
-        except (OSError, TimeoutError):
+            _bounded(lambda: client.wait_for_workers(1, timeout=timeout), timeout + 1)
+        except (OSError, TimeoutError, _Unanswered):
             raise DaskReadError(f"the Dask scheduler at {address} has no workers "
                                 f"(none joined within {timeout:g} s)") from None
         threads = sum(client.nthreads().values()) or 1

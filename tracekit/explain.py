@@ -29,7 +29,7 @@ Document::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
@@ -44,7 +44,9 @@ def _what_if(d: Any, whatif: Any, cap_mb: float, bucket_mode: str) -> dict[str, 
     if d.reason == "over_cap":
         cap = whatif.cap_that_merges(d.name, cap_mb)
         if cap is not None:
-            return {"cap_mb": cap, "verified": True, "text": f"a cap of {cap:g} MB buckets it"}
+            from tracekit.render import exact_mb
+
+            return {"cap_mb": cap, "verified": True, "text": f"a cap of {exact_mb(cap)} MB buckets it"}
     elif d.reason == "dtype_break" and d.kind == "AG" and "multidtype" not in bucket_mode:
         if whatif.bucket_mode_merges(d.name, cap_mb, MULTIDTYPE):
             return {"bucket_mode": MULTIDTYPE, "verified": True,
@@ -123,32 +125,39 @@ def explain_document(
     *,
     symbols: Mapping[str, int] | None = None,
     extra: dict[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The ``tracekit.explain/1`` document of ``sources`` (each with its recorded bucket members,
-    ``GraphSource.recorded_buckets``)."""
+    ``GraphSource.recorded_buckets``); ``progress(done, total)`` after each graph."""
     from tracekit.replay.engine import ReplayOptions
 
     # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
     # configured bucket_mode, as when it ran
     options = ReplayOptions(symbols=dict(symbols or {}), overlap=False)  # explain: pre-bucketing only
     rebuilt: dict = {}
-    graphs = [explain_graph(s, options, rebuilt, s.recorded_buckets) for s in sources]
+    sources = list(sources)
+    graphs = []
+    for s in sources:
+        graphs.append(explain_graph(s, options, rebuilt, s.recorded_buckets))
+        if progress is not None:
+            progress(len(graphs), len(sources))
     doc = {"schema": SCHEMA, "graphs": graphs}
     doc.update(extra or {})
     return doc
 
 
-def explain_mixed(mixed: list[Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def explain_mixed(mixed: list[Any], extra: dict[str, Any] | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The ``tracekit.explain/1`` document of ``mixed``: recorded outcomes
     (:class:`tracekit.reader.GraphSource`, :func:`explain_document`) and graphs never
     pre-bucketed (:class:`tracekit.pairing.UnbucketedSource` with a schedule that runs
     collectives: :func:`tracekit.explain_unbucketed.explain_unbucketed`), each in its place
-    in the logs."""
+    in the logs; ``progress`` as in :func:`explain_document`."""
     from tracekit.explain_unbucketed import explain_unbucketed
     from tracekit.pairing import UnbucketedSource
 
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    doc = explain_document(sources, extra=extra)
+    doc = explain_document(sources, extra=extra, progress=progress)
     order = {id(s): i for i, s in enumerate(mixed)}
     entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"])]
     entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed_of(mixed)]

@@ -13,12 +13,18 @@ import sys
 import time
 from typing import IO
 
+#: MB here are those of every table: 2^20 bytes (README, "Units").
+MB = 1 << 20
+
 
 class ProgressBar:
-    """``bar(done_bytes, total_bytes)`` redraws at most ten times a second."""
+    """``bar(done_bytes, total_bytes)`` redraws at most ten times a second. With ``unit`` set
+    (``"graphs"``), ``done`` and ``total`` are counts of it, not bytes; :meth:`say` shows a
+    phase that has no count (``importing torch``) until the bar draws or closes."""
 
     def __init__(self, stream: IO[str] | None = None, label: str = "reading", width: int = 30,
-                 min_total: int = 32 << 20) -> None:
+                 min_total: int = 32 << 20, unit: str | None = None) -> None:
+        self.unit = unit
         self.stream = stream if stream is not None else sys.stderr
         self.label = label
         self.width = width
@@ -40,15 +46,33 @@ class ProgressBar:
         frac = min(1.0, done / total) if total else 1.0
         filled = int(frac * self.width)
         bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {frac * 100:5.1f}% {done / 1e6:,.0f}/{total / 1e6:,.0f} MB")
+        if self.unit is None:
+            amount = f"{done / MB:,.0f}/{total / MB:,.0f} MB"
+        else:
+            amount = f"{done:,}/{total:,} {self.unit}"
+        self._clear()
+        self.stream.write(f"\r{self.label} [{bar}] {frac * 100:5.1f}% {amount}")
         self.stream.flush()
         self._drawn = True
 
-    def close(self) -> None:
+    def say(self, text: str) -> None:
+        """One line of status (``importing torch...``) on a terminal, replaced by what comes next."""
+        if not self.enabled:
+            return
+        self._clear()
+        self.stream.write(f"\r{text}\r")  # the cursor back at the start: any line after covers it
+        self.stream.flush()
+        self._drawn = True
+
+    def _clear(self) -> None:
         if self._drawn:
             self.stream.write("\r" + " " * (self.width + 50) + "\r")
-            self.stream.flush()
             self._drawn = False
+
+    def close(self) -> None:
+        if self._drawn:
+            self._clear()
+            self.stream.flush()
 
     def __enter__(self) -> ProgressBar:
         return self

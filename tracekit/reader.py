@@ -153,10 +153,12 @@ def load(
 def graph_sources(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     diagnostics: Diagnostics | None = None,
+    progress: Callable[[int, int], None] | None = None,
     *,
     logs: list[LogFile] | None = None,
 ) -> Iterator[GraphSource]:
     """Every recorded bucketing outcome with the graph text it was computed from, streaming.
+    ``progress(done_bytes, total_bytes)`` after each file.
 
     Yields :class:`GraphSource` ``(rank, compile_id, graph_index, graph, text, text_artifact,
     symbol_hints)`` in file order, files one after another (no parallelism: texts can be
@@ -174,33 +176,37 @@ def graph_sources(
     already found (:func:`tracekit.sources.find_logs`), so they are not looked for again
     (``paths`` is then ignored).
     """
-    diag = diagnostics if diagnostics is not None else Diagnostics()
-    for lg in find_logs(path_list(paths), diag) if logs is None else logs:
-        out: list[GraphSource] = []
-        res = build_file(lg, [read_segment(Segment(lg), SOURCE_PARSERS)], SOURCE_PARSERS, sink=out.append)
-        diag.merge(res.diagnostics)
-        if res.rank is None and res.bad_rank is not None:  # never replayed as a rank "-"
-            diag.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
-            continue
-        yield from out
+    yield from _sources(paths, diagnostics, progress, logs, SOURCE_PARSERS, unbucketed=False)
 
 
 def graph_and_unbucketed_sources(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     diagnostics: Diagnostics | None = None,
+    progress: Callable[[int, int], None] | None = None,
     *,
     logs: list[LogFile] | None = None,
 ) -> Iterator[GraphSource | UnbucketedSource]:
     """:func:`graph_sources`, and every graph never pre-bucketed (a schedule without outcome:
     :class:`tracekit.pairing.UnbucketedSource`, with its ``before_post_grad_graph`` text and
-    the forward outcome of its compile id), each file read once, in file order; ``logs`` as
-    in :func:`graph_sources`."""
+    the forward outcome of its compile id), each file read once, in file order; ``progress``
+    and ``logs`` as in :func:`graph_sources`."""
+    yield from _sources(paths, diagnostics, progress, logs, UNBUCKETED_PARSERS, unbucketed=True)
+
+
+def _sources(paths, diagnostics, progress, logs, parsers, *, unbucketed: bool):
+    """The loop of :func:`graph_sources` and :func:`graph_and_unbucketed_sources`: each file
+    read once with ``parsers``; a file whose rank cannot be placed is left out, and said."""
     diag = diagnostics if diagnostics is not None else Diagnostics()
-    for lg in find_logs(path_list(paths), diag) if logs is None else logs:
+    logs = find_logs(path_list(paths), diag) if logs is None else logs
+    total, done = sum(lg.size for lg in logs), 0
+    for lg in logs:
         out: list[GraphSource | UnbucketedSource] = []
-        res = build_file(lg, [read_segment(Segment(lg), UNBUCKETED_PARSERS)], UNBUCKETED_PARSERS,
-                         sink=out.append, unbucketed_sink=out.append)
+        res = build_file(lg, [read_segment(Segment(lg), parsers)], parsers, sink=out.append,
+                         **({"unbucketed_sink": out.append} if unbucketed else {}))
         diag.merge(res.diagnostics)
+        done += lg.size
+        if progress is not None:
+            progress(done, total)
         if res.rank is None and res.bad_rank is not None:  # never replayed as a rank "-"
             diag.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
             continue

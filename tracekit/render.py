@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -94,11 +94,43 @@ def section_line(title: str, text: str, fmt: str = "table") -> str:
     return f"{title}: {text}\n"
 
 
+#: The unit convention, the same in every command and format (README, "Units"): said once under
+#: each table that shows sizes.
+UNITS_MB = "MB: 2^20 bytes (MiB, as torch's bucket cap)"
+#: What an all-gather's size is, where full sizes (MB) and per-rank bytes sit side by side.
+UNITS_SIZES = "AG MB: the gathered output, RS/AR: the input"
+UNITS_BYTES = "bytes: one rank's input (for AG, its shard: the gathered size / group size)"
+
+
 def fmt_mb(x: float | None) -> str:
     """Megabytes as text, without trailing noise: 27.4, 0.25, 1024."""
     if x is None:
         return "-"
     return f"{x:.3f}".rstrip("0").rstrip(".")
+
+
+def exact_mb(x: float) -> str:
+    """Megabytes as the shortest text (3 decimals or more) that reads back as ``x`` exactly: a
+    what-if cap is shown as the number that was verified."""
+    for decimals in range(3, 18):
+        text = f"{x:.{decimals}f}".rstrip("0").rstrip(".")
+        if float(text) == x:
+            return text
+    return repr(x)
+
+
+def fmt_caps(values: Iterable[float | None]) -> dict[float | None, str]:
+    """Caps (MB) as text, with as many decimals (3 or more) as it takes to tell every
+    distinct one apart: 1.001, 1.002 and 1.0019 read ``1.001``, ``1.002``, ``1.0019``, never two
+    ``1.002`` that planned differently."""
+    distinct = sorted({v for v in values if v is not None})
+    for decimals in range(3, 16):
+        texts = {v: f"{v:.{decimals}f}".rstrip("0").rstrip(".") for v in distinct}
+        if len(set(texts.values())) == len(distinct):
+            break
+    else:
+        texts = {v: repr(v) for v in distinct}
+    return {None: "-", **texts}
 
 
 def fmt_counts(c: dict[str, int] | None) -> str:

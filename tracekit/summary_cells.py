@@ -75,11 +75,12 @@ def value_text(field: str, v: Any) -> str:
 
 
 def first_diff_text(d: dict[str, Any] | None) -> str:
-    """A divergence item's first differing collective: ``#8 AG (before): - vs 0.004 MB``."""
+    """A divergence item's first differing collective, its ranks' value first and the
+    majority's second, as the columns beside it: ``#8 AG (before): 0.004 vs - MB``."""
     if not d:
         return "-"
     return (f"#{d['index']} {d['type']} ({d.get('list', 'before')}): "
-            f"{fmt_mb(d['majority_size_mb'])} vs {fmt_mb(d['size_mb'])} MB")
+            f"{fmt_mb(d['size_mb'])} vs {fmt_mb(d['majority_size_mb'])} MB")
 
 
 def ranks_text(ranks: Any) -> str:

@@ -23,12 +23,13 @@ import click
 import orjson
 
 from tracekit.commands import options
-from tracekit.commands.options import examples, format_option, output_option
+from tracekit.commands.options import examples, format_option, has_log_entries, jobs_option, output_option
+from tracekit.progress import ProgressBar
 from tracekit.commands.output import output_sink
 from tracekit.commands.schedule_render import final_change_rows
 from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
-from tracekit.render import dumps_json, escape_controls, fmt_mb, heading, table
+from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_mb, heading, table
 from tracekit.sources import GZIP_MAGIC
 from tracekit.summarize import graph_label, run_from_document
 
@@ -118,7 +119,8 @@ def summary_problem(run: Run) -> str:
     return ""
 
 
-def load_run(path: str) -> tuple[Run, str]:
+def load_run(path: str, jobs: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> tuple[Run, str]:
     """Read one RUN argument: ``(run, "summary")`` for a JSON summary, ``(run, "logs")`` else."""
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file or directory")
@@ -139,7 +141,7 @@ def load_run(path: str) -> tuple[Run, str]:
     import tracekit
 
     try:
-        run = tracekit.load([path])
+        run = tracekit.load([path], jobs=jobs, progress=progress)
     except InputError:
         raise
     except Exception as e:  # the reader's errors become one line, never a traceback
@@ -156,14 +158,6 @@ def load_run(path: str) -> tuple[Run, str]:
             extra = f" ({_plural(bad, 'bad line')})" if bad else ""
         raise InputError(f"{path}: no torch.compile logs found{extra}")
     return run, "logs"
-
-
-def has_log_entries(run: Run) -> bool:
-    """False when nothing in the input looked like a compile log: no rank, or only a rank-less
-    one with no graph, no compiled graph and no cache hit (an empty or foreign file)."""
-    return any(
-        r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks
-    )
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -195,6 +189,8 @@ def render(diff: Diff, fmt: str) -> str:
         rows = [[cell(v, md) for v in row] for c in group.changes for row in change_rows(c)]
         out.append(table(rows, ["compile id", "graph", "what", "A", "B"], fmt))
         out.append("\n")
+    if diff.groups:
+        out.append(f"{UNITS_MB}; {UNITS_SIZES}.\n\n")
     for side, ranks in (("A", diff.ranks_only_in_a), ("B", diff.ranks_only_in_b)):
         if ranks:
             out.append(f"{'- ' if md else ''}ranks only in {side}: {format_ranks(ranks)}\n")
@@ -277,12 +273,13 @@ def fail(message: str) -> NoReturn:
     "--exit-code", is_flag=True,
     help="Exit 1 when the runs differ, 0 when identical (like git diff --exit-code).",
 )
+@jobs_option()
 @examples(
     "tracekit diff run_a/ run_b/",
     "tracekit summarize good_run/ --format json > good.json; tracekit diff good.json new_run/ --exit-code",
     "tracekit diff run_a/ run_b/ --format json -o diff.json",
 )
-def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool) -> None:
+def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool, jobs: int | None) -> None:
     """Compare the bucketing outcomes of two runs.
 
     RUN_A and RUN_B are each a compile log, a .gz log, a directory of rank logs, or a JSON file
@@ -290,8 +287,10 @@ def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool) 
     position. Errors exit 2.
     """
     try:
-        a, a_kind = load_run(run_a)
-        b, b_kind = load_run(run_b)
+        with ProgressBar(label="reading A") as bar:
+            a, a_kind = load_run(run_a, jobs, bar)
+        with ProgressBar(label="reading B") as bar:
+            b, b_kind = load_run(run_b, jobs, bar)
     except InputError as e:
         fail(str(e))
     result = diff_runs(a, b, a_label=run_a, b_label=run_b, a_kind=a_kind, b_kind=b_kind)

@@ -4,8 +4,8 @@ Reads one rank's recorded outcomes with their graph texts (the lowest rank, or `
 rebuilds and replays each graph at its recorded cap, and shows the planner's reason for every
 collective, with a what-if verified by planning again (:mod:`tracekit.explain`).
 
-Exit status: 0 when every graph was rebuilt and its buckets equal the recorded outcome; 1 when
-one did not (the output says how) or no outcome was found; 2 for a usage error (a ``--rank``
+Exit status: 0 when every graph was rebuilt and its buckets equal the recorded outcome, or when
+there was none to explain (a note says why); 1 when one did not (the output says how); 2 for a usage error (a ``--rank``
 that is not in the logs, a ``--graph`` that is malformed or absent: the message lists what
 exists).
 """
@@ -24,12 +24,13 @@ from tracekit.commands.options import (
     examples,
     fail,
     format_option,
+    no_log_reason_of,
     output_option,
     paths_argument,
     require_torch,
 )
 from tracekit.commands.output import output_sink
-from tracekit.render import dumps_json, escape_controls, fmt_mb, heading, table
+from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, exact_mb, fmt_mb, heading, table
 from tracekit.summarize import graph_label
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
@@ -40,14 +41,14 @@ def _what_if_text(w: dict[str, Any] | None) -> str:
     if not w:
         return "-"
     if "cap_mb" in w:
-        return f"cap {fmt_mb(w['cap_mb'])} MB"
+        return f"cap {exact_mb(w['cap_mb'])} MB"
     return f"bucket_mode={w['bucket_mode']}"
 
 
 def _graph_title(g: dict[str, Any]) -> str:
     rank = "not logged" if g["rank"] is None else g["rank"]
     return (f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
-            f"cap {fmt_mb(g['cap_mb'])} MB")
+            f"cap {'-' if g['cap_mb'] is None else exact_mb(g['cap_mb'])} MB")  # the cap planned at
 
 
 def _verdict(g: dict[str, Any]) -> str:
@@ -63,6 +64,62 @@ def _verdict(g: dict[str, Any]) -> str:
     if g.get("note"):
         line += f"note: {g['note']}\n"
     return line
+
+
+#: No line of explain's text is wider than this (tables excepted; their cells are short).
+MAX_WIDTH = 200
+#: A group of alike paragraphs names at most this many collectives (the JSON has each).
+MAX_NAMES = 12
+
+
+def wrap(text: str, bullet: str) -> str:
+    """One paragraph as lines of at most :data:`MAX_WIDTH` columns, the later ones indented
+    under the bullet (collective names are never broken)."""
+    import textwrap
+
+    return textwrap.fill(text, width=MAX_WIDTH, initial_indent=bullet, subsequent_indent=bullet + "  ",
+                         break_long_words=False, break_on_hyphens=False) + "\n"
+
+
+def _alike(why: list[dict[str, Any]], names: list[str], dtypes: list[str]) -> list[list[dict[str, Any]]]:
+    """The lone collectives in groups whose paragraphs differ only in names, dtypes and numbers:
+    the same reason, the same detail once those are masked, the same what-if. In order of each
+    group's first member."""
+    import re
+
+    dtype_re = re.compile(r"\b(?:" + "|".join(re.escape(d) for d in sorted(set(dtypes), key=len, reverse=True))
+                          + r")\b") if dtypes else None
+
+    by_length = sorted(set(names), key=len, reverse=True)
+    name_re = re.compile("|".join(re.escape(n) for n in by_length)) if by_length else None
+
+    def shape(c: dict[str, Any]) -> tuple[str, str, str]:
+        detail = str(c["detail"])
+        if name_re is not None:
+            detail = re.sub(r"\x00(?:, \x00)*", "\x00", name_re.sub("\x00", detail))
+        if dtype_re is not None:
+            detail = dtype_re.sub("\x01", detail)
+        detail = re.sub(r"\d+(?:\.\d+)?", "#", detail)
+        return c["reason"], detail, (c["what_if"] or {}).get("text", "")
+
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for c in why:
+        groups.setdefault(shape(c), []).append(c)
+    return list(groups.values())
+
+
+def _why_text(group: list[dict[str, Any]]) -> str:
+    """One paragraph for a group of alike lone collectives (see :func:`_alike`)."""
+    first = group[0]
+    what_if = first["what_if"]
+    if len(group) == 1:
+        extra = f" What if: {what_if['text']} (verified by planning again)." if what_if else ""
+        return f"{first['name']}: {first['reason']}: {first['detail']}.{extra}"
+    names = [c["name"] for c in group]
+    shown = ", ".join(names[:MAX_NAMES]) + (f" (+{len(names) - MAX_NAMES} more)" if len(names) > MAX_NAMES else "")
+    extra = f" What if, for each: {what_if['text']} (verified by planning again)." if what_if else ""
+    return (f"{len(group)} collectives, {first['reason']}: {shown}. For {first['name']}: {first['detail']}; "
+            f"the others alike, with their own names and sizes (the JSON has each).{extra}")
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
@@ -89,12 +146,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         if buckets or why:
             out.append("\n")
         for kind, i, members in buckets:
-            out.append(f"{bullet}{kind} bucket {i}: {', '.join(members)}\n")
-        for c in why:
-            extra = f" What if: {c['what_if']['text']} (verified by planning again)." if c["what_if"] else ""
-            out.append(f"{bullet}{c['name']}: {c['reason']}: {c['detail']}.{extra}\n")
-    if not doc["graphs"]:
+            out.append(wrap(f"{kind} bucket {i}: {', '.join(members)}", bullet))
+        for group in _alike(why, [c["name"] for c in g["collectives"]], [str(c["dtype"]) for c in g["collectives"]]):
+            out.append(wrap(_why_text(group), bullet))
+    if not doc["graphs"] and not doc.get("notes"):
         out.append("no recorded pre_bucketing_fsdp_collectives outcome matched\n")
+    if doc["graphs"]:
+        out.append(f"\n{UNITS_MB}; {UNITS_SIZES}.\n")
     for note in doc.get("notes", []):
         out.append(f"\nnote: {note}\n")
     return "".join(out)
@@ -145,6 +203,10 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
+    from tracekit.progress import ProgressBar
+
+    status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
+    status.say("importing torch ...")
     require_torch("explain")
     from tracekit.explain import explain_mixed, unbucketed_of
     from tracekit.model import Diagnostics
@@ -158,22 +220,34 @@ def explain(paths, rank, graphs, fmt, output):
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
     diag = Diagnostics()
+    status.say("reading the logs ...")
+    reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
     try:
         mixed = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag,
-                                   reader=graph_and_unbucketed_sources)
+                                   reader=graph_and_unbucketed_sources, progress=reading)
     except SelectionError as e:
+        reading.close()
+        status.close()
         fail("explain", str(e), BAD_INPUT)
+    reading.close()
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    if not sources and not unbucketed_of(mixed):
+    nothing = not sources and not unbucketed_of(mixed)
+    why = no_log_reason_of(paths) if nothing else None
+    if why:
+        status.close()
+        fail("explain", why, BAD_INPUT)
+    notes = []
+    if nothing:  # nothing to explain is no finding: the note says why (exit 0)
         from tracekit.summarize import why_no_outcome
 
-        fail("explain", why_no_outcome(paths), FINDINGS)
-    notes = []
+        notes.append(why_no_outcome(paths))
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs
-    doc = explain_mixed(mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()})
+    with status:
+        doc = explain_mixed(mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()},
+                            progress=status)
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
         write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
               .encode("utf-8"))

@@ -47,6 +47,37 @@ def require_torch(command: str) -> None:
         fail(command, str(e))
 
 
+def has_log_entries(run: Any) -> bool:
+    """False when nothing in the input looked like a compile log: no rank, or only a rank-less
+    one with no graph, no compiled graph and no cache hit (an empty or foreign file). Every
+    command then exits :data:`BAD_INPUT` ("no log could be read"), whatever else it prints."""
+    return any(
+        r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks
+    )
+
+
+def no_log_reason(run: Any) -> str | None:
+    """None when ``run`` holds a compile log (:func:`has_log_entries`); else the one line every
+    command fails with: the reader's own words for the first file that held no entry, or whose
+    rank cannot be placed ("no log entries in FILE (N bad lines)"), else "no log could be read".
+    Control characters are escaped (the file name comes from the user, the detail from a log)."""
+    if has_log_entries(run):
+        return None
+    from tracekit.render import escape_controls
+
+    why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
+    return escape_controls(why or "no log could be read")
+
+
+def no_log_reason_of(paths: Sequence[str]) -> str | None:
+    """:func:`no_log_reason` of what :func:`tracekit.reader.load` reads from ``paths``:
+    ``replay`` and ``explain`` ask it only when they found nothing to do, so that a file that is
+    no log is status 2 from them, with the same line as from ``summarize``."""
+    from tracekit.reader import load
+
+    return no_log_reason(load(list(paths), jobs=1))
+
+
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:
     return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default,
                         show_default=True, help=help)
@@ -70,6 +101,56 @@ def file_in_existing_dir(flag: str, name: str, metavar: str, help: str) -> Calla
     """An option naming a file to write (``--plot FILE.png``): its directory must exist."""
     return click.option(flag, name, type=click.Path(dir_okay=False), default=None, metavar=metavar,
                         callback=_check_output_dir, help=help)
+
+
+def _check_plot(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--plot FILE.png``: its directory exists and matplotlib imports, both checked before any work."""
+    value = _check_output_dir(ctx, param, value)
+    if value:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise click.BadParameter("needs matplotlib: pip install -e '.[plot]'", ctx=ctx, param=param) from None
+    return value
+
+
+def plot_option(help: str = "Draw collectives and comm time against the cap (needs matplotlib).") -> Callable:
+    return click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+                        metavar="FILE.png", callback=_check_plot, help=help)
+
+
+#: The largest cap ``--cap-mb`` takes (MB): 1e9 MB is a petabyte, beyond any GPU's memory.
+MAX_CAP_MB = 1e9
+
+
+def parse_cap_mb(text: str) -> float | None:
+    """One ``--cap-mb`` value: a number of MB, or None for ``auto``; a click usage error (one
+    line, status 2) that says what is wrong with it otherwise."""
+    import math
+
+    if text.lower() == "auto":
+        return None
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = math.nan
+    if math.isnan(mb):
+        raise click.BadParameter(f"{text!r} is not a number of MB", param_hint="--cap-mb")
+    if mb <= 0:
+        raise click.BadParameter(f"{text!r} is not a cap: it must be more than 0 MB", param_hint="--cap-mb")
+    if mb > MAX_CAP_MB:
+        raise click.BadParameter(f"{text!r} is too large: a cap is at most {MAX_CAP_MB:,.0f} MB",
+                                 param_hint="--cap-mb")
+    return mb
+
+
+def check_cap_mb(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--cap-mb`` values checked while the command line is read, before any import or work."""
+    for v in values:
+        for part in v.split(","):
+            if part.strip():
+                parse_cap_mb(part.strip())
+    return values
 
 
 def jobs_option() -> Callable:

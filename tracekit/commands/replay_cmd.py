@@ -7,8 +7,8 @@ counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.eng
 ``--all-ranks``, ranks that logged the same graph and outcome share one replay and one row (the
 ``ranks`` column, as ranges).
 
-Exit status: 0 when every selected graph was rebuilt and reproduced; 1 when one was not (the
-output says which and why) or when no outcome was found; 2 for a usage error.
+Exit status: 0 when every selected graph was rebuilt and reproduced, or when there was none to
+replay (a note says why); 1 when one was not (the output says which and why); 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -21,18 +21,22 @@ import click
 from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
+    check_cap_mb,
     OK,
     examples,
     fail,
-    file_in_existing_dir,
     format_option,
+    no_log_reason_of,
+    output_option,
+    parse_cap_mb,
     paths_argument,
+    plot_option,
     require_torch,
 )
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.rankset import format_ranks, parse_ranks
-from tracekit.render import dumps_json, escape_controls, fmt_counts, fmt_mb, heading, table
+from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_caps, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
@@ -49,15 +53,7 @@ def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
             part = part.strip()
             if not part:
                 continue
-            if part.lower() == "auto":
-                out.append(CapRequest(None))
-                continue
-            try:
-                mb = float(part)
-            except ValueError:
-                raise click.BadParameter(f"{part!r} is not a number of MB", param_hint="--cap-mb") from None
-            if not (mb > 0 and mb < 1e9):
-                raise click.BadParameter(f"{part!r} must be a positive number of MB", param_hint="--cap-mb")
+            mb = parse_cap_mb(part)
             out.append(CapRequest(mb))
     out += [CapRequest(None) for _ in auto]
     seen, uniq = set(), []
@@ -143,11 +139,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     if problems:
         out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + p for p in problems) + "\n")
     cap_rows = []
+    cap_text = fmt_caps(r["bucket_cap_mb"] for g in doc["graphs"] for r in g["replays"])
     for g in doc["graphs"]:
         for r in g["replays"]:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
-            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
+            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", cap_text[r["bucket_cap_mb"]],
                    r["cap_source"], *(fmt_counts(r["collectives"].get(t)) for t in types),
                    f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
                    _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
@@ -163,8 +160,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append(hardware_line(doc, "replays"))
         out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
-                   "largest: the biggest one, the memory it pins; comm ms: torch's NCCL model of the "
-                   "FSDP collectives, vs the recorded buckets on the same hardware.\n")
+                   f"largest: the biggest one, the memory it pins;\n{UNITS_MB}; {UNITS_SIZES}; comm ms: torch's "
+                   "NCCL model of the FSDP collectives, vs the recorded buckets on the same hardware.\n")
     from tracekit.commands.unbucketed_render import unbucketed_section
 
     out.append(unbucketed_section(doc, fmt))  # graphs torch never pre-bucketed
@@ -187,7 +184,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
 @click.command("replay")
 @paths_argument()
-@click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]",
+@click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]", callback=check_cap_mb,
               help="Cap(s) to replay, in MB; repeatable or comma-separated (auto allowed).")
 @click.option("--cap", "cap_auto", multiple=True, type=click.Choice(["auto"]),
               help="`--cap auto`: torch's automatic cap on the (what-if) hardware.")
@@ -227,7 +224,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--memory-budget-gb", type=click.FloatRange(0, None, min_open=True), default=None,
               help="With --recommend: the largest peak memory allowed.")
 @format_option(REPLAY_FORMATS)
-@file_in_existing_dir("--plot", "plot_path", "FILE.png", "Draw collectives and comm time against the cap (needs matplotlib).")
+@output_option()
+@plot_option()
 @click.option("--trace-out", "trace_out", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write one Chrome trace-event JSON per cap (DIR/cap_<X>MB.json) for Perfetto or chrome://tracing.")
 @examples(
@@ -239,9 +237,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
            graphs, syms, mode, bucket_mode, what_ifs, overlap, gpu, collective_bucketing, max_in_flight_gb,
            max_memory_increase_gb, max_memory_increase_ratio, scheduler_bucket_mode, recommend,
-           memory_budget_gb, fmt, plot_path, trace_out):
+           memory_budget_gb, fmt, output, plot_path, trace_out):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
+    from tracekit.progress import ProgressBar
+
+    status = ProgressBar(label="replaying", unit="graphs", min_total=2)  # on a terminal only
+    status.say("importing torch ...")
     require_torch("replay")
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
@@ -296,15 +298,25 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         selectors = [parse_graph_selector(g) for g in graphs]
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
+    status.say("reading the logs ...")
+    reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
     try:
         mixed = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
-                                   diagnostics=diag, reader=graph_and_unbucketed_sources)
+                                   diagnostics=diag, reader=graph_and_unbucketed_sources, progress=reading)
     except SelectionError as e:
+        reading.close()
+        status.close()
         fail("replay", str(e), BAD_INPUT)
+    reading.close()
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    unbucketed = replay_unbucketed([s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives],
-                                   options, tuple(w.replace("-", "_") for w in what_ifs))
-    results = replay_sources(sources, options)
+    unbucketed_sources = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
+    why = no_log_reason_of(paths) if not sources and not unbucketed_sources else None
+    if why:
+        status.close()
+        fail("replay", why, BAD_INPUT)
+    unbucketed = replay_unbucketed(unbucketed_sources, options, tuple(w.replace("-", "_") for w in what_ifs))
+    with status:
+        results = replay_sources(sources, options, progress=status)
     notes = []
     if not sources and not unbucketed:
         from tracekit.summarize import why_no_outcome
@@ -324,7 +336,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
 
         doc["pareto_front"] = pareto_front(doc["totals"]["step"])
         doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
-    with output_sink(None, command="replay", error_status=2) as write:
+    with output_sink(output, command="replay", error_status=BAD_INPUT) as write:
         write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
               .encode("utf-8"))
     if plot_path:
@@ -345,7 +357,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         click.echo(f"{len(written)} trace file(s) written to {trace_out}", err=True)
     if not sources and not unbucketed:
         click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
-    ok = (bool(results) or bool(unbucketed)) \
-        and all(r.error is None and r.reproduced and r.final_reproduced is not False for r in results) \
+    # nothing to replay is no finding: the note says why (exit 0)
+    ok = all(r.error is None and r.reproduced and r.final_reproduced is not False for r in results) \
         and all(e["error"] is None and e["reproduced"] for e in unbucketed)
     sys.exit(OK if ok else FINDINGS)

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from tracekit.commands.options import BAD_INPUT, fail, jobs_option, paths_argument
+from tracekit.commands.options import BAD_INPUT, fail, jobs_option, no_log_reason, paths_argument
 
 SUMMARY_PREFIX = "tracekit.summary/"
 #: The replay document ``--replay`` reads (the one with per-cap step estimates).
@@ -27,10 +27,12 @@ REPLAY_SCHEMA = "tracekit.replay/3"
 
 def saved_summary(path: str) -> dict[str, Any] | None:
     """The document of a saved JSON summary at ``path``; None when the file is not JSON (a log).
-    A JSON file that is not a ``tracekit.summary`` document is an error (exit 2)."""
+    A JSON file that is not a usable ``tracekit.summary`` document is an error (exit 2), judged
+    as ``diff`` judges it (:func:`tracekit.commands.diff_cmd.run_from_summary`): the same bad
+    summary gets the same status and message from both."""
     import orjson
 
-    from tracekit.commands.diff_cmd import sniff_json
+    from tracekit.commands.diff_cmd import InputError, run_from_summary, sniff_json
 
     if not os.path.isfile(path):
         return None
@@ -47,6 +49,10 @@ def saved_summary(path: str) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SUMMARY_PREFIX):
         fail("report", f"{path}: JSON that is not a tracekit summary "
                        f"(no \"schema\": \"{SUMMARY_PREFIX}N\")")
+    try:
+        run_from_summary(doc, path)
+    except InputError as e:
+        fail("report", str(e))
     return doc
 
 
@@ -112,7 +118,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
         with ProgressBar() as bar:
             run = load(list(paths), jobs=jobs, progress=bar)
         doc = summary_document(run)
-        no_logs = not any(r.files for r in run.ranks)
+        no_logs = no_log_reason(run)
     try:
         page = render_html(doc, replay).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary
@@ -120,4 +126,4 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
     with output_sink(output, command="report", error_status=BAD_INPUT) as write:
         write(page)
     if no_logs:
-        fail("report", "no log could be read", BAD_INPUT)
+        fail("report", no_logs, BAD_INPUT)

@@ -13,7 +13,7 @@ import orjson
 
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.rankset import rank_members
-from tracekit.render import heading, ranks_cell, section_line, table
+from tracekit.render import UNITS_BYTES, heading, ranks_cell, section_line, table
 from tracekit.summary_cells import bytes_text, entry_text, sequence_text
 from tracekit.schedule import ENTRY_KEYS, first_difference
 from tracekit.summarize import graph_label
@@ -104,6 +104,7 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
     rows = final_rows(doc)
     if rows:
         out.append(table(rows, FINAL_HEADERS, fmt))
+        out.append(f"\n{UNITS_BYTES}\n")
     else:
         out.append("no inductor_collective_schedule logged (no collective left after "
                    "compilation, or graphs loaded from the inductor cache)\n")

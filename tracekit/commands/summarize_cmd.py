@@ -22,6 +22,7 @@ from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
     fail,
+    no_log_reason,
     format_option,
     jobs_option,
     examples,
@@ -33,7 +34,19 @@ from tracekit.commands.schedule_render import render_schedule_sections
 from tracekit.summary_cells import (differences_line, did_nothing_none_text, first_diff_text, groups_text,
                                     ranks_text, total_mb, value_text)
 from tracekit.rankset import format_ranks, rank_members
-from tracekit.render import FORMATS, dumps_json, escape_controls, fmt_counts, fmt_mb, heading, ranks_cell, section_line, table
+from tracekit.render import (
+    FORMATS,
+    UNITS_MB,
+    UNITS_SIZES,
+    dumps_json,
+    escape_controls,
+    fmt_counts,
+    fmt_mb,
+    heading,
+    ranks_cell,
+    section_line,
+    table,
+)
 from tracekit.summarize import graph_label
 from tracekit.world import world_text
 
@@ -59,8 +72,20 @@ def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
     ]
     if with_sizes:
         sz = g.get("sizes_mb")
-        row += [fmt_mb(total_mb(sz["before"])) if sz else "-", fmt_mb(total_mb(sz.get("after"))) if sz else "-"]
+        row += [fmt_mb(total_mb(sz["before"])) if sz else "-", _after_text(sz) if sz else "-"]
     return row
+
+
+def _after_text(sz: dict[str, Any]) -> str:
+    """The MB after bucketing; ``= 0.284`` when it differs from before by the rounding of the
+    logged sizes only (each is rounded to 3 decimals: merging is no saving of bytes)."""
+    before, after = sz.get("before") or [], sz.get("after")
+    if after is None:
+        return "-"
+    b, a = total_mb(before), total_mb(after)
+    if b is not None and a is not None and a != b and abs(a - b) <= 0.0005 * (len(before) + len(after)):
+        return f"= {fmt_mb(a)}"
+    return fmt_mb(a)
 
 
 def _has_sizes(graphs: list[dict[str, Any]]) -> bool:
@@ -138,7 +163,10 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
              for c in COLLECTIVE_TYPES)]
     if len(headers) > len(row):
         mb = [None if v is None else round(v + extra["mb"], 3) for v in (t["mb_before"], t["mb_after"])]
-        row += [fmt_mb(mb[0]), fmt_mb(mb[1])]
+        n = sum(c["before"] + c["after"] for c in t["collectives"].values())
+        b, a = mb
+        rounding = b is not None and a is not None and a != b and abs(a - b) <= 0.0005 * n
+        row += [fmt_mb(b), f"= {fmt_mb(a)}" if rounding else fmt_mb(a)]
     return row
 
 
@@ -157,11 +185,13 @@ def _not_prebucketed_totals(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table/markdown report of a summary document, verdict first; CSV is the outcome
-    table alone."""
+    """The table/markdown report of a summary document, verdict first; CSV is every section
+    in one table (:mod:`tracekit.summary_csv`)."""
+    if fmt == "csv":  # every section, numbers as numbers (tracekit.summary_csv)
+        from tracekit.summary_csv import summary_csv
+
+        return summary_csv(doc)
     headers, rows = graph_rows(doc)
-    if fmt == "csv":
-        return table(rows, headers, "csv")
     out = []
     if doc.get("verdict"):
         out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
@@ -180,6 +210,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("no bucketing outcome recorded (see Notes)\n")
     else:
         out.append(table(rows + [_total_row(doc, headers)], headers, fmt))
+        legend = [UNITS_MB] + ([UNITS_SIZES] if headers[-1] == SIZE_HEADERS[-1] else [])
+        out.append("\n" + "; ".join(legend) + f"; total: over all rows' ranks ({doc['totals']['ranks']}), "
+                   "not one job's bytes; = X: differs from before by rounding only\n")
 
     div = doc["divergence"]
     if rows:
@@ -307,9 +340,9 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
             write_summary_json(run, write, per_rank=per_rank, head=doc)
         else:
             write(escape_controls(render_text(doc, fmt), keep_newlines=True).encode("utf-8"))
-    if not any(r.files for r in run.ranks):
-        why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
-        fail("summarize", escape_controls(why or "no log could be read"), BAD_INPUT)
+    why = no_log_reason(run)
+    if why:
+        fail("summarize", why, BAD_INPUT)
     if strict and run.diagnostics.total:
         fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -604,11 +604,13 @@ def same_replay_key(src: Any) -> tuple:
             None if final is None else tuple((c.kind, c.group, c.bytes, c.est_ms) for c in final.collectives))
 
 
-def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[GraphReplay]:
+def replay_sources(sources: Iterable[Any], options: ReplayOptions,
+                   progress: Callable[[int, int], None] | None = None) -> list[GraphReplay]:
     """Replay many sources: each distinct replay (:func:`same_replay_key`) once, reported for
     every rank that shares it (``GraphReplay.ranks``), in the order first seen. 1,024 ranks
     that logged the same graphs cost about one rank; a rank that recorded another outcome from
-    the same text is its own entry (its reproduction is checked against its own record)."""
+    the same text is its own entry (its reproduction is checked against its own record).
+    ``progress(done, total)``: distinct replays done, after each one."""
     groups: dict[tuple, tuple[Any, list[int | None]]] = {}
     for src in sources:
         key = same_replay_key(src)
@@ -622,6 +624,8 @@ def replay_sources(sources: Iterable[Any], options: ReplayOptions) -> list[Graph
         r = replay_source(src, options, rebuilt)
         r.ranks = ranks
         out.append(r)
+        if progress is not None:
+            progress(len(out), len(groups))
     return out
 
 

@@ -60,6 +60,7 @@ def replay_sources_for(
     graphs: list[tuple[str, int | None]] | None = None,
     diagnostics: Diagnostics | None = None,
     reader: Any = None,
+    progress: Any = None,
 ) -> list[Any]:
     """The :class:`tracekit.reader.GraphSource` values to replay (one pass over their files).
     ``reader``: what yields the sources of the files (default
@@ -67,7 +68,8 @@ def replay_sources_for(
     adds the graphs never pre-bucketed).
 
     Raises :class:`SelectionError` when no log could be read, or when ``rank`` or a selector of
-    ``graphs`` names nothing in the logs (the message says which ranks or graphs are there)."""
+    ``graphs`` names nothing in the logs (the message says which ranks or graphs are there).
+    ``progress(done_bytes, total_bytes)`` after each file read."""
     from tracekit.rankset import format_ranks
     from tracekit.reader import graph_sources
     from tracekit.sources import find_logs
@@ -84,7 +86,7 @@ def replay_sources_for(
     # Ranks log the same texts: keep one copy of each (1,024 ranks hold one rank's texts).
     texts: dict[str, str] = {}
     sources = []
-    for src in (reader or graph_sources)([], diag, logs=logs):  # the files found above, not found again
+    for src in (reader or graph_sources)([], diag, progress, logs=logs):  # the files found above, not found again
         if src.text is not None:
             src.text = texts.setdefault(src.text, src.text)
         sources.append(src)
