@@ -343,8 +343,12 @@ class _Interner:
             g.sizes_mb = self.share(key, s)
         f = g.final
         if f is not None:
-            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, tuple(f.counts.items()),
-                   tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms) for c in f.collectives))
+            counts = tuple(f.counts.items())
+            colls = tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms) for c in f.collectives)
+            # within a rank too: a long log repeats a schedule under thousands of compile ids
+            f.counts = self.share(("final_counts", counts), f.counts)
+            f.collectives = self.share(("final_collectives", colls), f.collectives)
+            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, counts, colls)
             g.final = self.share(key, f)
 
 
