@@ -111,6 +111,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
+    from tracekit.progress import note_loading_torch
+
+    note_loading_torch()  # before the imports that load torch
     from tracekit.explain import explain_document
     from tracekit.model import Diagnostics
     from tracekit.replay.pairing import SelectionError, parse_graph_selector, replay_sources_for

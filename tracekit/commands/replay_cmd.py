@@ -207,6 +207,9 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
            graphs, syms, mode, bucket_mode, fmt, plot_path):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
+    from tracekit.progress import note_loading_torch
+
+    note_loading_torch()  # before the imports that load torch
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
