@@ -35,6 +35,7 @@ segments, see :mod:`tracekit.segments`) and :func:`merge_files` merges files int
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -352,6 +353,17 @@ class _Interner:
             g.final = self.share(key, f)
 
 
+_NO_DIAGNOSTICS = Diagnostics()
+
+
+def _marks(res: FileResult) -> FileResult:
+    """What :func:`another_run` and the ``duplicate_rank`` message need of a rank's first file,
+    kept until the merge ends: its scalars, without its graphs and lists (100,000 rank logs
+    would otherwise hold every file's whole result: about 2 KB each)."""
+    return dataclasses.replace(res, graphs=[], diagnostics=_NO_DIAGNOSTICS, schedules_without_outcome=[],
+                               compile_ids=[], cache_events=[], positions={})
+
+
 def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
     """One Run from the files' results, in the order given (a generator is consumed as it
     comes): files of one rank are merged, their graph indices and post-grad positions continued
@@ -380,7 +392,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             r = ranks[res.rank] = Rank(rank=res.rank)
             next_index[res.rank] = {}
             next_position[res.rank] = {}
-            firsts[res.rank] = res
+            firsts[res.rank] = _marks(res)
         else:
             why = another_run(firsts[res.rank], res)
             if why is not None:
