@@ -417,8 +417,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         _continue_positions(r, res, next_position[res.rank])
         for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
             interner.graph(g)
-    for r in ranks.values():
-        interner.rank_lists(r)
+        interner.rank_lists(r)  # (a later file of the rank makes new lists: never changes these)
     order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
     dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
     return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup)
@@ -434,5 +433,6 @@ def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> No
         offsets[cid] = offsets.get(cid, 0) + n
     r.schedules_without_outcome += res.schedules_without_outcome
     seen = set(r.compile_ids)
-    r.compile_ids += [c for c in res.compile_ids if c not in seen]
-    r.cache_events += res.cache_events
+    # new lists, never += : a rank's lists may be shared with other ranks (the interner)
+    r.compile_ids = r.compile_ids + [c for c in res.compile_ids if c not in seen]
+    r.cache_events = r.cache_events + res.cache_events
