@@ -358,7 +358,9 @@ GRAPH_FIELDS: tuple[GraphField, ...] = (
     _scalar("source", str, "torch"),
     GraphField("file", "where", _same, str, ""),
     GraphField("line", "where", _same, int, 0),
-    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare),
+    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare,
+               # the collectives list is shared between graphs that run the same (interned)
+               lambda f: None if f is None else ("final", id(f.collectives))),
 )
 
 _COMPARED = tuple(f for f in GRAPH_FIELDS if f.compare is not None)
@@ -394,10 +396,58 @@ def outcome_facts(g: Graph) -> tuple:
 # --- JSON round trip -----------------------------------------------------------------------------
 
 
-def graph_to_dict(g: Graph) -> dict[str, Any]:
+def graph_to_dict(g: Graph, memo: DumpMemo | None = None) -> dict[str, Any]:
     """The JSON form of a Graph: every field of :data:`GRAPH_FIELDS`, nested values as plain
-    dicts and lists (what ``dataclasses.asdict`` gives, built directly: faster)."""
+    dicts and lists (what ``dataclasses.asdict`` gives, built directly: faster). With a
+    :class:`DumpMemo`, values shared between graphs are dumped once and their JSON forms
+    shared too (read-only)."""
+    if memo is not None:
+        return memo.graph(g)
     return {f.name: f.dump(getattr(g, f.name)) for f in GRAPH_FIELDS}
+
+
+class DumpMemo:
+    """JSON forms of the values graphs share (size lists, counts, FSDP groups, collective
+    lists: see :class:`tracekit.pairing._Interner`), made once per shared object, so that a
+    document of thousands of graphs holds one dict per distinct value, not one per graph.
+    The forms it hands out are shared: read-only. Keyed by identity; the objects are kept
+    alive with their forms, so an id is never reused while the memo lives."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, Any]] = {}
+
+    def _get(self, value: Any, dump: Callable[[Any], Any]) -> Any:
+        if value is None:
+            return None
+        hit = self._by_id.get(id(value))
+        if hit is None:
+            hit = self._by_id[id(value)] = (value, dump(value))
+        return hit[1]
+
+    def final(self, f: FinalSchedule | None) -> dict[str, Any] | None:
+        if f is None:
+            return None
+        return {
+            "compile_id": f.compile_id,
+            "position": f.position,
+            "counts": self._get(f.counts, dict),
+            "collectives": self._get(f.collectives, lambda cs: [_collective_dump(c) for c in cs]),
+            "world_size": f.world_size,
+            "sizes": f.sizes,
+        }
+
+    def graph(self, g: Graph) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        get = self._get
+        for f in GRAPH_FIELDS:
+            v = getattr(g, f.name)
+            if f.name == "final":
+                out["final"] = self.final(v)
+            elif isinstance(v, (list, dict, Sizes)):
+                out[f.name] = get(v, f.dump)
+            else:
+                out[f.name] = f.dump(v)
+        return out
 
 
 def graph_from_dict(d: dict[str, Any]) -> Graph:

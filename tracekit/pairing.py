@@ -35,6 +35,7 @@ segments, see :mod:`tracekit.segments`) and :func:`merge_files` merges files int
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import os
 import re
@@ -453,9 +454,24 @@ class _Interner:
             g.sizes_mb = self.share(key, s)
         f = g.final
         if f is not None:
-            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, tuple(f.counts.items()),
-                   tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in f.collectives))
+            counts = tuple(f.counts.items())
+            colls = tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in f.collectives)
+            # within a rank too: a long log repeats a schedule under thousands of compile ids
+            f.counts = self.share(("final_counts", counts), f.counts)
+            f.collectives = self.share(("final_collectives", colls), f.collectives)
+            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, counts, colls)
             g.final = self.share(key, f)
+
+
+_NO_DIAGNOSTICS = Diagnostics()
+
+
+def _marks(res: FileResult) -> FileResult:
+    """What :func:`another_run` and the ``duplicate_rank`` message need of a rank's first file,
+    kept until the merge ends: its scalars, without its graphs and lists (100,000 rank logs
+    would otherwise hold every file's whole result: about 2 KB each)."""
+    return dataclasses.replace(res, graphs=[], diagnostics=_NO_DIAGNOSTICS, schedules_without_outcome=[],
+                               compile_ids=[], cache_events=[], positions={})
 
 
 def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
@@ -498,7 +514,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             r = ranks[res.rank] = Rank(rank=res.rank)
             next_index[res.rank] = {}
             next_position[res.rank] = {}
-            firsts[res.rank] = res
+            firsts[res.rank] = _marks(res)
         else:
             why = another_run(firsts[res.rank], res)
             if why is not None and _same_bytes(firsts[res.rank].path, res.path):
@@ -527,6 +543,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         _continue_positions(r, res, next_position[res.rank])
         for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
             interner.graph(g)
+        interner.rank_lists(r)  # (a later file of the rank makes new lists: never changes these)
     if None in ranks and len(ranks) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
         for path in ranks.pop(None).files:
             diagnostics.add("unknown_rank", path, 0,
@@ -534,8 +551,6 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                             f"{len(ranks)} ranks (it cannot be compared with them)")
             unplaced.append(path)
         duplicated.discard(None)
-    for r in ranks.values():
-        interner.rank_lists(r)
     order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
     dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
     return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup,
@@ -560,5 +575,6 @@ def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> No
         offsets[cid] = offsets.get(cid, 0) + n
     r.schedules_without_outcome += res.schedules_without_outcome
     seen = set(r.compile_ids)
-    r.compile_ids += [c for c in res.compile_ids if c not in seen]
-    r.cache_events += res.cache_events
+    # new lists, never += : a rank's lists may be shared with other ranks (the interner)
+    r.compile_ids = r.compile_ids + [c for c in res.compile_ids if c not in seen]
+    r.cache_events = r.cache_events + res.cache_events

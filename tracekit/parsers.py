@@ -57,6 +57,37 @@ def json_payload(payload: str | None, what: str) -> Any:
         raise ArtifactError(f"{what} is not JSON: {e}") from None
 
 
+class ValueMemo:
+    """Payload text -> parsed value, for payloads that repeat (a long log logs the same sizes,
+    outcome and estimation for thousands of graphs; a job's ranks log the same ones): parsed
+    once, and the value is shared (read-only: the model's users copy one before they change
+    it), so memory grows with distinct payloads, not with their count. Bounded: cleared when
+    it holds ``limit`` payloads (or ``max_chars`` of them); failures are not kept (they raise
+    each time)."""
+
+    def __init__(self, parse, limit: int = 2048, max_chars: int = 4 << 20) -> None:
+        self._parse = parse
+        self._values: dict[str, Any] = {}
+        self._chars = 0
+        self._limit = limit
+        self._max_chars = max_chars
+
+    def __call__(self, text: str) -> Any:
+        v = self._values.get(text)
+        if v is None:
+            v = self._parse(text)
+            if len(self._values) >= self._limit or self._chars > self._max_chars:
+                self._values.clear()
+                self._chars = 0
+            self._values[text] = v
+            self._chars += len(text)
+        return v
+
+    def __getstate__(self):  # a parser travels to worker processes without its memo
+        return {"_parse": self._parse, "_values": {}, "_chars": 0, "_limit": self._limit,
+                "_max_chars": self._max_chars}
+
+
 class ModelBuilder(Protocol):
     """What parsers hand their values to: one file's model, built in log order (implemented by
     :class:`tracekit.pairing.RankBuilder`; the compile id of the entry is already set on it)."""
@@ -134,8 +165,11 @@ def parse_outcome(text: str) -> Outcome:
 class OutcomeParser(EntryParser):
     artifacts = frozenset({"pre_bucketing_fsdp_collectives"})
 
+    def __init__(self) -> None:
+        self._memo = ValueMemo(parse_outcome)
+
     def parse(self, payload, envelope):
-        return parse_outcome(payload or "")
+        return self._memo(payload or "")
 
     def apply(self, builder, key, value, file, line):
         builder.add_outcome(value, file, line)
@@ -170,8 +204,11 @@ def _intern(s: str) -> str:
 class SizesParser(EntryParser):
     artifacts = frozenset({"pre_bucketing_collective_sizes", "pre_bucketing_collective_sizes_after"})
 
+    def __init__(self) -> None:
+        self._memo = ValueMemo(parse_sizes)
+
     def parse(self, payload, envelope):
-        return parse_sizes(payload or "")
+        return self._memo(payload or "")
 
     def apply(self, builder, key, value, file, line):
         builder.set_sizes(after=key[1].endswith("_after"), sizes=value)
@@ -266,7 +303,14 @@ class ScheduleParser(EntryParser):
 
     artifacts = frozenset({"inductor_collective_schedule"})
 
+    def __init__(self) -> None:
+        self._memo = ValueMemo(self._parse)
+
     def parse(self, payload, envelope):
+        return self._memo(payload or "")
+
+    @staticmethod
+    def _parse(payload: str) -> list[tuple[str, str]]:
         names = json_payload(payload, "inductor_collective_schedule")
         if not isinstance(names, list) or not all(n is None or isinstance(n, str) for n in names):
             raise ArtifactError("inductor_collective_schedule is not a list of op names")
@@ -339,8 +383,11 @@ class EstimationParser(EntryParser):
 
     artifacts = frozenset({"fx_collectives_analytical_estimation"})
 
+    def __init__(self) -> None:
+        self._memo = ValueMemo(parse_estimation)
+
     def parse(self, payload, envelope):
-        return parse_estimation(payload or "")
+        return self._memo(payload or "")
 
     def apply(self, builder, key, value, file, line):
         builder.set_estimation(value)

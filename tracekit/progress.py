@@ -79,3 +79,20 @@ class ProgressBar:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def note_loading_torch(stream: IO[str] | None = None) -> None:
+    """Say, on a terminal, that torch is loading (``replay`` and ``explain`` import it: a few
+    seconds on a cold start, with nothing else on the screen); nothing once it is loaded, or
+    when stderr is a file or a pipe. Called first thing in the command, before the imports
+    that pull torch in."""
+    if "torch" in sys.modules:
+        return
+    stream = stream if stream is not None else sys.stderr
+    try:
+        if not stream.isatty():
+            return
+        stream.write("tracekit: loading torch…\n")
+        stream.flush()
+    except (AttributeError, ValueError, OSError):
+        pass

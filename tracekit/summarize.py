@@ -30,6 +30,7 @@ from tracekit.model import (
     Graph,
     Rank,
     Run,
+    DumpMemo,
     compared_values,
     fact_key,
     final_to_dict,
@@ -63,7 +64,8 @@ class RankGroup:
 
 
 def _graph_canon(g: Graph) -> str:
-    return _canon([g.compile_id, g.graph_index, compared_values(g)])
+    """The canonical text of a graph's compared values (its compile id and index apart)."""
+    return _canon(compared_values(g))
 
 
 def rank_groups(run: Run) -> list[RankGroup]:
@@ -83,13 +85,14 @@ def rank_groups(run: Run) -> list[RankGroup]:
     return list(groups.values())
 
 
-def _cached_canon(g: Graph, cache: dict[tuple, str]) -> str:
-    # graphs of identical ranks share their size lists (tracekit.pairing interns them)
-    k = fact_key(g)
+def _cached_canon(g: Graph, cache: dict[tuple, str]) -> tuple[str, int, str]:
+    # graphs of identical ranks, and graphs of one rank with equal outcomes, share their
+    # values (tracekit.pairing interns them): one canonical text per distinct outcome
+    k = fact_key(g)[2:]
     text = cache.get(k)
     if text is None:
         text = cache[k] = _graph_canon(g)
-    return text
+    return (g.compile_id, g.graph_index, text)
 
 
 def _rank_order(r: int | None) -> int:
@@ -467,7 +470,7 @@ def _with_ranges(items: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]
     return [{**it, **{k: format_ranks(it[k]) for k in keys}} for it in items]
 
 
-def group_to_dict(grp: RankGroup) -> dict[str, Any]:
+def group_to_dict(grp: RankGroup, memo: DumpMemo | None = None) -> dict[str, Any]:
     """A rank group in the document: its ranks as ranges, and its graphs without where each
     rank's log had them (``file``, ``line``: see ``--per-rank``)."""
     where = {f.name for f in GRAPH_FIELDS if f.kind == "where"}
@@ -477,7 +480,7 @@ def group_to_dict(grp: RankGroup) -> dict[str, Any]:
         "count": len(grp.ranks),
         **{k: per_rank[k] for k in ("compiles", "compiled_graphs", "cache_hits", "torch_version",
                                     "compile_ids", "cache_events", "schedules_without_outcome")},
-        "graphs": [{k: v for k, v in graph_to_dict(g).items() if k not in where} for g in grp.graphs],
+        "graphs": [{k: v for k, v in graph_to_dict(g, memo).items() if k not in where} for g in grp.graphs],
     }
 
 
@@ -487,6 +490,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
     graph was read (``with_ranks=False`` leaves it to :func:`write_summary_json`)."""
     groups = rank_groups(run)
+    memo = DumpMemo()  # values shared between graphs: one JSON form each
     t = totals(run)
     w = world(run)
     div = divergence(run, groups)
@@ -497,7 +501,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "paths": list(run.paths),
         "world": w,
         "verdict": verdict(run, w, div, t, sched + comp, dn),
-        "groups": [group_to_dict(g) for g in groups],
+        "groups": [group_to_dict(g, memo) for g in groups],
         "totals": t,
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),
         "schedule_divergence": sched,
@@ -514,47 +518,59 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
 def write_summary_json(run: Run, write: Callable[[bytes], Any], *, per_rank: bool = False,
                        head: dict[str, Any] | None = None) -> None:
     """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
-    newline: the same text as ``render.dumps_json(summary_document(run, per_rank=...))``); with
-    ``per_rank``, the ``ranks`` list is written one graph at a time, so memory stays that of
-    the Run, not of the Run plus its whole document. ``head``: the document without ``ranks``,
-    when the caller has it already."""
+    newline: the same text as ``render.dumps_json(summary_document(run, per_rank=...))``). The
+    graph lists (of each group, and with ``per_rank`` of each rank) are written one graph at a
+    time, so memory holds neither the text of the whole document nor, for ``ranks``, its dicts:
+    that of the Run, plus one graph's text. ``head``: the document without ``ranks``, when the
+    caller has it already."""
     opt = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+    memo = DumpMemo()
 
-    def dump(value: Any, indent: int) -> bytes:
-        return orjson.dumps(value, option=opt).replace(b"\n", b"\n" + b" " * indent)
+    def dump(value: Any, indent: int) -> None:
+        text = orjson.dumps(value, option=opt)
+        write(text.replace(b"\n", b"\n" + b" " * indent) if indent and b"\n" in text else text)
+
+    def items(values: list[Any], indent: int, each: Callable[[Any, int], None]) -> None:
+        if not values:
+            write(b"[]")
+            return
+        write(b"[\n")
+        pad = b" " * (indent + 2)
+        for i, v in enumerate(values):
+            write(pad)
+            each(v, indent + 2)
+            write(b",\n" if i < len(values) - 1 else b"\n")
+        write(b" " * indent + b"]")
+
+    def obj(d: dict[str, Any], indent: int, special: dict[str, Callable[[Any, int], None]]) -> None:
+        keys = sorted(d)
+        write(b"{\n")
+        pad = b" " * (indent + 2)
+        for i, k in enumerate(keys):
+            write(pad + orjson.dumps(k) + b": ")
+            (special.get(k) or dump)(d[k], indent + 2)
+            write(b",\n" if i < len(keys) - 1 else b"\n")
+        write(b" " * indent + b"}")
+
+    def graph_list(graphs: list[Any], indent: int) -> None:
+        items(graphs, indent, lambda g, ind: dump(g if isinstance(g, dict) else graph_to_dict(g, memo), ind))
+
+    def group(grp: dict[str, Any], indent: int) -> None:
+        obj(grp, indent, {"graphs": graph_list})
+
+    def rank(r: Rank, indent: int) -> None:
+        rd = rank_to_dict(dataclasses.replace(r, graphs=[]))
+        rd["graphs"] = r.graphs  # Graph objects: dumped one at a time
+        obj(rd, indent, {"graphs": graph_list})
 
     if head is None:
         head = summary_document(run, per_rank=per_rank, with_ranks=False)
-    keys = sorted([*head, *(["ranks"] if per_rank else [])])
-    write(b"{\n")
-    for i, key in enumerate(keys):
-        comma = b"," if i < len(keys) - 1 else b""
-        write(b'  "' + key.encode() + b'": ')
-        if key != "ranks":
-            write(dump(head[key], 2) + comma + b"\n")
-            continue
-        if not run.ranks:
-            write(b"[]" + comma + b"\n")
-            continue
-        write(b"[\n")
-        for j, r in enumerate(run.ranks):
-            rd = rank_to_dict(dataclasses.replace(r, graphs=[]))
-            rkeys = sorted(rd)
-            write(b"    {\n")
-            for k, rk in enumerate(rkeys):
-                rcomma = b"," if k < len(rkeys) - 1 else b""
-                write(b'      "' + rk.encode() + b'": ')
-                if rk != "graphs" or not r.graphs:
-                    write(dump(rd[rk], 6) + rcomma + b"\n")
-                    continue
-                write(b"[\n")
-                for n, g in enumerate(r.graphs):
-                    gcomma = b"," if n < len(r.graphs) - 1 else b""
-                    write(b"        " + dump(graph_to_dict(g), 8) + gcomma + b"\n")
-                write(b"      ]" + rcomma + b"\n")
-            write(b"    }" + (b"," if j < len(run.ranks) - 1 else b"") + b"\n")
-        write(b"  ]" + comma + b"\n")
-    write(b"}\n")
+    top = dict(head)
+    if per_rank:
+        top["ranks"] = run.ranks
+    obj(top, 0, {"groups": lambda gs, ind: items(gs, ind, group),
+                 "ranks": lambda rs, ind: items(rs, ind, rank)})
+    write(b"\n")
 
 
 class DocumentError(ValueError):

@@ -203,10 +203,10 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
-    from tracekit.progress import ProgressBar
+    from tracekit.progress import ProgressBar, note_loading_torch
 
     status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
-    status.say("importing torch ...")
+    note_loading_torch()  # before the imports that load torch
     require_torch("explain")
     from tracekit.explain import explain_mixed, unbucketed_of
     from tracekit.model import Diagnostics

@@ -240,10 +240,10 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
            memory_budget_gb, fmt, output, plot_path, trace_out):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
-    from tracekit.progress import ProgressBar
+    from tracekit.progress import ProgressBar, note_loading_torch
 
     status = ProgressBar(label="replaying", unit="graphs", min_total=2)  # on a terminal only
-    status.say("importing torch ...")
+    note_loading_torch()  # before the imports that load torch
     require_torch("replay")
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
