@@ -200,7 +200,8 @@ def test_no_graphs_no_empty_tables(tmp_path):
     assert "Rank consensus" not in r.output and "Bucketing did nothing" not in r.output
     assert "no compiled graph found" not in r.output
     assert ("no bucketing recorded: 1 compile was logged, but no graph reached the post-grad passes' "
-            "log (no before_post_grad_graph): torch 2.13.0+cpu does not log them") in r.output
+            "log (no before_post_grad_graph): torch 2.13.0+cpu logs one for every graph inductor compiles, "
+            "so the compiles stopped before inductor's post-grad passes") in r.output
     assert "1 rank found (0) of 1 expected" in r.output  # the rank from the name, no suffix
 
 
@@ -231,3 +232,32 @@ def test_streamed_json_is_the_document_text():
     empty = io.BytesIO()
     write_summary_json(Run(paths=[]), empty.write, per_rank=True)
     assert json.loads(empty.getvalue())["ranks"] == []
+
+
+def test_no_graphs_on_an_older_torch_names_that_torch(tmp_path):
+    """The same log, its torch_version entry edited to 2.7.0 (MD5 made anew): the note names
+    that torch as the likely cause; on 2.13 it says the compiles stopped (2.13 logs the graphs)."""
+    import hashlib
+    import re
+
+    src = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log")).read_text(encoding="utf-8")
+    keep, skipping = [], False
+    for ln in src.split("\n"):
+        if not ln.startswith("\t"):
+            skipping = '"artifact": {"name": "before_post_grad_graph"' in ln or '"pre_bucketing_' in ln
+        if not skipping:
+            keep.append(ln)
+    lines = keep
+    i = next(k for k, ln in enumerate(lines) if '"name": "torch_version"' in ln)
+    j = i + 1
+    while j < len(lines) and lines[j].startswith("\t"):
+        j += 1
+    payload = [ln.replace('"2.13.0+cpu"', '"2.7.0+cpu"') for ln in lines[i + 1:j]]
+    md5 = hashlib.md5("\n".join(p[1:] for p in payload).encode()).hexdigest()
+    lines[i] = re.sub(r'"has_payload": "[0-9a-f]{32}"', f'"has_payload": "{md5}"', lines[i])
+    lines[i + 1:j] = payload
+    (tmp_path / "dedicated_log_torch_trace_rank_0.log").write_text("\n".join(lines), encoding="utf-8")
+    r = CliRunner().invoke(summarize, [str(tmp_path), "--strict"])
+    assert r.exit_code == 0, r.output
+    assert ("no graph reached the post-grad passes' log (no before_post_grad_graph): torch 2.7.0+cpu may "
+            "not log them (tracekit reads torch 2.13's logs), or the compiles stopped before inductor") in r.output

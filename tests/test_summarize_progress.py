@@ -58,7 +58,7 @@ def test_a_count_bar_and_a_status_line_on_a_terminal():
 
 def test_explain_feeds_the_bar_one_graph_at_a_time():
     from tracekit.explain import explain_document
-    from tracekit.replay.pairing import replay_sources_for
+    from tracekit.replay.selection import replay_sources_for
 
     seen = []
     sources = replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")])
@@ -68,7 +68,7 @@ def test_explain_feeds_the_bar_one_graph_at_a_time():
 
 def test_replay_feeds_the_bar_one_distinct_replay_at_a_time():
     from tracekit.replay.engine import ReplayOptions, replay_sources
-    from tracekit.replay.pairing import replay_sources_for
+    from tracekit.replay.selection import replay_sources_for
 
     seen = []
     sources = replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")], all_ranks=True)
@@ -77,7 +77,7 @@ def test_replay_feeds_the_bar_one_distinct_replay_at_a_time():
 
 
 def test_replay_and_explain_reading_feeds_the_bar_file_by_file():
-    from tracekit.replay.pairing import replay_sources_for
+    from tracekit.replay.selection import replay_sources_for
 
     seen = []
     replay_sources_for([str(FIXTURE_LOGS / "spmd_auto")], all_ranks=True,

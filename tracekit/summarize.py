@@ -362,12 +362,17 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
             )
         elif t["compiles"]:
             versions = sorted({r.torch_version for r in run.ranks if r.torch_version})
-            torch = f"torch {', '.join(versions)}" if versions else "this torch"
-            out.append(
-                f"no bucketing recorded: {t['compiles']} compile{' was' if t['compiles'] == 1 else 's were'} logged, but no graph reached "
-                f"the post-grad passes' log (no before_post_grad_graph): {torch} does not log them "
-                "(tracekit reads torch 2.13's logs), or the compiles stopped before inductor"
-            )
+            head = (f"no bucketing recorded: {t['compiles']} compile{' was' if t['compiles'] == 1 else 's were'} "
+                    "logged, but no graph reached the post-grad passes' log (no before_post_grad_graph): ")
+            if versions and all(v.startswith("2.13") for v in versions):  # 2.13 logs them: the compiles stopped
+                why = (f"torch {', '.join(versions)} logs one for every graph inductor compiles, so the compiles "
+                       "stopped before inductor's post-grad passes (an error, a graph break with nothing to "
+                       "compile, or another backend)")
+            else:
+                torch = f"torch {', '.join(versions)}" if versions else "a torch that does not say its version"
+                why = (f"{torch} may not log them (tracekit reads torch 2.13's logs), or the compiles stopped "
+                       "before inductor")
+            out.append(head + why)
         else:
             out.append("no bucketing recorded: the logs hold no compile (no dynamo_start entry); "
                        "were they written with TORCH_TRACE set?")

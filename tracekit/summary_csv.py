@@ -59,11 +59,12 @@ def _scalar(v: Any) -> Any:
 
 def _flat(prefix: str, v: Any) -> dict[str, Any]:
     """``{"before": 10, "after": 1}`` under ``all_gather``: ``all_gather.before``, ``all_gather.after``."""
-    if isinstance(v, list) and v and all(isinstance(x, list) and x and isinstance(x[-1], (int, float))
-                                         and not isinstance(x[-1], bool) for x in v):
-        # a size list ([type, MB] pairs) or a schedule ([kind, group, bytes]): its count and sum
+    at = -1 if "sizes" in prefix else 2  # [type, MB] pairs; a schedule's [kind, group, bytes, dtype]
+    if isinstance(v, list) and v and all(isinstance(x, list) and len(x) > max(at, 0) and isinstance(x[at], (int, float))
+                                         and not isinstance(x[at], bool) for x in v):
+        # a size list or a schedule: its count and sum
         unit = "mb" if "sizes" in prefix else "bytes"
-        total = sum(x[-1] for x in v)
+        total = sum(x[at] for x in v)
         return {f"{prefix}.count": len(v), f"{prefix}.{unit}": round(total, 3) if unit == "mb" else total}
     if isinstance(v, dict):
         out: dict[str, Any] = {}

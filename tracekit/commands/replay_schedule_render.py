@@ -80,7 +80,7 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     out.append(table(step_rows, ["cap", "cap MB", "collectives", "comm ms", "exposed ms", "compute ms",
                                  "est ms", "peak MiB", "largest MB", "est vs recorded"], fmt))
     out.append("\nexposed: communication the scheduler could not hide under compute; est = compute + exposed; "
-               "peak: torch's MemoryTracker over the scheduled order (all devices), the largest graph's. "
+               "peak: torch's MemoryTracker over the scheduled order (all devices), the largest graph's.\n"
                "These are torch's estimates, not measurements.\n")
     rec = doc.get("recommendation")
     if doc.get("pareto_front") is not None:
