@@ -127,3 +127,16 @@ def test_python_api_includes_the_backward():
     doc = explain([LOGS])
     assert [(g["graph_index"], g.get("outcome")) for g in doc["graphs"]] == [(0, None), (1, "not pre-bucketed")]
     assert doc["graphs"][1]["what_ifs"][0]["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
+
+
+def test_overlap_bucketing_that_cannot_run_is_a_note_not_a_traceback():
+    # a GPU the roofline table does not know: the what-if fails, and says so in one line
+    from tracekit.explain_unbucketed import overlap_text
+    from tracekit.reader import graph_and_unbucketed_sources
+    from tracekit.replay.unbucketed import UnbucketedReplayer
+
+    found = list(graph_and_unbucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
+    bwd = next(s for s in found if isinstance(s, UnbucketedSource))
+    o = UnbucketedReplayer(bwd).overlap_bucketing(gpu="V100")
+    assert (o["ok"], o["error"]) == (False, "torch's overlap scheduler could not run on the rebuilt graph: KeyError: 'V100'")
+    assert overlap_text(o) == o["error"]

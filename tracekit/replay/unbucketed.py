@@ -188,7 +188,7 @@ class UnbucketedReplayer:
                             "est_ms": _ms(s.est_ms), "fallback": len(s.fallback)}
             out["ok"] = True
         except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses is a note, never a traceback
-            out["error"] = f"torch's overlap scheduler refused the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+            out["error"] = f"torch's overlap scheduler could not run on the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
         return out
 
     def forward_cap(self) -> tuple[float, str] | None:
