@@ -51,7 +51,7 @@ def test_each_reduce_scatter_gets_torchs_reason(backward):
 
 
 def test_forward_groups_what_if_is_verified_by_running_our_pass(backward):
-    (w,) = backward["what_ifs"]
+    w, _ = backward["what_ifs"]
     assert (w["name"], w["fsdp_groups"], w["group_size"], w["cap_source"]) == ("forward_groups", ["0"], 4, "auto")
     assert round(w["bucket_cap_mb"], 2) == 27.38
     assert w["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
@@ -78,7 +78,22 @@ def test_text_output_names_the_reason_and_the_what_if():
     assert ("what-if forward_groups: given the forward's FSDP group '0' (group size 4, cap 27.38 MB), the pass "
             "merges RS 8->1: 0.0704 -> 0.0116 ms estimated (verified by running our pass)") in out
     assert "reduce_scatter_tensor_3: no_fsdp_group: reduce-scatter on group '0'" in out
-    assert "collective_bucketing=True) is not evaluated here" in out
+    assert ("what-if overlap_bucketing: with aten_distributed_optimizations.collective_bucketing = True torch's "
+            "overlap scheduler buckets RS 8->8: comm 0.0704 -> 0.0704 ms, exposed 0.0002 -> 0.0002 ms, "
+            "est 0.0702 -> 0.0702 ms (torch's estimates) (run through torch's overlap scheduler)") in out
+    assert "note: None" not in out
+
+
+def test_overlap_bucketing_what_if_runs_torchs_scheduler(backward):
+    """torch 2.13's overlap scheduler, given collective_bucketing=True, does NOT bucket these 8
+    reduce-scatters (almost all of their time is already hidden under compute): 8 -> 8."""
+    _, o = backward["what_ifs"]
+    assert (o["name"], o["ok"], o["error"], o["verified"]) == ("overlap_bucketing", True, None, True)
+    want = {"counts": {"reduce_scatter": 8}, "comm_ms": 0.0704, "exposed_ms": 0.0002, "compute_ms": 0.07,
+            "est_ms": 0.0702, "fallback": 0}
+    assert o["as_run"] == {"collective_bucketing": False, **want}
+    assert o["bucketed"] == {"collective_bucketing": True, **want}
+    assert backward["note"] is None
 
 
 def test_the_explain_command_of_summarize_selects_it():
@@ -112,3 +127,16 @@ def test_python_api_includes_the_backward():
     doc = explain([LOGS])
     assert [(g["graph_index"], g.get("outcome")) for g in doc["graphs"]] == [(0, None), (1, "not pre-bucketed")]
     assert doc["graphs"][1]["what_ifs"][0]["collectives"]["reduce_scatter"] == {"before": 8, "after": 1}
+
+
+def test_overlap_bucketing_that_cannot_run_is_a_note_not_a_traceback():
+    # a GPU the roofline table does not know: the what-if fails, and says so in one line
+    from tracekit.explain_unbucketed import overlap_text
+    from tracekit.reader import graph_and_unbucketed_sources
+    from tracekit.replay.unbucketed import UnbucketedReplayer
+
+    found = list(graph_and_unbucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
+    bwd = next(s for s in found if isinstance(s, UnbucketedSource))
+    o = UnbucketedReplayer(bwd).overlap_bucketing(gpu="V100")
+    assert (o["ok"], o["error"]) == (False, "torch's overlap scheduler could not run on the rebuilt graph: KeyError: 'V100'")
+    assert overlap_text(o) == o["error"]

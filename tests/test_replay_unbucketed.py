@@ -95,3 +95,17 @@ def test_python_api():
     assert e["ranks"] == "0-3" and e["reproduced"] is True
     assert [(r["what_if"], r["collectives"]["reduce_scatter"]["after"]) for r in e["replays"]] == [
         (None, 8), ("forward_groups", 1)]
+
+
+def test_what_if_overlap_bucketing_adds_torchs_scheduler_rows():
+    """torch's overlap scheduler with collective_bucketing True and False on the rebuilt backward:
+    it does not bucket the 8 reduce-scatters (RS 8->8 both ways), 0.0704 ms comm, 0.0002 exposed."""
+    (e,) = _doc("--what-if", "overlap-bucketing")["not_prebucketed"]
+    rows = [r for r in e["replays"] if r["what_if"] == "overlap_bucketing"]
+    assert [r["cap_source"] for r in rows] == ["collective_bucketing=False (exposed 0.0002, est 0.0702 ms)",
+                                               "collective_bucketing=True (exposed 0.0002, est 0.0702 ms)"]
+    for r in rows:
+        assert r["collectives"]["reduce_scatter"] == {"before": 8, "after": 8}
+        assert (r["estimated_comm_ms"], r["exposed_ms"], r["est_ms"], r["compute_ms"]) == (0.0704, 0.0002, 0.0702, 0.07)
+        assert r["comm_ms_vs_recorded"] == 0.0
+    assert e["mismatches"] == []

@@ -138,6 +138,8 @@ class UnbucketedSource:
     forward: Graph | None = None
     symbol_hints: dict[str, int] = field(default_factory=dict)
     text_artifact: str | None = "before_post_grad_graph"
+    #: the graph's recorded compute estimates ("Benchmarked Est(us)" by node name), if logged
+    compute_estimates_us: dict[str, float] | None = None
 
 
 class RankBuilder:
@@ -226,7 +228,8 @@ class RankBuilder:
                 forward = next((g for g in self.graphs if g.compile_id == self.cid and g.fsdp_groups), None)
                 self.unbucketed.append(UnbucketedSource(
                     self.rank, self.cid, pg.position, pg.final, None if p is None else p.graph_text,
-                    self.file, self.graph_text_line, forward))
+                    self.file, self.graph_text_line, forward,
+                    compute_estimates_us=None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us))
 
     def _p(self) -> PendingGraph:
         p = self._pending.get(self.cid)

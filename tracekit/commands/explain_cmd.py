@@ -173,9 +173,14 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
     else:
         out.append(f"recorded: {g['outcome']} ({runs}); NOT REPRODUCED:\n" + "".join(f"  {m}\n" for m in g["mismatches"]))
     for w in g["what_ifs"]:
-        check = "verified by running our pass" if w["verified"] else f"NOT verified: {w.get('applied')}"
+        if w["name"] == "overlap_bucketing":
+            check = "run through torch's overlap scheduler" if w["verified"] else "not run"
+        else:
+            check = "verified by running our pass" if w["verified"] else f"NOT verified: {w.get('applied')}"
         out.append(f"what-if {w['name']}: {w['text']} ({check})\n")
-    out.append(f"note: {g['note']}\n\n")
+    if g["note"]:
+        out.append(f"note: {g['note']}\n")
+    out.append("\n")
     rows = [[c["name"], c["kind"], fmt_mb(c["size_mb"]), c["dtype"], c["reason"],
              "-" if not c["what_if"] else ("-" if c["what_if"]["bucket"] is None
                                            else f"{c['kind']} {c['what_if']['bucket']}")]

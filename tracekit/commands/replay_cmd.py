@@ -206,9 +206,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 @click.option("--bucket-mode", "bucket_mode", default=None, metavar="MODE",
               help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
                    "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
-@click.option("--what-if", "what_ifs", multiple=True, type=click.Choice(["forward-groups"]),
+@click.option("--what-if", "what_ifs", multiple=True, type=click.Choice(["forward-groups", "overlap-bucketing"]),
               help="For graphs torch never pre-bucketed: forward-groups gives the pass the FSDP groups "
-                   "the forward of the same compile id identified.")
+                   "the forward of the same compile id identified; overlap-bucketing runs torch's overlap "
+                   "scheduler on the graph with collective_bucketing True and False.")
 @click.option("--overlap/--no-overlap", "overlap", default=None,
               help="Run torch's overlap scheduler after pre-bucketing (default: on graphs whose log shows it ran).")
 @click.option("--gpu", type=click.Choice(["H100", "A100", "B200"]), default="H100", show_default=True,

@@ -17,7 +17,10 @@ same compile id). Here:
   ``verify=True`` also runs our rewrite (``bucketing.pre_bucket_fsdp_collectives`` given those
   groups) on a fresh rebuild, lints it and checks its counts equal the plan's.
 
-The overlap scheduler's own bucketing (``collective_bucketing=True``) is not replayed here.
+- :meth:`UnbucketedReplayer.overlap_bucketing`: the what-if ``overlap_bucketing``: torch's
+  overlap scheduler (:mod:`tracekit.replay.overlap_schedule`, the graph's recorded compute
+  estimates) run on the rebuilt graph with ``collective_bucketing`` True and False (as torch
+  ran it): the final collectives, comm, exposed and estimated ms of each.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from tracekit.replay.graph_text import parse_graph_text
 OUTCOME = "not pre-bucketed"
 #: The what-if's name (replay's ``--what-if forward-groups``).
 FORWARD_GROUPS = "forward_groups"
+#: The what-if of torch's overlap scheduler bucketing (replay's ``--what-if overlap-bucketing``).
+OVERLAP_BUCKETING = "overlap_bucketing"
 KINDS = ("AG", "RS", "AR")
 _TARGET_KIND = {"all_gather_into_tensor": "AG", "all_gather_into_tensor_out": "AG",
                 "reduce_scatter_tensor": "RS", "all_reduce": "AR"}
@@ -149,7 +154,43 @@ class UnbucketedReplayer:
                 continue
         return None
 
-    # -- the what-if ----------------------------------------------------------------------
+    # -- the what-ifs ---------------------------------------------------------------------
+    def overlap_bucketing(self, gpu: str = "H100") -> dict[str, Any]:
+        """torch's overlap scheduler on copies of the rebuilt graph, with
+        ``collective_bucketing`` False (as torch ran it) and True: ``{"name", "ok", "error",
+        "as_run": {...}, "bucketed": {...}}``, each with ``counts`` (long kind -> n), ``comm_ms``,
+        ``exposed_ms``, ``compute_ms``, ``est_ms`` and ``fallback`` (compute nodes without a
+        recorded estimate). A graph the scheduler refuses gives ``ok`` False and ``error``."""
+        from bucketing import register_fake_process_groups
+        from tracekit.replay import overlap_schedule as osch
+
+        out: dict[str, Any] = {"name": OVERLAP_BUCKETING, "ok": False, "error": None}
+        try:
+            fwd = self.src.forward
+            groups = list(fwd.fsdp_groups) if fwd is not None and fwd.fsdp_groups else None
+            size = (fwd.group_size if fwd is not None else None) or self.group_size_in_graph()
+            if groups is None:
+                groups = sorted({g for g in (osch._group_name(n) for n in self.collectives) if g is not None})
+            if groups and size:
+                try:
+                    register_fake_process_groups(groups, size)
+                except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
+                    import torch.distributed as dist
+
+                    dist.destroy_process_group()
+                    register_fake_process_groups(groups, size)
+            compute = getattr(self.src, "compute_estimates_us", None)
+            for key, on in (("as_run", False), ("bucketed", True)):
+                s = osch.schedule(osch.copy_graph(self.gm), compute, osch.GPUS[gpu],
+                                  osch.scheduler_settings({"collective_bucketing": on}))
+                out[key] = {"collective_bucketing": on, "counts": s.counts(), "comm_ms": _ms(s.comm_ms),
+                            "exposed_ms": _ms(s.exposed_ms), "compute_ms": _ms(s.compute_ms),
+                            "est_ms": _ms(s.est_ms), "fallback": len(s.fallback)}
+            out["ok"] = True
+        except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses is a note, never a traceback
+            out["error"] = f"torch's overlap scheduler could not run on the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+        return out
+
     def forward_cap(self) -> tuple[float, str] | None:
         """The cap the what-if uses: the forward's recorded one (its config holds for the
         backward too), the exact automatic cap when the log's rounded cap is that; None when
@@ -278,6 +319,22 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
                                    "collectives": w.collectives, "estimated_comm_ms": _ms(ms),
                                    "comm_ms_vs_recorded": None if ms is None or base is None else _ms(ms - base),
                                    "applied": w.applied})
+    if OVERLAP_BUCKETING in what_ifs:
+        o = rp.overlap_bucketing(getattr(options, "gpu", None) or "H100")
+        if not o["ok"]:
+            out["mismatches"].append(f"what-if {OVERLAP_BUCKETING}: {o['error']}")
+        else:
+            for key in ("as_run", "bucketed"):
+                r = o[key]
+                before = _torch_counts(rp)
+                colls = {t: {"before": c["before"], "after": r["counts"].get(t, 0)} for t, c in before.items()}
+                out["replays"].append({"bucket_cap_mb": None, "cap_source": f"collective_bucketing={r['collective_bucketing']} "
+                                                     f"(exposed {r['exposed_ms']:.4f}, est {r['est_ms']:.4f} ms)",
+                                       "what_if": OVERLAP_BUCKETING, "collectives": colls,
+                                       "estimated_comm_ms": r["comm_ms"], "exposed_ms": r["exposed_ms"],
+                                       "est_ms": r["est_ms"], "compute_ms": r["compute_ms"],
+                                       "comm_ms_vs_recorded": None if base is None else _ms(r["comm_ms"] - base),
+                                       "applied": None})
     return out
 
 
