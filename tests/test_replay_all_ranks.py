@@ -89,7 +89,7 @@ def test_all_ranks_cost_what_one_rank_costs(monkeypatch, ranks):
     # 2 graphs, each rebuilt once and planned at the recorded cap plus two caps, whether one
     # rank or all four are asked for (without the dedupe, all four would plan 4 times as often)
     n = _Counting(monkeypatch)
-    res = _replay(str(FIXTURE_LOGS / "spmd_small_cap"), *ranks, "--cap-mb", "0.05,1", "--no-overlap",
+    res = _replay(str(FIXTURE_LOGS / "spmd_small_cap"), *ranks, "--cap-mb", "0.05,1",
                   "--format", "json")
     assert res.exit_code == 0, res.output
     assert (n.built, n.planned) == (2, 6)

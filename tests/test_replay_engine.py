@@ -173,9 +173,7 @@ def test_cli_table_and_plot(tmp_path):
     import importlib.util
 
     png = tmp_path / "replay.png"
-    # --no-overlap: spmd_small_cap's backward does not reproduce through the scheduler (see
-    # tests/test_replay_overlap.py), which would exit 1; this test is about the plot
-    res = _run(str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "0.01,1", "--no-overlap", "--plot", str(png))
+    res = _run(str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "0.01,1", "--plot", str(png))
     assert "Other caps" in res.output and "2 graphs: 2 rebuilt, 2 reproduced" in res.output
     md = _run(str(FIXTURE_LOGS / "spmd_small_cap"), "--cap-mb", "0.01", "--format", "markdown").output
     assert md.startswith("## Recorded outcomes") and "## Other caps" in md

@@ -107,23 +107,55 @@ def test_existing_fixtures_reproduce_through_the_scheduler():
         assert [g.final_reproduced for g in run.graphs] == [True] * len(run.graphs), scenario
 
 
-def test_a_final_sequence_that_differs_is_named_and_exits_1():
-    # spmd_small_cap was compiled with a cost model (collectives 1 ms per MB, every node 10 us,
-    # fixtures/generate.py) that its log does not record; with the log's estimates, the
-    # scheduler puts an all-gather where the run put a reduce-scatter in the backward
+def test_small_cap_fixture_reproduces_through_the_scheduler():
+    # spmd_small_cap's collectives were timed by torch's NCCL model, whose figures the log holds
+    # (fixtures/generate.py), so its split buckets' final order is reproduced on every rank
+    run = tracekit_replay(FIXTURE_LOGS / "spmd_small_cap", all_ranks=True)
+    assert [g.final_reproduced for g in run.graphs] == [True] * len(run.graphs) and len(run.graphs) == 2
+
+
+def _with_backward_schedule_swapped(tmp_path):
+    """spmd_small_cap's rank 0 log, its backward's inductor_collective_schedule with the first
+    reduce-scatter and the all-gather before it swapped (the MD5 made valid again), as a run
+    whose scheduler chose another order would have logged."""
+    import hashlib
+    import json
+
+    src = next((FIXTURE_LOGS / "spmd_small_cap").glob("*rank_0_*.log"))
+    lines = src.read_text().split("\n")
+    at = [i for i, ln in enumerate(lines) if '"name": "inductor_collective_schedule"' in ln][1]
+    end = at + 1
+    while end < len(lines) and lines[end].startswith("\t"):
+        end += 1
+    names = json.loads("\n".join(ln[1:] for ln in lines[at + 1:end]))
+    rs = next(i for i, n in enumerate(names) if "reduce_scatter" in n)
+    ag = max(i for i, n in enumerate(names[:rs]) if "all_gather" in n)
+    names[ag], names[rs] = names[rs], names[ag]
+    payload = json.dumps(names, indent=0)
+    envelope = lines[at]
+    old_md5 = json.loads(envelope[envelope.index("{"):])["has_payload"]
+    lines[at] = envelope.replace(old_md5, hashlib.md5(payload.encode()).hexdigest())
+    lines[at + 1:end] = ["\t" + ln for ln in payload.split("\n")]
+    dst = tmp_path / src.name
+    dst.write_text("\n".join(lines))
+    return dst
+
+
+def test_a_final_sequence_that_differs_is_named_and_exits_1(tmp_path):
     from click.testing import CliRunner
 
     from tracekit.cli import main
 
-    run = tracekit_replay(FIXTURE_LOGS / "spmd_small_cap")
+    log = _with_backward_schedule_swapped(tmp_path)
+    run = tracekit_replay(log)
     assert [g.final_reproduced for g in run.graphs] == [True, False]
     assert run.graphs[1].final_mismatches == [
-        "final collective #3: recorded reduce_scatter, replayed all_gather (9 recorded, 9 replayed)"]
+        "final collective #4: recorded reduce_scatter, replayed all_gather (9 recorded, 9 replayed)"]
     assert run.graphs[1].reproduced is True  # pre-bucketing itself reproduced
-    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap")])
+    res = CliRunner().invoke(main, ["replay", str(log)])
     assert res.exit_code == 1
-    assert "ranks 0 graph 0/0:1: FINAL SEQUENCE NOT REPRODUCED: final collective #3" in res.output
-    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "spmd_small_cap"), "--no-overlap"])
+    assert "ranks 0 graph 0/0:1: FINAL SEQUENCE NOT REPRODUCED: final collective #4" in res.output
+    res = CliRunner().invoke(main, ["replay", str(log), "--no-overlap"])
     assert res.exit_code == 0
 
 
