@@ -61,8 +61,8 @@ def test_auto_cap_against_small_cap_reports_cap_and_counts():
         "reduce_scatter": ({"before": 8, "after": 1}, {"before": 8, "after": 5}),
         "final": ([["all_gather", "0", 69928, "f32"], ["reduce_scatter", "0", 298144, "f32"]],
                   [["all_gather", "0", 4132, "f32"], ["all_gather", "0", 32768, "f32"],
-                   ["reduce_scatter", "0", 17552, "f32"], ["all_gather", "0", 260, "f32"],
-                   ["all_gather", "0", 32768, "f32"], ["reduce_scatter", "0", 131072, "f32"],
+                   ["all_gather", "0", 260, "f32"], ["all_gather", "0", 32768, "f32"],
+                   ["reduce_scatter", "0", 17552, "f32"], ["reduce_scatter", "0", 131072, "f32"],
                    ["reduce_scatter", "0", 1040, "f32"], ["reduce_scatter", "0", 131072, "f32"],
                    ["reduce_scatter", "0", 17408, "f32"]]),
     }

@@ -97,9 +97,9 @@ def test_several_paths_and_files():
     assert [r.rank for r in run.ranks] == [0, 1, 2, 3] and run.duplicated == [0]
     assert run.diagnostics.counts == {"duplicate_rank": 1}
     (ex,) = run.diagnostics.examples
-    assert ex["file"].endswith("dedicated_log_torch_trace_rank_0_4zav8eri.log")
+    assert ex["file"].endswith("dedicated_log_torch_trace_rank_0_8t8iz6h4.log")
     assert ex["detail"] == (f"rank 0 is also in {f0}; this file is another run (written by another "
-                            "process: pid 13271, not 12482): not merged")
+                            "process: pid 19241, not 12482): not merged")
 
 
 def test_a_log_split_across_files_is_merged(tmp_path):

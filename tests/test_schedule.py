@@ -60,12 +60,12 @@ def test_final_of_diverge_rank_rank_3_runs_bigger_buckets():
     assert got[3] == spmd_finals(75596, 70988, 302384)
 
 
-def test_small_cap_schedule_interleaves_kinds_and_matches_sizes_within_each_kind():
+def test_small_cap_schedule_matches_sizes_within_each_kind_in_run_order():
     run = load(FIXTURE_LOGS / "spmd_small_cap", jobs=1)
     bwd = run.ranks[0].graphs[1].final
     assert bwd.counts == counts(4, 5)
     assert [(c.kind[0:2], c.bytes) for c in bwd.collectives] == [
-        ("al", 4132), ("al", 32768), ("re", 17552), ("al", 260), ("al", 32768),
+        ("al", 4132), ("al", 32768), ("al", 260), ("al", 32768), ("re", 17552),
         ("re", 131072), ("re", 1040), ("re", 131072), ("re", 17408)]
 
 

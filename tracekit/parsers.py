@@ -685,20 +685,8 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
 
 #: The source parsers, with the graph texts' lines, the schedules and the estimations: graph
 #: sources and the graphs never pre-bucketed (:class:`tracekit.pairing.UnbucketedSource`).
-UNBUCKETED_PARSERS: tuple[EntryParser, ...] = (
-    OutcomeParser(),
-    SizesParser(),
-    GraphTextLineParser(),
-    CacheEventParser(),
-    TracekitBucketsParser(),
-    TracekitInputGraphTextParser(),
-    SymbolHintParser(),
-    BucketMembersParser(),
-    ScheduleParser(),
-    EstimationParser(),
-    EstimationAfterOverlapParser(),
-    ComputeEstimatesParser(),
-    OverlapGraphMarkerParser(),
+UNBUCKETED_PARSERS: tuple[EntryParser, ...] = tuple(
+    GraphTextLineParser() if isinstance(p, GraphTextParser) else p for p in SOURCE_PARSERS
 )
 
 
