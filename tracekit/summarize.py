@@ -384,13 +384,9 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     return out
 
 
-def why_no_outcome(paths: list[str]) -> str:
-    """Why the logs at ``paths`` give replay or explain no recorded bucketing outcome to work on:
-    the cause :func:`notes` finds (cache hits, no FSDP pre-bucketing, an older torch, no compile),
-    from a fresh read of the logs (this runs only when there is nothing to replay)."""
-    from tracekit.reader import load
-
-    run = load(list(paths), jobs=1)
+def why_no_outcome(run: Run) -> str:
+    """Why ``run`` gives replay or explain no recorded bucketing outcome to work on: the cause
+    :func:`notes` finds (cache hits, no FSDP pre-bucketing, an older torch, no compile)."""
     found = [n for n in notes(run) if n.startswith(("no bucketing recorded", "no rank read", "no log"))]
     if found:
         return found[0]

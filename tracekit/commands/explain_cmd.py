@@ -24,7 +24,7 @@ from tracekit.commands.options import (
     examples,
     fail,
     format_option,
-    no_log_reason_of,
+    nothing_to_do,
     output_option,
     paths_argument,
     require_torch,
@@ -236,16 +236,9 @@ def explain(paths, rank, graphs, fmt, output):
         fail("explain", str(e), BAD_INPUT)
     reading.close()
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    nothing = not sources and not unbucketed_of(mixed)
-    why = no_log_reason_of(paths) if nothing else None
-    if why:
-        status.close()
-        fail("explain", why, BAD_INPUT)
     notes = []
-    if nothing:  # nothing to explain is no finding: the note says why (exit 0)
-        from tracekit.summarize import why_no_outcome
-
-        notes.append(why_no_outcome(paths))
+    if not sources and not unbucketed_of(mixed):  # status 2 when no log, else the note (exit 0)
+        notes.append(nothing_to_do("explain", paths, status))
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))

@@ -69,13 +69,21 @@ def no_log_reason(run: Any) -> str | None:
     return escape_controls(why or "no log could be read")
 
 
-def no_log_reason_of(paths: Sequence[str]) -> str | None:
-    """:func:`no_log_reason` of what :func:`tracekit.reader.load` reads from ``paths``:
-    ``replay`` and ``explain`` ask it only when they found nothing to do, so that a file that is
-    no log is status 2 from them, with the same line as from ``summarize``."""
+def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str:
+    """``replay`` and ``explain`` found nothing to work on: read ``paths`` once more (this path
+    only) and either fail as ``summarize`` does when they hold no log (:func:`no_log_reason`,
+    status 2; ``status``, a progress line, is closed first) or return the note that says why
+    (:func:`tracekit.summarize.why_no_outcome`: nothing to do is no finding, exit 0)."""
     from tracekit.reader import load
+    from tracekit.summarize import why_no_outcome
 
-    return no_log_reason(load(list(paths), jobs=1))
+    run = load(list(paths), jobs=1)
+    why = no_log_reason(run)
+    if why:
+        if status is not None:
+            status.close()
+        fail(command, why, BAD_INPUT)
+    return why_no_outcome(run)
 
 
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:

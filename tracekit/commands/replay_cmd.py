@@ -26,7 +26,7 @@ from tracekit.commands.options import (
     examples,
     fail,
     format_option,
-    no_log_reason_of,
+    nothing_to_do,
     output_option,
     parse_cap_mb,
     paths_argument,
@@ -311,18 +311,12 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     reading.close()
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
     unbucketed_sources = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
-    why = no_log_reason_of(paths) if not sources and not unbucketed_sources else None
-    if why:
-        status.close()
-        fail("replay", why, BAD_INPUT)
+    notes = []
+    if not sources and not unbucketed_sources:  # status 2 when no log, else the note (exit 0)
+        notes.append(nothing_to_do("replay", paths, status))
     unbucketed = replay_unbucketed(unbucketed_sources, options, tuple(w.replace("-", "_") for w in what_ifs))
     with status:
         results = replay_sources(sources, options, progress=status)
-    notes = []
-    if not sources and not unbucketed:
-        from tracekit.summarize import why_no_outcome
-
-        notes.append(why_no_outcome(list(paths)))
     if diag.total:
         notes.append(f"{diag.total} bad input(s) while reading: "
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
