@@ -89,8 +89,7 @@ def overlap_text(o: dict[str, Any]) -> str:
 def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[str, Any]:
     """One graph entry of the explain document for ``src`` (see the module docstring); a graph
     that cannot be rebuilt has ``error`` set and the rest empty."""
-    from tracekit.replay.graph_text import GraphTextError
-    from tracekit.replay.unbucketed import UnbucketedReplayer
+    from tracekit.replay.unbucketed import rebuild
 
     out: dict[str, Any] = {
         "rank": src.rank,
@@ -115,16 +114,8 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
         "what_ifs": [],
         "collectives": [],
     }
-    if src.text is None:
-        out["error"] = "no before_post_grad_graph logged for this graph"
-        return out
-    try:
-        rp = UnbucketedReplayer(src, symbols)
-    except GraphTextError as e:
-        out["error"] = f"cannot rebuild the graph from before_post_grad_graph: {e}"
-        return out
-    except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
-        out["error"] = f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+    rp, out["error"] = rebuild(src, symbols)
+    if rp is None:
         return out
     reproduced, mismatches = rp.reproduce()
     has_ag = any(d.kind == "AG" for d in rp.decisions())

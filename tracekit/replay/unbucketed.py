@@ -32,7 +32,7 @@ import torch.fx as fx
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.replay import comm_estimate as ce
-from tracekit.replay.graph_text import parse_graph_text
+from tracekit.replay.graph_text import GraphTextError, parse_graph_text
 
 #: The recorded outcome of such a graph, as summarize names it.
 OUTCOME = "not pre-bucketed"
@@ -263,14 +263,26 @@ def _torch_counts(rp: UnbucketedReplayer) -> dict[str, dict[str, int]]:
             ((t, sum(1 for c in rp.collectives if collective_kind(c) == SHORT_NAMES[t])) for t in COLLECTIVE_TYPES)}
 
 
+def rebuild(src: Any, symbols: dict[str, int] | None = None) -> tuple[UnbucketedReplayer | None, str | None]:
+    """``(replayer, None)`` for ``src`` rebuilt from its ``before_post_grad_graph``, or
+    ``(None, why)`` when it cannot be (no text, a refused text, a planner failure): one graph's
+    failure never stops the others (replay and explain)."""
+    if src.text is None:
+        return None, "no before_post_grad_graph logged for this graph"
+    try:
+        return UnbucketedReplayer(src, symbols), None
+    except GraphTextError as e:
+        return None, f"cannot rebuild the graph from before_post_grad_graph: {e}"
+    except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
+        return None, f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+
+
 def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] = ()) -> dict[str, Any]:
     """One graph never pre-bucketed, replayed (a ``tracekit.replay/2`` document's
     ``not_prebucketed`` entry): rebuilt, torch's outcome reproduced ("not pre-bucketed": no
     group, nothing merged), then at each cap of ``options.caps`` as torch runs it (nothing
     merged) and, with ``"forward_groups"`` in ``what_ifs``, given the forward's FSDP groups
     (at the forward's cap when no cap is asked), ``options.apply`` running our rewrite too."""
-    from tracekit.replay.graph_text import GraphTextError
-
     hw = options.hardware
     out: dict[str, Any] = {
         "rank": src.rank, "ranks": str(src.rank if src.rank is not None else "-"),
@@ -282,16 +294,8 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
                      "estimated_comm_ms": None, "hardware": None},
         "reproduced": None, "mismatches": [], "replays": [],
     }
-    if src.text is None:
-        out["error"] = "no before_post_grad_graph logged for this graph"
-        return out
-    try:
-        rp = UnbucketedReplayer(src, dict(options.symbols))
-    except GraphTextError as e:
-        out["error"] = f"cannot rebuild the graph from before_post_grad_graph: {e}"
-        return out
-    except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
-        out["error"] = f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+    rp, out["error"] = rebuild(src, dict(options.symbols))
+    if rp is None:
         return out
     out["nodes"] = len(rp.gm.graph.nodes)
     out["reproduced"], out["mismatches"] = rp.reproduce()
