@@ -228,3 +228,42 @@ def test_recommend_picks_the_small_cap_over_the_recorded_64_mb():
     assert [s["cap"] for s in doc["pareto_front"]] == ["1"]
     # a budget nothing fits: no recommendation, said plainly in the table
     assert _recommend_doc("--memory-budget-gb", "0.001")["recommendation"] is None
+
+
+def test_caps_with_the_same_buckets_reuse_one_schedule_equal_to_a_fresh_one():
+    """GraphReplayer.scheduled runs torch's scheduler once per distinct partition: at 64 MB and
+    at 2 GB the backward of overlap_cap_a has the same buckets, so the second cap reuses the
+    first schedule, and what it returns equals a fresh replayer's schedule at 2 GB; another
+    partition (1.5 MB) runs the scheduler again. The cached NCCL estimates equal torch's own
+    ``_get_collective_estimations`` on every final collective."""
+    from torch._inductor.fx_passes.node_runtime_estimation import _get_collective_estimations
+
+    from tracekit.replay import overlap_schedule as osch
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.selection import replay_sources_for
+
+    src = [s for s in replay_sources_for([str(A)]) if s.graph_index == 1][0]
+
+    def fields(sc):
+        return ([c.to_dict() for c in sc.final], [c.to_dict() for c in sc.before_overlap], sc.comm_ms,
+                sc.exposed_ms, sc.compute_ms, sc.peak_memory_bytes, sc.timeline, sc.memory, sc.fallback)
+
+    rp = GraphReplayer(src.text, ReplayOptions())
+    big = rp.scheduled(64.0, src.compute_estimates_us)
+    huge = rp.scheduled(2048.0, src.compute_estimates_us)
+    assert rp.scheduler_runs == 1
+    small = rp.scheduled(1.5, src.compute_estimates_us)
+    assert rp.scheduler_runs == 2
+    fresh = GraphReplayer(src.text, ReplayOptions()).scheduled(2048.0, src.compute_estimates_us)
+    assert fields(huge) == fields(fresh) == fields(big)
+    assert huge is not big
+    assert fields(small) != fields(big) and small.counts() == {"all_gather": 5, "reduce_scatter": 6}
+    assert big.counts() == {"all_gather": 1, "reduce_scatter": 1}
+    # the estimates cache against torch's own call, on the scheduled graphs' collectives
+    gm = osch.copy_graph(rp.gm)
+    from bucketing import pre_bucket_fsdp_collectives
+
+    pre_bucket_fsdp_collectives(gm, bucket_cap_mb=1.5, recompile=False)
+    for c, n in zip(osch.final_collectives(gm, dict(rp._estimates)),
+                    [n for n in gm.graph.nodes if osch._is_collective_start(n)]):
+        assert c.est_ms == round(float(_get_collective_estimations(n)[0]), 4)

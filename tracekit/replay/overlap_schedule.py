@@ -255,34 +255,62 @@ def _is_collective_start(node: fx.Node) -> bool:
             and collective_op(str(node.target)) is not None)
 
 
-def final_collectives(gm: fx.GraphModule) -> list[FinalCollective]:
-    """The collectives of ``gm`` in graph order, each with torch's NCCL estimate."""
-    from torch._inductor.fx_passes.node_runtime_estimation import _get_collective_estimations
+def _estimate_key(node: fx.Node) -> tuple:
+    """What torch's NCCL model reads of a collective: its op, its plain arguments (group name,
+    group size, ...) and the shapes and dtypes of its inputs and output."""
+    def shape(v):
+        return (tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else None
 
+    def as_shape(a: fx.Node):
+        return shape(a.meta.get("val"))
+
+    return (str(node.target), repr(fx.node.map_arg(node.args, as_shape)),
+            repr(fx.node.map_arg(node.kwargs, as_shape)), shape(node.meta.get("val")))
+
+
+def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = None) -> list[FinalCollective]:
+    """The collectives of ``gm`` in graph order, each with torch's NCCL estimate (the first of
+    what ``fx_collectives_analytical_estimation`` writes: ``estimate_nccl_collective_runtime_from_fx_node``
+    with the NCCL estimator). ``cache``: estimates by :func:`_estimate_key`, kept across calls
+    (a 1,000-layer graph has 2,000 collectives of a few distinct shapes)."""
+    from torch._inductor.comm_analysis import estimate_nccl_collective_runtime_from_fx_node
+
+    cache = {} if cache is None else cache
     out = []
     for n in gm.graph.nodes:
         if not _is_collective_start(n):
             continue
         kind, op = collective_op(str(n.target))
         try:
-            est = round(float(_get_collective_estimations(n)[0]), 4)
-        except Exception:  # noqa: BLE001
-            est = float("nan")
+            key = _estimate_key(n)
+        except Exception:  # noqa: BLE001 - unbacked sizes: estimate this one without the cache
+            key = None
+        est = cache.get(key) if key is not None else None
+        if est is None:
+            try:
+                est = round(float(estimate_nccl_collective_runtime_from_fx_node(n, None, use_nccl_estimator=True)), 4)
+            except Exception:  # noqa: BLE001
+                est = float("nan")
+            if key is not None:
+                cache[key] = est
         out.append(FinalCollective(n.name, kind, op, _group_name(n), _group_size(n), _first_tensor_bytes(n), est))
     return out
 
 
 def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
-             settings: dict[str, Any], members: dict[str, list[str]] | None = None) -> ScheduledGraph:
+             settings: dict[str, Any], members: dict[str, list[str]] | None = None,
+             estimates: dict[tuple, float] | None = None) -> ScheduledGraph:
     """Run torch's ``OverlapScheduler`` on ``gm`` (pre-bucketed already; rewritten in place).
 
     ``members``: bucket node name -> the original collectives it merged (for the timeline).
+    ``estimates``: a cache of collective estimates to share across caps (:func:`final_collectives`).
     Raises what the scheduler raises (the caller turns it into a note on that graph)."""
     from torch._inductor.fx_passes.memory_estimator import MemoryTracker
     from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
 
     hook = RecordedEstimates(compute_us)
-    before = final_collectives(gm)
+    estimates = {} if estimates is None else estimates
+    before = final_collectives(gm, estimates)
     with gpu_peaks(gpu), no_estimation_artifacts():
         sched = OverlapScheduler(gm, custom_runtime_estimation=hook, **settings)
         gm = sched.run()
@@ -337,7 +365,7 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
         if out.memory[-1][1] != cur:
             out.memory.append([round(t * 1e3, 3), cur])
     out.peak_memory_bytes = int(peak)
-    out.final = final_collectives(gm)
+    out.final = final_collectives(gm, estimates)
     out.before_overlap = before
     return out
 
