@@ -87,6 +87,8 @@ def mutate(data: bytes, edits) -> bytes:
     for kind, pos, piece, n in edits:
         pos %= max(1, len(data))
         if kind == "flip":
+            if not data:  # truncated to nothing by an earlier edit: no byte to flip
+                continue
             data = data[:pos] + bytes([data[pos] ^ (1 << (n % 8))]) + data[pos + 1 :]
         elif kind == "insert":
             data = data[:pos] + piece + data[pos:]

@@ -43,6 +43,52 @@ class Entry:
         return (self.entry_type, self.artifact_name)
 
 
+class PayloadMemo:
+    """Payloads seen before: ``has_payload`` MD5 -> (the payload's lines as read, its text).
+
+    A long log repeats its payloads (the same estimation, sizes and graph for thousands of
+    graphs), and a job's ranks log the same ones. A payload whose MD5 and lines are byte for
+    byte those of one already checked is the same text: it is not joined, hashed or decoded
+    again, and the parsers get the very same ``str``, so their memos (:class:`ValueMemo
+    <tracekit.parsers.ValueMemo>`) find its value without hashing it again. Comparing the lines
+    (``memcmp``) is what makes this sound: a payload is taken from here only when it is the
+    payload that was checked. Bounded like the parsers' memos: cleared when it holds ``limit``
+    payloads or ``max_bytes`` of them, so memory grows with what is distinct, up to a bound."""
+
+    __slots__ = ("_seen", "_bytes", "limit", "max_bytes")
+
+    def __init__(self, limit: int = 1024, max_bytes: int = 8 << 20) -> None:
+        self._seen: dict[str, tuple[bytes, str]] = {}
+        self._bytes = 0
+        self.limit = limit
+        self.max_bytes = max_bytes
+
+    def text(self, md5: Any, blocks: list[bytes] | None) -> str | None:
+        """The checked text of this payload if it was seen (None: check it)."""
+        hit = self._seen.get(md5) if blocks and type(md5) is str else None
+        if hit is None:
+            return None
+        raw = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+        return hit[1] if raw == hit[0] else None
+
+    def add(self, md5: str, blocks: list[bytes], text: str) -> None:
+        """Remember a payload just checked (its MD5 matched, its text decoded)."""
+        raw = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+        if len(raw) > self.max_bytes // 4:
+            return
+        if len(self._seen) >= self.limit or self._bytes + len(raw) > self.max_bytes:
+            self._seen.clear()
+            self._bytes = 0
+        self._seen[md5] = (raw, text)
+        self._bytes += len(raw) + len(text)
+
+    def __getstate__(self):  # travels to worker processes empty
+        return {"limit": self.limit, "max_bytes": self.max_bytes}
+
+    def __setstate__(self, state) -> None:
+        self.__init__(**state)
+
+
 def _on_bytes(pred: Callable[[str, str | None], bool] | None) -> Callable[[bytes, bytes | None], bool] | None:
     """``pred(entry_type, name)`` for the scanner, which has them as bytes."""
     if pred is None:
@@ -63,6 +109,7 @@ def decode_entries(
     rank: int | None = None,
     scanner_out: list | None = None,
     validate_all: bool = False,
+    memo: PayloadMemo | None = None,
 ) -> Iterator[Entry]:
     """Decoded entries of one stream: those with one of the entry ``keys`` (fast path) or those
     ``want(entry_type, name)`` selects; everything else is checked cheaply (see
@@ -73,7 +120,7 @@ def decode_entries(
     ``scanner_out``, when given, receives the scanner (its ``rank`` and ``lines_read``).
     ``validate_all``: every envelope is decoded and every payload MD5-checked, whatever is
     selected (``--strict``: slower, and nothing bad goes unseen); only the selected entries are
-    yielded."""
+    yielded. ``memo``: payloads checked before (:class:`PayloadMemo`), not checked again."""
     add = diagnostics.add
 
     def report(kind: str, lineno: int, detail: str) -> None:
@@ -124,11 +171,15 @@ def decode_entries(
         payload = None
         has = env.get("has_payload")
         if raw.payload_wanted:  # the scanner asked payload_for once per entry type and name
-            try:
-                payload = ev.check_payload(env, raw.payload)
-            except ev.EntryError as e:
-                add(e.kind, file, raw.lineno, e.detail)
-                continue
+            payload = None if memo is None else memo.text(has, raw.blocks)
+            if payload is None:
+                try:
+                    payload = ev.check_payload(env, raw.payload)
+                except ev.EntryError as e:
+                    add(e.kind, file, raw.lineno, e.detail)
+                    continue
+                if memo is not None and payload and type(has) is str:
+                    memo.add(has, raw.blocks, payload)
         elif has is not None and not raw.payload_lines:
             add("missing_payload", file, raw.lineno, "has_payload set but no payload lines follow")
             continue

@@ -24,15 +24,23 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
 
 from tracekit.rankset import MAX_RANK
+
+try:  # the scanner's inner loop in C (tracekit/_scan.c), when it was built
+    from tracekit._scan import block_end as _native_block_end, scan as _native_scan
+except ImportError:  # pragma: no cover - an install without a C compiler: the regex decides alone
+    _native_scan = _native_block_end = None
+#: ``TRACEKIT_NO_NATIVE=1``: read with the regex alone, as an install without the C part does
+#: (for comparing the two; tests run both).
+NATIVE = _native_scan is not None and not os.environ.get("TRACEKIT_NO_NATIVE")
 
 try:  # CPython's own MD5: no OpenSSL start-up (~3 ms) for the few small payloads checked
     from _md5 import md5 as _md5
@@ -49,26 +57,31 @@ CHUNK_SIZE = 1 << 20
 FIRST_CHUNK_SIZE = 64 << 10
 
 
-@dataclass(slots=True)
 class RawEntry:
     """One wanted entry, before JSON decoding.
 
     ``line`` is the envelope line without its newline and ``start`` the offset of its JSON
     object; ``entry_type`` / ``name`` are what the byte checks read (``name`` only for
-    artifacts). ``payload`` is the assembled payload bytes (None when no payload line followed,
-    or when the scanner was told the payload is not needed: ``payload_wanted`` says which).
+    artifacts). ``blocks`` are the payload's lines as read, each block a run of whole tab-led
+    lines (None when the scanner was told the payload is not needed: ``payload_wanted`` says
+    which; empty when no payload line followed); :attr:`payload` is the payload they make.
     An entry the stream ends inside is never yielded: the scanner reports it as
     ``truncated_entry``.
     """
 
-    lineno: int
-    line: bytes
-    start: int
-    entry_type: bytes
-    name: bytes | None
-    payload_lines: int
-    payload: bytes | None
-    payload_wanted: bool = True
+    __slots__ = ("lineno", "line", "start", "entry_type", "name", "payload_lines", "blocks", "payload_wanted")
+
+    def __init__(self, lineno: int, line: bytes, start: int, entry_type: bytes, name: bytes | None,
+                 payload_lines: int, blocks: list[bytes] | None, payload_wanted: bool = True) -> None:
+        self.lineno, self.line, self.start = lineno, line, start
+        self.entry_type, self.name = entry_type, name
+        self.payload_lines, self.blocks, self.payload_wanted = payload_lines, blocks, payload_wanted
+
+    @property
+    def payload(self) -> bytes | None:
+        """The payload bytes: the lines without their tabs, joined by newlines (None when not
+        kept, or when no payload line followed)."""
+        return _join(self.blocks) if self.blocks else None
 
 
 #: The head of an envelope line: glog prefix, entry-type key, and for artifacts laid out the way
@@ -153,6 +166,11 @@ def _interesting_line_re(
 
 
 @functools.lru_cache(maxsize=16)
+def _sorted(items: frozenset[bytes]) -> tuple[bytes, ...]:
+    return tuple(sorted(items))
+
+
+@functools.lru_cache(maxsize=16)
 def _encoded(names: frozenset[str]) -> frozenset[bytes]:
     return frozenset(n.encode() for n in names)
 
@@ -212,8 +230,11 @@ class Scanner:
         on_chunk: Callable[[int], None] | None = None,
         rank: int | None = None,
         exact_rank_after: int = EXACT_RANK_AFTER,
+        native: bool | None = None,
     ) -> None:
         fast = artifact_names is not None or entry_types is not None
+        self._native = NATIVE if native is None else (native and _native_scan is not None)
+        self._native_args: tuple | None = None
         self._names = _encoded(frozenset(artifact_names or ())) if fast else None
         self._types = _encoded(frozenset(entry_types or ()))
         if want is None:
@@ -240,11 +261,39 @@ class Scanner:
     def _make_pattern(self) -> re.Pattern[bytes]:
         self._watching = False
         if self._names is None:
+            self._native_args = None
             return _ANY_LINE_RE
-        if self.rank is not None and self._bytes_seen < self._exact_after:
+        rank: int | str | None = self.rank
+        if rank is not None and self._bytes_seen < self._exact_after:
             self._watching = True
-            return _interesting_line_re(self._names, ANY_RANK, self._types)
-        return _interesting_line_re(self._names, self.rank, self._types)
+            rank = ANY_RANK
+        if self._native:
+            mode = 0 if rank is None else 1 if rank == ANY_RANK else 2
+            self._native_args = (mode, b"" if mode < 2 else str(rank).encode(),
+                                  _sorted(self._types), _sorted(self._names))
+        return _interesting_line_re(self._names, rank, self._types)
+
+    def _find(self, buf: bytes, pos: int, limit: int) -> tuple[int, int]:
+        """``(p, n)``: the first newline ``p`` in ``buf[pos:limit]`` before a line Python must
+        look at (-1: none), and ``n`` the newlines in ``buf[pos:p]`` (``buf[pos:limit]``).
+
+        The regex decides; with the C part (:data:`NATIVE`), ``tracekit._scan.scan`` first
+        passes, at memchr speed, the payload lines and the ordinary unwanted envelopes (the same
+        lines the regex skips, or fewer), and the regex is matched only where it stops."""
+        args = self._native_args
+        if args is None:
+            m = self._pattern.search(buf, pos, limit)
+            p = -1 if m is None else m.start()
+            return p, buf.count(b"\n", pos, limit if p < 0 else p)
+        match = self._pattern.match
+        total = 0
+        while True:
+            p, n = _native_scan(buf, pos, limit, *args)
+            total += n
+            if p < 0 or match(buf, p, limit) is not None:
+                return p, total
+            total += 1  # the newline at p, passed after all
+            pos = p + 1
 
     def set_rank(self, rank: int) -> None:
         self.rank = rank
@@ -397,7 +446,7 @@ class Scanner:
         if kind == _KEEP:
             parts = pend.parts
             return RawEntry(pend.lineno, pend.line, pend.start, pend.etype, pend.name, n,
-                            _join(parts) if parts else None, parts is not None)
+                            parts, parts is not None)
         if kind == _SKIP:
             if n and not pend.has:
                 self.report("orphan_payload", pend.lineno + 1, "payload lines after an envelope without has_payload")
@@ -407,20 +456,24 @@ class Scanner:
             self.report("orphan_payload", pend.lineno, f"{n} payload line(s) without an envelope")
         return None
 
-    @staticmethod
-    def _consume(pend: _OpenEntry, buf: bytes, a: int, limit: int, eof: bool) -> int:
+    def _consume(self, pend: _OpenEntry, buf: bytes, a: int, limit: int, eof: bool) -> int:
         """Take the payload lines after the newline at ``a``; the index of the newline ending
         them, or -1 when they may go on past ``limit`` (the last complete line)."""
         if a >= limit:
             return a if eof else -1
         if buf[a + 1] != 9:  # 9: tab
             return a
-        m = _BLOCK_END_RE.search(buf, a, limit + 1)
-        e = limit if m is None else m.start()
-        pend.nlines += buf.count(b"\n", a + 1, e) + 1
+        if self._native:  # the same search and count, in one memchr pass
+            found, n = _native_block_end(buf, a, limit)
+        else:
+            m = _BLOCK_END_RE.search(buf, a, limit + 1)
+            found = -1 if m is None else m.start()
+            n = buf.count(b"\n", a + 1, limit if found < 0 else found)
+        e = limit if found < 0 else found
+        pend.nlines += n + 1
         if pend.parts is not None:
             pend.parts.append(buf[a + 1 : e])
-        if m is None and not eof:
+        if found < 0 and not eof:
             return -1
         return e
 
@@ -514,22 +567,22 @@ class Scanner:
                         yield e
                     pos = end
             if pend is None:
-                search = self._pattern.search
+                find = self._find
                 while True:
-                    m = search(buf, pos, limit)
-                    p = limit if m is None else m.start()
+                    p, n = find(buf, pos, limit)
                     if self._watching:
-                        self._watch_ranks(buf, pos, p, cursor, cur_line)
-                    if m is None:
+                        self._watch_ranks(buf, pos, limit if p < 0 else p, cursor, cur_line)
+                    # the newlines from cursor to p: the kept entry's lines before pos, n after
+                    cur_line += n + (buf.count(b"\n", cursor, pos) if cursor < pos else 0)
+                    if p < 0:
+                        cursor = limit  # counted to the end of the chunk
                         break
-                    cur_line += buf.count(b"\n", cursor, p)
                     cursor = p
                     le = buf.find(b"\n", p + 1)
                     if truncated_file and le == limit and not self._envelope_whole(buf, p, le):
                         pend = _OpenEntry(_BAD, cur_line)  # reported below, once
                     else:
                         pend = self._head(buf, p, le, cur_line)
-                        search = self._pattern.search  # the rank may have become known
                     end = consume(pend, buf, le, limit, eof)
                     if end < 0:
                         break
@@ -542,7 +595,6 @@ class Scanner:
                     pend = None
                     if e is not None:
                         yield e
-                        search = self._pattern.search
                     pos = end
             if truncated_file and not judged:  # the last entry is one this scan skips: judge it here
                 last_whole = self._tail_whole(buf, limit)

@@ -420,6 +420,17 @@ def _collective_node_lines(text: str) -> Iterator[re.Match[str]]:
 _COLLECTIVE_NEEDLE = "torch.ops._c10d_functional."
 
 
+def parse_collective_dtypes(text: str) -> dict[str, list[str]]:
+    """The dtypes of a printed graph's collectives by kind, in graph order
+    (``{"all_gather": ["f32"], ...}``; waits dropped)."""
+    out: dict[str, list[str]] = {}
+    for m in _collective_node_lines(text):
+        op = collective_op(f"_c10d_functional.{m[2]}.default")
+        if op is not None:
+            out.setdefault(op[0], []).append(_intern(m[1]))
+    return out
+
+
 class GraphDtypeParser(EntryParser):
     """``inductor_post_grad_graph`` (string): the final post-grad graph, printed with each node's
     ``dtype[shape]`` annotation. Value: the dtypes of its collectives by kind, in graph order
@@ -428,13 +439,11 @@ class GraphDtypeParser(EntryParser):
 
     artifacts = frozenset({"inductor_post_grad_graph"})
 
+    def __init__(self) -> None:
+        self._memo = ValueMemo(parse_collective_dtypes)
+
     def parse(self, payload, envelope):
-        out: dict[str, list[str]] = {}
-        for m in _collective_node_lines(payload or ""):
-            op = collective_op(f"_c10d_functional.{m[2]}.default")
-            if op is not None:
-                out.setdefault(op[0], []).append(_intern(m[1]))
-        return out
+        return self._memo(payload or "")
 
     def apply(self, builder, key, value, file, line):
         builder.set_dtypes(value)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit import envelopes as ev
-from tracekit.entries import check_gzip, decode_entries
+from tracekit.entries import PayloadMemo, check_gzip, decode_entries
 from tracekit.model import Diagnostics
 from tracekit.pairing import NO_COMPILE_ID, Event, SegmentResult
 from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, by_key
@@ -105,7 +105,7 @@ def read_segment(
         try:
             for e in decode_entries(stream, path, diag, keys=table.keys(), on_chunk=progress_cb,
                                     payload_for=payload_for, rank=rank, scanner_out=scanner_box,
-                                    validate_all=validate_all):
+                                    validate_all=validate_all, memo=_memo(parsers)):
                 key = e.key
                 parser = table[key]
                 if e.pid is not None:
@@ -128,6 +128,13 @@ def read_segment(
 @functools.lru_cache(maxsize=8)  # once per parser set, not per file
 def _table(parsers: tuple[EntryParser, ...]) -> dict:
     return by_key(parsers)
+
+
+@functools.lru_cache(maxsize=8)
+def _memo(parsers: tuple[EntryParser, ...]) -> PayloadMemo:
+    """The payloads checked before, one memo per parser set (shared by the files and segments
+    this process reads, so a job's ranks check a payload they share once)."""
+    return PayloadMemo()
 
 
 def default_jobs() -> int:
