@@ -72,6 +72,8 @@ def test_the_wheel_holds_the_two_packages_and_no_logs_or_tests(dists):
     assert tops == {"tracekit", "bucketing", "tracekit-0.1.0.dist-info"}
     assert not [n for n in names if n.endswith((".log", ".gz")) or "/tests/" in n or "fixtures" in n]
     assert {n for n in names if n.endswith(".py")} == _package_files()
+    # the scanner's C part, built for this Python (setup.py; optional where no compiler is)
+    assert [n for n in names if n.startswith("tracekit/_scan.") and n.endswith(".so")]
     assert dists["wheel"].stat().st_size < 1_000_000  # the fixture logs alone are 13 MB
     requires = sorted(meta.get_all("Requires-Dist"))
     base = [r for r in requires if "extra ==" not in r]
@@ -117,7 +119,7 @@ def test_the_sdist_runs_its_own_tests(dists, tmp_path):
 
 def _venv_env() -> dict[str, str]:
     """The environment for the venv's commands: nothing of the checkout on the path, warnings shown."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "TRACEKIT_NO_NATIVE")}
     env["PYTHONWARNINGS"] = "default"
     return env
 
@@ -157,10 +159,12 @@ def _python_in_venv(venv: Path, code: str, cwd: Path) -> str:
 def test_the_venv_has_no_torch_and_imports_the_installed_tracekit(venv, tmp_path):
     out = _python_in_venv(venv, "import importlib.util, sys, tracekit; "
                                 "print(importlib.util.find_spec('torch')); print(sys.prefix); "
-                                "print(tracekit.__file__)", tmp_path).splitlines()
+                                "print(tracekit.__file__); import tracekit.envelopes as e; "
+                                "print(e.NATIVE, e._native_scan.__module__)", tmp_path).splitlines()
     assert out[0] == "None"
     assert Path(out[1]) == venv
     assert Path(out[2]).is_relative_to(venv)
+    assert out[3] == "True tracekit._scan"  # the installed scanner reads with its C part
 
 
 _ID = {("summarize", AUTO): "summarize", ("summarize", AUTO, "--format", "json"): "summarize-json",

@@ -277,23 +277,17 @@ class Scanner:
         """``(p, n)``: the first newline ``p`` in ``buf[pos:limit]`` before a line Python must
         look at (-1: none), and ``n`` the newlines in ``buf[pos:p]`` (``buf[pos:limit]``).
 
-        The regex decides; with the C part (:data:`NATIVE`), ``tracekit._scan.scan`` first
-        passes, at memchr speed, the payload lines and the ordinary unwanted envelopes (the same
-        lines the regex skips, or fewer), and the regex is matched only where it stops."""
+        The regex decides; with the C part (:data:`NATIVE`), ``tracekit._scan.scan`` decides
+        the same at memchr speed: it passes the payload lines and the ordinary unwanted
+        envelopes the regex skips, and stops at the rest (a blank line too, which the regex
+        skips: a line looked at in Python that could have been skipped costs time, never a
+        diagnostic, as the every-line path shows)."""
         args = self._native_args
         if args is None:
             m = self._pattern.search(buf, pos, limit)
             p = -1 if m is None else m.start()
             return p, buf.count(b"\n", pos, limit if p < 0 else p)
-        match = self._pattern.match
-        total = 0
-        while True:
-            p, n = _native_scan(buf, pos, limit, *args)
-            total += n
-            if p < 0 or match(buf, p, limit) is not None:
-                return p, total
-            total += 1  # the newline at p, passed after all
-            pos = p + 1
+        return _native_scan(buf, pos, limit, *args)
 
     def set_rank(self, rank: int) -> None:
         self.rank = rank
@@ -572,7 +566,8 @@ class Scanner:
                     p, n = find(buf, pos, limit)
                     if self._watching:
                         self._watch_ranks(buf, pos, limit if p < 0 else p, cursor, cur_line)
-                    # the newlines from cursor to p: the kept entry's lines before pos, n after
+                    # the newlines from cursor to p: those before pos (the entry read last,
+                    # when it went on from the last chunk), n after
                     cur_line += n + (buf.count(b"\n", cursor, pos) if cursor < pos else 0)
                     if p < 0:
                         cursor = limit  # counted to the end of the chunk
@@ -592,10 +587,12 @@ class Scanner:
                         if not last_whole:
                             pend.kind = _BAD  # cut short: reported once, below
                     e = self._finish(pend)
+                    # the newlines in [p, end): p's, the envelope's and the payload's, counted
+                    cur_line += 1 + pend.nlines
+                    cursor = pos = end
                     pend = None
                     if e is not None:
                         yield e
-                    pos = end
             if truncated_file and not judged:  # the last entry is one this scan skips: judge it here
                 last_whole = self._tail_whole(buf, limit)
             cur_line += buf.count(b"\n", cursor, limit)
