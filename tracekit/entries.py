@@ -145,7 +145,11 @@ def decode_entries(
     for raw in scanner.entries(stream):
         try:
             env = ev.decode_envelope(raw.line[raw.start :])
-            etype = raw.entry_type.decode("utf-8")
+            etype = _TYPE_NAMES.get(raw.entry_type)
+            if etype is None:
+                etype = raw.entry_type.decode("utf-8")
+                if len(_TYPE_NAMES) < 256:  # the entry types wanted: a handful
+                    _TYPE_NAMES[raw.entry_type] = etype
             if etype not in env:
                 raise ev.EntryError("bad_json", "entry-type key not found after decoding")
             name = None
@@ -190,8 +194,19 @@ def decode_entries(
         yield Entry(file, raw.lineno, r, cid, etype, name, payload, env, _pid(raw.line))
 
 
+#: Entry types as read (bytes) -> as str.
+_TYPE_NAMES: dict[bytes, str] = {}
+
+
 def _pid(line: bytes) -> int | None:
     """The process id of a glog prefix (``V1202 12:55:04.644000 5659 path:line] ``)."""
+    if line[21:22] == b" ":  # the prefix the scanner checked: the pid is at 22
+        end = line.find(b" ", 22)
+        if end > 22:
+            try:
+                return int(line[22:end])
+            except ValueError:
+                pass
     parts = line.split(b" ", 3)
     try:
         return int(parts[2])
