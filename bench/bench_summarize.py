@@ -11,6 +11,9 @@ a subprocess, interleaved, ``--runs`` times; the best wall time counts. Contende
 
 - ``tracekit``: ``tracekit summarize FILE --format json --output /dev/null`` (default jobs);
 - ``tracekit -j1``: the same with ``--jobs 1`` (one process);
+- ``tracekit no C``: the default command with ``TRACEKIT_NO_NATIVE=1``: the scanner's decisions
+  made by its regex alone, as on an install where the C part (``tracekit/_scan.c``) was not
+  compiled;
 - ``bare loop``: a Python loop that reads the file's lines (binary) and ``orjson.loads`` every
   envelope, nothing else: the floor for any reader that decodes every envelope;
 - ``tlparse``: ``tlparse FILE -o DIR --overwrite --no-browser`` (tlparse 0.4.3, pip package);
@@ -189,6 +192,13 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
                    stdout=subprocess.DEVNULL)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TRACEKIT_NO_NATIVE", None)
+    env_no_c = dict(env, TRACEKIT_NO_NATIVE="1")
+    native = subprocess.run([sys.executable, "-c", "import tracekit.envelopes as e; print(e.NATIVE)"],
+                            env=env, capture_output=True, text=True).stdout.strip()
+    if native != "True":
+        print("tracekit's C part is not built (python setup.py build_ext --inplace): 'tracekit' "
+              "reads with the regex alone", file=sys.stderr)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time counts)")
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_", dir="/tmp"))
     rows = []
@@ -206,6 +216,8 @@ def main() -> None:
                              "--output", "/dev/null"],
                 "tracekit -j1": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format",
                                  "json", "--output", "/dev/null", "--jobs", "1"],
+                "tracekit no C": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format",
+                                  "json", "--output", "/dev/null"],
                 "bare loop": [sys.executable, "-c", BARE_LOOP, str(log)],
                 "python start": [sys.executable, "-c", "pass"],
             }
@@ -217,7 +229,8 @@ def main() -> None:
                 for name, cmd in contenders.items():
                     if name == "tlparse" and i > 0 and best.get(name, (0,))[0] > 60:
                         continue  # one run of a minute-long tlparse is enough
-                    wall, maxrss, tree, rc, cpu = run(cmd, env, args.tlparse_timeout if name == "tlparse" else None)
+                    wall, maxrss, tree, rc, cpu = run(cmd, env_no_c if name == "tracekit no C" else env,
+                                                      args.tlparse_timeout if name == "tlparse" else None)
                     if rc == -9:
                         print(f"  tlparse killed after {wall:.0f} s: its time is a lower bound", file=sys.stderr)
                     shutil.rmtree(work / "tl_out", ignore_errors=True)
@@ -233,7 +246,8 @@ def main() -> None:
                 print(f"  {name:<14}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{cpu:>9.3f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}")
             bare = best["bare loop"][0]
             bare_cpu = best["bare loop"][3]
-            line = (f"  tracekit / bare loop time: {tk / bare:.2f} (<= 0.5 wanted); -j1: "
+            line = (f"  tracekit / bare loop time: {tk / bare:.2f} (<= 0.5 wanted); no C: "
+                    f"{best['tracekit no C'][0] / bare:.2f}; -j1: "
                     f"{best['tracekit -j1'][0] / bare:.2f}; cpu -j1 / bare: {best['tracekit -j1'][3] / bare_cpu:.2f}")
             if "tlparse" in best:
                 line += f"; tracekit throughput / tlparse: {best['tlparse'][0] / tk:.0f}x (>= 100x wanted)"

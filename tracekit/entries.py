@@ -14,6 +14,7 @@ checked, and its payload is MD5-checked when it is kept. Whatever is wrong becom
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +90,15 @@ class PayloadMemo:
         self.__init__(**state)
 
 
+@functools.lru_cache(maxsize=16)
+def _names_and_types(keys: frozenset[tuple[str, str | None]]) -> tuple[frozenset[str], frozenset[str]]:
+    """The artifact names and the other entry types among entry keys (once per key set, not
+    per file)."""
+    return (frozenset(n for t, n in keys if t == "artifact" and n is not None),
+            frozenset(t for t, n in keys if t != "artifact"))
+
+
+@functools.lru_cache(maxsize=16)
 def _on_bytes(pred: Callable[[str, str | None], bool] | None) -> Callable[[bytes, bytes | None], bool] | None:
     """``pred(entry_type, name)`` for the scanner, which has them as bytes."""
     if pred is None:
@@ -136,8 +146,7 @@ def decode_entries(
             selected = want
         want, keys, payload_for = (lambda t, n: True), None, (lambda t, n: True)
     elif keys is not None:
-        names = frozenset(n for t, n in keys if t == "artifact" and n is not None)
-        types = frozenset(t for t, n in keys if t != "artifact")
+        names, types = _names_and_types(keys if isinstance(keys, frozenset) else frozenset(keys))
     scanner = ev.Scanner(report, artifact_names=names, entry_types=types, want=_on_bytes(want),
                          payload_for=_on_bytes(payload_for), on_chunk=on_chunk, rank=rank)
     if scanner_out is not None:

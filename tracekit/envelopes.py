@@ -165,6 +165,20 @@ def _interesting_line_re(
                       + rb")|\n(?!\t))")
 
 
+#: (names, types, payload_for) -> {(entry type, name): (wanted, payload kept)}: what a Scanner
+#: decided of each entry key, shared by the Scanners of every file read the same way.
+_SELECTIONS: dict[tuple, dict[tuple[bytes | None, bytes | None], tuple[bool, bool]]] = {}
+
+
+def _selection(key: tuple) -> dict[tuple[bytes | None, bytes | None], tuple[bool, bool]]:
+    sel = _SELECTIONS.get(key)
+    if sel is None:
+        if len(_SELECTIONS) >= 64:
+            _SELECTIONS.clear()
+        sel = _SELECTIONS[key] = {}
+    return sel
+
+
 @functools.lru_cache(maxsize=16)
 def _sorted(items: frozenset[bytes]) -> tuple[bytes, ...]:
     return tuple(sorted(items))
@@ -240,10 +254,12 @@ class Scanner:
         if want is None:
             names, types = self._names or frozenset(), self._types
             want = lambda etype, name: (etype == b"artifact" and name in names) or etype in types  # noqa: E731
+            # one selection for every file read with the same names and payload_for
+            self._cache = _selection((self._names, self._types, payload_for))
+        else:
+            self._cache = {}
         self._want = want
         self._payload_for = payload_for
-        # (entry type, name) -> (wanted, payload kept)
-        self._cache: dict[tuple[bytes | None, bytes | None], tuple[bool, bool]] = {}
         self.report = report
         self.chunk_size = chunk_size
         self.on_chunk = on_chunk
@@ -695,6 +711,26 @@ def envelope_rank(env: dict[str, Any]) -> int | None:
 
 def compile_id(env: dict[str, Any]) -> str | None:
     """``[!{compiled_autograd_id}/]{frame_id}/{frame_compile_id}[_{attempt}]``, None when absent."""
+    get = env.get
+    frame, fcid, attempt = get("frame_id"), get("frame_compile_id"), get("attempt")
+    if (type(frame) is int and type(fcid) is int and "compiled_autograd_id" not in env
+            and (attempt is None or type(attempt) is int)):  # torch's usual keys: a known id
+        cid = _COMPILE_IDS.get((frame, fcid, attempt))
+        if cid is not None:
+            return cid
+        cid = _compile_id(env)
+        if len(_COMPILE_IDS) >= 1 << 16:
+            _COMPILE_IDS.clear()
+        _COMPILE_IDS[(frame, fcid, attempt)] = cid
+        return cid
+    return _compile_id(env)
+
+
+#: (frame_id, frame_compile_id, attempt) -> compile id (ints only: True is not 1 here).
+_COMPILE_IDS: dict[tuple[int, int, int | None], str | None] = {}
+
+
+def _compile_id(env: dict[str, Any]) -> str | None:
     frame = _opt_int(env, "frame_id")
     fcid = _opt_int(env, "frame_compile_id")
     ca = _opt_int(env, "compiled_autograd_id")

@@ -99,12 +99,9 @@ def read_segment(
                 on_chunk(pos - last[0])
                 last[0] = pos
 
-        def payload_for(etype: str, name: str | None) -> bool:
-            return table[(etype, name)].needs_payload
-
         try:
-            for e in decode_entries(stream, path, diag, keys=table.keys(), on_chunk=progress_cb,
-                                    payload_for=payload_for, rank=rank, scanner_out=scanner_box,
+            for e in decode_entries(stream, path, diag, keys=_keys(parsers), on_chunk=progress_cb,
+                                    payload_for=_payload_for(parsers), rank=rank, scanner_out=scanner_box,
                                     validate_all=validate_all, memo=_memo(parsers)):
                 key = e.key
                 parser = table[key]
@@ -128,6 +125,19 @@ def read_segment(
 @functools.lru_cache(maxsize=8)  # once per parser set, not per file
 def _table(parsers: tuple[EntryParser, ...]) -> dict:
     return by_key(parsers)
+
+
+@functools.lru_cache(maxsize=8)
+def _keys(parsers: tuple[EntryParser, ...]) -> frozenset:
+    return frozenset(_table(parsers))
+
+
+@functools.lru_cache(maxsize=8)
+def _payload_for(parsers: tuple[EntryParser, ...]) -> Callable[[str, str | None], bool]:
+    """Whether the parser of an entry key needs its payload: one function per parser set, so
+    that the Scanners of every file share what they decided of each key."""
+    table = _table(parsers)
+    return lambda etype, name: table[(etype, name)].needs_payload
 
 
 @functools.lru_cache(maxsize=8)
