@@ -67,7 +67,7 @@ from tracekit.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
 from tracekit.pairing import FileResult, GraphSource, SegmentResult, UnbucketedSource, build_file, merge_files
 from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
-from tracekit.segments import Segment, default_jobs, plan, read_segment, read_segments
+from tracekit.segments import Segment, default_jobs, file_segments, read_segment, read_segments
 from tracekit.sources import LogFile, find_logs, rank_from_name
 
 __all__ = ["GraphSource", "StrictError", "UnbucketedSource", "graph_and_unbucketed_sources", "graph_sources",
@@ -135,7 +135,7 @@ def load(
         if progress is not None:
             progress(done, total)
 
-    tasks = [seg for segs in plan(logs, jobs) for seg in segs]
+    tasks = [seg for segs in file_segments(logs, jobs) for seg in segs]
     del logs  # the segments hold the files: read_segments drops each once read
     parts = read_segments(tasks, jobs, tick, progress is not None,
                           validate_all=strict if validate_all is None else validate_all)

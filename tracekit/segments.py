@@ -197,25 +197,28 @@ def segment_bytes(seg: Segment) -> int:
 
 def plan(logs: list[LogFile], jobs: int) -> list[list[Segment]]:
     """The segments of every file: one per file, or ``jobs`` for a large uncompressed one."""
-    out: list[list[Segment]] = []
+    return list(file_segments(logs, jobs))
+
+
+def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
+    """:func:`plan`, one file's segments at a time."""
     for lg in logs:
         k = min(jobs, lg.size // (SPLIT_MIN_BYTES // 2)) if lg.size >= SPLIT_MIN_BYTES else 1
         if k <= 1:
-            out.append([Segment(lg)])
+            yield [Segment(lg)]
             continue
         try:
             with open(lg.path, "rb") as f:
                 if f.read(2) == GZIP_MAGIC:
-                    out.append([Segment(lg)])
+                    yield [Segment(lg)]
                     continue
                 rank = first_rank(f)
                 cuts = sorted({_boundary(f, lg.size * i // k, lg.size) for i in range(1, k)})
         except OSError:
-            out.append([Segment(lg)])
+            yield [Segment(lg)]
             continue
         edges = [0] + [c for c in cuts if 0 < c < lg.size] + [None]
-        out.append([Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])])
-    return out
+        yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])]
 
 
 def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all: bool) -> Iterator[SegmentResult]:
