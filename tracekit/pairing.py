@@ -50,8 +50,8 @@ from tracekit.parsers import (
     EntryParser,
     Estimation,
     Outcome,
-    by_key,
     final_schedule,
+    key_table,
 )
 from tracekit.sources import LogFile
 
@@ -361,7 +361,7 @@ def build_file(
     ``sink`` receives the file's :class:`GraphSource` values, with their symbol hints, once the
     whole file is applied; ``unbucketed_sink`` its :class:`UnbucketedSource` values (when the
     parsers read schedules)."""
-    table = by_key(parsers)
+    table = key_table(parsers)
     diag = Diagnostics()
     b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None)
     b.rank = next((p.rank for p in parts if p.rank is not None), log.rank_hint)
