@@ -552,19 +552,26 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
             interner.graph(g)
         interner.rank_lists(r)  # (a later file of the rank makes new lists: never changes these)
-    ranks = {k: m.rank for k, m in merging.items()}
-    del merging
-    if None in ranks and len(ranks) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
-        for path in ranks.pop(None).files:
+    if None in merging and len(merging) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
+        for path in merging.pop(None).rank.files:
             diagnostics.add("unknown_rank", path, 0,
                             "neither its entries nor its name give a rank; left out of the "
-                            f"{len(ranks)} ranks (it cannot be compared with them)")
+                            f"{len(merging)} ranks (it cannot be compared with them)")
             unplaced.append(path)
         duplicated.discard(None)
-    order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
-    dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
-    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup,
+    ranks = [merging[k].rank for k in _rank_order(merging)]
+    del merging
+    return Run(paths=list(paths), ranks=ranks, diagnostics=diagnostics, duplicated=_rank_order(duplicated),
                unplaced=unplaced)
+
+
+def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:
+    """Ranks in order, the rank-less one (None) last (ints sorted as such: no key a rank)."""
+    ranks = list(ranks)
+    out: list[int | None] = sorted(r for r in ranks if r is not None)
+    if len(out) < len(ranks):
+        out.append(None)
+    return out
 
 
 def _same_bytes(a: str, b: str) -> bool:
