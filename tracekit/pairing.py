@@ -35,7 +35,6 @@ segments, see :mod:`tracekit.segments`) and :func:`merge_files` merges files int
 
 from __future__ import annotations
 
-import dataclasses
 import filecmp
 import os
 import re
@@ -51,8 +50,8 @@ from tracekit.parsers import (
     EntryParser,
     Estimation,
     Outcome,
-    by_key,
     final_schedule,
+    key_table,
 )
 from tracekit.sources import LogFile
 
@@ -362,7 +361,7 @@ def build_file(
     ``sink`` receives the file's :class:`GraphSource` values, with their symbol hints, once the
     whole file is applied; ``unbucketed_sink`` its :class:`UnbucketedSource` values (when the
     parsers read schedules)."""
-    table = by_key(parsers)
+    table = key_table(parsers)
     diag = Diagnostics()
     b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None)
     b.rank = next((p.rank for p in parts if p.rank is not None), log.rank_hint)
@@ -416,16 +415,23 @@ def unplaceable_rank(path: str, diag: Diagnostics) -> str | None:
     return None
 
 
-def another_run(first: FileResult, other: FileResult) -> str | None:
+def another_run(first: FileResult | _Merging, other: FileResult) -> str | None:
     """Why ``other``, a second file of ``first``'s rank, is another run of the job (and must
-    not be merged), or None when it continues the same one (a log split across files)."""
-    if first.pids and other.pids and first.pids.isdisjoint(other.pids):
-        return f"written by another process: pid {min(other.pids)}, not {min(first.pids)}"
+    not be merged), or None when it continues the same one (a log split across files).
+    ``first``: the rank's first file, or what the merge kept of it (:class:`_Merging`)."""
+    mine = _pid_set(first.pids)
+    if mine and other.pids and mine.isdisjoint(other.pids):
+        return f"written by another process: pid {min(other.pids)}, not {min(mine)}"
     if first.torch_version and other.torch_version and first.torch_version != other.torch_version:
         return f"another torch: {other.torch_version}, not {first.torch_version}"
     if other.first_compile_id is not None and other.first_compile_id == first.first_compile_id:
         return f"its compile ids start again at {other.first_compile_id}"
     return None
+
+
+def _pid_set(pids: int | frozenset[int]) -> frozenset[int]:
+    """The pids :class:`_Merging` keeps (an int for one process, the usual case) as a set."""
+    return frozenset((pids,)) if isinstance(pids, int) else pids
 
 
 class _Interner:
@@ -441,9 +447,14 @@ class _Interner:
         return self._seen.setdefault(key, value)
 
     def rank_lists(self, r: Rank) -> None:
-        """The rank's compile-id and cache-event lists (once all its files are merged)."""
+        """The rank's compile-id and cache-event lists, its torch version, and its list of
+        schedules without outcome when it is empty (as each of its files is merged)."""
         r.compile_ids = self.share(("compile_ids", *r.compile_ids), r.compile_ids)
         r.cache_events = self.share(("cache", *map(tuple, r.cache_events)), r.cache_events)
+        if r.torch_version is not None:
+            r.torch_version = self.share(("torch", r.torch_version), r.torch_version)
+        if not r.schedules_without_outcome:
+            r.schedules_without_outcome = self.share(("no_schedules",), r.schedules_without_outcome)
 
     def graph(self, g: Graph) -> None:
         """The graph's values (once its file is merged: its final's position is known)."""
@@ -466,15 +477,21 @@ class _Interner:
             g.final = self.share(key, f)
 
 
-_NO_DIAGNOSTICS = Diagnostics()
+@dataclass(slots=True)
+class _Merging:
+    """One rank while the files are merged: its :class:`Rank`, and what a later file of the
+    rank is checked against (:func:`another_run`: its first file's pids, first compile id and
+    torch version) and continued from. Kept for every rank until the merge ends (100,000 rank
+    logs), so small: one pid is an int, not a set; the post-grad positions of a rank of one
+    file are a tuple shared between ranks; next graph indices are made only when a second
+    file comes (a rank's first file starts them at 0)."""
 
-
-def _marks(res: FileResult) -> FileResult:
-    """What :func:`another_run` and the ``duplicate_rank`` message need of a rank's first file,
-    kept until the merge ends: its scalars, without its graphs and lists (100,000 rank logs
-    would otherwise hold every file's whole result: about 2 KB each)."""
-    return dataclasses.replace(res, graphs=[], diagnostics=_NO_DIAGNOSTICS, schedules_without_outcome=[],
-                               compile_ids=[], cache_events=[], positions={})
+    rank: Rank
+    pids: int | frozenset[int]
+    first_compile_id: str | None
+    torch_version: str | None
+    positions: tuple[tuple[str, int], ...] | dict[str, int]  # positions started per compile id
+    next_index: dict[str, int] | None = None  # next graph index per compile id, from the 2nd file
 
 
 def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
@@ -487,12 +504,9 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     whose name says another rank than its entries is a ``rank_mismatch`` diagnostic (the
     entries win)."""
 
-    ranks: dict[int | None, Rank] = {}
-    firsts: dict[int | None, FileResult] = {}
-    next_index: dict[int | None, dict[str, int]] = {}
+    merging: dict[int | None, _Merging] = {}
     duplicated: set[int | None] = set()
     interner = _Interner()
-    next_position: dict[int | None, dict[str, int]] = {}
     unplaced: list[str] = []
     for res in results:
         if (res.readable and not res.entries and not res.graphs and res.diagnostics.total
@@ -502,7 +516,8 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                             + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""))
             unplaced.append(res.path)
             continue
-        diagnostics.merge(res.diagnostics)
+        if res.diagnostics.counts:
+            diagnostics.merge(res.diagnostics)
         if not res.readable:
             continue
         if res.rank is None and res.bad_rank is not None:
@@ -512,52 +527,51 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         if res.rank is not None and res.name_rank is not None and res.rank != res.name_rank:
             diagnostics.add("rank_mismatch", res.path, 0,
                             f"the entries say rank {res.rank}, the file name rank {res.name_rank}")
-        r = ranks.get(res.rank)
-        if r is None:
-            r = ranks[res.rank] = Rank(rank=res.rank)
-            next_index[res.rank] = {}
-            next_position[res.rank] = {}
-            firsts[res.rank] = _marks(res)
+        m = merging.get(res.rank)
+        if m is None:
+            r = Rank(res.rank, [res.path], list(res.graphs), res.compiled_graphs, res.cache_hits, res.compiles,
+                     res.torch_version, res.schedules_without_outcome, res.compile_ids, res.cache_events)
+            pids = next(iter(res.pids)) if len(res.pids) == 1 else res.pids
+            positions = tuple(res.positions.items())
+            merging[res.rank] = _Merging(r, pids, res.first_compile_id, res.torch_version,
+                                         interner.share(("positions", positions), positions))
         else:
-            why = another_run(firsts[res.rank], res)
-            if why is not None and _same_bytes(firsts[res.rank].path, res.path):
-                diagnostics.add("copied_file", res.path, 0,
-                                f"a byte-identical copy of {firsts[res.rank].path}: read once")
+            r = m.rank
+            why = another_run(m, res)
+            if why is not None and _same_bytes(r.files[0], res.path):
+                diagnostics.add("copied_file", res.path, 0, f"a byte-identical copy of {r.files[0]}: read once")
                 continue
             if why is not None:
                 who = "-" if res.rank is None else res.rank
                 diagnostics.add("duplicate_rank", res.path, 0,
-                                f"rank {who} is also in {firsts[res.rank].path}; this file is another run "
+                                f"rank {who} is also in {r.files[0]}; this file is another run "
                                 f"({why}): not merged")
                 duplicated.add(res.rank)
                 continue
-        r.files.append(res.path)
-        r.compiled_graphs += res.compiled_graphs
-        r.cache_hits += res.cache_hits
-        r.compiles += res.compiles
-        if r.torch_version is None:
-            r.torch_version = res.torch_version
-        offsets = next_index[res.rank]
-        base = dict(offsets)
-        for g in res.graphs:
-            g.graph_index += base.get(g.compile_id, 0)
-            offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
-            r.graphs.append(g)
-        _continue_positions(r, res, next_position[res.rank])
+            _continue_rank(m, res)
         for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
             interner.graph(g)
         interner.rank_lists(r)  # (a later file of the rank makes new lists: never changes these)
-    if None in ranks and len(ranks) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
-        for path in ranks.pop(None).files:
+    if None in merging and len(merging) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
+        for path in merging.pop(None).rank.files:
             diagnostics.add("unknown_rank", path, 0,
                             "neither its entries nor its name give a rank; left out of the "
-                            f"{len(ranks)} ranks (it cannot be compared with them)")
+                            f"{len(merging)} ranks (it cannot be compared with them)")
             unplaced.append(path)
         duplicated.discard(None)
-    order = sorted(ranks, key=lambda k: (k is None, -1 if k is None else k))
-    dup = sorted(duplicated, key=lambda k: (k is None, -1 if k is None else k))
-    return Run(paths=list(paths), ranks=[ranks[k] for k in order], diagnostics=diagnostics, duplicated=dup,
+    ranks = [merging[k].rank for k in _rank_order(merging)]
+    del merging
+    return Run(paths=list(paths), ranks=ranks, diagnostics=diagnostics, duplicated=_rank_order(duplicated),
                unplaced=unplaced)
+
+
+def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:
+    """Ranks in order, the rank-less one (None) last (ints sorted as such: no key a rank)."""
+    ranks = list(ranks)
+    out: list[int | None] = sorted(r for r in ranks if r is not None)
+    if len(out) < len(ranks):
+        out.append(None)
+    return out
 
 
 def _same_bytes(a: str, b: str) -> bool:
@@ -568,16 +582,34 @@ def _same_bytes(a: str, b: str) -> bool:
         return False
 
 
-def _continue_positions(r: Rank, res: FileResult, offsets: dict[str, int]) -> None:
-    """Add one file's schedules, compile ids and cache events to its rank, post-grad positions
-    continued after those of the rank's earlier files."""
-    finals = [g.final for g in res.graphs if g.final is not None] + res.schedules_without_outcome
-    for f in finals:
-        f.position += offsets.get(f.compile_id, 0)
+def _continue_rank(m: _Merging, res: FileResult) -> None:
+    """Add a later file of a rank to it: counters, graphs (graph indices continued after those
+    of the rank's earlier files, per compile id), schedules (post-grad positions continued),
+    compile ids (each once) and cache events."""
+    r = m.rank
+    r.files.append(res.path)
+    r.compiled_graphs += res.compiled_graphs
+    r.cache_hits += res.cache_hits
+    r.compiles += res.compiles
+    if r.torch_version is None:
+        r.torch_version = res.torch_version
+    offsets = m.next_index
+    if offsets is None:  # the rank's second file: its first file's graphs say where they end
+        offsets = m.next_index = {}
+        for g in r.graphs:
+            offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
+    base = dict(offsets)
+    for g in res.graphs:
+        g.graph_index += base.get(g.compile_id, 0)
+        offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
+        r.graphs.append(g)
+    positions = m.positions = dict(m.positions)
+    for f in [g.final for g in res.graphs if g.final is not None] + res.schedules_without_outcome:
+        f.position += positions.get(f.compile_id, 0)
     for cid, n in res.positions.items():
-        offsets[cid] = offsets.get(cid, 0) + n
-    r.schedules_without_outcome += res.schedules_without_outcome
-    seen = set(r.compile_ids)
+        positions[cid] = positions.get(cid, 0) + n
     # new lists, never += : a rank's lists may be shared with other ranks (the interner)
+    r.schedules_without_outcome = r.schedules_without_outcome + res.schedules_without_outcome
+    seen = set(r.compile_ids)
     r.compile_ids = r.compile_ids + [c for c in res.compile_ids if c not in seen]
     r.cache_events = r.cache_events + res.cache_events

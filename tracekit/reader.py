@@ -65,9 +65,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tracekit.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
-from tracekit.pairing import FileResult, GraphSource, UnbucketedSource, build_file, merge_files
+from tracekit.pairing import FileResult, GraphSource, SegmentResult, UnbucketedSource, build_file, merge_files
 from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
-from tracekit.segments import Segment, default_jobs, plan, read_segment, read_segments
+from tracekit.segments import Segment, default_jobs, file_segments, read_segment, read_segments
 from tracekit.sources import LogFile, find_logs, rank_from_name
 
 __all__ = ["GraphSource", "StrictError", "UnbucketedSource", "graph_and_unbucketed_sources", "graph_sources",
@@ -135,13 +135,18 @@ def load(
         if progress is not None:
             progress(done, total)
 
-    segments = plan(logs, jobs)
-    parts = read_segments([seg for segs in segments for seg in segs], jobs, tick, progress is not None,
+    tasks = [seg for segs in file_segments(logs, jobs) for seg in segs]
+    del logs  # the segments hold the files: read_segments drops each once read
+    parts = read_segments(tasks, jobs, tick, progress is not None,
                           validate_all=strict if validate_all is None else validate_all)
 
     def files() -> Iterator[FileResult]:
-        for lg, segs in zip(logs, segments):
-            yield build_file(lg, [next(parts) for _ in segs], SUMMARY_PARSERS)
+        done: list[SegmentResult] = []
+        for seg, part in parts:
+            done.append(part)
+            if seg.end is None:  # the file's last segment
+                yield build_file(seg.log, done, SUMMARY_PARSERS)
+                done = []
 
     run = merge_files(paths_given, files(), diagnostics)
     check_world(run)

@@ -80,19 +80,36 @@ def _at(seq: Sequence[Any] | None, i: int | None, as_value: Callable[[Any], Any]
     return None if seq is None or i is None or i >= len(seq) else as_value(seq[i])
 
 
+def _same_values(ranks: list[Rank], key: Callable[[Rank], Any],
+                 value: Callable[[Rank], Any]) -> list[tuple[list[int | None], Any]]:
+    """``(ranks, value)`` for the ranks whose ``key`` is the same (identities of the values
+    :mod:`tracekit.pairing` shares between ranks: 100,000 ranks of one model are a few
+    keys), ``value`` made once for each, in the order of their first rank."""
+    out: dict[Any, tuple[list[int | None], Any]] = {}
+    for r in ranks:
+        k = key(r)
+        hit = out.get(k)
+        if hit is None:
+            out[k] = ([r.rank], value(r))
+        else:
+            hit[0].append(r.rank)
+    return list(out.values())
+
+
 def _diverging_groups(
-    values: list[tuple[int | None, Any]], as_value: Callable[[Any], Any]
+    values: list[tuple[list[int | None], Any]], as_value: Callable[[Any], Any]
 ) -> list[dict[str, Any]]:
-    """Ranks grouped by their sequence (``values``: (rank, list or None)); one item per group
-    that is not the majority's: ranks, majority ranks, first differing position, both values
-    there (``as_value`` makes an entry JSON-able; None past the end) and both lengths.
-    ``majority`` is False when no group is larger than every other: ``majority_ranks`` is then
-    the group of the lowest rank, compared with, not blamed, and ``groups`` names every group."""
+    """Ranks grouped by their sequence (``values``: (ranks, list or None), in the order of
+    their first rank: :func:`_same_values`); one item per group that is not the majority's:
+    ranks, majority ranks, first differing position, both values there (``as_value`` makes an
+    entry JSON-able; None past the end) and both lengths. ``majority`` is False when no group
+    is larger than every other: ``majority_ranks`` is then the group of the lowest rank,
+    compared with, not blamed, and ``groups`` names every group."""
     groups: dict[Any, list[int | None]] = {}
     seqs: dict[Any, Any] = {}
-    for rank, seq in values:
+    for ranks, seq in values:
         k = None if seq is None else tuple(tuple(x) if isinstance(x, list) else x for x in seq)
-        groups.setdefault(k, []).append(rank)
+        groups.setdefault(k, []).extend(ranks)
         seqs.setdefault(k, seq)
     if len(groups) < 2:
         return []
@@ -136,7 +153,8 @@ def schedule_divergence(run: Run) -> list[dict[str, Any]]:
     be matched (:func:`tracekit.parsers.final_schedule`)."""
     if len(run.ranks) < 2:
         return []
-    finals = [(r.rank, rank_finals(r)) for r in run.ranks]
+    # ranks whose graphs run the same (shared) final schedules: their finals are made once
+    finals = _same_values(run.ranks, _finals_key, rank_finals)
     order: dict[str, int] = {}
     for _, fs in finals:
         for cid, _pos in fs:
@@ -144,11 +162,17 @@ def schedule_divergence(run: Run) -> list[dict[str, Any]]:
     keys = sorted({k for _, fs in finals for k in fs}, key=lambda k: (order[k[0]], k[1]))
     items = []
     for cid, pos in keys:
-        values = [(rank, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence())
-                  for rank, fs in finals]
+        values = [(ranks, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence())
+                  for ranks, fs in finals]
         for it in _diverging_groups(values, _entry):
             items.append({"compile_id": cid, "graph_index": pos} | it)
     return items
+
+
+def _finals_key(rank: Rank) -> tuple:
+    """What :func:`rank_finals` makes a rank's finals from, by identity: ranks with the same
+    key have the same finals (the objects are the rank's own, alive while the Run is)."""
+    return (tuple(id(g.final) for g in rank.graphs), tuple(map(id, rank.schedules_without_outcome)))
 
 
 def compile_divergence(run: Run) -> list[dict[str, Any]]:
@@ -166,6 +190,7 @@ def compile_divergence(run: Run) -> list[dict[str, Any]]:
         ("compile_ids", lambda r: r.compile_ids, lambda x: x),
         ("cache", lambda r: r.cache_events, lambda x: {"compile_id": x[0], "state": x[1]}),
     ):
-        for it in _diverging_groups([(r.rank, list(get(r))) for r in run.ranks], as_value):
+        same = _same_values(run.ranks, lambda r, get=get: id(get(r)), lambda r, get=get: list(get(r)))
+        for it in _diverging_groups(same, as_value):
             items.append({"what": what} | it)
     return items

@@ -30,14 +30,14 @@ SPLIT_MIN_BYTES = 64 << 20
 _BOUNDARY_RE = re.compile(rb"\n[^\t]")
 
 
-@dataclass
+@dataclass(slots=True)
 class Segment:
     """A byte range of one file, the unit of work of :func:`read_segments` (a whole file, or a
     part of a large uncompressed one: it starts at a line that does not start with a tab)."""
 
     log: LogFile
     start: int = 0
-    end: int | None = None  # None: to the end of the file
+    end: int | None = None  # None: to the end of the file (the file's last segment)
     rank: int | None = None  # the file's rank when known in advance
 
 
@@ -214,25 +214,28 @@ def segment_bytes(seg: Segment) -> int:
 
 def plan(logs: list[LogFile], jobs: int) -> list[list[Segment]]:
     """The segments of every file: one per file, or ``jobs`` for a large uncompressed one."""
-    out: list[list[Segment]] = []
+    return list(file_segments(logs, jobs))
+
+
+def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
+    """:func:`plan`, one file's segments at a time."""
     for lg in logs:
         k = min(jobs, lg.size // (SPLIT_MIN_BYTES // 2)) if lg.size >= SPLIT_MIN_BYTES else 1
         if k <= 1:
-            out.append([Segment(lg)])
+            yield [Segment(lg)]
             continue
         try:
             with open(lg.path, "rb") as f:
                 if f.read(2) == GZIP_MAGIC:
-                    out.append([Segment(lg)])
+                    yield [Segment(lg)]
                     continue
                 rank = first_rank(f)
                 cuts = sorted({_boundary(f, lg.size * i // k, lg.size) for i in range(1, k)})
         except OSError:
-            out.append([Segment(lg)])
+            yield [Segment(lg)]
             continue
         edges = [0] + [c for c in cuts if 0 < c < lg.size] + [None]
-        out.append([Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])])
-    return out
+        yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])]
 
 
 def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all: bool) -> Iterator[SegmentResult]:
@@ -303,21 +306,29 @@ PARALLEL_MIN_BYTES = SPLIT_MIN_BYTES
 BATCH_BYTES = 8 << 20
 
 
-def _batches(tasks: list[Segment], jobs: int) -> list[list[Segment]]:
-    """Consecutive segments in batches of up to ``min(BATCH_BYTES, total / (8 * jobs))`` bytes
-    and ``_POOL_WINDOW / (2 * jobs)`` segments (at least one each): few messages, and enough
-    batches to keep every worker busy within the window."""
+def _batch_lengths(tasks: list[Segment], jobs: int) -> list[int]:
+    """How many consecutive segments each batch takes: up to ``min(BATCH_BYTES, total / (8 *
+    jobs))`` bytes and ``_POOL_WINDOW / (2 * jobs)`` segments (at least one each): few
+    messages, and enough batches to keep every worker busy within the window."""
     target = min(BATCH_BYTES, sum(segment_bytes(seg) for seg in tasks) // (8 * jobs))
     most = max(1, _POOL_WINDOW // (2 * jobs))
-    out: list[list[Segment]] = []
+    out: list[int] = []
     size = 0
     for seg in tasks:
-        if not out or size >= target or len(out[-1]) >= most:
-            out.append([])
+        if not out or size >= target or out[-1] >= most:
+            out.append(0)
             size = 0
-        out[-1].append(seg)
+        out[-1] += 1
         size += segment_bytes(seg)
     return out
+
+
+def _drain(tasks: list[Segment]) -> Iterator[Segment]:
+    """The segments of ``tasks`` in order, each taken out of the list as it is handed out (the
+    list is empty at the end): the plan of 100,000 files is freed as it is read."""
+    tasks.reverse()
+    while tasks:
+        yield tasks.pop()
 
 
 def _read_batch(segs: list[Segment], validate_all: bool) -> list[SegmentResult]:
@@ -327,43 +338,52 @@ def _read_batch(segs: list[Segment], validate_all: bool) -> list[SegmentResult]:
 def read_segments(
     tasks: list[Segment], jobs: int, tick: Callable[[int], None], progress: bool = False,
     validate_all: bool = False,
-) -> Iterator[SegmentResult]:
-    """Every segment's result, in order, read with up to ``jobs`` processes; ``tick(bytes)``
-    after each segment (``progress``: also per chunk, when reading in this process). A
-    generator: results are used (and dropped) as they come."""
-    if jobs == 1 or len(tasks) <= 1 or sum(segment_bytes(seg) for seg in tasks) < PARALLEL_MIN_BYTES:
-        for seg in tasks:
-            yield read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
+) -> Iterator[tuple[Segment, SegmentResult]]:
+    """Every segment with its result, in order, read with up to ``jobs`` processes;
+    ``tick(bytes)`` after each segment (``progress``: also per chunk, when reading in this
+    process). A generator: results are used (and dropped) as they come, and ``tasks`` is
+    emptied as it is read (its segments are dropped once read)."""
+    nbytes = sum(segment_bytes(seg) for seg in tasks)
+    if jobs == 1 or len(tasks) <= 1 or nbytes < PARALLEL_MIN_BYTES:
+        for seg in _drain(tasks):
+            yield seg, read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
         return
     if len(tasks) <= jobs and hasattr(os, "fork"):
-        yield from _read_forked(tasks, tick, validate_all)
+        few = list(_drain(tasks))
+        yield from zip(few, _read_forked(few, tick, validate_all))
         return
     import multiprocessing
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-    batches = _batches(tasks, jobs)
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=ctx, initializer=_ignore_sigint)
+    lengths = _batch_lengths(tasks, jobs)
+    segs = _drain(tasks)
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(lengths)), mp_context=ctx, initializer=_ignore_sigint)
     try:
         pending: deque = deque()
         held = 0  # segments handed to the pool and not yet yielded
-        it = iter(batches)
-        for batch in it:
+        it = iter(lengths)
+
+        def submit(n: int) -> None:
+            nonlocal held
+            batch = [next(segs) for _ in range(n)]
             pending.append((batch, pool.submit(_read_batch, batch, validate_all)))
-            held += len(batch)
+            held += n
+
+        for n in it:
+            submit(n)
             if held >= _POOL_WINDOW:
                 break
         while pending:
             batch, fut = pending.popleft()
             held -= len(batch)
             while held < _POOL_WINDOW:
-                nxt = next(it, None)
-                if nxt is None:
+                n = next(it, None)
+                if n is None:
                     break
-                pending.append((nxt, pool.submit(_read_batch, nxt, validate_all)))
-                held += len(nxt)
-            yield from fut.result()
+                submit(n)
+            yield from zip(batch, fut.result())
             tick(sum(segment_bytes(seg) for seg in batch))
     except BaseException:  # Ctrl-C, or the consumer gone: stop the workers now, wait for none
         for proc in list((getattr(pool, "_processes", None) or {}).values()):

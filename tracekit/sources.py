@@ -17,6 +17,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -30,8 +31,10 @@ _ANY_LOG_RE = re.compile(r".*\.log(\.gz)?$")
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogFile:
+    """A log file to read (100,000 rank logs are as many of these, so slots: no ``__dict__``)."""
+
     path: str
     size: int  # bytes on disk (compressed size for .gz), for progress
     rank_hint: int | None  # the N of ``..._rank_N_...`` in the name, if any
@@ -58,34 +61,56 @@ def _not_a_file(path: str) -> str:
     return "not a regular file"
 
 
-def _dir_entries(directory: str, diagnostics: Diagnostics | None = None) -> list[os.DirEntry]:
-    """The log files of a directory, in reading order, as :class:`os.DirEntry` values (one
-    ``scandir``: no ``stat`` per file just to tell regular files apart, 100,000 ranks are
-    100,000 files)."""
+def _dir_names(directory: str, diagnostics: Diagnostics | None = None) -> tuple[list[str], set[str]]:
+    """The names of a directory's log files, in reading order, and those of them that are
+    symlinks (or may be). One ``scandir``, no ``stat`` (the entries' types tell regular files
+    apart), and only names are kept, never the entries: 100,000 ranks are 100,000 files, and
+    what is made here while they are listed must stay small next to what reading them keeps."""
+    regular: list[str] = []
+    links: set[str] = set()
+    odd: list[tuple[str, str]] = []  # (name, path) named like a trace log, not a regular file
     try:
         with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
+            for e in it:
+                if _is_file(e):
+                    regular.append(e.name)
+                    if _is_link(e):
+                        links.add(e.name)
+                elif diagnostics is not None and _TRACE_FILE_RE.search(e.name):
+                    odd.append((e.name, e.path))
     except OSError:
-        return []
-    files = [e for e in entries if _is_file(e)]
-    ranked = []
-    other = []
-    for e in files:
-        m = _RANK_FILE_RE.search(e.name)
-        if m:
-            ranked.append((int(m.group(1)), e.name, e))
-        elif _TRACE_FILE_RE.search(e.name):
-            other.append(e)
-    ranked.sort(key=lambda x: x[:2])
-    chosen = [e for _, _, e in ranked] + other or [e for e in files if _ANY_LOG_RE.match(e.name)]
-    if diagnostics is not None:
-        # entries named like trace logs that are not regular files: dangling symlinks, symlink
-        # loops, directories, FIFOs (reported, never opened)
-        regular = {e.name for e in files}
-        for e in entries:
-            if _TRACE_FILE_RE.search(e.name) and e.name not in regular:
-                diagnostics.add("unreadable_file", e.path, 0, _not_a_file(e.path))
-    return chosen
+        return [], set()
+    regular.sort()
+    ranked: list[str] = []
+    other: list[str] = []
+    for n in regular:
+        if _RANK_FILE_RE.search(n):
+            ranked.append(n)
+        elif _TRACE_FILE_RE.search(n):
+            other.append(n)
+    ranked.sort(key=_name_rank)  # stable: by rank, then by name
+    chosen = ranked + other or [n for n in regular if _ANY_LOG_RE.match(n)]
+    # entries named like trace logs that are not regular files: dangling symlinks, symlink
+    # loops, directories, FIFOs (reported, never opened)
+    for _name, path in sorted(odd):
+        diagnostics.add("unreadable_file", path, 0, _not_a_file(path))
+    return chosen, links
+
+
+def _name_rank(name: str) -> int:
+    return int(_RANK_FILE_RE.search(name).group(1))
+
+
+def _dir_files(directory: str, names: list[str], links: set[str]) -> Iterator[tuple[str, str | None]]:
+    """``(path, real path)`` of each named file of ``directory`` (the real path None for a
+    symlink: it is resolved by the caller). A file that is not a symlink is its real
+    directory's + its name: its path itself when the directory is given as its real path, so
+    no second string is made for each of 100,000 files."""
+    real_dir = os.path.realpath(directory)
+    as_given = os.path.join(real_dir, "x") == os.path.join(directory, "x")
+    for n in names:
+        f = os.path.join(directory, n)
+        yield f, None if n in links else f if as_given else os.path.join(real_dir, n)
 
 
 def _is_file(entry: os.DirEntry) -> bool:
@@ -102,10 +127,6 @@ def _is_link(entry: os.DirEntry) -> bool:
         return True  # resolved the slow way
 
 
-def _dir_logs(directory: str, diagnostics: Diagnostics | None = None) -> list[str]:
-    return [e.path for e in _dir_entries(directory, diagnostics)]
-
-
 def _no_logs_detail(directory: str) -> str:
     """Why a directory gave no logs, naming subdirectories that do hold some (one level is read:
     a folder of runs is given run by run)."""
@@ -113,7 +134,7 @@ def _no_logs_detail(directory: str) -> str:
         subdirs = sorted(n for n in os.listdir(directory) if os.path.isdir(os.path.join(directory, n)))
     except OSError:
         subdirs = []
-    with_logs = [n for n in subdirs if _dir_logs(os.path.join(directory, n))]
+    with_logs = [n for n in subdirs if _dir_names(os.path.join(directory, n))[0]]
     if not with_logs:
         return "directory holds no .log or .log.gz file"
     shown = ", ".join(with_logs[:5]) + (", ..." if len(with_logs) > 5 else "")
@@ -125,32 +146,29 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[LogFile] = []
-    seen: set[str] = set()
+    seen: set[str] = set()  # real paths
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
-            entries = _dir_entries(p, diagnostics)
-            if not entries:
+            names, links = _dir_names(p, diagnostics)
+            if not names:
                 diagnostics.add("no_log_files", p, 0, _no_logs_detail(p))
-            real_dir = os.path.realpath(p)
-            # the real path of a file that is not a symlink is its real directory's, + its name
-            files = [(e.path, e, None if _is_link(e) else os.path.join(real_dir, e.name))
-                     for e in entries]
+            files: Iterable[tuple[str, str | None]] = _dir_files(p, names, links)
         elif os.path.isfile(p):
-            files = [(p, None, None)]
+            files = [(p, None)]
         elif os.path.exists(p) or os.path.islink(p):  # a FIFO (open could block), a device...
             diagnostics.add("unreadable_file", p, 0, _not_a_file(p))
             files = []
         else:
             diagnostics.add("unreadable_file", p, 0, "no such file or directory")
             files = []
-        for f, entry, key in files:
+        for f, key in files:
             key = key or os.path.realpath(f)
             if key in seen:
                 continue
             seen.add(key)
             try:
-                size = entry.stat().st_size if entry is not None else os.path.getsize(f)
+                size = os.stat(f).st_size
             except OSError:
                 size = 0
             out.append(LogFile(path=f, size=size, rank_hint=rank_from_name(f)))
