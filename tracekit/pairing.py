@@ -438,7 +438,8 @@ class _Interner:
     """Shares equal values between ranks once a Run is merged: at 8,192 ranks of one model,
     memory grows with the distinct outcomes, not with ranks x collectives. The shared values
     (size lists, collective counts, FSDP groups, final schedules, compile-id and cache-event
-    lists) are read-only: the model's users copy one before they change it."""
+    lists, empty lists of schedules without outcome) are read-only: the model's users copy one
+    before they change it."""
 
     def __init__(self) -> None:
         self._seen: dict[Any, Any] = {}
