@@ -23,13 +23,18 @@ SRC = next((FIXTURE_LOGS / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*
 NAMES = frozenset(n for t, n in by_key(SUMMARY_PARSERS) if t == "artifact")
 
 
-def test_one_regex_compiled_for_sixteen_ranks(tmp_path):
+@pytest.mark.parametrize("native", [False, True])
+def test_one_regex_compiled_for_sixteen_ranks(tmp_path, monkeypatch, native):
+    if native and ev._native_scan is None:
+        pytest.skip("the C part is not built")
+    monkeypatch.setattr(ev, "NATIVE", native)
     make_ranks.make_ranks(tmp_path, 16, small=True)
     ev._interesting_line_re.cache_clear()
     run = tracekit.load([tmp_path], jobs=1)
     assert [r.rank for r in run.ranks] == list(range(16)) and run.diagnostics.total == 0
-    # one pattern until a file's rank is known, one for any rank after: not one per rank
-    assert ev._interesting_line_re.cache_info().misses == 2
+    # the regex alone: one pattern until a file's rank is known, one for any rank after, not
+    # one per rank; with the C loop, none at all
+    assert ev._interesting_line_re.cache_info().misses == (0 if native else 2)
 
 
 def _other_rank_log() -> tuple[bytes, list[int]]:

@@ -76,6 +76,7 @@ def read_segment(
     ones (see :func:`tracekit.entries.decode_entries`)."""
     path = seg.log.path
     table = _table(parsers)
+    canonical = _canonical_keys(parsers)
     diag = Diagnostics()
     events: list[Event] = []
     pids: set[int] = set()
@@ -103,8 +104,8 @@ def read_segment(
             for e in decode_entries(stream, path, diag, keys=_keys(parsers), on_chunk=progress_cb,
                                     payload_for=_payload_for(parsers), rank=rank, scanner_out=scanner_box,
                                     validate_all=validate_all, memo=_memo(parsers)):
-                key = e.key
-                parser = table[key]
+                key = canonical[e.key]  # one key object a kind, not one per event (a dense log holds
+                parser = table[key]  # hundreds of thousands of events until its file is built)
                 if e.pid is not None:
                     pids.add(e.pid)
                 try:
@@ -125,6 +126,12 @@ def read_segment(
 @functools.lru_cache(maxsize=8)  # once per parser set, not per file
 def _table(parsers: tuple[EntryParser, ...]) -> dict:
     return by_key(parsers)
+
+
+@functools.lru_cache(maxsize=8)
+def _canonical_keys(parsers: tuple[EntryParser, ...]) -> dict:
+    """Entry key -> the same key, the one object every event of that kind holds."""
+    return {k: k for k in _table(parsers)}
 
 
 @functools.lru_cache(maxsize=8)
