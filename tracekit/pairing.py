@@ -38,6 +38,7 @@ from __future__ import annotations
 import filecmp
 import os
 import re
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,43 @@ NO_COMPILE_ID = "-"
 
 #: One parsed entry, in log order: (entry key, parsed value, compile id, line).
 Event = tuple[EntryKey, Any, str, int]
+
+
+class Events:
+    """A segment's events, in order, kept as four columns: the keys, values and compile ids are
+    shared objects (one a kind, a distinct payload, an id), so an event costs three pointers and
+    its line number (8 bytes), not a tuple and an int object (a log dense in wanted entries holds
+    hundreds of thousands until its file is built). Iterates as :data:`Event` tuples."""
+
+    __slots__ = ("keys", "values", "cids", "lines")
+
+    def __init__(self) -> None:
+        self.keys: list[EntryKey] = []
+        self.values: list[Any] = []
+        self.cids: list[str] = []
+        self.lines = array("L")  # unsigned long: 8 bytes here, no int object a line
+
+    def append(self, event: Event) -> None:
+        key, value, cid, line = event
+        self.keys.append(key)
+        self.values.append(value)
+        self.cids.append(cid)
+        self.lines.append(line)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self):
+        return zip(self.keys, self.values, self.cids, self.lines)
+
+    def __getitem__(self, i: int) -> Event:
+        return (self.keys[i], self.values[i], self.cids[i], self.lines[i])
+
+    def __getstate__(self):
+        return (self.keys, self.values, self.cids, self.lines)
+
+    def __setstate__(self, state) -> None:
+        self.keys, self.values, self.cids, self.lines = state
 
 
 @dataclass
@@ -341,7 +379,7 @@ class SegmentResult:
     """The parsed entries of one segment of a file, in order, to be applied to the file's
     builder (see :mod:`tracekit.segments`)."""
 
-    events: list[Event]
+    events: Events | list[Event]
     rank: int | None
     lines: int  # lines in the segment: the next segment's line numbers start after them
     diagnostics: Diagnostics

@@ -21,7 +21,7 @@ from typing import Any
 from tracekit import envelopes as ev
 from tracekit.entries import PayloadMemo, check_gzip, decode_entries
 from tracekit.model import Diagnostics
-from tracekit.pairing import NO_COMPILE_ID, Event, SegmentResult
+from tracekit.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, by_key
 from tracekit.sources import GZIP_MAGIC, LogFile, open_log
 
@@ -78,7 +78,9 @@ def read_segment(
     table = _table(parsers)
     canonical = _canonical_keys(parsers)
     diag = Diagnostics()
-    events: list[Event] = []
+    events = Events()
+    add_key, add_value, add_cid, add_line = (events.keys.append, events.values.append,
+                                             events.cids.append, events.lines.append)
     pids: set[int] = set()
     try:
         stream, raw = open_log(path)
@@ -113,7 +115,10 @@ def read_segment(
                 except ArtifactError as err:
                     diag.add("bad_artifact", path, e.line, f"{e.artifact_name or e.entry_type}: {err}"[:160])
                     continue
-                events.append((key, value, e.compile_id or NO_COMPILE_ID, e.line))
+                add_key(key)  # events.append, column by column
+                add_value(value)
+                add_cid(e.compile_id or NO_COMPILE_ID)
+                add_line(e.line)
         except OSError as err:
             diag.add("unreadable_file", path, 0, str(err)[:120])
         check_gzip(stream if not isinstance(stream, _Range) else raw, path, diag)
