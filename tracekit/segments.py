@@ -22,7 +22,7 @@ from tracekit import envelopes as ev
 from tracekit.entries import PayloadMemo, check_gzip, decode_entries
 from tracekit.model import Diagnostics
 from tracekit.pairing import NO_COMPILE_ID, Events, SegmentResult
-from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, by_key
+from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
 from tracekit.sources import GZIP_MAGIC, LogFile, open_log
 
 #: Uncompressed files at least this large are split into segments read in parallel.
@@ -75,7 +75,7 @@ def read_segment(
     ``validate_all`` (``--strict``): every line is decoded and checked, not only the wanted
     ones (see :func:`tracekit.entries.decode_entries`)."""
     path = seg.log.path
-    table = _table(parsers)
+    table = key_table(parsers)
     canonical = _canonical_keys(parsers)
     diag = Diagnostics()
     events = Events()
@@ -128,27 +128,22 @@ def read_segment(
     return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids)
 
 
-@functools.lru_cache(maxsize=8)  # once per parser set, not per file
-def _table(parsers: tuple[EntryParser, ...]) -> dict:
-    return by_key(parsers)
-
-
 @functools.lru_cache(maxsize=8)
 def _canonical_keys(parsers: tuple[EntryParser, ...]) -> dict:
     """Entry key -> the same key, the one object every event of that kind holds."""
-    return {k: k for k in _table(parsers)}
+    return {k: k for k in key_table(parsers)}
 
 
 @functools.lru_cache(maxsize=8)
 def _keys(parsers: tuple[EntryParser, ...]) -> frozenset:
-    return frozenset(_table(parsers))
+    return frozenset(key_table(parsers))
 
 
 @functools.lru_cache(maxsize=8)
 def _payload_for(parsers: tuple[EntryParser, ...]) -> Callable[[str, str | None], bool]:
     """Whether the parser of an entry key needs its payload: one function per parser set, so
     that the Scanners of every file share what they decided of each key."""
-    table = _table(parsers)
+    table = key_table(parsers)
     return lambda etype, name: table[(etype, name)].needs_payload
 
 
