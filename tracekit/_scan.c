@@ -330,7 +330,7 @@ static int general(const Ctx *c, Py_ssize_t i)
         return 0;
     if (LIT(c, i, "artifact\"") >= 0 && LIT(c, i, "artifact\": {\"name\": \"") < 0)
         return 0;
-    if (c->types != NULL && PyTuple_GET_SIZE(c->types) && word_in(c, i, c->types))
+    if (word_in(c, i, c->types))
         return 0;
     j = i;
     while (j < c->n && IS_WORD(b[j]))

@@ -165,18 +165,12 @@ def _interesting_line_re(
                       + rb")|\n(?!\t))")
 
 
-#: (names, types, payload_for) -> {(entry type, name): (wanted, payload kept)}: what a Scanner
-#: decided of each entry key, shared by the Scanners of every file read the same way.
-_SELECTIONS: dict[tuple, dict[tuple[bytes | None, bytes | None], tuple[bool, bool]]] = {}
-
-
-def _selection(key: tuple) -> dict[tuple[bytes | None, bytes | None], tuple[bool, bool]]:
-    sel = _SELECTIONS.get(key)
-    if sel is None:
-        if len(_SELECTIONS) >= 64:
-            _SELECTIONS.clear()
-        sel = _SELECTIONS[key] = {}
-    return sel
+@functools.lru_cache(maxsize=64)
+def _selection(names: frozenset[bytes] | None, types: frozenset[bytes],
+               payload_for: Callable | None) -> dict[tuple[bytes | None, bytes | None], tuple[bool, bool]]:
+    """{(entry type, name): (wanted, payload kept)}: what a Scanner decided of each entry key,
+    one dict shared by the Scanners of every file read the same way."""
+    return {}
 
 
 @functools.lru_cache(maxsize=16)
@@ -255,7 +249,7 @@ class Scanner:
             names, types = self._names or frozenset(), self._types
             want = lambda etype, name: (etype == b"artifact" and name in names) or etype in types  # noqa: E731
             # one selection for every file read with the same names and payload_for
-            self._cache = _selection((self._names, self._types, payload_for))
+            self._cache = _selection(self._names, self._types, payload_for)
         else:
             self._cache = {}
         self._want = want
@@ -565,6 +559,7 @@ class Scanner:
                 if len(buf) > 1 and buf[1] == 9:
                     pend = _OpenEntry(_NONE, 1)
             if pend is not None:
+                before = pend.nlines
                 end = consume(pend, buf, 0, limit, eof)
                 if end >= 0:
                     if truncated_file and end == limit:
@@ -573,19 +568,19 @@ class Scanner:
                         if not last_whole:
                             pend.kind = _BAD
                     e = self._finish(pend)
+                    # the newlines in [0, end): buf[0]'s (it ended the last chunk) and the payload's
+                    cur_line += pend.nlines - before
+                    cursor = pos = end
                     pend = None
                     if e is not None:
                         yield e
-                    pos = end
             if pend is None:
                 find = self._find
                 while True:
                     p, n = find(buf, pos, limit)
                     if self._watching:
                         self._watch_ranks(buf, pos, limit if p < 0 else p, cursor, cur_line)
-                    # the newlines from cursor to p: those before pos (the entry read last,
-                    # when it went on from the last chunk), n after
-                    cur_line += n + (buf.count(b"\n", cursor, pos) if cursor < pos else 0)
+                    cur_line += n  # cursor is pos: every newline before it is counted
                     if p < 0:
                         cursor = limit  # counted to the end of the chunk
                         break

@@ -16,7 +16,7 @@ import re
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracekit import envelopes as ev
 from tracekit.entries import PayloadMemo, check_gzip, decode_entries
@@ -75,8 +75,8 @@ def read_segment(
     ``validate_all`` (``--strict``): every line is decoded and checked, not only the wanted
     ones (see :func:`tracekit.entries.decode_entries`)."""
     path = seg.log.path
-    table = key_table(parsers)
-    canonical = _canonical_keys(parsers)
+    ps = _parser_set(parsers)
+    table, canonical = ps.table, ps.canonical
     diag = Diagnostics()
     events = Events()
     add_key, add_value, add_cid, add_line = (events.keys.append, events.values.append,
@@ -103,9 +103,9 @@ def read_segment(
                 last[0] = pos
 
         try:
-            for e in decode_entries(stream, path, diag, keys=_keys(parsers), on_chunk=progress_cb,
-                                    payload_for=_payload_for(parsers), rank=rank, scanner_out=scanner_box,
-                                    validate_all=validate_all, memo=_memo(parsers)):
+            for e in decode_entries(stream, path, diag, keys=ps.keys, on_chunk=progress_cb,
+                                    payload_for=ps.payload_for, rank=rank, scanner_out=scanner_box,
+                                    validate_all=validate_all, memo=ps.memo):
                 key = canonical[e.key]  # one key object a kind, not one per event (a dense log holds
                 parser = table[key]  # hundreds of thousands of events until its file is built)
                 if e.pid is not None:
@@ -128,30 +128,22 @@ def read_segment(
     return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids)
 
 
-@functools.lru_cache(maxsize=8)
-def _canonical_keys(parsers: tuple[EntryParser, ...]) -> dict:
-    """Entry key -> the same key, the one object every event of that kind holds."""
-    return {k: k for k in key_table(parsers)}
+class _ParserSet(NamedTuple):
+    """What reading with one parser set needs, made once per process (not once per file)."""
+
+    table: dict  # entry key -> its parser (parsers.key_table)
+    keys: frozenset  # the entry keys wanted
+    canonical: dict  # entry key -> the same key: the one object every event of that kind holds
+    payload_for: Callable[[str, str | None], bool]  # one function, so the Scanners of every
+    # file share what they decided of each key
+    memo: PayloadMemo  # the payloads checked before (a job's ranks check one they share once)
 
 
 @functools.lru_cache(maxsize=8)
-def _keys(parsers: tuple[EntryParser, ...]) -> frozenset:
-    return frozenset(key_table(parsers))
-
-
-@functools.lru_cache(maxsize=8)
-def _payload_for(parsers: tuple[EntryParser, ...]) -> Callable[[str, str | None], bool]:
-    """Whether the parser of an entry key needs its payload: one function per parser set, so
-    that the Scanners of every file share what they decided of each key."""
+def _parser_set(parsers: tuple[EntryParser, ...]) -> _ParserSet:
     table = key_table(parsers)
-    return lambda etype, name: table[(etype, name)].needs_payload
-
-
-@functools.lru_cache(maxsize=8)
-def _memo(parsers: tuple[EntryParser, ...]) -> PayloadMemo:
-    """The payloads checked before, one memo per parser set (shared by the files and segments
-    this process reads, so a job's ranks check a payload they share once)."""
-    return PayloadMemo()
+    return _ParserSet(table, frozenset(table), {k: k for k in table},
+                      lambda etype, name: table[(etype, name)].needs_payload, PayloadMemo())
 
 
 def default_jobs() -> int:
