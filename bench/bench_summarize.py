@@ -19,6 +19,13 @@ a subprocess, interleaved, ``--runs`` times; the best wall time counts. Contende
 - ``tlparse``: ``tlparse FILE -o DIR --overwrite --no-browser`` (tlparse 0.4.3, pip package);
 - ``python start``: ``python -c pass``, for reference: the interpreter's own start-up, which
   every Python contender pays (site-packages ``.pth`` hooks included).
+- ``tracekit clean`` and ``python clean``: the same two commands run by a clean interpreter, a
+  virtual environment made in the work directory whose site-packages holds only a ``.pth`` file
+  of path lines (this interpreter's site-packages, then the checkout). Paths listed in a
+  ``.pth`` file are searched but their own ``.pth`` files are not run: what is left out is
+  whatever start-up hooks this machine's site-packages runs in every Python process (on this
+  project's machines, a sandbox's certifi hook, ~30 ms, and the editable install's finder), as
+  on a user's machine with tracekit installed. Both columns are printed; neither hides the other.
 
 tracekit's modules are byte-compiled first (``compileall``), as in an installed package (pip
 byte-compiles on install): where ``PYTHONDONTWRITEBYTECODE`` is set, as on this project's
@@ -172,6 +179,26 @@ def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tu
     return wall, maxrss, peak[0], proc.returncode, usage.ru_utime + usage.ru_stime
 
 
+def clean_python(work: Path) -> str | None:
+    """A Python without this machine's start-up hooks (see the module docstring): a virtual
+    environment whose only ``.pth`` file lists paths, no code. None if it cannot be made."""
+    import site
+    import sysconfig
+
+    venv = work / "clean_venv"
+    r = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True)
+    if r.returncode != 0:
+        print(f"no clean interpreter (venv failed: {r.stderr.decode()[-200:]}): its columns are skipped",
+              file=sys.stderr)
+        return None
+    py = venv / "bin" / "python"
+    target = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True).stdout.strip()
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], str(ROOT)])
+    Path(target, "_tracekit_bench_paths.pth").write_text("".join(f"{p}\n" for p in ours))
+    return str(py)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="110MB,550MB,1GB")
@@ -203,6 +230,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_", dir="/tmp"))
     rows = []
     try:
+        clean = clean_python(work)
+        if clean is not None:
+            subprocess.run([clean, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
+                           stdout=subprocess.DEVNULL)
         for size_text in args.sizes.split(","):
             size = parse_size(size_text)
             log = work / f"big_{size_text}.log"
@@ -221,6 +252,9 @@ def main() -> None:
                 "bare loop": [sys.executable, "-c", BARE_LOOP, str(log)],
                 "python start": [sys.executable, "-c", "pass"],
             }
+            if clean is not None:
+                contenders["tracekit clean"] = [clean, *contenders["tracekit"][1:]]
+                contenders["python clean"] = [clean, "-c", "pass"]
             if tlparse and (tl_max is None or real <= tl_max):
                 contenders["tlparse"] = [tlparse, str(log), "-o", str(work / "tl_out"), "--overwrite",
                                          "--no-browser"]
@@ -241,9 +275,9 @@ def main() -> None:
                                   max(tree, old[2] if old else 0), min(cpu, old[3]) if old else cpu)
             tk = best["tracekit"][0]
             print(f"\n{size_text} log: {real / 2**20:.1f} MiB")
-            print(f"  {'contender':<14}{'best s':>9}{'MiB/s':>9}{'cpu s':>9}{'max RSS MiB':>13}{'tree PSS MiB':>14}")
+            print(f"  {'contender':<16}{'best s':>9}{'MiB/s':>9}{'cpu s':>9}{'max RSS MiB':>13}{'tree PSS MiB':>14}")
             for name, (wall, maxrss, tree, cpu) in best.items():
-                print(f"  {name:<14}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{cpu:>9.3f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}")
+                print(f"  {name:<16}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{cpu:>9.3f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}")
             bare = best["bare loop"][0]
             bare_cpu = best["bare loop"][3]
             line = (f"  tracekit / bare loop time: {tk / bare:.2f} (<= 0.5 wanted); no C: "
@@ -251,6 +285,8 @@ def main() -> None:
                     f"{best['tracekit -j1'][0] / bare:.2f}; cpu -j1 / bare: {best['tracekit -j1'][3] / bare_cpu:.2f}")
             if "tlparse" in best:
                 line += f"; tracekit throughput / tlparse: {best['tlparse'][0] / tk:.0f}x (>= 100x wanted)"
+                if "tracekit clean" in best:
+                    line += f", clean python: {best['tlparse'][0] / best['tracekit clean'][0]:.0f}x"
             print(line)
             print(f"  tracekit peak RSS: {best['tracekit'][1] / 2**20:.1f} MiB (< 64 MiB wanted)")
             rows.append((size_text, best))

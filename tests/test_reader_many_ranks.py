@@ -61,16 +61,30 @@ def _scan(data: bytes, **kw) -> list[tuple[str, int]]:
     return reports
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["regex", "C"])
 @pytest.mark.parametrize("kw", [
-    {},  # any-rank pattern and the rank search, all along (a 0.7 MB file)
+    {},  # regex: any-rank pattern and the rank search, all along (a 0.7 MB file); C: own rank
     {"exact_rank_after": 0},  # the rank's own pattern from the first chunk
     {"exact_rank_after": 300_000, "chunk_size": 65536},  # one, then the other, mid-file
     {"chunk_size": 4096},
 ])
-def test_other_rank_lines_reported_by_either_pattern(kw):
+def test_other_rank_lines_reported_by_either_pattern(kw, native):
     data, where = _other_rank_log()
     assert where == [62, 104, 5803]  # bytes 3,548, 12,803 and 437,494 of 736,366
-    assert _scan(data, artifact_names=NAMES, **kw) == [("other_rank", n) for n in where]
+    assert _scan(data, artifact_names=NAMES, native=native, **kw) == [("other_rank", n) for n in where]
+
+
+def test_with_the_c_loop_no_line_of_the_own_rank_is_searched_for_another():
+    """With the C loop the file's own rank is checked from the start: the any-rank pass and its
+    rank search (``_watch_ranks``) are never used, whatever the file's size."""
+    if not ev.NATIVE:
+        pytest.skip("tracekit._scan is not built")
+    data, _ = _other_rank_log()
+    sc = ev.Scanner(lambda k, ln, d: None, artifact_names=NAMES)
+    calls = []
+    sc._watch_ranks = lambda *a: calls.append(a)  # type: ignore[method-assign]
+    assert sum(1 for _ in sc.entries(io.BytesIO(data))) == 15
+    assert calls == [] and sc._native_args[0] == 2  # mode 2: this rank's digits
 
 
 def test_the_every_line_path_agrees():
@@ -87,7 +101,8 @@ def test_a_rank_only_inside_the_metadata_is_not_another_rank():
     lines[i] = lines[i].replace(b', "rank": 0,', b",").replace(b'"line": 454', b'"line": 454, "rank": 2')
     assert b'"rank": 2' in lines[i] and b'"rank": 0' not in lines[i]
     for kw in ({}, {"exact_rank_after": 0}):
-        assert _scan(b"\n".join(lines), artifact_names=NAMES, **kw) == []
+        for native in (False, True):
+            assert _scan(b"\n".join(lines), artifact_names=NAMES, native=native, **kw) == []
 
 
 def test_the_any_rank_pattern_skips_lines_of_every_rank():

@@ -223,7 +223,9 @@ class Scanner:
     of any rank are skipped in the regex and :meth:`_watch_ranks` finds the skipped lines of
     another rank with a C-level search. After ``exact_rank_after`` bytes (a large file) the
     pattern of the file's own rank is compiled (cached per rank) and used instead: it sends
-    other-rank lines to Python itself, and the search is no longer needed.
+    other-rank lines to Python itself, and the search is no longer needed. With the C loop
+    (:data:`NATIVE`), the file's own rank is checked from the moment it is known: nothing is
+    compiled, so there is no any-rank pass and no search (``exact_rank_after`` is then moot).
     """
 
     def __init__(
@@ -274,7 +276,8 @@ class Scanner:
             self._native_args = None
             return _ANY_LINE_RE
         rank: int | str | None = self.rank
-        if rank is not None and self._bytes_seen < self._exact_after:
+        # the C loop checks the rank's own digits at no cost: no any-rank pass and rank search
+        if rank is not None and self._bytes_seen < self._exact_after and not self._native:
             self._watching = True
             rank = ANY_RANK
         if self._native:  # the C loop decides: the regex is not compiled (~1.5 ms a pattern)

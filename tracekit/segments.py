@@ -83,7 +83,7 @@ def read_segment(
                                              events.cids.append, events.lines.append)
     pids: set[int] = set()
     try:
-        stream, raw = open_log(path)
+        stream, raw = open_log(path, seg.log.size if not seg.start and seg.end is None else None)
     except OSError as e:
         diag.add("unreadable_file", path, 0, e.strerror or str(e))
         return SegmentResult(events, seg.rank, 0, diag, readable=False)

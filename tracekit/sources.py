@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import stat
@@ -175,12 +176,31 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
     return out
 
 
-def open_log(path: str) -> tuple[IO[bytes], IO[bytes]]:
+#: A file listed at most this size is read whole, in one ``read``, by :func:`open_log`.
+WHOLE_READ_MAX = 64 << 10
+
+
+def open_log(path: str, size: int | None = None) -> tuple[IO[bytes], IO[bytes]]:
     """Open a log for binary reading, through gzip when it starts with the gzip magic.
 
     Returns ``(stream, raw)``: read from ``stream``; ``raw.tell()`` is the position on disk
-    (progress). Raises ``OSError`` when the file cannot be opened.
+    (progress). Raises ``OSError`` when the file cannot be opened (or its first read fails).
+
+    ``size``: the file's size when it was listed. A small file (up to :data:`WHOLE_READ_MAX`:
+    a rank log of a job's small ranks, 100,000 of them) is read whole at once, with three
+    system calls (open, read, close) and no buffered file object, and served from memory; a
+    file that grew since it was listed is read to its end all the same.
     """
+    if size is not None and size <= WHOLE_READ_MAX:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.read(fd, size + 1)
+            if len(data) > size:  # it grew: read on to the end
+                data += b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+        finally:
+            os.close(fd)
+        mem = io.BytesIO(data)
+        return (TolerantGzip(mem) if data[:2] == GZIP_MAGIC else mem), mem
     raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
     try:
         magic = raw.peek(2)[:2]  # no read and seek back: the bytes stay in the buffer
