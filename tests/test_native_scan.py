@@ -36,12 +36,12 @@ def _keys(parsers):
 
 
 KEYS = {"summary": _keys(SUMMARY_PARSERS), "source": _keys(SOURCE_PARSERS)}
-RANKS = [None, ev.ANY_RANK, 0, 3, 12]
+RANKS = [None, 0, 3, 12]
 
 
 def _args(names, types, rank):
-    mode = 0 if rank is None else 1 if rank == ev.ANY_RANK else 2
-    return mode, (str(rank).encode() if mode == 2 else b""), tuple(sorted(types)), tuple(sorted(names))
+    mode = 0 if rank is None else 1
+    return mode, (str(rank).encode() if mode else b""), tuple(sorted(types)), tuple(sorted(names))
 
 
 def stops(buf: bytes, names, types, rank) -> tuple[list[int], list[int]]:

@@ -170,7 +170,7 @@ def test_a_file_cut_into_segments_reads_as_one(tmp_path, monkeypatch):
     whole = load(p, jobs=1)
     monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 1 << 20)
     monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 1 << 20)  # the segments read in parallel
-    (segs,) = segments.plan(find_logs([str(p)], Diagnostics()), 2)
+    (segs,) = segments.file_segments(find_logs([str(p)], Diagnostics()), 2)
     assert len(segs) == 2 and 0 < segs[1].start < len(src) * 3 and segs[1].rank == 0
     split = load(p, jobs=2)
     assert [g.graph_index for g in split.ranks[0].graphs] == [0, 1, 2, 3, 4, 5]

@@ -84,7 +84,7 @@ def test_with_the_c_loop_no_line_of_the_own_rank_is_searched_for_another():
     calls = []
     sc._watch_ranks = lambda *a: calls.append(a)  # type: ignore[method-assign]
     assert sum(1 for _ in sc.entries(io.BytesIO(data))) == 15
-    assert calls == [] and sc._native_args[0] == 2  # mode 2: this rank's digits
+    assert calls == [] and sc._native_args[0] == 1  # mode 1: this rank's digits
 
 
 def test_the_every_line_path_agrees():

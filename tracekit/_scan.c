@@ -21,8 +21,8 @@
  * the lines this code passes, and the only one for the rest), so this module may only ever pass
  * fewer lines than the regex, never more.
  *
- * rank_mode: 0, the file's rank is unknown (an envelope with "rank" is returned); 1, any rank
- * is passed; 2, only `rank_digits` (bytes) is passed.
+ * rank_mode: 0, the file's rank is unknown (an envelope with "rank" is returned); 1, only
+ * `rank_digits` (bytes), the file's own rank, is passed.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -262,10 +262,6 @@ static Py_ssize_t rank_and_torch_keys(const Ctx *c, Py_ssize_t i)
     if (i < 0)
         return -1;
     if (c->rank_mode == 1) {
-        j = digits(c, LIT(c, i, ", \"rank\": "));
-        if (j >= 0)
-            i = j;
-    } else if (c->rank_mode == 2) {
         j = lit(c, LIT(c, i, ", \"rank\": "), c->rank, c->rank_len);
         if (j >= 0)
             i = j;
@@ -382,7 +378,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
     c.rank_len = 0;
     c.types = types;
     c.names = names;
-    if (rank_mode == 2) {
+    if (rank_mode == 1) {
         if (!PyBytes_Check(rank_obj)) {
             PyBuffer_Release(&view);
             PyErr_SetString(PyExc_TypeError, "rank_digits must be bytes");

@@ -276,15 +276,14 @@ class Scanner:
             self._native_args = None
             return _ANY_LINE_RE
         rank: int | str | None = self.rank
-        # the C loop checks the rank's own digits at no cost: no any-rank pass and rank search
-        if rank is not None and self._bytes_seen < self._exact_after and not self._native:
+        if self._native:  # the C loop decides: no regex is compiled (~1.5 ms a pattern), and it
+            # checks the file's own rank from the moment it is known: no any-rank pass, no search
+            self._native_args = (0 if rank is None else 1, b"" if rank is None else str(rank).encode(),
+                                 _sorted(self._types), _sorted(self._names))
+            return None
+        if rank is not None and self._bytes_seen < self._exact_after:
             self._watching = True
             rank = ANY_RANK
-        if self._native:  # the C loop decides: the regex is not compiled (~1.5 ms a pattern)
-            mode = 0 if rank is None else 1 if rank == ANY_RANK else 2
-            self._native_args = (mode, b"" if mode < 2 else str(rank).encode(),
-                                  _sorted(self._types), _sorted(self._names))
-            return None
         return _interesting_line_re(self._names, rank, self._types)
 
     def _find(self, buf: bytes, pos: int, limit: int) -> tuple[int, int]:

@@ -76,13 +76,6 @@ class Events:
         self.cids: list[str] = []
         self.lines = array("L")  # unsigned long: 8 bytes here, no int object a line
 
-    def append(self, event: Event) -> None:
-        key, value, cid, line = event
-        self.keys.append(key)
-        self.values.append(value)
-        self.cids.append(cid)
-        self.lines.append(line)
-
     def __len__(self) -> int:
         return len(self.keys)
 
@@ -379,7 +372,7 @@ class SegmentResult:
     """The parsed entries of one segment of a file, in order, to be applied to the file's
     builder (see :mod:`tracekit.segments`)."""
 
-    events: Events | list[Event]
+    events: Events
     rank: int | None
     lines: int  # lines in the segment: the next segment's line numbers start after them
     diagnostics: Diagnostics
@@ -621,6 +614,13 @@ def _same_bytes(a: str, b: str) -> bool:
         return False
 
 
+def _index_ends(ends: dict[str, int], graphs: list[Graph]) -> dict[str, int]:
+    """``ends`` (next graph index per compile id) moved past ``graphs``; returned."""
+    for g in graphs:
+        ends[g.compile_id] = max(ends.get(g.compile_id, 0), g.graph_index + 1)
+    return ends
+
+
 def _continue_rank(m: _Merging, res: FileResult) -> None:
     """Add a later file of a rank to it: counters, graphs (graph indices continued after those
     of the rank's earlier files, per compile id), schedules (post-grad positions continued),
@@ -634,14 +634,11 @@ def _continue_rank(m: _Merging, res: FileResult) -> None:
         r.torch_version = res.torch_version
     offsets = m.next_index
     if offsets is None:  # the rank's second file: its first file's graphs say where they end
-        offsets = m.next_index = {}
-        for g in r.graphs:
-            offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
-    base = dict(offsets)
+        offsets = m.next_index = _index_ends({}, r.graphs)
     for g in res.graphs:
-        g.graph_index += base.get(g.compile_id, 0)
-        offsets[g.compile_id] = max(offsets.get(g.compile_id, 0), g.graph_index + 1)
-        r.graphs.append(g)
+        g.graph_index += offsets.get(g.compile_id, 0)
+    r.graphs.extend(res.graphs)
+    _index_ends(offsets, res.graphs)
     positions = m.positions = dict(m.positions)
     for f in [g.final for g in res.graphs if g.final is not None] + res.schedules_without_outcome:
         f.position += positions.get(f.compile_id, 0)

@@ -1,9 +1,9 @@
 """Reading files in parallel: files and segments of large files, in worker processes.
 
 The unit of work is a :class:`Segment`: a whole file, or a byte range of a large uncompressed
-one cut at an entry boundary (:func:`plan`). :func:`read_segment` scans one segment and parses
-its wanted entries into events (no pairing: that needs the whole file, in order, and happens in
-:func:`tracekit.pairing.build_file`). :func:`read_segments` reads a list of segments with up to
+one cut at an entry boundary (:func:`file_segments`). :func:`read_segment` scans one segment
+and parses its wanted entries into events (no pairing: that needs the whole file, in order,
+and happens in :func:`tracekit.pairing.build_file`). :func:`read_segments` reads a list of segments with up to
 ``jobs`` processes: in this process for one job; forked children for a few segments (cheaper to
 start than a pool); a fork-context process pool otherwise. Results come back in order.
 """
@@ -115,7 +115,7 @@ def read_segment(
                 except ArtifactError as err:
                     diag.add("bad_artifact", path, e.line, f"{e.artifact_name or e.entry_type}: {err}"[:160])
                     continue
-                add_key(key)  # events.append, column by column
+                add_key(key)  # the event, column by column
                 add_value(value)
                 add_cid(e.compile_id or NO_COMPILE_ID)
                 add_line(e.line)
@@ -211,13 +211,9 @@ def segment_bytes(seg: Segment) -> int:
     return (seg.log.size if seg.end is None else seg.end) - seg.start
 
 
-def plan(logs: list[LogFile], jobs: int) -> list[list[Segment]]:
-    """The segments of every file: one per file, or ``jobs`` for a large uncompressed one."""
-    return list(file_segments(logs, jobs))
-
-
 def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
-    """:func:`plan`, one file's segments at a time."""
+    """The segments of every file, one file at a time: one for a file, or ``jobs`` for a large
+    uncompressed one."""
     for lg in logs:
         k = min(jobs, lg.size // (SPLIT_MIN_BYTES // 2)) if lg.size >= SPLIT_MIN_BYTES else 1
         if k <= 1:
