@@ -40,11 +40,19 @@ class LogFile:
     size: int  # bytes on disk (compressed size for .gz), for progress
     rank_hint: int | None  # the N of ``..._rank_N_...`` in the name, if any
 
+    def __reduce__(self):  # sent to a worker with every file: a tuple, not the slots' state
+        return LogFile, (self.path, self.size, self.rank_hint)
+
 
 def rank_from_name(path: str) -> int | None:
     """The N of ``..._rank_N[_SUFFIX].log[.gz]`` (None when absent or not a plausible rank)."""
     m = _RANK_FILE_RE.search(os.path.basename(path))
-    return int(m.group(1)) if m and len(m.group(1)) < 8 and int(m.group(1)) < MAX_RANK else None
+    return None if m is None else _plausible(m.group(1))
+
+
+def _plausible(digits: str) -> int | None:
+    """The rank a name's digits give, or None when they are not a plausible rank."""
+    return int(digits) if len(digits) < 8 and int(digits) < MAX_RANK else None
 
 
 def _not_a_file(path: str) -> str:
@@ -62,10 +70,11 @@ def _not_a_file(path: str) -> str:
     return "not a regular file"
 
 
-def _dir_names(directory: str, diagnostics: Diagnostics | None = None) -> tuple[list[str], set[str]]:
-    """The names of a directory's log files, in reading order, and those of them that are
-    symlinks (or may be). One ``scandir``, no ``stat`` (the entries' types tell regular files
-    apart), and only names are kept, never the entries: 100,000 ranks are 100,000 files, and
+def _dir_names(directory: str, diagnostics: Diagnostics | None = None) -> tuple[list[tuple[str, int | None]], set[str]]:
+    """The names of a directory's log files, in reading order, each with the rank its name
+    gives (:func:`rank_from_name`), and those of them that are symlinks (or may be). One
+    ``scandir``, no ``stat`` (the entries' types tell regular files apart), one regex search a
+    name, and only names are kept, never the entries: 100,000 ranks are 100,000 files, and
     what is made here while they are listed must stay small next to what reading them keeps."""
     regular: list[str] = []
     links: set[str] = set()
@@ -81,16 +90,20 @@ def _dir_names(directory: str, diagnostics: Diagnostics | None = None) -> tuple[
                     odd.append((e.name, e.path))
     except OSError:
         return [], set()
-    regular.sort()
-    ranked: list[str] = []
+    ranked: list[tuple[int, str, int | None]] = []  # (rank in the name, name, rank hint)
     other: list[str] = []
     for n in regular:
-        if _RANK_FILE_RE.search(n):
-            ranked.append(n)
+        m = _RANK_FILE_RE.search(n)
+        if m is not None:
+            digits = m.group(1)
+            ranked.append((int(digits), n, _plausible(digits)))
         elif _TRACE_FILE_RE.search(n):
             other.append(n)
-    ranked.sort(key=_name_rank)  # stable: by rank, then by name
-    chosen = ranked + other or [n for n in regular if _ANY_LOG_RE.match(n)]
+    ranked.sort()  # by rank, then by name (names are distinct: the hints are never compared)
+    other.sort()
+    chosen = [(n, hint) for _r, n, hint in ranked] + [(n, None) for n in other]
+    if not chosen:
+        chosen = [(n, None) for n in sorted(regular) if _ANY_LOG_RE.match(n)]
     # entries named like trace logs that are not regular files: dangling symlinks, symlink
     # loops, directories, FIFOs (reported, never opened)
     for _name, path in sorted(odd):
@@ -98,20 +111,18 @@ def _dir_names(directory: str, diagnostics: Diagnostics | None = None) -> tuple[
     return chosen, links
 
 
-def _name_rank(name: str) -> int:
-    return int(_RANK_FILE_RE.search(name).group(1))
-
-
-def _dir_files(directory: str, names: list[str], links: set[str]) -> Iterator[tuple[str, str | None]]:
-    """``(path, real path)`` of each named file of ``directory`` (the real path None for a
-    symlink: it is resolved by the caller). A file that is not a symlink is its real
+def _dir_files(directory: str, names: list[tuple[str, int | None]],
+               links: set[str]) -> Iterator[tuple[str, str | None, int | None]]:
+    """``(path, real path, rank hint)`` of each named file of ``directory`` (the real path None
+    for a symlink: it is resolved by the caller). A file that is not a symlink is its real
     directory's + its name: its path itself when the directory is given as its real path, so
     no second string is made for each of 100,000 files."""
     real_dir = os.path.realpath(directory)
-    as_given = os.path.join(real_dir, "x") == os.path.join(directory, "x")
-    for n in names:
-        f = os.path.join(directory, n)
-        yield f, None if n in links else f if as_given else os.path.join(real_dir, n)
+    base, real_base = os.path.join(directory, ""), os.path.join(real_dir, "")
+    as_given = base == real_base
+    for n, hint in names:
+        f = base + n  # os.path.join of a plain name, without its checks 100,000 times
+        yield f, None if n in links else f if as_given else real_base + n, hint
 
 
 def _is_file(entry: os.DirEntry) -> bool:
@@ -154,16 +165,16 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
             names, links = _dir_names(p, diagnostics)
             if not names:
                 diagnostics.add("no_log_files", p, 0, _no_logs_detail(p))
-            files: Iterable[tuple[str, str | None]] = _dir_files(p, names, links)
+            files: Iterable[tuple[str, str | None, int | None]] = _dir_files(p, names, links)
         elif os.path.isfile(p):
-            files = [(p, None)]
+            files = [(p, None, rank_from_name(p))]
         elif os.path.exists(p) or os.path.islink(p):  # a FIFO (open could block), a device...
             diagnostics.add("unreadable_file", p, 0, _not_a_file(p))
             files = []
         else:
             diagnostics.add("unreadable_file", p, 0, "no such file or directory")
             files = []
-        for f, key in files:
+        for f, key, hint in files:
             key = key or os.path.realpath(f)
             if key in seen:
                 continue
@@ -172,7 +183,7 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
                 size = os.stat(f).st_size
             except OSError:
                 size = 0
-            out.append(LogFile(path=f, size=size, rank_hint=rank_from_name(f)))
+            out.append(LogFile(f, size, hint))
     return out
 
 
