@@ -30,7 +30,8 @@ a frame's forward and its lazily compiled backward):
 
 :class:`RankBuilder` implements :class:`tracekit.parsers.ModelBuilder`: the parsers hand it their
 values, in log order. :func:`build_file` applies one file's parsed events (from one or more
-segments, see :mod:`tracekit.segments`) and :func:`merge_files` merges files into a Run.
+segments, see :mod:`tracekit.segments`; :class:`FileBuilder` a segment at a time, as they come)
+and :func:`merge_files` merges files into a Run.
 """
 
 from __future__ import annotations
@@ -409,42 +410,92 @@ def build_file(
     ``sink`` receives the file's :class:`GraphSource` values, with their symbol hints, once the
     whole file is applied; ``unbucketed_sink`` its :class:`UnbucketedSource` values (when the
     parsers read schedules)."""
-    table = key_table(parsers)
-    diag = Diagnostics()
-    b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None)
-    b.rank = next((p.rank for p in parts if p.rank is not None), log.rank_hint)
-    offset = 0
+    fb = FileBuilder(log, parsers, sink, unbucketed_sink)
     for part in parts:
+        fb.add(part)
+    return fb.finish()
+
+
+class FileBuilder:
+    """:func:`build_file` a segment at a time: each segment's events are applied as it comes,
+    in order, and can be dropped then, so a large file's events are never all held at once
+    (a log dense in graphs holds millions; its model, a fraction of that).
+
+    The file's rank is the first a segment gives, else its name's: segments that come before
+    any rank is known are held until one is (a file's segments are read with the rank of its
+    first lines, so that is none in practice)."""
+
+    def __init__(self, log: LogFile, parsers: tuple[EntryParser, ...],
+                 sink: Callable[[GraphSource], None] | None = None,
+                 unbucketed_sink: Callable[[UnbucketedSource], None] | None = None) -> None:
+        self.log = log
+        self._table = key_table(parsers)
+        self._sink, self._unbucketed_sink = sink, unbucketed_sink
+        self.diag = Diagnostics()
+        self._b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None)
+        self._ranked = False  # the builder's rank is decided
+        self._held: list[SegmentResult] = []  # segments before a rank is known
+        self._offset = 0  # lines of the segments applied
+        self._readable = True
+        self._pids: set[int] = set()
+        self._entries = 0
+
+    def add(self, part: SegmentResult) -> None:
+        """Apply the file's next segment (held if no segment has given a rank yet)."""
+        if not self._ranked:
+            if part.rank is None:
+                self._held.append(part)
+                return
+            self._decide(part.rank)
+        self._apply(part)
+
+    def _decide(self, rank: int | None) -> None:
+        self._b.rank, self._ranked = rank, True
+        held, self._held = self._held, []
+        for part in held:
+            self._apply(part)
+
+    def _apply(self, part: SegmentResult) -> None:
+        b, table, path, offset = self._b, self._table, self.log.path, self._offset
         if offset:
             for ex in part.diagnostics.examples:
                 if ex["line"]:
                     ex["line"] += offset
-        diag.merge(part.diagnostics)
+        self.diag.merge(part.diagnostics)
         for key, value, cid, line in part.events:
             b.cid = cid
-            table[key].apply(b, key, value, log.path, line + offset)
-        offset += part.lines
-    if b.sources is not None and sink is not None:
-        for src in b.sources:
-            src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
-            pg, src.post_grad = src.post_grad, None
-            if pg is not None:
-                src.overlap_scheduled = pg.overlap_before or pg.overlap_after
-                src.compute_estimates_us = None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us
-                src.estimates_after_overlap = pg.estimation_after_overlap is not None
-            sink(src)
-    if b.unbucketed is not None and unbucketed_sink is not None:
-        for u in b.unbucketed:
-            u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
-            unbucketed_sink(u)
-    readable = all(p.readable for p in parts)
-    bad_rank = None if b.rank is not None else unplaceable_rank(log.path, diag)
-    return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, readable,
-                      compiles=b.compiles, pids=frozenset().union(*(p.pids for p in parts)),
-                      first_compile_id=b.first_compile_id, torch_version=b.torch_version,
-                      name_rank=log.rank_hint, schedules_without_outcome=b.schedules_without_outcome,
-                      compile_ids=list(b.compile_ids), cache_events=b.cache_events, positions=b.positions,
-                      entries=sum(len(p.events) for p in parts), bad_rank=bad_rank)
+            table[key].apply(b, key, value, path, line + offset)
+        self._offset = offset + part.lines
+        self._readable = self._readable and part.readable
+        self._pids |= part.pids
+        self._entries += len(part.events)
+
+    def finish(self) -> FileResult:
+        """The file's result, once its last segment is added."""
+        if not self._ranked:
+            self._decide(self.log.rank_hint)
+        b, diag, log = self._b, self.diag, self.log
+        sink, unbucketed_sink = self._sink, self._unbucketed_sink
+        if b.sources is not None and sink is not None:
+            for src in b.sources:
+                src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
+                pg, src.post_grad = src.post_grad, None
+                if pg is not None:
+                    src.overlap_scheduled = pg.overlap_before or pg.overlap_after
+                    src.compute_estimates_us = None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us
+                    src.estimates_after_overlap = pg.estimation_after_overlap is not None
+                sink(src)
+        if b.unbucketed is not None and unbucketed_sink is not None:
+            for u in b.unbucketed:
+                u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
+                unbucketed_sink(u)
+        bad_rank = None if b.rank is not None else unplaceable_rank(log.path, diag)
+        return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, self._readable,
+                          compiles=b.compiles, pids=frozenset(self._pids),
+                          first_compile_id=b.first_compile_id, torch_version=b.torch_version,
+                          name_rank=log.rank_hint, schedules_without_outcome=b.schedules_without_outcome,
+                          compile_ids=list(b.compile_ids), cache_events=b.cache_events, positions=b.positions,
+                          entries=self._entries, bad_rank=bad_rank)
 
 
 _NAME_RANK = re.compile(r"rank_(\d+)")
@@ -517,8 +568,11 @@ class _Interner:
             g.sizes_mb = self.share(key, s)
         f = g.final
         if f is not None:
-            counts = tuple(f.counts.items())
+            # the keys' parts shared too: the key of a final is kept for every graph (compile ids
+            # differ), and a fresh tuple of its collectives in each would grow with the graphs
+            counts = self.share(("counts_key", *f.counts.items()), tuple(f.counts.items()))
             colls = tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in f.collectives)
+            colls = self.share(("collectives_key", colls), colls)
             # within a rank too: a long log repeats a schedule under thousands of compile ids
             f.counts = self.share(("final_counts", counts), f.counts)
             f.collectives = self.share(("final_collectives", colls), f.collectives)

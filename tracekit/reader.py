@@ -65,7 +65,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tracekit.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
-from tracekit.pairing import FileResult, GraphSource, SegmentResult, UnbucketedSource, build_file, merge_files
+from tracekit.pairing import FileBuilder, FileResult, GraphSource, UnbucketedSource, build_file, merge_files
 from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
 from tracekit.segments import Segment, default_jobs, file_segments, read_segment, read_segments
 from tracekit.sources import LogFile, find_logs, rank_from_name
@@ -141,12 +141,15 @@ def load(
                           validate_all=strict if validate_all is None else validate_all)
 
     def files() -> Iterator[FileResult]:
-        done: list[SegmentResult] = []
+        fb: FileBuilder | None = None
         for seg, part in parts:
-            done.append(part)
+            if fb is None:
+                fb = FileBuilder(seg.log, SUMMARY_PARSERS)
+            fb.add(part)  # applied now (a large file's segments are never all held)
+            del part
             if seg.end is None:  # the file's last segment
-                yield build_file(seg.log, done, SUMMARY_PARSERS)
-                done = []
+                yield fb.finish()
+                fb = None
 
     run = merge_files(paths_given, files(), diagnostics)
     check_world(run)

@@ -27,6 +27,9 @@ from tracekit.sources import GZIP_MAGIC, LogFile, open_log
 
 #: Uncompressed files at least this large are split into segments read in parallel.
 SPLIT_MIN_BYTES = 64 << 20
+#: ... and into segments of at most this much (a multiple of the jobs): a segment's events are
+#: held until its file's builder takes them, so memory grows with this, not with the file.
+SEGMENT_MAX_BYTES = 128 << 20
 _BOUNDARY_RE = re.compile(rb"\n[^\t]")
 
 
@@ -214,11 +217,23 @@ def segment_bytes(seg: Segment) -> int:
     return (seg.log.size if seg.end is None else seg.end) - seg.start
 
 
+def segment_count(size: int, jobs: int) -> int:
+    """How many segments a plain file of ``size`` bytes is read in: one under
+    :data:`SPLIT_MIN_BYTES`; else ``jobs`` (at least 32 MiB each), or more, a multiple of
+    ``jobs``, to keep each under :data:`SEGMENT_MAX_BYTES`."""
+    if size < SPLIT_MIN_BYTES:
+        return 1
+    per_round = jobs * SEGMENT_MAX_BYTES  # a round: a segment a job
+    if size <= per_round:
+        return max(1, min(jobs, size // (SPLIT_MIN_BYTES // 2)))
+    return jobs * -(-size // per_round)  # whole rounds: no job idles in the last one
+
+
 def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
-    """The segments of every file, one file at a time: one for a file, or ``jobs`` for a large
-    uncompressed one."""
+    """The segments of every file, one file at a time: one for a file, or several for a large
+    uncompressed one (:func:`segment_count`)."""
     for lg in logs:
-        k = min(jobs, lg.size // (SPLIT_MIN_BYTES // 2)) if lg.size >= SPLIT_MIN_BYTES else 1
+        k = segment_count(lg.size, jobs)
         if k <= 1:
             yield [Segment(lg)]
             continue
@@ -275,6 +290,7 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all
                     part = pickle.loads(data)
                 except Exception:  # noqa: BLE001 - a broken child: read its segment here
                     part = None
+                del data  # not held while the result is used
             _, status = os.waitpid(pid, 0)
             waited.add(pid)
             if status != 0:
