@@ -568,15 +568,15 @@ class _Interner:
             g.sizes_mb = self.share(key, s)
         f = g.final
         if f is not None:
-            # the keys' parts shared too: the key of a final is kept for every graph (compile ids
-            # differ), and a fresh tuple of its collectives in each would grow with the graphs
-            counts = self.share(("counts_key", *f.counts.items()), tuple(f.counts.items()))
+            counts = tuple(f.counts.items())
             colls = tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in f.collectives)
-            colls = self.share(("collectives_key", colls), colls)
             # within a rank too: a long log repeats a schedule under thousands of compile ids
             f.counts = self.share(("final_counts", counts), f.counts)
             f.collectives = self.share(("final_collectives", colls), f.collectives)
-            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, counts, colls)
+            # the key of a final is kept for every graph (compile ids differ): it names the shared
+            # counts and collectives by identity (one object a distinct value, held here), not by
+            # a fresh tuple of them a graph, which grew with the graphs (and was hashed again)
+            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, id(f.counts), id(f.collectives))
             g.final = self.share(key, f)
 
 
