@@ -111,9 +111,11 @@ def load(
     """Read log files, ``.gz`` logs or directories of rank logs into a :class:`Run`.
 
     ``jobs``: worker processes (default: the machine's cores). Files are read in parallel, and
-    a large uncompressed file is cut into ``jobs`` segments at entry boundaries, read in
-    parallel and stitched back in order (pairing by compile id happens after stitching).
-    Results are merged as they come (memory holds the model, not every file's results).
+    a large uncompressed file is cut at entry boundaries into ``jobs`` segments, or whole
+    rounds of ``jobs`` segments of at most 128 MiB (:func:`tracekit.segments.segment_count`),
+    read in parallel and applied to the file's builder in order, each as it comes (pairing by
+    compile id sees the file whole). Results are merged as they come (memory holds the model,
+    not every file's results, nor every segment's).
     ``validate_all`` (default: ``strict``): decode and check every line, not only the entries
     tracekit reads (slower). ``strict``: raise :class:`StrictError` (carrying the Run) if any
     bad input was seen. The world checks (:func:`tracekit.world.check_world`: missing ranks)

@@ -27,8 +27,9 @@ from tracekit.sources import GZIP_MAGIC, LogFile, open_log
 
 #: Uncompressed files at least this large are split into segments read in parallel.
 SPLIT_MIN_BYTES = 64 << 20
-#: ... and into segments of at most this much (a multiple of the jobs): a segment's events are
-#: held until its file's builder takes them, so memory grows with this, not with the file.
+#: ... and, above ``jobs`` times this, into segments of at most this much (whole rounds of
+#: ``jobs`` of them): a segment's events are held until its file's builder takes them, so
+#: memory grows with this, not with the file.
 SEGMENT_MAX_BYTES = 128 << 20
 _BOUNDARY_RE = re.compile(rb"\n[^\t]")
 
@@ -380,9 +381,8 @@ def read_segments(
     try:
         pending: deque = deque()
         held = 0  # segments handed to the pool and not yet yielded
-        it = iter(lengths)
-
         held_bytes = 0  # their bytes on disk
+        it = iter(lengths)
 
         def room() -> bool:  # a full window still takes a batch per worker
             return len(pending) < jobs or (held < _POOL_WINDOW and held_bytes < _POOL_WINDOW_BYTES)
