@@ -90,6 +90,12 @@ class PayloadMemo:
         self.__init__(**state)
 
 
+def _every(entry_type: str, name: str | None) -> bool:
+    """Every entry, with its payload (``validate_all``): one function, so the cached byte
+    forms (:func:`_on_bytes`) of it are made once, not once a file."""
+    return True
+
+
 @functools.lru_cache(maxsize=16)
 def _names_and_types(keys: frozenset[tuple[str, str | None]]) -> tuple[frozenset[str], frozenset[str]]:
     """The artifact names and the other entry types among entry keys (once per key set, not
@@ -144,7 +150,7 @@ def decode_entries(
             selected = lambda t, n: (t, n) in wanted  # noqa: E731
         else:
             selected = want
-        want, keys, payload_for = (lambda t, n: True), None, (lambda t, n: True)
+        want, keys, payload_for = _every, None, _every
     elif keys is not None:
         names, types = _names_and_types(keys if isinstance(keys, frozenset) else frozenset(keys))
     scanner = ev.Scanner(report, artifact_names=names, entry_types=types, want=_on_bytes(want),

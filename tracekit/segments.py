@@ -2,10 +2,11 @@
 
 The unit of work is a :class:`Segment`: a whole file, or a byte range of a large uncompressed
 one cut at an entry boundary (:func:`file_segments`). :func:`read_segment` scans one segment
-and parses its wanted entries into events (no pairing: that needs the whole file, in order,
-and happens in :func:`tracekit.pairing.build_file`). :func:`read_segments` reads a list of segments with up to
-``jobs`` processes: in this process for one job; forked children for a few segments (cheaper to
-start than a pool); a fork-context process pool otherwise. Results come back in order.
+and parses its wanted entries into events (no pairing: that needs the file's segments in
+order, and happens in :class:`tracekit.pairing.FileBuilder`). :func:`read_segments` reads a
+list of segments with up to ``jobs`` processes: in this process for one job; forked children
+for a few segments (cheaper to start than a pool); a fork-context process pool otherwise.
+Results come back in order.
 """
 
 from __future__ import annotations
@@ -226,7 +227,7 @@ def segment_count(size: int, jobs: int) -> int:
         return 1
     per_round = jobs * SEGMENT_MAX_BYTES  # a round: a segment a job
     if size <= per_round:
-        return max(1, min(jobs, size // (SPLIT_MIN_BYTES // 2)))
+        return min(jobs, size // (SPLIT_MIN_BYTES // 2))  # at least 2: size is 64 MiB or more
     return jobs * -(-size // per_round)  # whole rounds: no job idles in the last one
 
 
@@ -324,11 +325,12 @@ PARALLEL_MIN_BYTES = SPLIT_MIN_BYTES
 BATCH_BYTES = 8 << 20
 
 
-def _batch_lengths(tasks: list[Segment], jobs: int) -> list[int]:
+def _batch_lengths(tasks: list[Segment], total: int, jobs: int) -> list[int]:
     """How many consecutive segments each batch takes: up to ``min(BATCH_BYTES, total / (8 *
-    jobs))`` bytes and ``_POOL_WINDOW / (2 * jobs)`` segments (at least one each): few
-    messages, and enough batches to keep every worker busy within the window."""
-    target = min(BATCH_BYTES, sum(segment_bytes(seg) for seg in tasks) // (8 * jobs))
+    jobs))`` bytes (``total``: the segments' bytes) and ``_POOL_WINDOW / (2 * jobs)`` segments
+    (at least one each): few messages, and enough batches to keep every worker busy within the
+    window."""
+    target = min(BATCH_BYTES, total // (8 * jobs))
     most = max(1, _POOL_WINDOW // (2 * jobs))
     out: list[int] = []
     size = 0
@@ -361,8 +363,8 @@ def read_segments(
     ``tick(bytes)`` after each segment (``progress``: also per chunk, when reading in this
     process). A generator: results are used (and dropped) as they come, and ``tasks`` is
     emptied as it is read (its segments are dropped once read)."""
-    nbytes = sum(segment_bytes(seg) for seg in tasks)
-    if jobs == 1 or len(tasks) <= 1 or nbytes < PARALLEL_MIN_BYTES:
+    total = sum(segment_bytes(seg) for seg in tasks)
+    if jobs == 1 or len(tasks) <= 1 or total < PARALLEL_MIN_BYTES:
         for seg in _drain(tasks):
             yield seg, read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
         return
@@ -375,7 +377,7 @@ def read_segments(
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-    lengths = _batch_lengths(tasks, jobs)
+    lengths = _batch_lengths(tasks, total, jobs)
     segs = _drain(tasks)
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(lengths)), mp_context=ctx, initializer=_ignore_sigint)
     try:
