@@ -93,6 +93,57 @@ class Events:
         self.keys, self.values, self.cids, self.lines = state
 
 
+class BuildMemo:
+    """What the builders of a read share as they build, so that equal values are one object
+    from the start (a long log repeats a schedule under thousands of compile ids, and a job's
+    ranks repeat theirs; these were made again for each graph, then shared only at the merge):
+
+    - :meth:`final`: :func:`tracekit.parsers.final_schedule` once per distinct schedule. Its
+      collectives and counts are shared by every graph whose schedule, estimation and dtypes
+      are the very same parsed values (the parsers' memos give one object a distinct payload,
+      and a batch of a worker's results keeps them one); only the compile id and position are
+      new a graph::
+
+        "0/0", 0, ops, est, dtypes -> FinalSchedule("0/0", 0, counts, colls, 8, "matched")
+        "1/0", 0, ops, est, dtypes -> FinalSchedule("1/0", 0, counts, colls, 8, "matched")
+                                      (the same counts and colls objects)
+
+    - :meth:`sizes`: one :class:`tracekit.model.Sizes` for the very same size lists.
+
+    Keyed by the inputs' identity, each held by its entry (so an id is never another object's
+    while the entry lives); each table is cleared when it holds ``limit`` entries. The values
+    are read-only, as the merge's shared values are. One a read (:func:`tracekit.reader.load`
+    gives its files' builders one), so nothing is held once the read is done."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._limit = limit
+        self._finals: dict[tuple[int, int, int], tuple[Any, Any, Any, FinalSchedule]] = {}
+        self._sizes: dict[tuple[int, int], tuple[Any, Any, Sizes]] = {}
+
+    def final(self, compile_id: str, position: int, ops: list[tuple[str, str]],
+              est: Estimation | None, dtypes: dict[str, list[str]] | None) -> FinalSchedule:
+        key = (id(ops), id(est), id(dtypes))
+        hit = self._finals.get(key)
+        if hit is None:
+            f = final_schedule(compile_id, position, ops, est, dtypes)
+            if len(self._finals) >= self._limit:
+                self._finals.clear()
+            self._finals[key] = (ops, est, dtypes, f)
+            return f
+        f = hit[3]
+        return FinalSchedule(compile_id, position, f.counts, f.collectives, f.world_size, f.sizes)
+
+    def sizes(self, before: list[CollectiveSize] | None, after: list[CollectiveSize] | None) -> Sizes:
+        """``Sizes(before or [], after)``, one for the very same lists (None for both: one ``[]``)."""
+        key = (id(before), id(after))
+        hit = self._sizes.get(key)
+        if hit is None:
+            if len(self._sizes) >= self._limit:
+                self._sizes.clear()
+            hit = self._sizes[key] = (before, after, Sizes(before=before or [], after=after))
+        return hit[2]
+
+
 @dataclass
 class PendingGraph:
     """What was seen for one compile id since its last outcome."""
@@ -176,8 +227,9 @@ class UnbucketedSource:
 class RankBuilder:
     """Builds one file's graphs from its parsed entries (see the module docstring)."""
 
-    def __init__(self, file: str, keep_sources: bool = False) -> None:
+    def __init__(self, file: str, keep_sources: bool = False, memo: BuildMemo | None = None) -> None:
         self.file = file
+        self._memo = BuildMemo() if memo is None else memo  # schedules and sizes shared as they come
         self.rank: int | None = None
         self.graphs: list[Graph] = []
         self.compiled_graphs = 0
@@ -249,7 +301,7 @@ class RankBuilder:
         # The schedule runs after overlap bucketing: its estimates are the ones logged after
         # it when there are any; the analytical ones (before overlap bucketing) otherwise.
         est = pg.estimation_after_overlap or pg.estimation
-        pg.final = final_schedule(self.cid, pg.position, ops, est, pg.dtypes)
+        pg.final = self._memo.final(self.cid, pg.position, ops, est, pg.dtypes)
         if pg.graph is not None:
             pg.graph.final = pg.final
         else:
@@ -310,7 +362,7 @@ class RankBuilder:
         self._index[cid] = idx + 1
         sizes = None
         if p.sizes_before is not None or p.sizes_after is not None:
-            sizes = Sizes(before=p.sizes_before or [], after=p.sizes_after)
+            sizes = self._memo.sizes(p.sizes_before, p.sizes_after)
         g = Graph(
             compile_id=cid,
             graph_index=idx,
@@ -427,12 +479,14 @@ class FileBuilder:
 
     def __init__(self, log: LogFile, parsers: tuple[EntryParser, ...],
                  sink: Callable[[GraphSource], None] | None = None,
-                 unbucketed_sink: Callable[[UnbucketedSource], None] | None = None) -> None:
+                 unbucketed_sink: Callable[[UnbucketedSource], None] | None = None,
+                 memo: BuildMemo | None = None) -> None:
         self.log = log
         self._table = key_table(parsers)
         self._sink, self._unbucketed_sink = sink, unbucketed_sink
         self.diag = Diagnostics()
-        self._b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None)
+        self._b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None,
+                              memo=memo)
         self._ranked = False  # the builder's rank is decided
         self._held: list[SegmentResult] = []  # segments before a rank is known
         self._offset = 0  # lines of the segments applied
@@ -540,11 +594,40 @@ class _Interner:
     lists, empty lists of schedules without outcome) are read-only: the model's users copy one
     before they change it."""
 
+    #: Aliases kept at most (then forgotten; see :meth:`_canonical`).
+    ALIASES = 4096
+
     def __init__(self) -> None:
         self._seen: dict[Any, Any] = {}
+        # The ids of the shared values (each held in _seen: an id here is that object's while
+        # the merge lasts), and aliases: {id: (an equal object, the shared one)}, the object held
+        # by its entry. A value the parsers' memos or the builder (:class:`BuildMemo`) share
+        # between graphs, or a worker's batch of results shares, is one object: it is known by
+        # identity, without a key made of its contents each graph.
+        self._shared_ids: set[int] = set()
+        self._aliases: dict[Any, tuple[Any, Any]] = {}
+        self._parts: dict[tuple, int] = {}  # a final's shared parts -> their number
+        self._finals: dict[tuple[str, int, int], FinalSchedule] = {}  # (compile id, position, parts)
 
     def share(self, key: Any, value: Any) -> Any:
         return self._seen.setdefault(key, value)
+
+    def _canonical(self, value: Any, key_of: Callable[[Any], Any], alias: Any = None) -> Any:
+        """The shared value equal to ``value`` (``key_of(value)``: its key, made only when
+        ``value`` is not known by identity; ``alias``: what it is known by, default its id)."""
+        if alias is None:
+            alias = id(value)
+            if alias in self._shared_ids:
+                return value
+        hit = self._aliases.get(alias)
+        if hit is not None:
+            return hit[1]
+        shared = self._seen.setdefault(key_of(value), value)
+        self._shared_ids.add(id(shared))
+        if len(self._aliases) >= self.ALIASES:
+            self._aliases.clear()
+        self._aliases[alias] = (value, shared)
+        return shared
 
     def rank_lists(self, r: Rank) -> None:
         """The rank's compile-id and cache-event lists, its torch version, and its list of
@@ -558,26 +641,46 @@ class _Interner:
 
     def graph(self, g: Graph) -> None:
         """The graph's values (once its file is merged: its final's position is known)."""
-        g.fsdp_groups = self.share(("groups", *g.fsdp_groups), g.fsdp_groups)
-        g.collectives = self.share(("counts", *((t, c.before, c.after) for t, c in g.collectives.items())),
-                                   g.collectives)
-        if g.sizes_mb is not None:
-            s = g.sizes_mb
-            key = ("sizes", tuple((x.type, x.size_mb, x.name) for x in s.before),
-                   None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after))
-            g.sizes_mb = self.share(key, s)
+        g.fsdp_groups = self._canonical(g.fsdp_groups, _groups_key)
+        g.collectives = self._canonical(g.collectives, _counts_key)
+        s = g.sizes_mb
+        if s is not None:  # a Sizes a graph, of shared lists: known by its lists
+            g.sizes_mb = self._canonical(s, _sizes_key, ("sizes", id(s.before), id(s.after)))
         f = g.final
         if f is not None:
-            counts = tuple(f.counts.items())
-            colls = tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in f.collectives)
             # within a rank too: a long log repeats a schedule under thousands of compile ids
-            f.counts = self.share(("final_counts", counts), f.counts)
-            f.collectives = self.share(("final_collectives", colls), f.collectives)
-            # the key of a final is kept for every graph (compile ids differ): it names the shared
-            # counts and collectives by identity (one object a distinct value, held here), not by
-            # a fresh tuple of them a graph, which grew with the graphs (and was hashed again)
-            key = ("final", f.compile_id, f.position, f.world_size, f.sizes, id(f.counts), id(f.collectives))
-            g.final = self.share(key, f)
+            f.counts = self._canonical(f.counts, _final_counts_key)
+            f.collectives = self._canonical(f.collectives, _final_collectives_key)
+            # the key of a final is kept for every graph (compile ids differ): small, so it names
+            # the rest by a number, one a distinct (counts, collectives, world size, sizes), the
+            # shared counts and collectives by identity (held here)
+            parts = (id(f.counts), id(f.collectives), f.world_size, f.sizes)
+            n = self._parts.get(parts)
+            if n is None:
+                n = self._parts[parts] = len(self._parts)
+            g.final = self._finals.setdefault((f.compile_id, f.position, n), f)
+
+
+def _groups_key(groups: list[str]) -> tuple:
+    return ("groups", *groups)
+
+
+def _counts_key(counts: dict) -> tuple:
+    return ("counts", *((t, c.before, c.after) for t, c in counts.items()))
+
+
+def _sizes_key(s: Sizes) -> tuple:
+    return ("sizes", tuple((x.type, x.size_mb, x.name) for x in s.before),
+            None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after))
+
+
+def _final_counts_key(counts: dict[str, int]) -> tuple:
+    return ("final_counts", tuple(counts.items()))
+
+
+def _final_collectives_key(colls: list) -> tuple:
+    return ("final_collectives", tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype)
+                                       for c in colls))
 
 
 @dataclass(slots=True)

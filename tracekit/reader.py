@@ -65,7 +65,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tracekit.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
-from tracekit.pairing import FileBuilder, FileResult, GraphSource, UnbucketedSource, build_file, merge_files
+from tracekit.pairing import (BuildMemo, FileBuilder, FileResult, GraphSource, UnbucketedSource, build_file,
+                              merge_files)
 from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
 from tracekit.segments import Segment, default_jobs, file_segments, read_segment, read_segments
 from tracekit.sources import LogFile, find_logs, rank_from_name
@@ -142,11 +143,13 @@ def load(
     parts = read_segments(tasks, jobs, tick, progress is not None,
                           validate_all=strict if validate_all is None else validate_all)
 
+    memo = BuildMemo()  # a schedule's collectives, and sizes, made once for every file, not once a graph
+
     def files() -> Iterator[FileResult]:
         fb: FileBuilder | None = None
         for seg, part in parts:
             if fb is None:
-                fb = FileBuilder(seg.log, SUMMARY_PARSERS)
+                fb = FileBuilder(seg.log, SUMMARY_PARSERS, memo=memo)
             fb.add(part)  # applied now (a large file's segments are never all held)
             del part
             if seg.end is None:  # the file's last segment
