@@ -26,7 +26,12 @@ the same bytes should not be. Printed side by side, with the issue's targets:
   (``load``) side by side with one log of the same entries (its summary is not run: one rank
   with 2 N graphs, a JSON of hundreds of MB), the ratio <= 1.25 wanted. Once (``--huge-runs``).
 
-Logs and outputs are written in a temporary directory under /tmp, deleted at the end (``--keep``).
+Logs and outputs are written in a temporary directory, deleted at the end (``--keep``): under
+``--dir``, by default ``/dev/shm`` when it has room (else ``/tmp``). Every contender is read from
+memory: each one's files are read once right before each of its runs, and on tmpfs the machine
+cannot evict them between runs (a kernel that reclaims the page cache it finds cold, as DAMON
+does on the CI machines, evicts some of 100,000 small files while the other contender runs, and
+reading them again from disk is one small read each).
 """
 
 from __future__ import annotations
@@ -92,8 +97,6 @@ def _compare(work: Path, n: int, small: bool, runs: int, env: dict[str, str]) ->
     if small:
         contenders["one log, same entries"] = _one_log(work, f"same_{n}.log", rank0, size)
     contenders["one full log"] = _one_log(work, f"full_{n}.log", rank_log("spmd_auto"), size)
-    for p in contenders.values():
-        _warm(p)
     out = work / "out.json"
     best: dict[str, tuple] = {}
     for _ in range(runs):
@@ -101,6 +104,7 @@ def _compare(work: Path, n: int, small: bool, runs: int, env: dict[str, str]) ->
             for jobs in (None, 1, "load"):
                 key = name + {None: "", 1: " -j1", "load": " load"}[jobs]
                 cmd = _load(path) if jobs == "load" else _summarize(path, out, jobs)
+                _warm(path)
                 wall, rss, _pss, rc, cpu = run(cmd, env)
                 if rc != 0:
                     sys.exit(f"{key}: exited {rc}")
@@ -144,14 +148,13 @@ def _huge(work: Path, n: int, runs: int, env: dict[str, str]) -> dict[str, tuple
     d, size = _made(work, n, True)
     rank0 = next(d.glob("dedicated_log_torch_trace_rank_0_*.log"))
     one = _one_log(work, f"same_{n}.log", rank0, size)
-    _warm(d)
-    _warm(one)
     out = work / "huge.json"
     cmds = {f"{n:,} files": (_summarize(d, out, None), d), f"{n:,} files load": (_load(d), d),
             "one log, same entries load": (_load(one), one)}
     best: dict[str, tuple] = {}
     for _ in range(runs):
         for key, (cmd, path) in cmds.items():
+            _warm(path)
             wall, rss, _pss, rc, cpu = run(cmd, env, timeout=1800)
             if rc != 0:
                 sys.exit(f"{key}: exited {rc}")
@@ -175,6 +178,17 @@ def _huge_ratios(n: int, best: dict[str, tuple]) -> list[str]:
     ]
 
 
+def _default_dir() -> str:
+    """``/dev/shm`` (memory: nothing is evicted between runs) when it has room for the logs."""
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize >= 4 << 30:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return "/tmp"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", default="1024,8192", help="numbers of small rank logs (default 1024,8192)")
@@ -187,13 +201,16 @@ def main() -> None:
     ap.add_argument("--full", type=int, default=0, metavar="N",
                     help="also N full-size rank logs (0.72 MiB each) against one full log of the same bytes")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--dir", default=None,
+                    help="where to write the logs (default: /dev/shm when it has 4 GB free, else /tmp)")
     args = ap.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
                    stdout=subprocess.DEVNULL)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time "
           f"counts); summarize PATH --format json --output FILE")
-    work = Path(tempfile.mkdtemp(prefix="tracekit_bench_ranks_", dir="/tmp"))
+    work = Path(tempfile.mkdtemp(prefix="tracekit_bench_ranks_", dir=args.dir or _default_dir()))
+    print(f"logs in {work}")
     table: list[str] = []
     try:
         for n in [int(x) for x in args.ranks.split(",") if x]:
