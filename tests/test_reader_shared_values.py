@@ -8,8 +8,8 @@ what is distinct, not with how many times it repeats).
   value that came as another object (another worker's batch) by an alias, without a key made
   of its contents each graph; what it gives is the value the key gives.
 
-Logs are the spmd_auto fixture's rank 0 repeated with new compile ids (bench/make_large_log.py),
-written at test time; bytes are counted with tracemalloc, never timed.
+Logs are the spmd_auto fixture's rank 0, cut to the entries summarize reads (bench/make_ranks.py
+--small), repeated with new compile ids (bench/make_large_log.py), written at test time; bytes are counted with tracemalloc, never timed.
 """
 
 from __future__ import annotations
@@ -30,22 +30,35 @@ from tracekit.reader import load
 from tracekit.segments import Segment, read_segment
 from tracekit.sources import find_logs
 
-_spec = importlib.util.spec_from_file_location("bench_make_large_log", ROOT / "bench" / "make_large_log.py")
-make_large_log = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = make_large_log
-_spec.loader.exec_module(make_large_log)
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+make_large_log = _bench_module("make_large_log")
+make_ranks = _bench_module("make_ranks")
 
 RUN = FIXTURE_LOGS / "spmd_auto"
-RANK0 = next(RUN.glob("dedicated_log_torch_trace_rank_0_*.log"))
 #: Bytes the builder holds a graph of a long log, until the file's result is made (measured:
-#: 376; before the builder shared a schedule's collectives and sizes: 828, a list of
-#: collectives and a Sizes a graph; with the collectives alone shared: 423).
+#: 372; before the builder shared a schedule's collectives and sizes: 820, a list of
+#: collectives and a Sizes a graph; with the collectives alone shared: ~420).
 BUILT_PER_GRAPH = 410
 
 
-def _long_log(tmp_path, copies: int):
+@pytest.fixture(scope="module")
+def small_rank0(tmp_path_factory):
+    """Rank 0 of spmd_auto with only the entries summarize reads (8.7 KB, not 0.7 MB)."""
+    d = tmp_path_factory.mktemp("small")
+    make_ranks.make_ranks(d, 1, base=RUN, small=True)
+    return next(d.glob("dedicated_log_torch_trace_rank_0_*.log"))
+
+
+def _long_log(tmp_path, source, copies: int):
     out = tmp_path / f"long_{copies}.log"
-    make_large_log.make_large_log([RANK0], out, copies * RANK0.stat().st_size)
+    make_large_log.make_large_log([source], out, copies * source.stat().st_size)
     [lg] = find_logs([str(out)], Diagnostics())
     return lg
 
@@ -54,17 +67,17 @@ def _collective_rows(final):
     return [(c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in final.collectives]
 
 
-def test_a_long_logs_graphs_share_their_schedules_collectives_as_the_file_is_built(tmp_path):
-    lg = _long_log(tmp_path, 40)
+def test_a_long_logs_graphs_share_their_schedules_collectives_as_the_file_is_built(tmp_path, small_rank0):
+    lg = _long_log(tmp_path, small_rank0, 40)
     res = build_file(lg, [read_segment(Segment(lg))], SUMMARY_PARSERS)  # no merge
     finals = [g.final for g in res.graphs]
-    # 41 copies: the torch_version entry is written once, so a 41st fits in 40 files' bytes
-    assert len(finals) == 82 and all(f is not None for f in finals)
-    assert len({f.compile_id for f in finals}) == 41  # a forward and a backward a copy
+    # 42 copies: the torch_version entry is written once, so more fit in 40 files' bytes
+    assert len(finals) == 84 and all(f is not None for f in finals)
+    assert len({f.compile_id for f in finals}) == 42  # a forward and a backward a copy
     # one list of collectives and one of counts a position (forward, backward), not one a graph
     by_position = {p: [f for f in finals if f.position == p] for p in (0, 1)}
     for p, fs in by_position.items():
-        assert len(fs) == 41
+        assert len(fs) == 42
         assert len({id(f.collectives) for f in fs}) == 1 and len({id(f.counts) for f in fs}) == 1
     assert by_position[0][0].collectives is not by_position[1][0].collectives
     # and one Sizes a graph index (forward, backward), with its lists
@@ -72,7 +85,7 @@ def test_a_long_logs_graphs_share_their_schedules_collectives_as_the_file_is_bui
         assert len({id(g.sizes_mb) for g in res.graphs if g.graph_index == i}) == 1
     assert res.graphs[0].sizes_mb is not res.graphs[1].sizes_mb
     # the values are those of one copy read alone
-    [one] = find_logs([str(RANK0)], Diagnostics())
+    [one] = find_logs([str(small_rank0)], Diagnostics())
     alone = build_file(one, [read_segment(Segment(one))], SUMMARY_PARSERS)
     for g, a in zip(res.graphs[:2], alone.graphs):
         assert _collective_rows(g.final) == _collective_rows(a.final)
@@ -80,10 +93,10 @@ def test_a_long_logs_graphs_share_their_schedules_collectives_as_the_file_is_bui
     assert [len(f.collectives) for f in finals[:2]] == [len(a.final.collectives) for a in alone.graphs]
 
 
-def test_a_long_log_is_built_with_a_few_hundred_bytes_a_graph(tmp_path):
+def test_a_long_log_is_built_with_a_few_hundred_bytes_a_graph(tmp_path, small_rank0):
     held, graphs = {}, {}
     for copies in (100, 500):
-        lg = _long_log(tmp_path, copies)
+        lg = _long_log(tmp_path, small_rank0, copies)
         part = read_segment(Segment(lg))
         gc.collect()
         tracemalloc.start()
@@ -95,7 +108,7 @@ def test_a_long_log_is_built_with_a_few_hundred_bytes_a_graph(tmp_path):
         finally:
             tracemalloc.stop()
         graphs[copies] = len(fb.finish().graphs)
-    assert graphs == {100: 200, 500: 1000}
+    assert graphs == {100: 208, 500: 1032}
     per_graph = (held[500] - held[100]) / (graphs[500] - graphs[100])
     assert 0 < per_graph < BUILT_PER_GRAPH, per_graph
 
@@ -147,12 +160,12 @@ def test_an_interners_aliases_are_bounded_and_give_the_value_the_key_gives(monke
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_long_log_reads_the_same_with_the_memo(tmp_path, jobs):
+def test_a_long_log_reads_the_same_with_the_memo(tmp_path, small_rank0, jobs):
     """The shared schedules change no value: every graph's final is the one its own schedule,
     estimation and dtypes give, read whole in one process or through workers."""
-    lg = _long_log(tmp_path, 30)
+    lg = _long_log(tmp_path, small_rank0, 30)
     run = load(lg.path, jobs=jobs)
-    [one] = find_logs([str(RANK0)], Diagnostics())
+    [one] = find_logs([str(small_rank0)], Diagnostics())
     alone = build_file(one, [read_segment(Segment(one))], SUMMARY_PARSERS)
     graphs = run.ranks[0].graphs
     assert len(graphs) == 62  # 31 copies (the torch_version entry is written once)
