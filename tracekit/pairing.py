@@ -117,8 +117,8 @@ class BuildMemo:
 
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
-        self._finals: dict[tuple[int, int, int], tuple[Any, Any, Any, FinalSchedule]] = {}
-        self._sizes: dict[tuple[int, int], tuple[Any, Any, Sizes]] = {}
+        self._finals: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}
+        self._sizes: dict[tuple[int, int], tuple[tuple, Sizes]] = {}
 
     def final(self, compile_id: str, position: int, ops: list[tuple[str, str]],
               est: Estimation | None, dtypes: dict[str, list[str]] | None) -> FinalSchedule:
@@ -126,11 +126,9 @@ class BuildMemo:
         hit = self._finals.get(key)
         if hit is None:
             f = final_schedule(compile_id, position, ops, est, dtypes)
-            if len(self._finals) >= self._limit:
-                self._finals.clear()
-            self._finals[key] = (ops, est, dtypes, f)
+            self._keep(self._finals, key, ((ops, est, dtypes), f))
             return f
-        f = hit[3]
+        f = hit[1]
         return FinalSchedule(compile_id, position, f.counts, f.collectives, f.world_size, f.sizes)
 
     def sizes(self, before: list[CollectiveSize] | None, after: list[CollectiveSize] | None) -> Sizes:
@@ -138,10 +136,16 @@ class BuildMemo:
         key = (id(before), id(after))
         hit = self._sizes.get(key)
         if hit is None:
-            if len(self._sizes) >= self._limit:
-                self._sizes.clear()
-            hit = self._sizes[key] = (before, after, Sizes(before=before or [], after=after))
-        return hit[2]
+            hit = self._keep(self._sizes, key, ((before, after), Sizes(before=before or [], after=after)))
+        return hit[1]
+
+    def _keep(self, table: dict, key: tuple[int, ...], entry: tuple[tuple, Any]) -> tuple[tuple, Any]:
+        """``table[key] = entry``: ``(the inputs whose ids are the key, held; the value)``, the
+        table cleared first when full."""
+        if len(table) >= self._limit:
+            table.clear()
+        table[key] = entry
+        return entry
 
 
 @dataclass

@@ -325,21 +325,23 @@ PARALLEL_MIN_BYTES = SPLIT_MIN_BYTES
 BATCH_BYTES = 8 << 20
 
 
-def _batch_lengths(tasks: list[Segment], total: int, jobs: int) -> list[int]:
-    """How many consecutive segments each batch takes: up to ``min(BATCH_BYTES, total / (8 *
-    jobs))`` bytes (``total``: the segments' bytes) and ``_POOL_WINDOW / (2 * jobs)`` segments
-    (at least one each): few messages, and enough batches to keep every worker busy within the
-    window."""
+def _batch_plan(tasks: list[Segment], total: int, jobs: int) -> list[tuple[int, int]]:
+    """``(segments, bytes)`` of each batch of consecutive segments: up to ``min(BATCH_BYTES,
+    total / (8 * jobs))`` bytes (``total``: the segments' bytes) and ``_POOL_WINDOW / (2 *
+    jobs)`` segments (at least one each): few messages, and enough batches to keep every
+    worker busy within the window."""
     target = min(BATCH_BYTES, total // (8 * jobs))
     most = max(1, _POOL_WINDOW // (2 * jobs))
-    out: list[int] = []
-    size = 0
+    out: list[tuple[int, int]] = []
+    n = size = 0
     for seg in tasks:
-        if not out or size >= target or out[-1] >= most:
-            out.append(0)
-            size = 0
-        out[-1] += 1
+        if n and (size >= target or n >= most):
+            out.append((n, size))
+            n = size = 0
+        n += 1
         size += segment_bytes(seg)
+    if n:
+        out.append((n, size))
     return out
 
 
@@ -377,40 +379,39 @@ def read_segments(
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-    lengths = _batch_lengths(tasks, total, jobs)
+    plan = _batch_plan(tasks, total, jobs)
     segs = _drain(tasks)
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(lengths)), mp_context=ctx, initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(plan)), mp_context=ctx, initializer=_ignore_sigint)
     try:
         pending: deque = deque()
         held = 0  # segments handed to the pool and not yet yielded
         held_bytes = 0  # their bytes on disk
-        it = iter(lengths)
+        it = iter(plan)
 
         def room() -> bool:  # a full window still takes a batch per worker
             return len(pending) < jobs or (held < _POOL_WINDOW and held_bytes < _POOL_WINDOW_BYTES)
 
-        def submit(n: int) -> None:
+        def submit(n: int, nbytes: int) -> None:
             nonlocal held, held_bytes
             batch = [next(segs) for _ in range(n)]
-            nbytes = sum(segment_bytes(seg) for seg in batch)
             pending.append((batch, nbytes, pool.submit(_read_batch, batch, validate_all)))
             held += n
             held_bytes += nbytes
 
         while room():
-            n = next(it, None)
-            if n is None:
+            nb = next(it, None)
+            if nb is None:
                 break
-            submit(n)
+            submit(*nb)
         while pending:
             batch, nbytes, fut = pending.popleft()
             held -= len(batch)
             held_bytes -= nbytes
             while room():
-                n = next(it, None)
-                if n is None:
+                nb = next(it, None)
+                if nb is None:
                     break
-                submit(n)
+                submit(*nb)
             yield from zip(batch, fut.result())
             tick(nbytes)
     except BaseException:  # Ctrl-C, or the consumer gone: stop the workers now, wait for none
