@@ -4,16 +4,20 @@
 - A :class:`SegmentResult` crosses the pipe as one flat tuple (``__reduce__``); a
   :class:`Segment` and its :class:`LogFile` as their constructors' arguments. Each must come
   back equal, with its own diagnostics.
-- The pool holds a window of batches: with the window's bytes used up, one batch per worker
-  stays in flight (and the one being handed out), and the files still come back in order, read as in this process.
+- The workers (forked, each reading every other batch, its results sent on its own pipe) read
+  ahead only as far as their pipe holds; a worker that dies, or one that cannot be made, has
+  its batches read here; a read given up kills and reaps them. The files come back in order,
+  read as in this process.
 - A directory's listing parses each name's rank once: the order (by rank, then name) and the
   rank hints are those of :func:`tracekit.sources.rank_from_name`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import os
 import pickle
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -81,34 +85,126 @@ def run_dir(tmp_path):
     return d
 
 
-def test_with_the_window_full_one_batch_a_worker_stays_in_flight(run_dir, monkeypatch):
-    here = load(run_dir, jobs=1)
+def _counting_reads(monkeypatch, tmp_path) -> Callable[[], int]:
+    """``read_segment`` made to leave a byte in a file for each segment read, in the workers
+    too (they are forked with it): the function returned counts them."""
+    log = tmp_path / "reads"
+    log.write_bytes(b"")
+    real = segments.read_segment
+
+    def counted(seg, *args, **kwargs):
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b".")
+        os.close(fd)
+        return real(seg, *args, **kwargs)
+
+    monkeypatch.setattr(segments, "read_segment", counted)
+    return lambda: log.stat().st_size
+
+
+def _read_all(run_dir, jobs: int = 2, pause: float = 0.0) -> list[tuple]:
+    logs = find_logs([str(run_dir)], Diagnostics())
+    tasks = [seg for segs in segments.file_segments(logs, jobs) for seg in segs]
+    got = []
+    for seg, part in segments.read_segments(tasks, jobs, lambda n: None):
+        got.append((seg.log.rank_hint, part.rank, len(part.events)))
+        time.sleep(pause)
+    return got
+
+
+def test_a_worker_reads_ahead_only_as_far_as_its_pipe_holds(run_dir, monkeypatch, tmp_path):
     monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(segments, "_POOL_WINDOW_BYTES", 1)  # every batch fills it
     monkeypatch.setattr(segments, "BATCH_BYTES", 1)  # a file a batch
-    sent: list[int] = []
-    taken = [0]
-    submit = concurrent.futures.ProcessPoolExecutor.submit
-
-    def counting_submit(pool, fn, batch, *args):
-        sent.append(len(batch))
-        # one batch a worker, and the one whose results are being handed out
-        assert len(sent) - taken[0] <= 2 + 1, "more batches in flight than workers"
-        return submit(pool, fn, batch, *args)
-
-    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "submit", counting_submit)
+    monkeypatch.setattr(segments, "PIPE_BYTES", 4096)  # a page: one file's results (2.6 KB) and part of the next
+    reads = _counting_reads(monkeypatch, tmp_path)
     logs = find_logs([str(run_dir)], Diagnostics())
     tasks = [seg for segs in segments.file_segments(logs, 2) for seg in segs]
-    order = [seg.log.rank_hint for seg in tasks]
-    got = []
+    ahead = []
+    taken = 0
     for seg, part in segments.read_segments(tasks, 2, lambda n: None):
-        taken[0] += 1
-        got.append((seg.log.rank_hint, part.rank))
-    assert sent == [1] * 16 and got == [(r, r) for r in order] and order == list(range(16))
-    monkeypatch.setattr(concurrent.futures.ProcessPoolExecutor, "submit", submit)
+        taken += 1
+        assert part.rank == seg.log.rank_hint == taken - 1
+        time.sleep(0.05)  # a slow consumer: the workers would read everything meanwhile
+        ahead.append(reads() - taken)
+    # each worker: the batch in its pipe, the one it is writing, then it waits (a pipe of the
+    # default 64 KiB would let both read all 16 files while the first is being used)
+    assert taken == 16 and reads() == 16
+    assert max(ahead[:8]) <= 2 * 2, ahead
+
+
+def test_a_worker_that_dies_has_its_batches_read_here(run_dir, monkeypatch):
+    here = load(run_dir, jobs=1)
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(segments, "BATCH_BYTES", 1)
+    parent = os.getpid()
+    real = segments.read_segment
+
+    read_here = []
+
+    def dying(seg, *args, **kwargs):  # the worker of the odd batches is killed at rank 5's
+        if os.getpid() != parent and seg.log.rank_hint == 5:
+            os._exit(9)
+        if os.getpid() == parent:
+            read_here.append(seg.log.rank_hint)
+        return real(seg, *args, **kwargs)
+
+    monkeypatch.setattr(segments, "read_segment", dying)
+    assert _read_all(run_dir) == [(r, r, 16) for r in range(16)]
+    assert read_here == [5, 7, 9, 11, 13, 15]  # its batches from there on, and no other
     workers = load(run_dir, jobs=2)
     assert [rank_to_dict(r) for r in workers.ranks] == [rank_to_dict(r) for r in here.ranks]
-    assert len(here.ranks) == 16 and here.diagnostics.counts == {}
+    assert workers.diagnostics.counts == here.diagnostics.counts == {}
+
+
+def test_without_a_second_process_everything_is_read_here(run_dir, monkeypatch):
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(segments, "BATCH_BYTES", 1)
+    real_fork = os.fork
+    made = []
+
+    def second_fails():
+        if made:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        made.append(real_fork())
+        return made[-1]
+
+    monkeypatch.setattr(os, "fork", second_fails)
+    assert _read_all(run_dir) == [(r, r, 16) for r in range(16)]
+    assert len(made) == 1 and made[0] > 0
+
+
+def test_a_read_given_up_kills_and_reaps_its_workers(run_dir, monkeypatch):
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(segments, "BATCH_BYTES", 1)
+    real_fork = os.fork
+    pids = []
+
+    def recording():
+        pid = real_fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recording)
+    logs = find_logs([str(run_dir)], Diagnostics())
+    tasks = [seg for segs in segments.file_segments(logs, 2) for seg in segs]
+    it = segments.read_segments(tasks, 2, lambda n: None)
+    seg, part = next(it)
+    assert part.rank == 0 and len(pids) == 2
+    it.close()  # the consumer gone (Ctrl-C, a broken pipe downstream)
+    for pid in pids:
+        with pytest.raises(ChildProcessError):  # reaped: no zombie left behind
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_the_batches_weigh_alike_and_hold_every_segment_once():
+    logs = [LogFile(f"/l/dedicated_log_torch_trace_rank_{r}_x.log", 9000 if r % 7 else 90_000, r) for r in range(3000)]
+    tasks = [Segment(lg) for lg in logs]
+    plan = segments._batch_plan(tasks, sum(lg.size for lg in logs), 2)
+    assert sum(n for n, _b in plan) == 3000 and sum(b for _n, b in plan) == sum(lg.size for lg in logs)
+    assert all(n <= segments.BATCH_SEGMENTS for n, _b in plan)
+    target = sum(lg.size for lg in logs) // 16  # under BATCH_BYTES: at least 8 batches a worker
+    assert len(plan) >= 16 and all(b < target + 90_000 for _n, b in plan[:-1])
 
 
 def test_a_directory_is_listed_by_rank_then_name_with_each_names_rank(tmp_path):

@@ -5,8 +5,10 @@ one cut at an entry boundary (:func:`file_segments`). :func:`read_segment` scans
 and parses its wanted entries into events (no pairing: that needs the file's segments in
 order, and happens in :class:`tracekit.pairing.FileBuilder`). :func:`read_segments` reads a
 list of segments with up to ``jobs`` processes: in this process for one job; forked children
-for a few segments (cheaper to start than a pool); a fork-context process pool otherwise.
-Results come back in order.
+for a few segments, one each, this process reading the first; otherwise ``jobs`` forked
+workers that each read every ``jobs``-th batch of consecutive segments and send the results
+back on their own pipe (:func:`_read_piped`: no pool, no task messages, no queue). Results
+come back in order.
 """
 
 from __future__ import annotations
@@ -310,32 +312,30 @@ def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all
         raise
 
 
-#: Segments handed to the pool at once, and their bytes on disk: results are taken in order as
-#: they come, so memory holds a window of results, not all of them (100,000 small files). A
-#: window too small stalls the workers while this process builds and merges what they sent
-#: (at 100,000 small files, 256 segments cost a tenth of the wall time against 1,024 or more).
-_POOL_WINDOW = 2048
-_POOL_WINDOW_BYTES = 128 << 20
 #: Less than this in all is read in this process, like one file of that size (SPLIT_MIN_BYTES):
 #: starting workers and sending their results back costs more than it saves (8,192 small
 #: rank logs, 54 MB: 1.5 times the CPU time with 2 workers than in one process).
 PARALLEL_MIN_BYTES = SPLIT_MIN_BYTES
 #: A worker's task is a batch of consecutive segments of at most this many bytes (and
-#: ``_POOL_WINDOW / (2 * jobs)`` segments): one message each way per batch, not per file.
+#: :data:`BATCH_SEGMENTS` segments): one message per batch, not per file.
 BATCH_BYTES = 8 << 20
+BATCH_SEGMENTS = 512
+#: What a worker's pipe holds (Linux: ``F_SETPIPE_SZ``; at most ``/proc/sys/fs/pipe-max-size``,
+#: 1 MiB by default): a worker reads that far ahead of this process (about nine batches of 512
+#: small files), then waits for it.
+PIPE_BYTES = 1 << 20
 
 
 def _batch_plan(tasks: list[Segment], total: int, jobs: int) -> list[tuple[int, int]]:
     """``(segments, bytes)`` of each batch of consecutive segments: up to ``min(BATCH_BYTES,
-    total / (8 * jobs))`` bytes (``total``: the segments' bytes) and ``_POOL_WINDOW / (2 *
-    jobs)`` segments (at least one each): few messages, and enough batches to keep every
-    worker busy within the window."""
+    total / (8 * jobs))`` bytes (``total``: the segments' bytes) and :data:`BATCH_SEGMENTS`
+    segments (at least one each): few messages, and batches of about the same weight, at least
+    eight a worker, so that the workers, each given every ``jobs``-th batch, end together."""
     target = min(BATCH_BYTES, total // (8 * jobs))
-    most = max(1, _POOL_WINDOW // (2 * jobs))
     out: list[tuple[int, int]] = []
     n = size = 0
     for seg in tasks:
-        if n and (size >= target or n >= most):
+        if n and (size >= target or n >= BATCH_SEGMENTS):
             out.append((n, size))
             n = size = 0
         n += 1
@@ -364,65 +364,122 @@ def read_segments(
     """Every segment with its result, in order, read with up to ``jobs`` processes;
     ``tick(bytes)`` after each segment (``progress``: also per chunk, when reading in this
     process). A generator: results are used (and dropped) as they come, and ``tasks`` is
-    emptied as it is read (its segments are dropped once read)."""
+    emptied as it is read (its segments are dropped once read). Without ``os.fork`` (Windows),
+    everything is read in this process."""
     total = sum(segment_bytes(seg) for seg in tasks)
-    if jobs == 1 or len(tasks) <= 1 or total < PARALLEL_MIN_BYTES:
+    if jobs == 1 or len(tasks) <= 1 or total < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
         for seg in _drain(tasks):
             yield seg, read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
         return
-    if len(tasks) <= jobs and hasattr(os, "fork"):
+    if len(tasks) <= jobs:
         few = list(_drain(tasks))
         yield from zip(few, _read_forked(few, tick, validate_all))
         return
-    import multiprocessing
-    from collections import deque
-    from concurrent.futures import ProcessPoolExecutor
-
-    ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
     plan = _batch_plan(tasks, total, jobs)
     segs = _drain(tasks)
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(plan)), mp_context=ctx, initializer=_ignore_sigint)
+    batches: list[list[Segment] | None] = [[next(segs) for _ in range(n)] for n, _b in plan]
+    yield from _read_piped(batches, [b for _n, b in plan], jobs, tick, validate_all)
+
+
+def _read_piped(batches: list[list[Segment] | None], sizes: list[int], jobs: int,
+                tick: Callable[[int], None], validate_all: bool) -> Iterator[tuple[Segment, SegmentResult]]:
+    """Read ``batches`` in ``jobs`` forked workers: worker k reads batches k, k + jobs, k + 2
+    jobs... and writes each batch's results on its own pipe, pickled (our own data, never a
+    log's), as a length and the bytes; this process takes them in order, batch b from worker
+    b mod jobs. ``sizes``: each batch's bytes on disk (``tick``).
+
+    Nothing is sent to a worker (it is forked with the plan) and nothing waits in a queue here:
+    a worker is ahead by what its pipe holds (:data:`PIPE_BYTES`) and the batch it is writing,
+    then waits. A worker that fails (killed, or a pickle cut short) is replaced by reading its
+    batches here, where an error in the reading then shows as it would in one process."""
+    import pickle
+
+    n = min(jobs, len(batches))
+    workers: list[tuple[int, Any]] = []  # (pid, the pipe's reading end)
     try:
-        pending: deque = deque()
-        held = 0  # segments handed to the pool and not yet yielded
-        held_bytes = 0  # their bytes on disk
-        it = iter(plan)
-
-        def room() -> bool:  # a full window still takes a batch per worker
-            return len(pending) < jobs or (held < _POOL_WINDOW and held_bytes < _POOL_WINDOW_BYTES)
-
-        def submit(n: int, nbytes: int) -> None:
-            nonlocal held, held_bytes
-            batch = [next(segs) for _ in range(n)]
-            pending.append((batch, nbytes, pool.submit(_read_batch, batch, validate_all)))
-            held += n
-            held_bytes += nbytes
-
-        while room():
-            nb = next(it, None)
-            if nb is None:
+        for k in range(n):
+            r, w = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:  # no more processes: the batches of the workers not made are read here
+                os.close(r)
+                os.close(w)
                 break
-            submit(*nb)
-        while pending:
-            batch, nbytes, fut = pending.popleft()
-            held -= len(batch)
-            held_bytes -= nbytes
-            while room():
-                nb = next(it, None)
-                if nb is None:
-                    break
-                submit(*nb)
-            yield from zip(batch, fut.result())
-            tick(nbytes)
-    except BaseException:  # Ctrl-C, or the consumer gone: stop the workers now, wait for none
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+            if pid == 0:  # the child: Ctrl-C is the parent's to handle (it reads no result then)
+                _ignore_sigint()
+                status = 1
+                try:
+                    os.close(r)
+                    for _pid, earlier in workers:
+                        os.close(earlier.fileno())
+                    _widen_pipe(w)
+                    with os.fdopen(w, "wb") as out:
+                        for b in range(k, len(batches), n):
+                            data = pickle.dumps(_read_batch(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL)
+                            out.write(len(data).to_bytes(8, "little"))
+                            out.write(data)
+                            out.flush()
+                            del data
+                    status = 0
+                finally:
+                    os._exit(status)
+            os.close(w)
+            workers.append((pid, os.fdopen(r, "rb")))
+        for b in range(len(batches)):
+            batch, batches[b] = batches[b], None  # dropped once its results are used
+            pipe = workers[b % n][1] if b % n < len(workers) else None
+            part = None if pipe is None or pipe.closed else _take(pipe, pickle.loads)
+            if part is None:  # the worker failed (its pipe is closed) or was never made: read here
+                if pipe is not None:
+                    pipe.close()
+                part = _read_batch(batch, validate_all)
+            yield from zip(batch, part)
+            del part
+            tick(sizes[b])
+    except BaseException:  # Ctrl-C, or the consumer gone: the workers' work is not wanted
+        for pid, _pipe in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         raise
-    pool.shutdown()
+    finally:
+        for pid, pipe in workers:
+            pipe.close()
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+
+
+def _take(pipe, loads: Callable[[bytes], Any]) -> list[SegmentResult] | None:
+    """The next batch's results from a worker's pipe, or None when the pipe ends short of it
+    (the worker failed) or what came is not a batch's results."""
+    head = pipe.read(8)
+    if len(head) < 8:
+        return None
+    size = int.from_bytes(head, "little")
+    data = pipe.read(size)
+    if len(data) < size:
+        return None
+    try:
+        part = loads(data)
+    except Exception:  # noqa: BLE001 - a broken worker: its batch is read here
+        return None
+    return part if isinstance(part, list) else None
+
+
+def _widen_pipe(fd: int) -> None:
+    """Let the pipe hold :data:`PIPE_BYTES` (where the system allows it)."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 def _ignore_sigint() -> None:
-    """In a worker process: Ctrl-C (sent to the whole process group) is the parent's to handle;
-    a worker interrupted inside the pool's queues could leave a lock held and hang the parent."""
+    """In a worker process: Ctrl-C (sent to the whole process group) is the parent's to handle
+    (it kills the workers it no longer wants; a worker's half-written result is never read)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
