@@ -121,7 +121,9 @@ class EntryParser:
         return [("artifact", n) for n in sorted(self.artifacts)] + [(t, None) for t in sorted(self.entry_types)]
 
     def parse(self, payload: str | None, envelope: dict[str, Any]) -> Any:
-        """The value of one entry (``payload`` is None when :attr:`needs_payload` is false)."""
+        """The value of one entry (``payload`` is None when :attr:`needs_payload` is false).
+        ``envelope`` may be an equal envelope of another rank's file, its ``"rank"`` values
+        that rank's (:class:`tracekit.entries.EnvelopeMemo`): a parser never reads the rank."""
         return payload
 
     def apply(self, builder: ModelBuilder, key: EntryKey, value: Any, file: str, line: int) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tracekit import envelopes as ev
-from tracekit.entries import PayloadMemo, check_gzip, decode_entries
+from tracekit.entries import EnvelopeMemo, PayloadMemo, check_gzip, decode_entries
 from tracekit.model import Diagnostics
 from tracekit.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
@@ -115,7 +115,8 @@ def read_segment(
         try:
             for e in decode_entries(stream, path, diag, keys=ps.keys, on_chunk=progress_cb,
                                     payload_for=ps.payload_for, rank=rank, scanner_out=scanner_box,
-                                    validate_all=validate_all, memo=ps.memo):
+                                    validate_all=validate_all, memo=ps.memo,
+                                    envelopes=None if validate_all else ps.envelopes):
                 key = canonical[e.key]  # one key object a kind, not one per event (a dense log holds
                 parser = table[key]  # hundreds of thousands of events until its file is built)
                 if e.pid is not None:
@@ -147,13 +148,14 @@ class _ParserSet(NamedTuple):
     payload_for: Callable[[str, str | None], bool]  # one function, so the Scanners of every
     # file share what they decided of each key
     memo: PayloadMemo  # the payloads checked before (a job's ranks check one they share once)
+    envelopes: EnvelopeMemo  # the envelopes decoded before (a job's ranks log them but for the rank)
 
 
 @functools.lru_cache(maxsize=8)
 def _parser_set(parsers: tuple[EntryParser, ...]) -> _ParserSet:
     table = key_table(parsers)
     return _ParserSet(table, frozenset(table), {k: k for k in table},
-                      lambda etype, name: table[(etype, name)].needs_payload, PayloadMemo())
+                      lambda etype, name: table[(etype, name)].needs_payload, PayloadMemo(), EnvelopeMemo())
 
 
 def default_jobs() -> int:

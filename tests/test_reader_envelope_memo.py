@@ -1,0 +1,145 @@
+"""Envelopes decoded once for every rank (issue 21: 100,000 small rank logs of one job log the
+same envelopes but for their rank; :class:`tracekit.entries.EnvelopeMemo`).
+
+Real logs, edited at test time: spmd_auto's four ranks, one of them with a line whose rank is
+written as the mask itself (no JSON), or another rank's; a long log made of rank 0 repeated.
+
+- The ranks of a job find their envelopes decoded: every entry equals the one decoded anew
+  (rank, compile id, payload, line, pid), its envelope equal but for its rank values.
+- A line that holds ``"rank":,`` itself is no envelope of the file's rank: still ``bad_json``.
+- An entry of another rank is never taken from the memo: ``other_rank`` in every file.
+- A long log, whose envelopes are new copy after copy, stops looking after 64 misses.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from conftest import FIXTURE_LOGS, ROOT
+from tracekit import segments
+from tracekit.entries import EnvelopeMemo, PayloadMemo, decode_entries
+from tracekit.model import Diagnostics, rank_to_dict
+from tracekit.parsers import SUMMARY_PARSERS, key_table
+from tracekit.reader import load
+
+RUN = FIXTURE_LOGS / "spmd_auto"
+RANKS = sorted(RUN.glob("dedicated_log_torch_trace_rank_*.log"))
+KEYS = frozenset(key_table(SUMMARY_PARSERS))
+
+
+class CountingMemo(EnvelopeMemo):
+    __slots__ = ("hits", "lookups")
+
+    def __init__(self, limit: int = 1024) -> None:
+        super().__init__(limit)
+        self.hits = self.lookups = 0
+
+    def get(self, key):
+        hit = super().get(key)
+        self.lookups += 1
+        self.hits += hit is not None
+        return hit
+
+
+def _entries(path: Path, envelopes: EnvelopeMemo | None) -> tuple[list, Diagnostics]:
+    diag = Diagnostics()
+    with open(path, "rb") as f:
+        out = list(decode_entries(f, str(path), diag, keys=KEYS, memo=PayloadMemo(), envelopes=envelopes))
+    return out, diag
+
+
+def _without_rank(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k != "rank"}
+
+
+def test_the_ranks_of_a_job_find_their_envelopes_decoded_and_equal_their_own():
+    memo = CountingMemo()
+    hits = []
+    for path in RANKS:
+        before = memo.hits
+        shared, diag = _entries(path, memo)
+        own, own_diag = _entries(path, None)
+        hits.append(memo.hits - before)
+        assert diag.counts == own_diag.counts == {}
+        assert len(shared) == len(own) == 16
+        for a, b in zip(shared, own):
+            assert (a.file, a.line, a.rank, a.compile_id, a.entry_type, a.artifact_name, a.payload, a.pid) == (
+                b.file, b.line, b.rank, b.compile_id, b.entry_type, b.artifact_name, b.payload, b.pid)
+            assert _without_rank(a.envelope) == _without_rank(b.envelope)
+            assert b.envelope.get("rank") == b.rank
+    # the rank is known from the skipped lines before the first entry: all 16 are looked up;
+    # ranks 1-3 find 14 of rank 0's, all but their two inductor_post_grad_graph, whose payloads
+    # (and so the MD5 in their envelopes) are each rank's own
+    assert hits == [0, 14, 14, 14]
+    assert [e.rank for e in shared] == [None] + [3] * 15  # torch_version carries no rank
+
+
+def _edited(tmp_path: Path, rank: int, old: bytes, new: bytes, nth_wanted: int = 5) -> tuple[Path, int]:
+    """Rank ``rank``'s log with ``old`` written ``new`` on its ``nth_wanted`` line that has
+    ``old`` and names a pre_bucketing artifact; the file and that line's number."""
+    src = RANKS[rank]
+    lines = src.read_bytes().split(b"\n")
+    seen = 0
+    for i, line in enumerate(lines):
+        if old in line and b'"name": "pre_bucketing' in line:
+            seen += 1
+            if seen == nth_wanted:
+                lines[i] = line.replace(old, new)
+                out = tmp_path / src.name
+                out.write_bytes(b"\n".join(lines))
+                return out, i + 1
+    raise AssertionError("no such line")
+
+
+def test_a_line_that_holds_the_mask_itself_is_still_bad_json(tmp_path):
+    memo = CountingMemo()
+    _entries(RANKS[0], memo)  # rank 0's envelopes, masked, in the memo
+    # rank 1's line equals one of rank 0's with '"rank": 0,' written '"rank":,' (masked, it
+    # is rank 1's own line with '"rank": 1,' masked): no JSON, whatever the memo holds
+    path, lineno = _edited(tmp_path, 1, b'"rank": 1,', b'"rank":,')
+    entries, diag = _entries(path, memo)
+    assert diag.counts == {"bad_json": 1} and diag.examples[0]["line"] == lineno
+    assert len(entries) == 15 and lineno not in [e.line for e in entries]
+
+
+def test_an_entry_of_another_rank_is_reported_in_every_file_that_has_it(tmp_path):
+    memo = CountingMemo()
+    _entries(RANKS[0], memo)
+    path, lineno = _edited(tmp_path, 1, b'"rank": 1,', b'"rank": 9,')
+    for _ in range(3):  # the same line read three times: decoded and reported each time
+        entries, diag = _entries(path, memo)
+        assert diag.counts == {"other_rank": 1} and diag.examples[0]["line"] == lineno
+        assert diag.examples[0]["detail"] == "rank 9 in a file of rank 1" and len(entries) == 15
+    assert memo._seen and all(value[4] in (True, False) for value in memo._seen.values())
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_long_log_of_new_envelopes_stops_looking_after_64_misses(tmp_path):
+    make_large_log = _bench_module("make_large_log")
+    out = tmp_path / "long.log"
+    make_large_log.make_large_log([RANKS[0]], out, 8 * RANKS[0].stat().st_size)
+    memo = CountingMemo()
+    entries, diag = _entries(out, memo)
+    assert diag.counts == {} and len(entries) == 136  # 8 copies of 17, one torch_version
+    # every copy its own compile ids: each lookup misses; the 65th is the last, not kept
+    assert (memo.lookups, memo.hits, len(memo._seen)) == (65, 0, 64)
+
+
+def test_a_directory_of_ranks_reads_as_each_rank_read_alone():
+    segments._parser_set.cache_clear()
+    run = load(RUN, jobs=1)  # one process, one memo: ranks 1 to 3 take their envelopes from it
+    assert len(segments._parser_set(SUMMARY_PARSERS).envelopes._seen) == 16 + 3 * 2  # as above
+    assert [r.rank for r in run.ranks] == [0, 1, 2, 3] and run.diagnostics.counts == {}
+    for r in run.ranks:
+        segments._parser_set.cache_clear()  # a fresh memo: nothing from another rank
+        (alone,) = load(r.files[0], jobs=1).ranks
+        assert rank_to_dict(alone) == rank_to_dict(r)
