@@ -7,17 +7,16 @@ written as the mask itself (no JSON), or another rank's; a long log made of rank
 - The ranks of a job find their envelopes decoded: every entry equals the one decoded anew
   (rank, compile id, payload, line, pid), its envelope equal but for its rank values.
 - A line that holds ``"rank":,`` itself is no envelope of the file's rank: still ``bad_json``.
-- An entry of another rank is never taken from the memo: ``other_rank`` in every file.
+- An entry of another rank is never taken from the memo: ``other_rank`` in every file; nor is
+  one whose rank is written otherwise than torch writes it (``"rank":1,``).
 - A long log, whose envelopes are new copy after copy, stops looking after 64 misses.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-from conftest import FIXTURE_LOGS, ROOT
+from conftest import FIXTURE_LOGS, bench_module
 from tracekit import segments
 from tracekit.entries import EnvelopeMemo, PayloadMemo, decode_entries
 from tracekit.model import Diagnostics, rank_to_dict
@@ -115,16 +114,23 @@ def test_an_entry_of_another_rank_is_reported_in_every_file_that_has_it(tmp_path
     assert memo._seen and all(value[4] in (True, False) for value in memo._seen.values())
 
 
-def _bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def test_a_rank_written_otherwise_is_read_from_each_line_not_from_the_memo(tmp_path):
+    memo = CountingMemo()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    # rank 1's line with its rank written without the space (JSON all the same: rank 1), then
+    # rank 2's same line with that very text: rank 1 in a file of rank 2
+    a, _ = _edited(tmp_path / "a", 1, b'"rank": 1,', b'"rank":1,')
+    b, lineno = _edited(tmp_path / "b", 2, b'"rank": 2,', b'"rank":1,')
+    entries, diag = _entries(a, memo)
+    assert diag.counts == {} and len(entries) == 16 and {e.rank for e in entries} == {None, 1}
+    entries, diag = _entries(b, memo)
+    assert diag.counts == {"other_rank": 1} and diag.examples[0]["line"] == lineno
+    assert diag.examples[0]["detail"] == "rank 1 in a file of rank 2" and len(entries) == 15
 
 
 def test_a_long_log_of_new_envelopes_stops_looking_after_64_misses(tmp_path):
-    make_large_log = _bench_module("make_large_log")
+    make_large_log = bench_module("make_large_log")
     out = tmp_path / "long.log"
     make_large_log.make_large_log([RANKS[0]], out, 8 * RANKS[0].stat().st_size)
     memo = CountingMemo()

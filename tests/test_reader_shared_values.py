@@ -15,14 +15,12 @@ Logs are the spmd_auto fixture's rank 0, cut to the entries summarize reads (ben
 from __future__ import annotations
 
 import gc
-import importlib.util
 import pickle
-import sys
 import tracemalloc
 
 import pytest
 
-from conftest import FIXTURE_LOGS, ROOT
+from conftest import FIXTURE_LOGS, bench_module
 from tracekit.model import Diagnostics, rank_to_dict
 from tracekit.pairing import FileBuilder, _Interner, build_file, merge_files
 from tracekit.parsers import SUMMARY_PARSERS
@@ -30,16 +28,8 @@ from tracekit.reader import load
 from tracekit.segments import Segment, read_segment
 from tracekit.sources import find_logs
 
-def _bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-make_large_log = _bench_module("make_large_log")
-make_ranks = _bench_module("make_ranks")
+make_large_log = bench_module("make_large_log")
+make_ranks = bench_module("make_ranks")
 
 RUN = FIXTURE_LOGS / "spmd_auto"
 #: Bytes the builder holds a graph of a long log, until the file's result is made (measured:

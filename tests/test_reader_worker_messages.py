@@ -156,36 +156,35 @@ def test_a_worker_that_dies_has_its_batches_read_here(run_dir, monkeypatch):
     assert workers.diagnostics.counts == here.diagnostics.counts == {}
 
 
+def _forks(monkeypatch, allowed: int | None = None) -> list[int]:
+    """``os.fork`` made to list the workers it makes (here), and to fail once ``allowed`` are."""
+    real_fork = os.fork
+    made: list[int] = []
+
+    def fork():
+        if allowed is not None and len(made) >= allowed:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        pid = real_fork()
+        if pid:
+            made.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    return made
+
+
 def test_without_a_second_process_everything_is_read_here(run_dir, monkeypatch):
     monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(segments, "BATCH_BYTES", 1)
-    real_fork = os.fork
-    made = []
-
-    def second_fails():
-        if made:
-            raise BlockingIOError(11, "Resource temporarily unavailable")
-        made.append(real_fork())
-        return made[-1]
-
-    monkeypatch.setattr(os, "fork", second_fails)
+    made = _forks(monkeypatch, allowed=1)
     assert _read_all(run_dir) == [(r, r, 16) for r in range(16)]
-    assert len(made) == 1 and made[0] > 0
+    assert len(made) == 1
 
 
 def test_a_read_given_up_kills_and_reaps_its_workers(run_dir, monkeypatch):
     monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(segments, "BATCH_BYTES", 1)
-    real_fork = os.fork
-    pids = []
-
-    def recording():
-        pid = real_fork()
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", recording)
+    pids = _forks(monkeypatch)
     logs = find_logs([str(run_dir)], Diagnostics())
     tasks = [seg for segs in segments.file_segments(logs, 2) for seg in segs]
     it = segments.read_segments(tasks, 2, lambda n: None)

@@ -111,8 +111,10 @@ class EnvelopeMemo:
         rank 300: {..., "rank": 300, "frame_id": 0, ...}  -> the same key: decoded once
 
     ``"rank":,`` is no JSON: in a key made of a valid envelope it stands only where a rank was
-    masked, and the count tells apart a line that holds it itself. Only envelopes that decoded,
-    passed every check and were of their file's rank (or of none) are kept.
+    masked, and the count tells apart a line that holds it itself. Only envelopes that decoded
+    and passed every check are kept, and only those of no rank, or of their file's rank written
+    as torch writes it, once: the one ``"rank"`` of the envelope is the one masked. An envelope
+    of another rank, or whose rank is written otherwise (``"rank":7,``), is decoded each time.
 
     The :class:`Entry` then holds the earlier envelope, equal to its own but for the values of
     its ``"rank"`` keys (its :attr:`Entry.rank` is its own). Bounded: cleared when it holds
@@ -263,7 +265,9 @@ def decode_entries(
                 elif r != scanner.rank:
                     add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
                     continue
-            if key is not None and envelopes is not None:
+            if key is not None and envelopes is not None and (
+                    r is None or (key[0] == 1 and raw.line.count(b'"rank"', raw.start) == 1)):
+                # of no rank, or of the file's, written where the mask stands: its only "rank"
                 envelopes.put(key, (etype, name, cid, env, r is not None))
         payload = None
         has = env.get("has_payload")

@@ -431,7 +431,7 @@ def _read_piped(batches: list[list[Segment] | None], sizes: list[int], jobs: int
             batch, batches[b] = batches[b], None  # dropped once its results are used
             pipe = workers[b % n][1] if b % n < len(workers) else None
             part = None if pipe is None or pipe.closed else _take(pipe, pickle.loads)
-            if part is None:  # the worker failed (its pipe is closed) or was never made: read here
+            if part is None or len(part) != len(batch):  # the worker failed, or was never made: read here
                 if pipe is not None:
                     pipe.close()
                 part = _read_batch(batch, validate_all)
