@@ -126,10 +126,11 @@ def test_a_worker_reads_ahead_only_as_far_as_its_pipe_holds(run_dir, monkeypatch
         assert part.rank == seg.log.rank_hint == taken - 1
         time.sleep(0.05)  # a slow consumer: the workers would read everything meanwhile
         ahead.append(reads() - taken)
-    # each worker: the batch in its pipe, the one it is writing, then it waits (a pipe of the
-    # default 64 KiB would let both read all 16 files while the first is being used)
+    # each worker: the batch in its pipe, the one it is writing, then it waits (measured: 4 in
+    # all; one more a worker allowed for what this process's read buffer takes ahead). A pipe of
+    # the default 64 KiB lets both read all 16 files while the first is being used: 15 ahead.
     assert taken == 16 and reads() == 16
-    assert max(ahead[:8]) <= 2 * 2, ahead
+    assert max(ahead[:8]) <= 2 * 3, ahead
 
 
 def test_a_worker_that_dies_has_its_batches_read_here(run_dir, monkeypatch):
