@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import pytest
 
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, bench_module
 from tracekit import segments
 from tracekit.model import Diagnostics, rank_to_dict
 from tracekit.pairing import SegmentResult
@@ -229,3 +229,52 @@ def test_a_directory_is_listed_by_rank_then_name_with_each_names_rank(tmp_path):
         (tmp_path / n).unlink()
     (tmp_path / "a.log").write_bytes(b"")
     assert [lg.path.rsplit("/", 1)[1] for lg in find_logs([str(tmp_path)], Diagnostics())] == ["a.log", "notes.log"]
+
+
+def test_a_long_listing_is_read_by_workers_forked_before_its_sizes_are_taken(tmp_path, monkeypatch):
+    """Six small rank logs and two full ones (736 KB: large here, so this process reads them,
+    in segments), read by workers forked with the names only: as read in one process."""
+    d = tmp_path / "listing"
+    bench_module("make_ranks").make_ranks(d, 6, base=SPMD, small=True)
+    for r, src in ((6, 2), (7, 3)):
+        full = next(SPMD.glob(f"dedicated_log_torch_trace_rank_{src}_*.log")).read_bytes()
+        (d / f"dedicated_log_torch_trace_rank_{r}_f.log").write_bytes(
+            full.replace(b'"rank": %d,' % src, b'"rank": %d,' % r))
+    here = load(d, jobs=1)
+    monkeypatch.setattr(segments, "EARLY_MIN_FILES", 1)
+    monkeypatch.setattr(segments, "BATCH_SEGMENTS", 3)  # three batches: 0-2, 3-5, 6-7
+    monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 256 << 10)  # the full logs are large
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
+    listed, cut = [], []
+    read_listed, read_segments = segments.read_listed, segments.read_segments
+
+    def listed_read(names, *args, **kwargs):
+        listed.append(len(names))
+        return read_listed(names, *args, **kwargs)
+
+    def cut_read(tasks, *args, **kwargs):
+        cut.append((tasks[0].log.rank_hint, len(tasks)))
+        return read_segments(tasks, *args, **kwargs)
+
+    monkeypatch.setattr(segments, "read_listed", listed_read)
+    monkeypatch.setattr(segments, "read_segments", cut_read)
+    ticks: list[tuple[int, int]] = []
+    workers = load(d, jobs=2, progress=lambda done, total: ticks.append((done, total)))
+    assert listed == [8] and cut == [(6, 2), (7, 2)]  # each full log in two segments, here
+    assert [rank_to_dict(r) for r in workers.ranks] == [rank_to_dict(r) for r in here.ranks]
+    assert workers.diagnostics.counts == here.diagnostics.counts == {} and len(here.ranks) == 8
+    total = sum(p.stat().st_size for p in d.iterdir())
+    assert ticks[-1] == (total, total) and all(t == total for _d, t in ticks)
+    assert [done for done, _t in ticks] == sorted(done for done, _t in ticks)
+
+
+def test_progress_reaches_the_whole_file_when_it_is_read_in_forked_segments(monkeypatch):
+    # one file cut in two segments, one read here, one by a forked child: the last tick, the
+    # child's, came after the reader's last result and was lost (progress stopped at ~half)
+    monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 256 << 10)
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
+    ticks: list[tuple[int, int]] = []
+    run = load(RANK0, jobs=2, progress=lambda done, total: ticks.append((done, total)))
+    size = RANK0.stat().st_size
+    assert len(ticks) == 2 and ticks[-1] == (size, size) and ticks[0][0] < size
+    assert rank_to_dict(run.ranks[0]) == rank_to_dict(load(RANK0, jobs=1).ranks[0])

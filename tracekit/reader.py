@@ -65,11 +65,12 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tracekit.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
-from tracekit.pairing import (BuildMemo, FileBuilder, FileResult, GraphSource, UnbucketedSource, build_file,
+from tracekit import segments
+from tracekit.pairing import (BuildMemo, FileBuilder, FileResult, GraphSource, SegmentResult, UnbucketedSource, build_file,
                               merge_files)
 from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
 from tracekit.segments import Segment, default_jobs, file_segments, read_segment, read_segments
-from tracekit.sources import LogFile, find_logs, rank_from_name
+from tracekit.sources import LogFile, find_log_names, find_logs, listed_size, rank_from_name
 
 __all__ = ["GraphSource", "StrictError", "UnbucketedSource", "graph_and_unbucketed_sources", "graph_sources",
            "load", "read_file"]
@@ -115,8 +116,10 @@ def load(
     a large uncompressed file is cut at entry boundaries into ``jobs`` segments, or whole
     rounds of ``jobs`` segments of at most 128 MiB (:func:`tracekit.segments.segment_count`),
     read in parallel and applied to the file's builder in order, each as it comes (pairing by
-    compile id sees the file whole). Results are merged as they come (memory holds the model,
-    not every file's results, nor every segment's).
+    compile id sees the file whole). A listing of 16,384 files or more is read by workers
+    forked before the files' sizes are taken, so that the sizes are taken while they read
+    (:func:`tracekit.segments.read_listed`). Results are merged as they come (memory holds
+    the model, not every file's results, nor every segment's).
     ``validate_all`` (default: ``strict``): decode and check every line, not only the entries
     tracekit reads (slower). ``strict``: raise :class:`StrictError` (carrying the Run) if any
     bad input was seen. The world checks (:func:`tracekit.world.check_world`: missing ranks)
@@ -127,10 +130,10 @@ def load(
 
     paths_given = path_list(paths)
     diagnostics = Diagnostics()
-    logs = find_logs(paths_given, diagnostics)
-    total = sum(lg.size for lg in logs)
+    names = find_log_names(paths_given, diagnostics)
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
-    done = 0
+    validate_all = strict if validate_all is None else validate_all
+    total = done = 0
 
     def tick(n: int) -> None:
         nonlocal done
@@ -138,10 +141,20 @@ def load(
         if progress is not None:
             progress(done, total)
 
-    tasks = [seg for segs in file_segments(logs, jobs) for seg in segs]
-    del logs  # the segments hold the files: read_segments drops each once read
-    parts = read_segments(tasks, jobs, tick, progress is not None,
-                          validate_all=strict if validate_all is None else validate_all)
+    def sized(logs: list[LogFile]) -> None:
+        nonlocal total
+        total = sum(lg.size for lg in logs)
+
+    parts: Iterable[tuple[Segment, SegmentResult]]
+    if jobs > 1 and len(names) >= segments.EARLY_MIN_FILES and hasattr(os, "fork"):
+        parts = segments.read_listed(names, jobs, tick, sized, validate_all)  # sizes taken as workers read
+    else:
+        logs = [LogFile(f, listed_size(f), hint) for f, hint in names]
+        sized(logs)
+        tasks = [seg for segs in file_segments(logs, jobs) for seg in segs]
+        del logs  # the segments hold the files: read_segments drops each once read
+        parts = read_segments(tasks, jobs, tick, progress is not None, validate_all=validate_all)
+    del names
 
     memo = BuildMemo()  # a schedule's collectives, and sizes, made once for every file, not once a graph
 

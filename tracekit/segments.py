@@ -7,8 +7,9 @@ order, and happens in :class:`tracekit.pairing.FileBuilder`). :func:`read_segmen
 list of segments with up to ``jobs`` processes: in this process for one job; forked children
 for a few segments, one each, this process reading the first; otherwise ``jobs`` forked
 workers that each read every ``jobs``-th batch of consecutive segments and send the results
-back on their own pipe (:func:`_read_piped`: no pool, no task messages, no queue). Results
-come back in order.
+back on their own pipe (:func:`_read_piped`: no pool, no task messages, no queue). A long
+listing of files (:func:`read_listed`) is read by workers forked before the files' sizes are
+taken, so that this process takes them while the workers read. Results come back in order.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tracekit.entries import EnvelopeMemo, PayloadMemo, check_gzip, decode_entri
 from tracekit.model import Diagnostics
 from tracekit.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
-from tracekit.sources import GZIP_MAGIC, LogFile, open_log
+from tracekit.sources import GZIP_MAGIC, LogFile, listed_size, open_log
 
 #: Uncompressed files at least this large are split into segments read in parallel.
 SPLIT_MIN_BYTES = 64 << 20
@@ -375,20 +376,71 @@ def read_segments(
         return
     if len(tasks) <= jobs:
         few = list(_drain(tasks))
-        yield from zip(few, _read_forked(few, tick, validate_all))
+        # the reader first: zip then resumes it after its last result (its last tick)
+        for part, seg in zip(_read_forked(few, tick, validate_all), few):
+            yield seg, part
         return
     plan = _batch_plan(tasks, total, jobs)
     segs = _drain(tasks)
     batches: list[list[Segment] | None] = [[next(segs) for _ in range(n)] for n, _b in plan]
-    yield from _read_piped(batches, [b for _n, b in plan], jobs, tick, validate_all)
+    for b, batch, part in _read_piped(batches, jobs, validate_all, _read_batch):
+        yield from zip(batch, part)
+        tick(plan[b][1])
 
 
-def _read_piped(batches: list[list[Segment] | None], sizes: list[int], jobs: int,
-                tick: Callable[[int], None], validate_all: bool) -> Iterator[tuple[Segment, SegmentResult]]:
-    """Read ``batches`` in ``jobs`` forked workers: worker k reads batches k, k + jobs, k + 2
-    jobs... and writes each batch's results on its own pipe, pickled (our own data, never a
-    log's), as a length and the bytes; this process takes them in order, batch b from worker
-    b mod jobs. ``sizes``: each batch's bytes on disk (``tick``).
+#: A listing of at least this many files is read by workers forked before the files' sizes
+#: are known (:func:`read_listed`): they read while this process takes the sizes.
+EARLY_MIN_FILES = 16384
+
+
+def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[int], None],
+                on_total: Callable[[list[LogFile]], None], validate_all: bool = False,
+                ) -> Iterator[tuple[Segment, SegmentResult]]:
+    """:func:`read_segments` of a long listing (``(path, rank hint)``, :func:`tracekit.sources.
+    find_log_names`), its workers forked before the files' sizes are known: batches of
+    :data:`BATCH_SEGMENTS` files, each worker stat-ing and reading its own, while this process
+    takes every file's size (``on_total(logs)`` gets the files, sized, before any result). A
+    file a worker finds of :data:`SPLIT_MIN_BYTES` or more is left to this process, which reads
+    it in its place, cut in segments as :func:`read_segments` cuts it. Whole files otherwise,
+    in order, as :func:`read_segments` gives them."""
+    batches: list[list[tuple[str, int | None]] | None] = [
+        names[i : i + BATCH_SEGMENTS] for i in range(0, len(names), BATCH_SEGMENTS)]
+    logs: list[LogFile] = []
+
+    def sizes() -> None:  # while the workers read
+        logs.extend(LogFile(path, listed_size(path), hint) for path, hint in names)
+        on_total(logs)
+
+    for b, _batch, part in _read_piped(batches, jobs, validate_all, _read_named, between=sizes):
+        start = b * BATCH_SEGMENTS
+        done = 0
+        for lg, res in zip(logs[start : start + len(part)], part):
+            if res is None:  # large: read here, in segments
+                yield from read_segments(next(file_segments([lg], jobs)), jobs, tick, validate_all=validate_all)
+                continue
+            done += lg.size
+            yield Segment(lg), res
+        tick(done)
+
+
+def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> list[SegmentResult | None]:
+    """A worker's batch of a listing (:func:`read_listed`): each file read whole, or None for a
+    file large enough to be cut in segments (this process reads it)."""
+    out: list[SegmentResult | None] = []
+    for path, hint in batch:
+        size = listed_size(path)
+        out.append(None if size >= SPLIT_MIN_BYTES else
+                   read_segment(Segment(LogFile(path, size, hint)), SUMMARY_PARSERS, None, validate_all))
+    return out
+
+
+def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[Any, bool], list],
+                between: Callable[[], None] | None = None) -> Iterator[tuple[int, Any, list]]:
+    """``(b, batch, read(batch, validate_all))`` of each of ``batches`` in order, read in
+    ``jobs`` forked workers: worker k reads batches k, k + jobs, k + 2 jobs... and writes each
+    batch's results on its own pipe, pickled (our own data, never a log's), as a length and the
+    bytes; this process takes them in order, batch b from worker b mod jobs. ``between()`` runs
+    here once the workers are forked, before the first result is taken.
 
     Nothing is sent to a worker (it is forked with the plan) and nothing waits in a queue here:
     a worker is ahead by what its pipe holds (:data:`PIPE_BYTES`) and the batch it is writing,
@@ -417,7 +469,7 @@ def _read_piped(batches: list[list[Segment] | None], sizes: list[int], jobs: int
                     _widen_pipe(w)
                     with os.fdopen(w, "wb") as out:
                         for b in range(k, len(batches), n):
-                            data = pickle.dumps(_read_batch(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL)
+                            data = pickle.dumps(read(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL)
                             out.write(len(data).to_bytes(8, "little"))
                             out.write(data)
                             out.flush()
@@ -427,6 +479,8 @@ def _read_piped(batches: list[list[Segment] | None], sizes: list[int], jobs: int
                     os._exit(status)
             os.close(w)
             workers.append((pid, os.fdopen(r, "rb")))
+        if between is not None:
+            between()
         for b in range(len(batches)):
             batch, batches[b] = batches[b], None  # dropped once its results are used
             pipe = workers[b % n][1] if b % n < len(workers) else None
@@ -434,10 +488,9 @@ def _read_piped(batches: list[list[Segment] | None], sizes: list[int], jobs: int
             if part is None or len(part) != len(batch):  # the worker failed, or was never made: read here
                 if pipe is not None:
                     pipe.close()
-                part = _read_batch(batch, validate_all)
-            yield from zip(batch, part)
+                part = read(batch, validate_all)
+            yield b, batch, part
             del part
-            tick(sizes[b])
     except BaseException:  # Ctrl-C, or the consumer gone: the workers' work is not wanted
         for pid, _pipe in workers:
             try:

@@ -155,9 +155,24 @@ def _no_logs_detail(directory: str) -> str:
 
 def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics) -> list[LogFile]:
     """Expand PATHs into the log files to read, in order, each file once."""
+    return [LogFile(f, listed_size(f), hint) for f, hint in find_log_names(paths, diagnostics)]
+
+
+def listed_size(path: str) -> int:
+    """A file's size for the reading plan and progress (0 when it cannot be stat'ed: reading
+    it then says why)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def find_log_names(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics) -> list[tuple[str, int | None]]:
+    """:func:`find_logs` before the files' sizes: ``(path, rank hint)`` of each file to read,
+    in order, each once (a directory's 100,000 files are listed without a ``stat`` each)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    out: list[LogFile] = []
+    out: list[tuple[str, int | None]] = []
     seen: set[str] = set()  # real paths
     for p in paths:
         p = os.fspath(p)
@@ -179,11 +194,7 @@ def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
             if key in seen:
                 continue
             seen.add(key)
-            try:
-                size = os.stat(f).st_size
-            except OSError:
-                size = 0
-            out.append(LogFile(f, size, hint))
+            out.append((f, hint))
     return out
 
 
