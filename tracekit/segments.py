@@ -405,16 +405,17 @@ def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[
     in order, as :func:`read_segments` gives them."""
     batches: list[list[tuple[str, int | None]] | None] = [
         names[i : i + BATCH_SEGMENTS] for i in range(0, len(names), BATCH_SEGMENTS)]
-    logs: list[LogFile] = []
+    del names  # the batches hold the names, each dropped once read
+    logs: list[LogFile | None] = []
 
     def sizes() -> None:  # while the workers read
-        logs.extend(LogFile(path, listed_size(path), hint) for path, hint in names)
+        logs.extend(LogFile(path, listed_size(path), hint) for batch in batches for path, hint in batch)
         on_total(logs)
 
     for b, _batch, part in _read_piped(batches, jobs, validate_all, _read_named, between=sizes):
-        start = b * BATCH_SEGMENTS
         done = 0
-        for lg, res in zip(logs[start : start + len(part)], part):
+        for i, res in enumerate(part, b * BATCH_SEGMENTS):
+            lg, logs[i] = logs[i], None  # held by its segment, no longer here
             if res is None:  # large: read here, in segments
                 yield from read_segments(next(file_segments([lg], jobs)), jobs, tick, validate_all=validate_all)
                 continue
