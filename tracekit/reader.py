@@ -70,7 +70,7 @@ from tracekit.pairing import (BuildMemo, FileBuilder, FileResult, GraphSource, S
                               merge_files)
 from tracekit.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
 from tracekit.segments import Segment, default_jobs, file_segments, read_segment, read_segments
-from tracekit.sources import LogFile, find_log_names, find_logs, listed_size, rank_from_name
+from tracekit.sources import LogFile, find_log_names, find_logs, rank_from_name, sized
 
 __all__ = ["GraphSource", "StrictError", "UnbucketedSource", "graph_and_unbucketed_sources", "graph_sources",
            "load", "read_file"]
@@ -141,16 +141,16 @@ def load(
         if progress is not None:
             progress(done, total)
 
-    def sized(logs: list[LogFile]) -> None:
+    def count(logs: list[LogFile]) -> None:
         nonlocal total
         total = sum(lg.size for lg in logs)
 
     parts: Iterable[tuple[Segment, SegmentResult]]
     if jobs > 1 and len(names) >= segments.EARLY_MIN_FILES and hasattr(os, "fork"):
-        parts = segments.read_listed(names, jobs, tick, sized, validate_all)  # sizes taken as workers read
+        parts = segments.read_listed(names, jobs, tick, count, validate_all)  # sizes taken as workers read
     else:
-        logs = [LogFile(f, listed_size(f), hint) for f, hint in names]
-        sized(logs)
+        logs = sized(names)
+        count(logs)
         tasks = [seg for segs in file_segments(logs, jobs) for seg in segs]
         del logs  # the segments hold the files: read_segments drops each once read
         parts = read_segments(tasks, jobs, tick, progress is not None, validate_all=validate_all)

@@ -4,10 +4,10 @@ The unit of work is a :class:`Segment`: a whole file, or a byte range of a large
 one cut at an entry boundary (:func:`file_segments`). :func:`read_segment` scans one segment
 and parses its wanted entries into events (no pairing: that needs the file's segments in
 order, and happens in :class:`tracekit.pairing.FileBuilder`). :func:`read_segments` reads a
-list of segments with up to ``jobs`` processes: in this process for one job; forked children
-for a few segments, one each, this process reading the first; otherwise ``jobs`` forked
-workers that each read every ``jobs``-th batch of consecutive segments and send the results
-back on their own pipe (:func:`_read_piped`: no pool, no task messages, no queue). A long
+list of segments with up to ``jobs`` processes: in this process for one job; otherwise
+``jobs`` forked workers that each read every ``jobs``-th batch of consecutive segments and
+send the results back on their own pipe (:func:`_read_piped`: no pool, no task messages, no
+queue); a few segments (of one large file) are one a child, this process reading the first. A long
 listing of files (:func:`read_listed`) is read by workers forked before the files' sizes are
 taken, so that this process takes them while the workers read. Results come back in order.
 """
@@ -27,7 +27,7 @@ from tracekit.entries import EnvelopeMemo, PayloadMemo, check_gzip, decode_entri
 from tracekit.model import Diagnostics
 from tracekit.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
-from tracekit.sources import GZIP_MAGIC, LogFile, listed_size, open_log
+from tracekit.sources import GZIP_MAGIC, LogFile, listed_size, open_log, sized
 
 #: Uncompressed files at least this large are split into segments read in parallel.
 SPLIT_MIN_BYTES = 64 << 20
@@ -258,63 +258,6 @@ def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
         yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])]
 
 
-def _read_forked(tasks: list[Segment], tick: Callable[[int], None], validate_all: bool) -> Iterator[SegmentResult]:
-    """Read ``tasks[1:]`` in forked children and ``tasks[0]`` here, at the same time.
-
-    Cheaper to start than a process pool (no executor, no imports): each child reads its
-    segment, sends back the pickled :class:`SegmentResult` (our own data, never a log's) on a
-    pipe and exits. A child that fails is replaced by reading its segment here."""
-    import pickle
-
-    children: list[tuple[int, int]] = []
-    for seg in tasks[1:]:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: Ctrl-C is the parent's to handle (it reads no result then)
-            _ignore_sigint()
-            status = 1
-            try:
-                os.close(r)
-                data = pickle.dumps(read_segment(seg, validate_all=validate_all),
-                                    protocol=pickle.HIGHEST_PROTOCOL)
-                with os.fdopen(w, "wb") as f:
-                    f.write(data)
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(w)
-        children.append((pid, r))
-    waited: set[int] = set()
-    try:
-        yield read_segment(tasks[0], validate_all=validate_all)
-        tick(segment_bytes(tasks[0]))
-        for seg, (pid, r) in zip(tasks[1:], children):
-            with os.fdopen(r, "rb") as f:
-                data = f.read()
-            part = None
-            if data:  # decoded while the child exits (its teardown is not waited for first)
-                try:
-                    part = pickle.loads(data)
-                except Exception:  # noqa: BLE001 - a broken child: read its segment here
-                    part = None
-                del data  # not held while the result is used
-            _, status = os.waitpid(pid, 0)
-            waited.add(pid)
-            if status != 0:
-                part = None
-            yield part if isinstance(part, SegmentResult) else read_segment(seg, validate_all=validate_all)
-            tick(segment_bytes(seg))
-    except BaseException:  # Ctrl-C, or the consumer gone: the children's work is not wanted
-        for pid, _r in children:
-            if pid not in waited:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                except OSError:
-                    pass
-        raise
-
-
 #: Less than this in all is read in this process, like one file of that size (SPLIT_MIN_BYTES):
 #: starting workers and sending their results back costs more than it saves (8,192 small
 #: rank logs, 54 MB: 1.5 times the CPU time with 2 workers than in one process).
@@ -374,16 +317,11 @@ def read_segments(
         for seg in _drain(tasks):
             yield seg, read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
         return
-    if len(tasks) <= jobs:
-        few = list(_drain(tasks))
-        # the reader first: zip then resumes it after its last result (its last tick)
-        for part, seg in zip(_read_forked(few, tick, validate_all), few):
-            yield seg, part
-        return
-    plan = _batch_plan(tasks, total, jobs)
+    few = len(tasks) <= jobs  # a segment a child, the first read here meanwhile
+    plan = [(1, segment_bytes(seg)) for seg in tasks] if few else _batch_plan(tasks, total, jobs)
     segs = _drain(tasks)
     batches: list[list[Segment] | None] = [[next(segs) for _ in range(n)] for n, _b in plan]
-    for b, batch, part in _read_piped(batches, jobs, validate_all, _read_batch):
+    for b, batch, part in _read_piped(batches, jobs, validate_all, _read_batch, first_here=few):
         yield from zip(batch, part)
         tick(plan[b][1])
 
@@ -409,7 +347,7 @@ def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[
     logs: list[LogFile | None] = []
 
     def sizes() -> None:  # while the workers read
-        logs.extend(LogFile(path, listed_size(path), hint) for batch in batches for path, hint in batch)
+        logs.extend(sized(name for batch in batches for name in batch))
         on_total(logs)
 
     for b, _batch, part in _read_piped(batches, jobs, validate_all, _read_named, between=sizes):
@@ -436,12 +374,15 @@ def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> list
 
 
 def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[Any, bool], list],
-                between: Callable[[], None] | None = None) -> Iterator[tuple[int, Any, list]]:
+                between: Callable[[], None] | None = None, first_here: bool = False,
+                ) -> Iterator[tuple[int, Any, list]]:
     """``(b, batch, read(batch, validate_all))`` of each of ``batches`` in order, read in
     ``jobs`` forked workers: worker k reads batches k, k + jobs, k + 2 jobs... and writes each
     batch's results on its own pipe, pickled (our own data, never a log's), as a length and the
     bytes; this process takes them in order, batch b from worker b mod jobs. ``between()`` runs
-    here once the workers are forked, before the first result is taken.
+    here once the workers are forked, before the first result is taken. ``first_here``: this
+    process reads the first batch itself meanwhile (a few segments of one file: no pickle of
+    that one), the workers the others, the first of them batch 1.
 
     Nothing is sent to a worker (it is forked with the plan) and nothing waits in a queue here:
     a worker is ahead by what its pipe holds (:data:`PIPE_BYTES`) and the batch it is writing,
@@ -449,7 +390,8 @@ def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[An
     batches here, where an error in the reading then shows as it would in one process."""
     import pickle
 
-    n = min(jobs, len(batches))
+    here = 1 if first_here else 0  # batches read here before the workers' first
+    n = min(jobs, len(batches) - here)
     workers: list[tuple[int, Any]] = []  # (pid, the pipe's reading end)
     try:
         for k in range(n):
@@ -469,7 +411,7 @@ def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[An
                         os.close(earlier.fileno())
                     _widen_pipe(w)
                     with os.fdopen(w, "wb") as out:
-                        for b in range(k, len(batches), n):
+                        for b in range(here + k, len(batches), n):
                             data = pickle.dumps(read(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL)
                             out.write(len(data).to_bytes(8, "little"))
                             out.write(data)
@@ -484,9 +426,10 @@ def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[An
             between()
         for b in range(len(batches)):
             batch, batches[b] = batches[b], None  # dropped once its results are used
-            pipe = workers[b % n][1] if b % n < len(workers) else None
+            k = b - here
+            pipe = workers[k % n][1] if 0 <= k and k % n < len(workers) else None
             part = None if pipe is None or pipe.closed else _take(pipe, pickle.loads)
-            if part is None or len(part) != len(batch):  # the worker failed, or was never made: read here
+            if part is None or len(part) != len(batch):  # read here: the first, or a worker's that failed
                 if pipe is not None:
                     pipe.close()
                 part = read(batch, validate_all)

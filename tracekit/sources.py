@@ -155,7 +155,12 @@ def _no_logs_detail(directory: str) -> str:
 
 def find_logs(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics) -> list[LogFile]:
     """Expand PATHs into the log files to read, in order, each file once."""
-    return [LogFile(f, listed_size(f), hint) for f, hint in find_log_names(paths, diagnostics)]
+    return sized(find_log_names(paths, diagnostics))
+
+
+def sized(names: Iterable[tuple[str, int | None]]) -> list[LogFile]:
+    """The files of ``(path, rank hint)`` names (:func:`find_log_names`), each with its size."""
+    return [LogFile(path, listed_size(path), hint) for path, hint in names]
 
 
 def listed_size(path: str) -> int:
