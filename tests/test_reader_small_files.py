@@ -110,3 +110,36 @@ def test_empty_and_one_byte_logs(tmp_path, size):
     res = read_segment(Segment(lg))
     assert len(res.events) == 0
     assert res.diagnostics.counts == ({"empty_file": 1} if size == 0 else {})
+
+
+def test_a_listed_file_is_read_by_its_worker_without_a_stat(tmp_path, small, monkeypatch):
+    # a long listing's workers (segments._read_named) take each file's size from the read
+    # itself: open, read, read (its end), close; fstat only for a file over WHOLE_READ_MAX
+    from tracekit import segments
+
+    lg = _small(tmp_path, small)
+    big = _small(tmp_path, SRC.read_bytes(), "dedicated_log_torch_trace_rank_1_x.log")
+    gone = str(tmp_path / "dedicated_log_torch_trace_rank_2_x.log")
+    stats: list[str] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: stats.append(p) or real_stat(p, *a, **k))
+    got = segments._read_named([(lg.path, 0), (big.path, 1), (gone, 2)], False)
+    monkeypatch.undo()
+    assert stats == []
+    assert [size for size, _res in got] == [len(small), big.size, 0] and big.size > WHOLE_READ_MAX
+    assert _events(got[0][1]) == _events(read_segment(Segment(lg)))
+    assert _events(got[1][1]) == _events(read_segment(Segment(big)))
+    assert got[2][1].diagnostics.counts == {"unreadable_file": 1} and not got[2][1].readable
+
+
+def test_read_small_reads_past_a_short_read_to_the_end(tmp_path, small, monkeypatch):
+    from tracekit.sources import read_small
+
+    lg = _small(tmp_path, small)
+    assert read_small(lg.path) == (len(small), small)
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, min(n, 1000)))  # a file system of short reads
+    assert read_small(lg.path) == (len(small), small)
+    assert read_small(lg.path, limit=len(small) - 1) == (len(small), None)  # over the limit: left to be read in pieces
+    with pytest.raises(OSError):
+        read_small(str(tmp_path / "missing.log"))

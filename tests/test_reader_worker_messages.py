@@ -4,9 +4,10 @@
 - A :class:`SegmentResult` crosses the pipe as one flat tuple (``__reduce__``); a
   :class:`Segment` and its :class:`LogFile` as their constructors' arguments. Each must come
   back equal, with its own diagnostics.
-- The workers (forked, each reading every other batch, its results sent on its own pipe) read
-  ahead only as far as their pipe holds; a worker that dies, or one that cannot be made, has
-  its batches read here; a read given up kills and reaps them. The files come back in order,
+- The workers (forked; a free one takes the next batch, its results sent on its own pipe) read
+  ahead only as far as their pipe holds; a slow batch holds no other worker back; a worker
+  that dies ends them and the rest is read here, as when none can be made; a read given up
+  kills and reaps them. The files come back in order,
   read as in this process.
 - A directory's listing parses each name's rank once: the order (by rank, then name) and the
   rank hints are those of :func:`tracekit.sources.rank_from_name`.
@@ -133,7 +134,7 @@ def test_a_worker_reads_ahead_only_as_far_as_its_pipe_holds(run_dir, monkeypatch
     assert max(ahead[:8]) <= 2 * 3, ahead
 
 
-def test_a_worker_that_dies_has_its_batches_read_here(run_dir, monkeypatch):
+def test_a_worker_that_dies_ends_the_workers_and_the_rest_is_read_here(run_dir, monkeypatch):
     here = load(run_dir, jobs=1)
     monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(segments, "BATCH_BYTES", 1)
@@ -142,7 +143,7 @@ def test_a_worker_that_dies_has_its_batches_read_here(run_dir, monkeypatch):
 
     read_here = []
 
-    def dying(seg, *args, **kwargs):  # the worker of the odd batches is killed at rank 5's
+    def dying(seg, *args, **kwargs):  # the worker that takes rank 5's batch is killed there
         if os.getpid() != parent and seg.log.rank_hint == 5:
             os._exit(9)
         if os.getpid() == parent:
@@ -151,10 +152,77 @@ def test_a_worker_that_dies_has_its_batches_read_here(run_dir, monkeypatch):
 
     monkeypatch.setattr(segments, "read_segment", dying)
     assert _read_all(run_dir) == [(r, r, 16) for r in range(16)]
-    assert read_here == [5, 7, 9, 11, 13, 15]  # its batches from there on, and no other
+    assert read_here == list(range(5, 16))  # the batches from there on, and no other
     workers = load(run_dir, jobs=2)
     assert [rank_to_dict(r) for r in workers.ranks] == [rank_to_dict(r) for r in here.ranks]
     assert workers.diagnostics.counts == here.diagnostics.counts == {}
+
+
+def _reads_by_process(monkeypatch, tmp_path, slow_rank: int | None = None) -> Callable[[], dict[int, list[int]]]:
+    """``read_segment`` made to note which process reads which rank (in a file: the workers are
+    forked with it), sleeping 1 s on ``slow_rank``; the function returned gives ``{pid: ranks}``."""
+    log = tmp_path / "who"
+    log.write_bytes(b"")
+    real = segments.read_segment
+
+    def noted(seg, *args, **kwargs):
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"%d %d\n" % (os.getpid(), seg.log.rank_hint))
+        os.close(fd)
+        if seg.log.rank_hint == slow_rank:
+            time.sleep(1.0)
+        return real(seg, *args, **kwargs)
+
+    monkeypatch.setattr(segments, "read_segment", noted)
+
+    def who() -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for line in log.read_text().splitlines():
+            pid, rank = map(int, line.split())
+            out.setdefault(pid, []).append(rank)
+        return out
+
+    return who
+
+
+def test_a_free_worker_takes_the_next_batch_so_a_slow_one_holds_nobody_back(run_dir, monkeypatch, tmp_path):
+    # rank 0's batch takes a second: its worker reads nothing else meanwhile, and the other
+    # reads the other fifteen (given every other batch each, it would read 7 and wait for it)
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(segments, "BATCH_BYTES", 1)
+    who = _reads_by_process(monkeypatch, tmp_path, slow_rank=0)
+    assert _read_all(run_dir) == [(r, r, 16) for r in range(16)]
+    by_pid = who()
+    assert os.getpid() not in by_pid and len(by_pid) == 2
+    assert sorted(by_pid.values()) == [[0], list(range(1, 16))]
+
+
+def test_a_worker_killed_between_taking_a_batch_and_saying_so_holds_nothing_up(run_dir, monkeypatch):
+    # the batch is nobody's: this process finds the worker dead (it looks once a second while
+    # it waits) and reads that batch and the rest itself
+    monkeypatch.setattr(segments, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(segments, "BATCH_BYTES", 1)
+    parent = os.getpid()
+    real_claim = segments._Claims.claim
+
+    def claim(self, b, k):
+        if b == 5:
+            os._exit(9)
+        real_claim(self, b, k)
+
+    read_here: list[int] = []
+    real = segments.read_segment
+
+    def noted(seg, *args, **kwargs):
+        if os.getpid() == parent:
+            read_here.append(seg.log.rank_hint)
+        return real(seg, *args, **kwargs)
+
+    monkeypatch.setattr(segments._Claims, "claim", claim)
+    monkeypatch.setattr(segments, "read_segment", noted)
+    start = time.monotonic()
+    assert _read_all(run_dir) == [(r, r, 16) for r in range(16)]
+    assert read_here == list(range(5, 16)) and time.monotonic() - start < 5
 
 
 def _forks(monkeypatch, allowed: int | None = None) -> list[int]:
@@ -266,6 +334,20 @@ def test_a_long_listing_is_read_by_workers_forked_before_its_sizes_are_taken(tmp
     total = sum(p.stat().st_size for p in d.iterdir())
     assert ticks[-1] == (total, total) and all(t == total for _d, t in ticks)
     assert [done for done, _t in ticks] == sorted(done for done, _t in ticks)
+    # the workers take the files' sizes; this process stats them only for a progress total
+    parent, stats_here = os.getpid(), []
+    real_size = segments.listed_size
+
+    def listed_size(path):
+        if os.getpid() == parent:
+            stats_here.append(path)
+        return real_size(path)
+
+    monkeypatch.setattr(segments, "listed_size", listed_size)
+    quiet = load(d, jobs=2)
+    assert stats_here == [] and [rank_to_dict(r) for r in quiet.ranks] == [rank_to_dict(r) for r in here.ranks]
+    load(d, jobs=2, progress=lambda done, total: None)
+    assert sorted(stats_here) == sorted(str(p) for p in d.iterdir())
 
 
 def test_progress_reaches_the_whole_file_when_it_is_read_in_forked_segments(monkeypatch):

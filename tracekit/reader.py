@@ -117,8 +117,8 @@ def load(
     rounds of ``jobs`` segments of at most 128 MiB (:func:`tracekit.segments.segment_count`),
     read in parallel and applied to the file's builder in order, each as it comes (pairing by
     compile id sees the file whole). A listing of 16,384 files or more is read by workers
-    forked before the files' sizes are taken, so that the sizes are taken while they read
-    (:func:`tracekit.segments.read_listed`). Results are merged as they come (memory holds
+    forked before the files' sizes are taken: they take them as they read, and this process
+    sums them meanwhile for ``progress`` only (:func:`tracekit.segments.read_listed`). Results are merged as they come (memory holds
     the model, not every file's results, nor every segment's).
     ``validate_all`` (default: ``strict``): decode and check every line, not only the entries
     tracekit reads (slower). ``strict``: raise :class:`StrictError` (carrying the Run) if any
@@ -141,16 +141,17 @@ def load(
         if progress is not None:
             progress(done, total)
 
-    def count(logs: list[LogFile]) -> None:
+    def count(size: int) -> None:
         nonlocal total
-        total = sum(lg.size for lg in logs)
+        total = size
 
     parts: Iterable[tuple[Segment, SegmentResult]]
     if jobs > 1 and len(names) >= segments.EARLY_MIN_FILES and hasattr(os, "fork"):
-        parts = segments.read_listed(names, jobs, tick, count, validate_all)  # sizes taken as workers read
+        # the workers take the sizes; this process too, while they read, for a progress total
+        parts = segments.read_listed(names, jobs, tick, None if progress is None else count, validate_all)
     else:
         logs = sized(names)
-        count(logs)
+        count(sum(lg.size for lg in logs))
         tasks = [seg for segs in file_segments(logs, jobs) for seg in segs]
         del logs  # the segments hold the files: read_segments drops each once read
         parts = read_segments(tasks, jobs, tick, progress is not None, validate_all=validate_all)

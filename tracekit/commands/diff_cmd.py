@@ -288,9 +288,9 @@ def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool, 
     """
     try:
         with ProgressBar(label="reading A") as bar:
-            a, a_kind = load_run(run_a, jobs, bar)
+            a, a_kind = load_run(run_a, jobs, bar.wanted)
         with ProgressBar(label="reading B") as bar:
-            b, b_kind = load_run(run_b, jobs, bar)
+            b, b_kind = load_run(run_b, jobs, bar.wanted)
     except InputError as e:
         fail(str(e))
     result = diff_runs(a, b, a_label=run_a, b_label=run_b, a_kind=a_kind, b_kind=b_kind)

@@ -116,7 +116,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
         from tracekit.summarize import summary_document
 
         with ProgressBar() as bar:
-            run = load(list(paths), jobs=jobs, progress=bar)
+            run = load(list(paths), jobs=jobs, progress=bar.wanted)
         doc = summary_document(run)
         no_logs = no_log_reason(run)
     try:

@@ -332,7 +332,7 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
         run = _load_on_dask(list(paths), dask_address, jobs, strict)
     else:
         with ProgressBar() as bar:
-            run = load(list(paths), jobs=jobs, progress=bar, validate_all=strict)
+            run = load(list(paths), jobs=jobs, progress=bar.wanted, validate_all=strict)
     # JSON: the per-rank part is streamed graph by graph, so memory stays that of the Run
     doc = summary_document(run, per_rank=per_rank, with_ranks=fmt != "json")
     with output_sink(output, command="summarize", error_status=BAD_INPUT) as write:
