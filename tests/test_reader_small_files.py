@@ -123,7 +123,7 @@ def test_a_listed_file_is_read_by_its_worker_without_a_stat(tmp_path, small, mon
     stats: list[str] = []
     real_stat = os.stat
     monkeypatch.setattr(os, "stat", lambda p, *a, **k: stats.append(p) or real_stat(p, *a, **k))
-    got = segments._read_named([(lg.path, 0), (big.path, 1), (gone, 2)], False)
+    got = list(segments._read_named([(lg.path, 0), (big.path, 1), (gone, 2)], False).results())
     monkeypatch.undo()
     assert stats == []
     assert [size for size, _res in got] == [len(small), big.size, 0] and big.size > WHOLE_READ_MAX

@@ -66,6 +66,40 @@ def test_a_segment_result_comes_back_equal_with_its_own_diagnostics(tmp_path):
     assert b.diagnostics.counts == {} and a.diagnostics.counts == {"bad_json": 1}
 
 
+def test_a_batch_of_a_listing_comes_back_as_each_file_read_alone(tmp_path, monkeypatch):
+    # a long listing's worker sends a batch as columns (segments._Listed): every file's events,
+    # rank, lines, pids, diagnostics and readability as read_segment gives them, a large file
+    # as None
+    clean = find_logs([str(RANK0)], Diagnostics())[0]
+    gone = LogFile(str(tmp_path / "dedicated_log_torch_trace_rank_9_x.log"), 0, 9)
+    monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", clean.size)  # rank 0's full log is large here
+    bench_module("make_ranks").make_ranks(tmp_path / "small", 2, base=SPMD, small=True)
+    data = next((tmp_path / "small").glob("*rank_1_*")).read_bytes()
+    small = tmp_path / "dedicated_log_torch_trace_rank_1_x.log"
+    small.write_bytes(data)
+    bad = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"  # a bad line and a cut-short end
+    bad.write_bytes(b"not a log line\n" + data.replace(b'"rank": 1,', b'"rank": 0,')
+                    + b"V1202 12:00:00.000000 1 x.py:1] {\"dynamo_start\"")
+    [one] = find_logs([str(small)], Diagnostics())
+    [damaged] = find_logs([str(bad)], Diagnostics())
+    batch = [(one.path, 1), (damaged.path, 0), (clean.path, 0), (gone.path, 9), (one.path, 1)]
+    sent = segments._read_named(batch, False)
+    back = pickle.loads(pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(back) is segments._Listed and len(back) == 5
+    got = list(back.results())
+    assert [size for size, _r in got] == [one.size, damaged.size, clean.size, 0, one.size]
+    assert got[2][1] is None  # large: read by this process, in segments
+    for (size, res), lg in zip(got, [one, damaged, None, gone, one]):
+        if lg is None:
+            continue
+        alone = read_segment(Segment(lg))
+        assert _columns(res)[:8] == _columns(alone)[:8]
+        assert (res.readable, set(res.pids)) == (alone.readable, alone.pids)
+    assert got[1][1].diagnostics.counts == {"bad_prefix": 1, "truncated_entry": 1}
+    assert got[3][1].diagnostics.counts == {"unreadable_file": 1} and not got[3][1].readable
+    assert got[0][1].diagnostics.counts == {} and len(got[0][1].events) == 12
+
+
 def test_a_segment_and_its_file_come_back_equal():
     lg = LogFile("/logs/dedicated_log_torch_trace_rank_7_x.log", 8758, 7)
     for seg in (Segment(lg), Segment(lg, 100, 2000, 7), Segment(LogFile("a.log", 0, None), 5)):

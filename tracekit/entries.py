@@ -111,7 +111,10 @@ class EnvelopeMemo:
         rank 300: {..., "rank": 300, "frame_id": 0, ...}  -> the same key: decoded once
 
     ``"rank":,`` is no JSON: in a key made of a valid envelope it stands only where a rank was
-    masked, and the count tells apart a line that holds it itself. Only envelopes that decoded
+    masked, and the count tells apart a line that holds it itself. Before a file's rank is
+    known (its first entry, ``torch_version``, logs none), an envelope with no ``"rank"`` in
+    its bytes is known by them as they are, ``(0, bytes)``: the key a file of any rank makes
+    of it. Only envelopes that decoded
     and passed every check are kept, and only those of no rank, or of their file's rank written
     as torch writes it, once: the one ``"rank"`` of the envelope is the one masked. An envelope
     of another rank, or whose rank is written otherwise (``"rank":7,``), is decoded each time.
@@ -186,6 +189,7 @@ def decode_entries(
     validate_all: bool = False,
     memo: PayloadMemo | None = None,
     envelopes: EnvelopeMemo | None = None,
+    rank_hint: int | None = None,
 ) -> Iterator[Entry]:
     """Decoded entries of one stream: those with one of the entry ``keys`` (fast path) or those
     ``want(entry_type, name)`` selects; everything else is checked cheaply (see
@@ -198,8 +202,9 @@ def decode_entries(
     selected (``--strict``: slower, and nothing bad goes unseen); only the selected entries are
     yielded. ``memo``: payloads checked before (:class:`PayloadMemo`), not checked again.
     ``envelopes``: envelopes decoded before, in this file or another rank's
-    (:class:`EnvelopeMemo`), not decoded again once the file's rank is known; a file that
-    finds few there stops looking (a long log: each copy its own compile id)."""
+    (:class:`EnvelopeMemo`), not decoded again once the file's rank is known, or before, when
+    its bytes hold no rank, or the one ``rank_hint`` (the rank its name gives) gives them; a
+    file that finds few there stops looking (a long log: each copy its own compile id)."""
     add = diagnostics.add
 
     def report(kind: str, lineno: int, detail: str) -> None:
@@ -223,8 +228,17 @@ def decode_entries(
     hits = misses = 0
     for raw in scanner.entries(stream):
         key = hit = None
-        if envelopes is not None and scanner.rank is not None:
-            key = envelopes.key(raw.line[raw.start :], scanner.rank)
+        if envelopes is not None:
+            body = raw.line[raw.start :]
+            if scanner.rank is not None:
+                key = envelopes.key(body, scanner.rank)
+            elif b'"rank"' not in body:  # before the file's rank is known (its torch_version):
+                key = (0, body)  # nothing to mask, the bytes themselves
+            elif rank_hint is not None:  # its first ranked entry: the rank its name gives, if
+                key = envelopes.key(body, rank_hint)  # that is the one rank the bytes hold
+                if key[0] != 1:
+                    key = None
+        if key is not None:
             hit = envelopes.get(key)
             if hit is not None:
                 hits += 1
@@ -234,6 +248,8 @@ def decode_entries(
                     envelopes = None  # mostly new envelopes: this file stops looking
         if hit is not None:
             etype, name, cid, env, ranked = hit
+            if ranked and scanner.rank is None:  # known by the rank its name gives: it is that one
+                scanner.set_rank(rank_hint)
             r = scanner.rank if ranked else None
         else:
             try:
@@ -266,7 +282,7 @@ def decode_entries(
                     add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
                     continue
             if key is not None and envelopes is not None and (
-                    r is None or (key[0] == 1 and raw.line.count(b'"rank"', raw.start) == 1)):
+                    r is None or (key[0] == 1 and body.count(b'"rank"') == 1)):
                 # of no rank, or of the file's, written where the mask stands: its only "rank"
                 envelopes.put(key, (etype, name, cid, env, r is not None))
         payload = None

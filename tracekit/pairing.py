@@ -434,7 +434,7 @@ class SegmentResult:
     lines: int  # lines in the segment: the next segment's line numbers start after them
     diagnostics: Diagnostics
     readable: bool = True
-    pids: set[int] = field(default_factory=set)  # processes that wrote the wanted entries
+    pids: set[int] | tuple[int, ...] = field(default_factory=set)  # processes that wrote the wanted entries
 
     def __reduce__(self):
         """Pickled as one flat tuple (a worker sends back one a file: 100,000 small rank logs
@@ -515,18 +515,21 @@ class FileBuilder:
 
     def _apply(self, part: SegmentResult) -> None:
         b, table, path, offset = self._b, self._table, self.log.path, self._offset
-        if offset:
-            for ex in part.diagnostics.examples:
-                if ex["line"]:
-                    ex["line"] += offset
-        self.diag.merge(part.diagnostics)
-        for key, value, cid, line in part.events:
+        if part.diagnostics.counts:  # (most files: none)
+            if offset:
+                for ex in part.diagnostics.examples:
+                    if ex["line"]:
+                        ex["line"] += offset
+            self.diag.merge(part.diagnostics)
+        ev = part.events
+        for key, value, cid, line in zip(ev.keys, ev.values, ev.cids, ev.lines):
             b.cid = cid
             table[key].apply(b, key, value, path, line + offset)
         self._offset = offset + part.lines
         self._readable = self._readable and part.readable
-        self._pids |= part.pids
-        self._entries += len(part.events)
+        if part.pids:
+            self._pids.update(part.pids)
+        self._entries += len(ev.keys)
 
     def finish(self) -> FileResult:
         """The file's result, once its last segment is added."""

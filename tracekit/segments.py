@@ -81,17 +81,19 @@ def read_segment(
     on_chunk: Callable[[int], None] | None = None,
     validate_all: bool = False,
     data: bytes | None = None,
+    into: Events | None = None,
 ) -> SegmentResult:
     """Scan one segment: the entries ``parsers`` want, parsed, as events (no pairing yet).
 
     ``validate_all`` (``--strict``): every line is decoded and checked, not only the wanted
     ones (see :func:`tracekit.entries.decode_entries`). ``data``: the whole file's bytes, when
-    they are already read (:func:`tracekit.sources.read_small`)."""
+    they are already read (:func:`tracekit.sources.read_small`). ``into``: the events are added
+    to these (a worker's batch of files, :class:`_Listed`), which the result then holds."""
     path = seg.log.path
     ps = _parser_set(parsers)
     table, canonical = ps.table, ps.canonical
     diag = Diagnostics()
-    events = Events()
+    events = Events() if into is None else into
     add_key, add_value, add_cid, add_line = (events.keys.append, events.values.append,
                                              events.cids.append, events.lines.append)
     pids: set[int] = set()
@@ -120,7 +122,8 @@ def read_segment(
             for e in decode_entries(stream, path, diag, keys=ps.keys, on_chunk=progress_cb,
                                     payload_for=ps.payload_for, rank=rank, scanner_out=scanner_box,
                                     validate_all=validate_all, memo=ps.memo,
-                                    envelopes=None if validate_all else ps.envelopes):
+                                    envelopes=None if validate_all else ps.envelopes,
+                                    rank_hint=seg.log.rank_hint):
                 key = canonical[e.key]  # one key object a kind, not one per event (a dense log holds
                 parser = table[key]  # hundreds of thousands of events until its file is built)
                 if e.pid is not None:
@@ -356,7 +359,7 @@ def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[
     for _b, batch, part in _read_piped(batches, jobs, validate_all, _read_named,
                                        between=None if on_total is None else total):
         done = 0
-        for (path, hint), (size, res) in zip(batch, part):
+        for (path, hint), (size, res) in zip(batch, part.results()):
             lg = LogFile(path, size, hint)
             if res is None:  # large: read here, in segments
                 yield from read_segments(next(file_segments([lg], jobs)), jobs, tick, validate_all=validate_all)
@@ -366,19 +369,99 @@ def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[
         tick(done)
 
 
-def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> list[tuple[int, SegmentResult | None]]:
+def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> _Listed:
     """A worker's batch of a listing (:func:`read_listed`): each file's size, and the file read
     whole, or None for a file large enough to be cut in segments (this process reads it). A
     small file is read in one ``read``, with no ``stat`` (:func:`tracekit.sources.read_small`);
     a file that cannot be read is given to :func:`read_segment`, which says why."""
-    out: list[tuple[int, SegmentResult | None]] = []
+    out = _Listed()
     for path, hint in batch:
         try:
             size, data = read_small(path)
         except OSError:
             size, data = 0, None
-        out.append((size, None if size >= SPLIT_MIN_BYTES else
-                    read_segment(Segment(LogFile(path, size, hint)), SUMMARY_PARSERS, None, validate_all, data)))
+        if size >= SPLIT_MIN_BYTES:
+            out.add(size, None)
+        else:
+            out.add(size, read_segment(Segment(LogFile(path, size, hint)), SUMMARY_PARSERS, None, validate_all,
+                                       data, into=out.events))
+    return out
+
+
+class _Listed:
+    """A worker's results of a batch of a listing (:func:`_read_named`), as columns: the events
+    of all its files one after another (one :class:`Events`; each file's end in ``ends``), and
+    each file's size, rank, lines and pids, its diagnostics (most files have none) and whether
+    it was readable. One object a batch crosses the pipe, not 512 results (half the pickling,
+    both ways); :meth:`results` gives them back a file at a time. ``None`` for a large file
+    (this process reads it)."""
+
+    __slots__ = ("events", "sizes", "ends", "ranks", "lines", "pids", "odd")
+
+    def __init__(self) -> None:
+        self.events = Events()
+        self.sizes: list[int] = []
+        self.ends: list[int] = []  # each file's events end here (a large file: -1)
+        self.ranks: list[int | None] = []
+        self.lines: list[int] = []
+        self.pids: list[tuple[int, ...]] = []
+        self.odd: dict[int, tuple] = {}  # file -> (counts, examples, readable): files with diagnostics
+
+    def add(self, size: int, res: SegmentResult | None) -> None:
+        i = len(self.sizes)
+        self.sizes.append(size)
+        if res is None:
+            self.ends.append(-1)
+            self.ranks.append(None)
+            self.lines.append(0)
+            self.pids.append(())
+            return
+        self.ends.append(len(self.events.keys))
+        self.ranks.append(res.rank)
+        self.lines.append(res.lines)
+        self.pids.append(tuple(res.pids))
+        if res.diagnostics.counts or not res.readable:
+            self.odd[i] = (res.diagnostics.counts, res.diagnostics.examples, res.readable)
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def results(self) -> Iterator[tuple[int, SegmentResult | None]]:
+        """``(size, result)`` of each file, in order (None: a large file)."""
+        ev, odd = self.events, self.odd
+        keys, values, cids, lines = ev.keys, ev.values, ev.cids, ev.lines
+        start = 0
+        for i, (size, end, rank, nlines, pids) in enumerate(zip(self.sizes, self.ends, self.ranks, self.lines,
+                                                               self.pids)):
+            if end < 0:
+                yield size, None
+                continue
+            events = Events.__new__(Events)
+            events.keys, events.values, events.cids, events.lines = (
+                keys[start:end], values[start:end], cids[start:end], lines[start:end])
+            start = end
+            if i in odd:
+                counts, examples, readable = odd[i]
+                yield size, SegmentResult(events, rank, nlines, Diagnostics(counts, examples), readable, pids)
+            else:  # a clean file: its builder only reads diagnostics that count something
+                yield size, SegmentResult(events, rank, nlines, _CLEAN, True, pids)
+
+    def __reduce__(self):
+        e = self.events
+        return _listed, (e.keys, e.values, e.cids, e.lines, self.sizes, self.ends, self.ranks, self.lines,
+                         self.pids, self.odd or None)
+
+
+#: The diagnostics of every clean file of a batch (:meth:`_Listed.results`): none, read only.
+_CLEAN = Diagnostics()
+
+
+def _listed(keys, values, cids, lines, sizes, ends, ranks, nlines, pids, odd) -> _Listed:
+    """A :class:`_Listed` from its pickled form."""
+    out = _Listed.__new__(_Listed)
+    out.events = Events.__new__(Events)
+    out.events.keys, out.events.values, out.events.cids, out.events.lines = keys, values, cids, lines
+    out.sizes, out.ends, out.ranks, out.lines, out.pids, out.odd = sizes, ends, ranks, nlines, pids, odd or {}
     return out
 
 
@@ -601,7 +684,7 @@ def _take(pipe, b: int, loads: Callable[[bytes], Any]) -> list[SegmentResult] | 
         part = loads(data)
     except Exception:  # noqa: BLE001 - a broken worker: the rest is read here
         return None
-    return part if isinstance(part, list) else None
+    return part if isinstance(part, (list, _Listed)) else None
 
 
 def _widen_pipe(fd: int) -> None:
