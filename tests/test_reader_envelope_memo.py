@@ -10,6 +10,9 @@ written as the mask itself (no JSON), or another rank's; a long log made of rank
 - An entry of another rank is never taken from the memo: ``other_rank`` in every file; nor is
   one whose rank is written otherwise than torch writes it (``"rank":1,``).
 - A long log, whose envelopes are new copy after copy, stops looking after 64 misses.
+- A small rank log finds its first entries there too, before its rank is known: an envelope
+  with no rank by its bytes, the first ranked one by the rank the file's name gives, if its
+  bytes hold that one.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tracekit.entries import EnvelopeMemo, PayloadMemo, decode_entries
 from tracekit.model import Diagnostics, rank_to_dict
 from tracekit.parsers import SUMMARY_PARSERS, key_table
 from tracekit.reader import load
+from tracekit.sources import rank_from_name
 
 RUN = FIXTURE_LOGS / "spmd_auto"
 RANKS = sorted(RUN.glob("dedicated_log_torch_trace_rank_*.log"))
@@ -42,11 +46,19 @@ class CountingMemo(EnvelopeMemo):
         return hit
 
 
-def _entries(path: Path, envelopes: EnvelopeMemo | None) -> tuple[list, Diagnostics]:
+def _entries(path: Path, envelopes: EnvelopeMemo | None, rank_hint: int | None = None) -> tuple[list, Diagnostics]:
     diag = Diagnostics()
     with open(path, "rb") as f:
-        out = list(decode_entries(f, str(path), diag, keys=KEYS, memo=PayloadMemo(), envelopes=envelopes))
+        out = list(decode_entries(f, str(path), diag, keys=KEYS, memo=PayloadMemo(), envelopes=envelopes,
+                                  rank_hint=rank_hint))
     return out, diag
+
+
+def _same(a, b) -> bool:
+    """Two entries equal but for the values of their envelopes' ``"rank"``."""
+    return ((a.file, a.line, a.rank, a.compile_id, a.entry_type, a.artifact_name, a.payload, a.pid) ==
+            (b.file, b.line, b.rank, b.compile_id, b.entry_type, b.artifact_name, b.payload, b.pid)
+            and _without_rank(a.envelope) == _without_rank(b.envelope))
 
 
 def _without_rank(env: dict) -> dict:
@@ -73,6 +85,35 @@ def test_the_ranks_of_a_job_find_their_envelopes_decoded_and_equal_their_own():
     # (and so the MD5 in their envelopes) are each rank's own
     assert hits == [0, 14, 14, 14]
     assert [e.rank for e in shared] == [None] + [3] * 15  # torch_version carries no rank
+
+
+def test_a_small_rank_log_finds_its_envelopes_before_its_rank_is_known(tmp_path):
+    # bench/make_ranks.py --small: torch_version first (no rank), then dynamo_start (the first
+    # ranked entry). torch_version is known by its bytes; dynamo_start by the rank the file's
+    # name gives, which its bytes hold: every entry of ranks 1 and 2 comes from the memo
+    d = tmp_path / "run"
+    bench_module("make_ranks").make_ranks(d, 3, base=RUN, small=True)
+    paths = sorted(d.iterdir(), key=lambda p: rank_from_name(p.name))
+    memo = CountingMemo()
+    hits = []
+    for r, path in enumerate(paths):
+        before = memo.hits
+        shared, diag = _entries(path, memo, rank_hint=r)
+        hits.append(memo.hits - before)
+        own, own_diag = _entries(path, None)
+        assert diag.counts == own_diag.counts == {} and len(shared) == len(own) == 12
+        assert all(_same(a, b) for a, b in zip(shared, own))
+        assert [e.rank for e in shared] == [None] + [r] * 11
+    assert hits == [0, 12, 12]
+    # a file named rank 5 that holds rank 2's entries: its name's rank is no key of its bytes
+    # (nothing masked), so its first ranked entry is decoded, and its entries say rank 2
+    named = tmp_path / "dedicated_log_torch_trace_rank_5_x.log"
+    named.write_bytes(paths[2].read_bytes())
+    before = memo.hits
+    shared, diag = _entries(named, memo, rank_hint=5)
+    own, _ = _entries(named, None)
+    assert diag.counts == {} and all(_same(a, b) for a, b in zip(shared, own)) and len(shared) == 12
+    assert [e.rank for e in shared] == [None] + [2] * 11 and memo.hits - before == 11  # all but dynamo_start
 
 
 def _edited(tmp_path: Path, rank: int, old: bytes, new: bytes, nth_wanted: int = 5) -> tuple[Path, int]:

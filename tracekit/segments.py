@@ -5,11 +5,12 @@ one cut at an entry boundary (:func:`file_segments`). :func:`read_segment` scans
 and parses its wanted entries into events (no pairing: that needs the file's segments in
 order, and happens in :class:`tracekit.pairing.FileBuilder`). :func:`read_segments` reads a
 list of segments with up to ``jobs`` processes: in this process for one job; otherwise
-``jobs`` forked workers that each read every ``jobs``-th batch of consecutive segments and
-send the results back on their own pipe (:func:`_read_piped`: no pool, no task messages, no
-queue); a few segments (of one large file) are one a child, this process reading the first. A long
-listing of files (:func:`read_listed`) is read by workers forked before the files' sizes are
-taken, so that this process takes them while the workers read. Results come back in order.
+``jobs`` forked workers, each taking the next batch of consecutive segments when it is free
+(:class:`_Claims`) and sending the results back on its own pipe (:func:`_read_piped`: no
+pool, no task messages, no queue); a few segments (of one large file) are one a child, this
+process reading the first. A long listing of files (:func:`read_listed`) is read by workers
+forked with the names only, each file sized by its read (:func:`tracekit.sources.read_small`),
+and its batches come back as columns (:class:`_Listed`). Results come back in order.
 """
 
 from __future__ import annotations
@@ -333,7 +334,7 @@ def read_segments(
 
 
 #: A listing of at least this many files is read by workers forked before the files' sizes
-#: are known (:func:`read_listed`): they read while this process takes the sizes.
+#: are known (:func:`read_listed`): each file is sized by its worker's read.
 EARLY_MIN_FILES = 16384
 
 
@@ -342,7 +343,7 @@ def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[
                 ) -> Iterator[tuple[Segment, SegmentResult]]:
     """:func:`read_segments` of a long listing (``(path, rank hint)``, :func:`tracekit.sources.
     find_log_names`), its workers forked before the files' sizes are known: batches of
-    :data:`BATCH_SEGMENTS` files, each worker stat-ing and reading the ones it takes, and
+    :data:`BATCH_SEGMENTS` files, each worker reading the ones it takes, and
     sending each file's size back with its result. ``on_total(bytes)``, when given (a progress
     bar wants the total before any result), is called with the files' sizes summed, taken here
     while the workers read; without it no file is stat-ed here. A file a worker finds of
@@ -640,7 +641,7 @@ class _Claims:
         for pid in self._pids:
             try:
                 st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except OSError:
+            except (OSError, AttributeError):  # (no waitid: macOS; nothing to go by)
                 continue
             if st is not None and (st.si_code != os.CLD_EXITED or st.si_status != 0):
                 return True
