@@ -1,9 +1,9 @@
 """What the reader's worker processes are sent and send back, and how many batches they hold
 (issue 21: 100,000 small rank logs are as many messages each way).
 
-- A :class:`SegmentResult` crosses the pipe as one flat tuple (``__reduce__``); a
-  :class:`Segment` and its :class:`LogFile` as their constructors' arguments. Each must come
-  back equal, with its own diagnostics.
+- A batch's results cross the pipe as columns (``segments._Batch``), each file's or segment's
+  given back equal to its own read, with its own diagnostics; a :class:`SegmentResult`, a
+  :class:`Segment` and its :class:`LogFile` pickle back equal too (Dask sends files).
 - The workers (forked; a free one takes the next batch, its results sent on its own pipe) read
   ahead only as far as their pipe holds; a slow batch holds no other worker back; a worker
   that dies ends them and the rest is read here, as when none can be made; a read given up
@@ -67,7 +67,7 @@ def test_a_segment_result_comes_back_equal_with_its_own_diagnostics(tmp_path):
 
 
 def test_a_batch_of_a_listing_comes_back_as_each_file_read_alone(tmp_path, monkeypatch):
-    # a long listing's worker sends a batch as columns (segments._Listed): every file's events,
+    # a long listing's worker sends a batch as columns (segments._Batch): every file's events,
     # rank, lines, pids, diagnostics and readability as read_segment gives them, a large file
     # as None
     clean = find_logs([str(RANK0)], Diagnostics())[0]
@@ -85,7 +85,7 @@ def test_a_batch_of_a_listing_comes_back_as_each_file_read_alone(tmp_path, monke
     batch = [(one.path, 1), (damaged.path, 0), (clean.path, 0), (gone.path, 9), (one.path, 1)]
     sent = segments._read_named(batch, False)
     back = pickle.loads(pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL))
-    assert type(back) is segments._Listed and len(back) == 5
+    assert type(back) is segments._Batch and len(back) == 5
     got = list(back.results())
     assert [size for size, _r in got] == [one.size, damaged.size, clean.size, 0, one.size]
     assert got[2][1] is None  # large: read by this process, in segments

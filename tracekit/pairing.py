@@ -436,23 +436,6 @@ class SegmentResult:
     readable: bool = True
     pids: set[int] | tuple[int, ...] = field(default_factory=set)  # processes that wrote the wanted entries
 
-    def __reduce__(self):
-        """Pickled as one flat tuple (a worker sends back one a file: 100,000 small rank logs
-        are as many): half the time of the dataclass's and its parts' own forms, both ways."""
-        e, d = self.events, self.diagnostics
-        return _segment_result, (e.keys, e.values, e.cids, e.lines, self.rank, self.lines,
-                                 d.counts or None, d.examples or None, self.readable, self.pids)
-
-
-def _segment_result(keys, values, cids, lines, rank, nlines, counts, examples, readable, pids) -> SegmentResult:
-    """A :class:`SegmentResult` from its pickled form (:meth:`SegmentResult.__reduce__`)."""
-    events = Events.__new__(Events)
-    events.keys, events.values, events.cids, events.lines = keys, values, cids, lines
-    diag = Diagnostics()
-    if counts:
-        diag.counts, diag.examples = counts, examples or []
-    return SegmentResult(events, rank, nlines, diag, readable, pids)
-
 
 def build_file(
     log: LogFile,

@@ -9,8 +9,8 @@ list of segments with up to ``jobs`` processes: in this process for one job; oth
 (:class:`_Claims`) and sending the results back on its own pipe (:func:`_read_piped`: no
 pool, no task messages, no queue); a few segments (of one large file) are one a child, this
 process reading the first. A long listing of files (:func:`read_listed`) is read by workers
-forked with the names only, each file sized by its read (:func:`tracekit.sources.read_small`),
-and its batches come back as columns (:class:`_Listed`). Results come back in order.
+forked with the names only, each file sized by its read (:func:`tracekit.sources.read_small`).
+A batch's results come back as columns (:class:`_Batch`), in order.
 """
 
 from __future__ import annotations
@@ -49,9 +49,6 @@ class Segment:
     end: int | None = None  # None: to the end of the file (the file's last segment)
     rank: int | None = None  # the file's rank when known in advance
 
-    def __reduce__(self):  # sent to a worker with every file: a tuple, not the slots' state
-        return Segment, (self.log, self.start, self.end, self.rank)
-
 
 class _Range:
     """Reads ``raw`` from its current position up to ``end`` (None: to the end)."""
@@ -89,7 +86,7 @@ def read_segment(
     ``validate_all`` (``--strict``): every line is decoded and checked, not only the wanted
     ones (see :func:`tracekit.entries.decode_entries`). ``data``: the whole file's bytes, when
     they are already read (:func:`tracekit.sources.read_small`). ``into``: the events are added
-    to these (a worker's batch of files, :class:`_Listed`), which the result then holds."""
+    to these (a worker's batch, :class:`_Batch`), which the result then holds."""
     path = seg.log.path
     ps = _parser_set(parsers)
     table, canonical = ps.table, ps.canonical
@@ -283,7 +280,7 @@ def _batch_plan(tasks: list[Segment], total: int, jobs: int) -> list[tuple[int, 
     """``(segments, bytes)`` of each batch of consecutive segments: up to ``min(BATCH_BYTES,
     total / (8 * jobs))`` bytes (``total``: the segments' bytes) and :data:`BATCH_SEGMENTS`
     segments (at least one each): few messages, and batches of about the same weight, at least
-    eight a worker, so that the workers, each given every ``jobs``-th batch, end together."""
+    eight a worker, so that the workers, each taking the next batch when free, end together."""
     target = min(BATCH_BYTES, total // (8 * jobs))
     out: list[tuple[int, int]] = []
     n = size = 0
@@ -306,8 +303,12 @@ def _drain(tasks: list[Segment]) -> Iterator[Segment]:
         yield tasks.pop()
 
 
-def _read_batch(segs: list[Segment], validate_all: bool) -> list[SegmentResult]:
-    return [read_segment(seg, SUMMARY_PARSERS, None, validate_all) for seg in segs]
+def _read_batch(segs: list[Segment], validate_all: bool) -> _Batch:
+    """A worker's batch of segments (:func:`read_segments`), as columns."""
+    out = _Batch()
+    for seg in segs:
+        out.add(segment_bytes(seg), read_segment(seg, SUMMARY_PARSERS, None, validate_all, into=out.events))
+    return out
 
 
 def read_segments(
@@ -329,7 +330,7 @@ def read_segments(
     segs = _drain(tasks)
     batches: list[list[Segment] | None] = [[next(segs) for _ in range(n)] for n, _b in plan]
     for b, batch, part in _read_piped(batches, jobs, validate_all, _read_batch, first_here=few):
-        yield from zip(batch, part)
+        yield from zip(batch, (res for _size, res in part.results()))
         tick(plan[b][1])
 
 
@@ -370,12 +371,12 @@ def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[
         tick(done)
 
 
-def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> _Listed:
+def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> _Batch:
     """A worker's batch of a listing (:func:`read_listed`): each file's size, and the file read
     whole, or None for a file large enough to be cut in segments (this process reads it). A
     small file is read in one ``read``, with no ``stat`` (:func:`tracekit.sources.read_small`);
     a file that cannot be read is given to :func:`read_segment`, which says why."""
-    out = _Listed()
+    out = _Batch()
     for path, hint in batch:
         try:
             size, data = read_small(path)
@@ -389,13 +390,13 @@ def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> _Lis
     return out
 
 
-class _Listed:
-    """A worker's results of a batch of a listing (:func:`_read_named`), as columns: the events
-    of all its files one after another (one :class:`Events`; each file's end in ``ends``), and
-    each file's size, rank, lines and pids, its diagnostics (most files have none) and whether
-    it was readable. One object a batch crosses the pipe, not 512 results (half the pickling,
-    both ways); :meth:`results` gives them back a file at a time. ``None`` for a large file
-    (this process reads it)."""
+class _Batch:
+    """A worker's results of a batch (:func:`_read_batch`, :func:`_read_named`), as columns:
+    the events of all its files or segments one after another (one :class:`Events`; each one's
+    end in ``ends``), and each one's size, rank, lines and pids, its diagnostics (most have
+    none) and whether it was readable. One object a batch crosses the pipe, not 512 results
+    (a quarter of the pickling); :meth:`results` gives them back one at a time. ``None`` for a
+    large file of a listing (this process reads it)."""
 
     __slots__ = ("events", "sizes", "ends", "ranks", "lines", "pids", "odd")
 
@@ -428,7 +429,9 @@ class _Listed:
         return len(self.sizes)
 
     def results(self) -> Iterator[tuple[int, SegmentResult | None]]:
-        """``(size, result)`` of each file, in order (None: a large file)."""
+        """``(size, result)`` of each file or segment, in order (None: a large file); given
+        once (one that holds all the batch's events is given the batch's columns, not a copy:
+        a segment of a large file holds hundreds of thousands)."""
         ev, odd = self.events, self.odd
         keys, values, cids, lines = ev.keys, ev.values, ev.cids, ev.lines
         start = 0
@@ -437,9 +440,12 @@ class _Listed:
             if end < 0:
                 yield size, None
                 continue
-            events = Events.__new__(Events)
-            events.keys, events.values, events.cids, events.lines = (
-                keys[start:end], values[start:end], cids[start:end], lines[start:end])
+            if start == 0 and end == len(keys):
+                events = ev
+            else:
+                events = Events.__new__(Events)
+                events.keys, events.values, events.cids, events.lines = (
+                    keys[start:end], values[start:end], cids[start:end], lines[start:end])
             start = end
             if i in odd:
                 counts, examples, readable = odd[i]
@@ -449,26 +455,26 @@ class _Listed:
 
     def __reduce__(self):
         e = self.events
-        return _listed, (e.keys, e.values, e.cids, e.lines, self.sizes, self.ends, self.ranks, self.lines,
+        return _batch, (e.keys, e.values, e.cids, e.lines, self.sizes, self.ends, self.ranks, self.lines,
                          self.pids, self.odd or None)
 
 
-#: The diagnostics of every clean file of a batch (:meth:`_Listed.results`): none, read only.
+#: The diagnostics of every clean file of a batch (:meth:`_Batch.results`): none, read only.
 _CLEAN = Diagnostics()
 
 
-def _listed(keys, values, cids, lines, sizes, ends, ranks, nlines, pids, odd) -> _Listed:
-    """A :class:`_Listed` from its pickled form."""
-    out = _Listed.__new__(_Listed)
+def _batch(keys, values, cids, lines, sizes, ends, ranks, nlines, pids, odd) -> _Batch:
+    """A :class:`_Batch` from its pickled form."""
+    out = _Batch.__new__(_Batch)
     out.events = Events.__new__(Events)
     out.events.keys, out.events.values, out.events.cids, out.events.lines = keys, values, cids, lines
     out.sizes, out.ends, out.ranks, out.lines, out.pids, out.odd = sizes, ends, ranks, nlines, pids, odd or {}
     return out
 
 
-def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[Any, bool], list],
+def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[Any, bool], _Batch],
                 between: Callable[[], None] | None = None, first_here: bool = False,
-                ) -> Iterator[tuple[int, Any, list]]:
+                ) -> Iterator[tuple[int, Any, _Batch]]:
     """``(b, batch, read(batch, validate_all))`` of each of ``batches`` in order, read in
     ``jobs`` forked workers. A worker that is free takes the next batch there is (a
     :class:`_Claims` ticket), says so, reads it and writes its results on its own pipe, pickled
@@ -534,7 +540,8 @@ def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[An
                 part = None if k is None else _take(workers[k][1], b, pickle.loads)
                 if part is None or len(part) != len(batch):  # a worker failed: the rest is read here
                     part = None
-                    _stop(workers)
+                    _kill(workers)
+                    _reap(workers)
                     workers = []
                 else:
                     claims.hand_out(b + 1)
@@ -543,16 +550,11 @@ def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[An
             yield b, batch, part
             del part
     except BaseException:  # Ctrl-C, or the consumer gone: the workers' work is not wanted
-        _stop(workers)
+        _kill(workers)
         raise
     finally:
         claims.close()
-        for pid, pipe in workers:
-            pipe.close()
-            try:
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+        _reap(workers)
 
 
 #: Batches handed out ahead of the one this process takes next, a worker (:class:`_Claims`).
@@ -657,13 +659,18 @@ class _Claims:
         self._numbers_r = self._numbers_w = self._claims_r = self._claims_w = -1
 
 
-def _stop(workers: list[tuple[int, Any]]) -> None:
-    """Kill the workers (their work is not wanted) and reap them."""
-    for pid, pipe in workers:
+def _kill(workers: list[tuple[int, Any]]) -> None:
+    """Kill the workers: their work is not wanted (reaped by :func:`_reap`)."""
+    for pid, _pipe in workers:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def _reap(workers: list[tuple[int, Any]]) -> None:
+    """Close the workers' pipes and wait for them to end."""
+    for pid, pipe in workers:
         pipe.close()
         try:
             os.waitpid(pid, 0)
@@ -671,7 +678,7 @@ def _stop(workers: list[tuple[int, Any]]) -> None:
             pass
 
 
-def _take(pipe, b: int, loads: Callable[[bytes], Any]) -> list[SegmentResult] | None:
+def _take(pipe, b: int, loads: Callable[[bytes], Any]) -> _Batch | None:
     """Batch ``b``'s results from the pipe of the worker that took it, or None when the pipe
     ends short of them (the worker failed) or what came is not batch b's results."""
     head = pipe.read(16)
@@ -685,7 +692,7 @@ def _take(pipe, b: int, loads: Callable[[bytes], Any]) -> list[SegmentResult] | 
         part = loads(data)
     except Exception:  # noqa: BLE001 - a broken worker: the rest is read here
         return None
-    return part if isinstance(part, (list, _Listed)) else None
+    return part if isinstance(part, _Batch) else None
 
 
 def _widen_pipe(fd: int) -> None:

@@ -40,7 +40,7 @@ class LogFile:
     size: int  # bytes on disk (compressed size for .gz), for progress
     rank_hint: int | None  # the N of ``..._rank_N_...`` in the name, if any
 
-    def __reduce__(self):  # sent to a worker with every file: a tuple, not the slots' state
+    def __reduce__(self):  # sent to a Dask worker with every file: a tuple, not the slots' state
         return LogFile, (self.path, self.size, self.rank_hint)
 
 
