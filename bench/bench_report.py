@@ -28,9 +28,9 @@ from browser import visit  # noqa: E402
 from report_docs import distinct_run, wide_run  # noqa: E402
 
 from tracekit.commands.summarize_cmd import render_text  # noqa: E402
-from tracekit.render import dumps_json  # noqa: E402
-from tracekit.render_html import render_html  # noqa: E402
-from tracekit.summarize import summary_document  # noqa: E402
+from tracekit.render.text import dumps_json  # noqa: E402
+from tracekit.render.html import render_html  # noqa: E402
+from tracekit.analyze.summarize import summary_document  # noqa: E402
 
 LOAD_MS = "performance.timing.loadEventEnd - performance.timing.navigationStart"
 

@@ -12,7 +12,7 @@ a subprocess, interleaved, ``--runs`` times; the best wall time counts. Contende
 - ``tracekit``: ``tracekit summarize FILE --format json --output /dev/null`` (default jobs);
 - ``tracekit -j1``: the same with ``--jobs 1`` (one process);
 - ``tracekit no C``: the default command with ``TRACEKIT_NO_NATIVE=1``: the scanner's decisions
-  made by its regex alone, as on an install where the C part (``tracekit/_scan.c``) was not
+  made by its regex alone, as on an install where the C part (``tracekit/read/_scan.c``) was not
   compiled;
 - ``bare loop``: a Python loop that reads the file's lines (binary) and ``orjson.loads`` every
   envelope, nothing else: the floor for any reader that decodes every envelope;
@@ -221,7 +221,7 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("TRACEKIT_NO_NATIVE", None)
     env_no_c = dict(env, TRACEKIT_NO_NATIVE="1")
-    native = subprocess.run([sys.executable, "-c", "import tracekit.envelopes as e; print(e.NATIVE)"],
+    native = subprocess.run([sys.executable, "-c", "import tracekit.read.envelopes as e; print(e.NATIVE)"],
                             env=env, capture_output=True, text=True).stdout.strip()
     if native != "True":
         print("tracekit's C part is not built (python setup.py build_ext --inplace): 'tracekit' "

@@ -18,7 +18,7 @@ MD5 stays valid. (Payloads may name a rank, e.g. ``fx_graph_runnable``'s
 MD5 covers them, and no reader uses them.)
 
 ``--small`` keeps only the entries summarize reads, each one whole (envelope and every payload
-line), in their order: every entry kind of ``tracekit.parsers.SUMMARY_PARSERS`` (``torch_version``,
+line), in their order: every entry kind of ``tracekit.read.parsers.SUMMARY_PARSERS`` (``torch_version``,
 ``dynamo_start``, the ``pre_bucketing_*`` sizes and outcome, the collective schedule and
 estimates, cache events, ``tracekit_fsdp_buckets``...) but the graph texts it only counts
 (:data:`SMALL_DROP`: ``before_post_grad_graph``, 17 KB each, so ``compiled_graphs`` is 0 in
@@ -60,10 +60,10 @@ SMALL_DROP = frozenset({"before_post_grad_graph", "tracekit_fsdp_input_graph", "
 
 def _small_keep() -> tuple[frozenset[str], frozenset[str]]:
     """What ``small=True`` keeps: (entry types, artifact names). Every entry kind summarize
-    reads (``tracekit.parsers.SUMMARY_PARSERS``) but :data:`SMALL_DROP`, plus the ``str``
+    reads (``tracekit.read.parsers.SUMMARY_PARSERS``) but :data:`SMALL_DROP`, plus the ``str``
     intern table and the bucket plans (``fx_bucketing_passes_*``)."""
     sys.path.insert(0, str(ROOT))
-    from tracekit.parsers import SUMMARY_PARSERS, by_key
+    from tracekit.read.parsers import SUMMARY_PARSERS, by_key
 
     keys = by_key(SUMMARY_PARSERS)
     types = {t for t, n in keys if t != "artifact"} | {"str"}

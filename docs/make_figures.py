@@ -2,7 +2,7 @@
 headless chromium, from the overlap_cap_a fixture:
 
 1. ``tracekit replay fixtures/logs/overlap_cap_a --recommend --format json --trace-out DIR``;
-2. docs/sweep.png: the report's Cap sweep section (its markup and CSS, tracekit.render_sweep)
+2. docs/sweep.png: the report's Cap sweep section (its markup and CSS, tracekit.render.sweep)
    of ``tracekit replay fixtures/logs/overlap_cap_b --recommend --format json`` (recorded at 64 MB);
 3. docs/timeline.png: two trace files (DIR/cap_<X>MB.json, the recorded cap above 64 MB) drawn as Perfetto lays a trace out,
    one row per track (thread_name), slices by category, the memory counter as steps. Perfetto's
@@ -112,8 +112,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--caps", default="1.5,64", help="the cap files to draw (cap_<X>MB.json), comma list")
     args = ap.parse_args()
-    from tracekit.report_assets import CSS
-    from tracekit.render_sweep import section_sweep
+    from tracekit.render.html_assets import CSS
+    from tracekit.render.sweep import section_sweep
 
     tmp = tempfile.mkdtemp(prefix="tracekit_figures_")
     out = subprocess.run([sys.executable, "-m", "tracekit", "replay", os.path.join(ROOT, "fixtures/logs/overlap_cap_a"),

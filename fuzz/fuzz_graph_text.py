@@ -20,7 +20,7 @@ import _common  # noqa: E402
 import torch  # noqa: E402  (imported first, uninstrumented: its import probes the machine)
 from torch._subclasses.fake_tensor import FakeTensor  # noqa: E402
 
-from tracekit.reader import graph_sources  # noqa: E402
+from tracekit.read.reader import graph_sources  # noqa: E402
 
 if _common.atheris is not None:
     with _common.atheris.instrument_imports(include=["tracekit.replay"]):

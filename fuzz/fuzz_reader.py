@@ -1,5 +1,5 @@
 """Fuzz the reader: any bytes, plain or gzipped, or spliced into a real log, must be read
-without an exception escaping :func:`tracekit.reader.read_file`, and no outcome may be made up.
+without an exception escaping :func:`tracekit.read.reader.read_file`, and no outcome may be made up.
 
     python fuzz/fuzz_reader.py -atheris_runs=200000      # atheris (pip install 'tracekit[fuzz]')
     python fuzz/fuzz_reader.py -atheris_runs=20000 CORPUS_DIR
@@ -22,9 +22,9 @@ import _common  # noqa: E402
 
 if _common.atheris is not None:
     with _common.atheris.instrument_imports(include=["tracekit"]):
-        from tracekit.reader import read_file
+        from tracekit.read.reader import read_file
 else:
-    from tracekit.reader import read_file
+    from tracekit.read.reader import read_file
 
 LOG = sorted(glob.glob(os.path.join(_common.FIXTURE_LOGS, "spmd_auto", "dedicated_log_torch_trace_rank_0_*.log")))[0]
 CLEAN = open(LOG, "rb").read()

@@ -20,8 +20,8 @@ from conftest import FIXTURE_LOGS
 
 import tracekit
 from tracekit.model import LONG_NAMES, Run
-from tracekit.rankset import format_ranks
-from tracekit.summarize import summary_document
+from tracekit.model.rankset import format_ranks
+from tracekit.analyze.summarize import summary_document
 
 
 @cache

@@ -15,8 +15,8 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
     """Read log files, ``.gz`` logs or directories of rank logs into a :class:`Run`.
 
     ``jobs``: worker processes (default: the cores); ``strict``: raise
-    ``tracekit.reader.StrictError`` on any bad input; ``progress``: see ``tracekit.reader.load``.
+    ``tracekit.read.reader.StrictError`` on any bad input; ``progress``: see ``tracekit.read.reader.load``.
     """
-    from tracekit.reader import load as _load
+    from tracekit.read.reader import load as _load
 
     return _load(paths, jobs=jobs, strict=strict, progress=progress)

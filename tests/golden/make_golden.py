@@ -4,7 +4,7 @@
 
 The speed work of issue 21 (skipping JSON, sharing values, another scanner) must not change
 one byte of what summarize prints. ``summaries.json.gz`` holds the outputs the code printed before
-that work (made with this script from the code just before issue 21 merged, which printed them byte for byte as the merged code did, then re-made for meant changes: the CSV's schedule cells with dtypes, the true note on a 2.13 log without post-grad graphs, and spmd_small_cap's logs made anew (collectives timed by torch's NCCL model); gzipped JSON); ``tests/test_golden_summaries.py``
+that work (made with this script from the code just before issue 21 merged, which printed them byte for byte as the merged code did, then re-made for meant changes: the CSV's schedule cells with dtypes, the true note on a 2.13 log without post-grad graphs, and spmd_small_cap's logs made anew (collectives timed by torch's NCCL model); gzipped JSON); ``tests/analyze/test_golden_summaries.py``
 runs the same cases and compares them byte for byte. Outputs are taken in this process through
 click's runner (the real command, its exit status and both streams); the corpus is built into a
 temporary directory and named by paths relative to it. Rewrite the file only for a change

@@ -2,7 +2,7 @@
 
 A RUN is whatever ``tracekit summarize`` reads (a log file, a ``.gz`` log, a directory of rank
 logs) or a JSON document that ``tracekit summarize --format json`` wrote (``tracekit.summary/2``, or /1),
-told apart by content. The comparison itself is :func:`tracekit.diff.diff_runs`; this module
+told apart by content. The comparison itself is :func:`tracekit.analyze.diff.diff_runs`; this module
 reads the inputs and renders the result. It never imports torch.
 
 Exit status: 0 (or, with ``--exit-code``, 0 when identical and 1 when the runs differ, as
@@ -24,14 +24,14 @@ import orjson
 
 from tracekit.commands import options
 from tracekit.commands.options import examples, format_option, has_log_entries, jobs_option, output_option
-from tracekit.progress import ProgressBar
+from tracekit.commands.progress import ProgressBar
 from tracekit.commands.output import output_sink
-from tracekit.commands.schedule_render import final_change_rows
-from tracekit.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
+from tracekit.render.schedule_text import final_change_rows
+from tracekit.analyze.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
 from tracekit.model import CollectiveSize, Graph, Run
-from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_mb, heading, table
-from tracekit.sources import GZIP_MAGIC
-from tracekit.summarize import graph_label, run_from_document
+from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_mb, heading, table
+from tracekit.read.sources import GZIP_MAGIC
+from tracekit.analyze.summarize import graph_label, run_from_document
 
 SUMMARY_PREFIX = "tracekit.summary/"
 #: The summary majors this version reads: /1 (per rank) and /2 (ranks grouped by outcome).

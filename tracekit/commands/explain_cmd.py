@@ -2,7 +2,7 @@
 
 Reads one rank's recorded outcomes with their graph texts (the lowest rank, or ``--rank``),
 rebuilds and replays each graph at its recorded cap, and shows the planner's reason for every
-collective, with a what-if verified by planning again (:mod:`tracekit.explain`).
+collective, with a what-if verified by planning again (:mod:`tracekit.explain.buckets`).
 
 Exit status: 0 when every graph was rebuilt and its buckets equal the recorded outcome, or when
 there was none to explain (a note says why); 1 when one did not (the output says how); 2 for a usage error (a ``--rank``
@@ -30,8 +30,8 @@ from tracekit.commands.options import (
     require_torch,
 )
 from tracekit.commands.output import output_sink
-from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, exact_mb, fmt_mb, heading, table
-from tracekit.summarize import graph_label
+from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, exact_mb, fmt_mb, heading, table
+from tracekit.analyze.summarize import graph_label
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
 HEADERS = ["collective", "kind", "MB", "dtype", "bucket", "reason", "what-if"]
@@ -159,7 +159,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
 
 def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
-    """A graph torch never pre-bucketed (:mod:`tracekit.explain_unbucketed`): its reason, each
+    """A graph torch never pre-bucketed (:mod:`tracekit.explain.not_prebucketed`): its reason, each
     collective's, and the forward-groups what-if."""
     rank = "-" if g["rank"] is None else g["rank"]
     out = [heading(f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
@@ -208,15 +208,15 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
 def explain(paths, rank, graphs, fmt, output):
     """Why each collective of PATH... (rank logs, .gz, directories) is, or is not, in a bucket:
     the planner's reason per collective, at the recorded cap, with a what-if checked by replay."""
-    from tracekit.progress import ProgressBar, note_loading_torch
+    from tracekit.commands.progress import ProgressBar, note_loading_torch
 
     status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
     note_loading_torch()  # before the imports that load torch
     require_torch("explain")
-    from tracekit.explain import explain_mixed, unbucketed_of
+    from tracekit.explain.buckets import explain_mixed, unbucketed_of
     from tracekit.model import Diagnostics
-    from tracekit.pairing import UnbucketedSource
-    from tracekit.reader import graph_and_unbucketed_sources
+    from tracekit.read.pairing import UnbucketedSource
+    from tracekit.read.reader import graph_and_unbucketed_sources
     from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
 
     paths = list(paths)

@@ -63,7 +63,7 @@ def no_log_reason(run: Any) -> str | None:
     Control characters are escaped (the file name comes from the user, the detail from a log)."""
     if has_log_entries(run):
         return None
-    from tracekit.render import escape_controls
+    from tracekit.render.text import escape_controls
 
     why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
     return escape_controls(why or "no log could be read")
@@ -73,9 +73,9 @@ def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str
     """``replay`` and ``explain`` found nothing to work on: read ``paths`` once more (this path
     only) and either fail as ``summarize`` does when they hold no log (:func:`no_log_reason`,
     status 2; ``status``, a progress line, is closed first) or return the note that says why
-    (:func:`tracekit.summarize.why_no_outcome`: nothing to do is no finding, exit 0)."""
-    from tracekit.reader import load
-    from tracekit.summarize import why_no_outcome
+    (:func:`tracekit.analyze.summarize.why_no_outcome`: nothing to do is no finding, exit 0)."""
+    from tracekit.read.reader import load
+    from tracekit.analyze.summarize import why_no_outcome
 
     run = load(list(paths), jobs=1)
     why = no_log_reason(run)

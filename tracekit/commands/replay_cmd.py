@@ -1,7 +1,7 @@
 """``tracekit replay PATH...``: rebuild the recorded graphs and re-run bucketing with other caps.
 
 Reads every recorded ``pre_bucketing_fsdp_collectives`` outcome with the graph text it was
-computed from (:func:`tracekit.reader.graph_sources`), rebuilds each graph safely
+computed from (:func:`tracekit.read.reader.graph_sources`), rebuilds each graph safely
 (:mod:`tracekit.replay.graph_text`), checks that the recorded cap reproduces the recorded
 counts, then plans each ``--cap-mb`` / ``--cap auto`` (:mod:`tracekit.replay.engine`). With
 ``--all-ranks``, ranks that logged the same graph and outcome share one replay and one row (the
@@ -35,8 +35,8 @@ from tracekit.commands.options import (
 )
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
-from tracekit.rankset import format_ranks, parse_ranks
-from tracekit.render import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_caps, fmt_counts, fmt_mb, heading, table
+from tracekit.model.rankset import format_ranks, parse_ranks
+from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_caps, fmt_counts, fmt_mb, heading, table
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
@@ -105,7 +105,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     import os
 
     if not doc["graphs"] and doc.get("not_prebucketed"):  # only graphs torch never pre-bucketed
-        from tracekit.commands.unbucketed_render import unbucketed_only_text
+        from tracekit.render.not_prebucketed_text import unbucketed_only_text
 
         return unbucketed_only_text(doc, fmt)
     types = COLLECTIVE_TYPES
@@ -162,11 +162,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
                    f"largest: the biggest one, the memory it pins;\n{UNITS_MB}; {UNITS_SIZES}; comm ms: torch's "
                    "NCCL model of the FSDP collectives, vs the recorded buckets on the same hardware.\n")
-    from tracekit.commands.unbucketed_render import unbucketed_section
+    from tracekit.render.not_prebucketed_text import unbucketed_section
 
     out.append(unbucketed_section(doc, fmt))  # graphs torch never pre-bucketed
 
-    from tracekit.commands.replay_schedule_render import render_schedule
+    from tracekit.render.replay_schedule_text import render_schedule
 
     out.append(render_schedule(doc, fmt))
     t = doc["totals"]
@@ -241,7 +241,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
            memory_budget_gb, fmt, output, plot_path, trace_out):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
-    from tracekit.progress import ProgressBar, note_loading_torch
+    from tracekit.commands.progress import ProgressBar, note_loading_torch
 
     status = ProgressBar(label="replaying", unit="graphs", min_total=2)  # on a terminal only
     note_loading_torch()  # before the imports that load torch
@@ -250,11 +250,11 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
-    from tracekit.pairing import UnbucketedSource
-    from tracekit.reader import graph_and_unbucketed_sources
+    from tracekit.read.pairing import UnbucketedSource
+    from tracekit.read.reader import graph_and_unbucketed_sources
     from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
-    from tracekit.replay.unbucketed import replay_unbucketed
+    from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
 
     if rank is not None and all_ranks:
         raise click.UsageError("--rank and --all-ranks exclude each other")
@@ -322,7 +322,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
                      + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
     doc = replay_document(results, options, {"paths": list(paths), "notes": notes,
                                              "diagnostics": diag.to_dict()})
-    if unbucketed:  # graphs torch never pre-bucketed (tracekit.replay.unbucketed)
+    if unbucketed:  # graphs torch never pre-bucketed (tracekit.replay.not_prebucketed_graphs)
         doc["not_prebucketed"] = unbucketed
         doc["totals"]["not_prebucketed"] = len(unbucketed)
     if recommend:
@@ -335,7 +335,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
               .encode("utf-8"))
     if plot_path:
-        from tracekit.replay.plot import PlotUnavailable, plot_replay
+        from tracekit.render.plot import PlotUnavailable, plot_replay
 
         try:
             plot_replay(doc, plot_path)
@@ -343,7 +343,7 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
             fail("replay", f"error: {e}", BAD_INPUT)
         click.echo(f"plot written to {plot_path}", err=True)
     if trace_out:
-        from tracekit.trace_events import write_traces
+        from tracekit.render.perfetto import write_traces
 
         try:
             written = write_traces(doc, trace_out)

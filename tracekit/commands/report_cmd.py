@@ -1,7 +1,7 @@
 """``tracekit report PATH... -o report.html``: one self-contained HTML file to attach to a bug.
 
-Reads the logs (:func:`tracekit.reader.load`), builds the summary document
-(:func:`tracekit.summarize.summary_document`) and renders it (:func:`tracekit.render_html.render_html`).
+Reads the logs (:func:`tracekit.read.reader.load`), builds the summary document
+(:func:`tracekit.analyze.summarize.summary_document`) and renders it (:func:`tracekit.render.html.render_html`).
 PATH may also be one JSON file that ``tracekit summarize --format json`` wrote: the page is then
 rendered from that document as it is. Never imports torch.
 
@@ -95,7 +95,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
     tracekit replay logs/ --recommend --format json > replay.json && tracekit report logs/ --replay replay.json -o report.html
     """
     from tracekit.commands.output import output_sink
-    from tracekit.render_html import render_html
+    from tracekit.render.html import render_html
 
     if output is None and sys.stdout.isatty():
         fail("report", "the page is HTML: give -o FILE (or redirect stdout)")
@@ -111,9 +111,9 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
             fail("report", "a saved JSON summary must be the only PATH")
         doc = docs[0]
     else:
-        from tracekit.progress import ProgressBar
-        from tracekit.reader import load
-        from tracekit.summarize import summary_document
+        from tracekit.commands.progress import ProgressBar
+        from tracekit.read.reader import load
+        from tracekit.analyze.summarize import summary_document
 
         with ProgressBar() as bar:
             run = load(list(paths), jobs=jobs, progress=bar.wanted)

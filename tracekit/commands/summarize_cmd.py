@@ -1,7 +1,7 @@
 """``tracekit summarize PATH...``: what FSDP collective pre-bucketing did on every rank.
 
-Reads the logs (:func:`tracekit.reader.load`), builds the ``tracekit.summary/2`` document
-(:func:`tracekit.summarize.summary_document`) and renders it: the verdict first, the world
+Reads the logs (:func:`tracekit.read.reader.load`), builds the ``tracekit.summary/2`` document
+(:func:`tracekit.analyze.summarize.summary_document`) and renders it: the verdict first, the world
 (ranks found, missing, seen twice), one row per graph and distinct outcome with its ranks as
 ranges (``--per-rank``: one row per rank and graph), totals, rank consensus, graphs where
 bucketing did nothing, diagnostics, notes. The text renderers below work from the document
@@ -30,11 +30,11 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.commands.schedule_render import render_schedule_sections
-from tracekit.summary_cells import (differences_line, did_nothing_none_text, first_diff_text, groups_text,
+from tracekit.render.schedule_text import render_schedule_sections
+from tracekit.render.cells import (differences_line, did_nothing_none_text, first_diff_text, groups_text,
                                     ranks_text, total_mb, value_text)
-from tracekit.rankset import format_ranks, rank_members
-from tracekit.render import (
+from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.render.text import (
     FORMATS,
     UNITS_MB,
     UNITS_SIZES,
@@ -47,8 +47,8 @@ from tracekit.render import (
     section_line,
     table,
 )
-from tracekit.summarize import graph_label
-from tracekit.world import world_text
+from tracekit.analyze.summarize import graph_label
+from tracekit.model.world import world_text
 
 #: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
 OUTCOME_HEADERS = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB", "AG", "RS", "AR"]
@@ -186,9 +186,9 @@ def _not_prebucketed_totals(doc: dict[str, Any]) -> dict[str, Any]:
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table/markdown report of a summary document, verdict first; CSV is every section
-    in one table (:mod:`tracekit.summary_csv`)."""
-    if fmt == "csv":  # every section, numbers as numbers (tracekit.summary_csv)
-        from tracekit.summary_csv import summary_csv
+    in one table (:mod:`tracekit.render.summary_csv`)."""
+    if fmt == "csv":  # every section, numbers as numbers (tracekit.render.summary_csv)
+        from tracekit.render.summary_csv import summary_csv
 
         return summary_csv(doc)
     headers, rows = graph_rows(doc)
@@ -272,7 +272,7 @@ def not_prebucketed_lines(dn: list[dict[str, Any]], fmt: str) -> str:
     items = [d for d in dn if d.get("outcome")]
     if not items:
         return ""
-    from tracekit.not_prebucketed import counts_text
+    from tracekit.analyze.not_prebucketed import counts_text
 
     return "\n" + "".join(
         f"- {d['compile_id']} {graph_label(d['graph_index'])} (ranks {ranks_cell(ranks_text(d['ranks']))}): "
@@ -282,11 +282,11 @@ def not_prebucketed_lines(dn: list[dict[str, Any]], fmt: str) -> str:
 
 def _load_on_dask(paths: list[str], address: str, jobs: int | None, strict: bool):
     """``--dask``: the Run read by the cluster's workers; a cluster that cannot be used exits 2."""
-    from tracekit.progress import ProgressBar
+    from tracekit.commands.progress import ProgressBar
 
     if jobs is not None:
         raise click.UsageError("--jobs does not apply with --dask (the cluster's workers read)")
-    from tracekit.dask_reader import DaskReadError, load_with_dask
+    from tracekit.read.dask_reader import DaskReadError, load_with_dask
 
     try:
         with ProgressBar() as bar:
@@ -323,10 +323,10 @@ def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bo
     what FSDP collective pre-bucketing did: a verdict, the ranks found and missing, each graph's
     outcome with the ranks that share it, where ranks differ, and where it merged nothing."""
     from tracekit.commands.output import output_sink
-    from tracekit.commands.schedule_render import any_divergence
-    from tracekit.progress import ProgressBar
-    from tracekit.reader import load
-    from tracekit.summarize import summary_document, write_summary_json
+    from tracekit.render.schedule_text import any_divergence
+    from tracekit.commands.progress import ProgressBar
+    from tracekit.read.reader import load
+    from tracekit.analyze.summarize import summary_document, write_summary_json
 
     if dask_address is not None:
         run = _load_on_dask(list(paths), dask_address, jobs, strict)

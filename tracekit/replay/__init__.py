@@ -5,7 +5,7 @@ imports it only when a function below runs.
 Modules, in the order data flows:
 
 - :mod:`~tracekit.replay.selection`: which recorded outcomes (with their graph texts and symbol
-  hints, read in one pass by :func:`tracekit.reader.graph_sources`) to replay;
+  hints, read in one pass by :func:`tracekit.read.reader.graph_sources`) to replay;
 - :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.annotations` and
   :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
   fake ``meta["val"]``;
@@ -15,8 +15,8 @@ Modules, in the order data flows:
   collectives, exposed communication, peak memory and a timeline per cap;
 - :mod:`~tracekit.replay.recommend`: ``--recommend``'s cap grid, Pareto front and choice;
 - :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
-- :mod:`~tracekit.replay.unbucketed`: graphs torch never pre-bucketed, and the forward-groups what-if;
-- :mod:`~tracekit.replay.plot`: ``--plot`` (matplotlib, optional).
+- :mod:`~tracekit.replay.not_prebucketed_graphs`: graphs torch never pre-bucketed, and the forward-groups what-if;
+- :mod:`~tracekit.render.plot`: ``--plot`` (matplotlib, optional).
 
 Python API::
 
@@ -102,14 +102,14 @@ def not_prebucketed(
     graphs: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """The graphs of ``paths`` torch never pre-bucketed, replayed (``replay``'s
-    ``not_prebucketed`` entries, :func:`tracekit.replay.unbucketed.replay_unbucketed`): at each
+    ``not_prebucketed`` entries, :func:`tracekit.replay.not_prebucketed_graphs.replay_unbucketed`): at each
     cap as torch runs them and, with ``forward_groups``, given the forward's FSDP groups."""
     from tracekit.model import Diagnostics
-    from tracekit.pairing import UnbucketedSource
-    from tracekit.reader import graph_and_unbucketed_sources
+    from tracekit.read.pairing import UnbucketedSource
+    from tracekit.read.reader import graph_and_unbucketed_sources
     from tracekit.replay.engine import CapRequest, ReplayOptions
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
-    from tracekit.replay.unbucketed import FORWARD_GROUPS, replay_unbucketed
+    from tracekit.replay.not_prebucketed_graphs import FORWARD_GROUPS, replay_unbucketed
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

@@ -1,6 +1,6 @@
 """Replay: rebuild each recorded graph, reproduce its recorded outcome, then plan other caps.
 
-For each :class:`tracekit.reader.GraphSource` (one recorded ``pre_bucketing_fsdp_collectives``
+For each :class:`tracekit.read.reader.GraphSource` (one recorded ``pre_bucketing_fsdp_collectives``
 outcome paired by the reader with the graph text it came from):
 
 1. rebuild the graph (:func:`tracekit.replay.graph_text.parse_graph_text`); a graph that
@@ -31,7 +31,7 @@ from typing import Any
 import torch.fx as fx
 
 from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Diagnostics, Graph
-from tracekit.rankset import format_ranks
+from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
 
@@ -482,7 +482,7 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
 def replay_source(
     src: Any, options: ReplayOptions, rebuilt: dict[tuple, Any] | None = None
 ) -> GraphReplay:
-    """Replay one :class:`tracekit.reader.GraphSource`; never raises for a bad graph.
+    """Replay one :class:`tracekit.read.reader.GraphSource`; never raises for a bad graph.
 
     ``rebuilt`` (optional, shared across calls) keeps each distinct graph text's rebuilt graph
     and planner, or its error: ranks normally log identical graphs, so ``--all-ranks`` parses

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from tracekit.parsers import collective_op
+from tracekit.read.parsers import collective_op
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Which recorded outcomes to replay: the reader pairs each outcome with its graph text
-(:func:`tracekit.reader.graph_sources`, per rank and compile id, forward then backward); here
+(:func:`tracekit.read.reader.graph_sources`, per rank and compile id, forward then backward); here
 we pick ranks and graphs. Each source carries the symbol hints its file recorded
 (``create_symbol`` entries, read in the same pass).
 
@@ -62,17 +62,17 @@ def replay_sources_for(
     reader: Any = None,
     progress: Any = None,
 ) -> list[Any]:
-    """The :class:`tracekit.reader.GraphSource` values to replay (one pass over their files).
+    """The :class:`tracekit.read.reader.GraphSource` values to replay (one pass over their files).
     ``reader``: what yields the sources of the files (default
-    :func:`tracekit.reader.graph_sources`; :func:`tracekit.reader.graph_and_unbucketed_sources`
+    :func:`tracekit.read.reader.graph_sources`; :func:`tracekit.read.reader.graph_and_unbucketed_sources`
     adds the graphs never pre-bucketed).
 
     Raises :class:`SelectionError` when no log could be read, or when ``rank`` or a selector of
     ``graphs`` names nothing in the logs (the message says which ranks or graphs are there).
     ``progress(done_bytes, total_bytes)`` after each file read."""
-    from tracekit.rankset import format_ranks
-    from tracekit.reader import graph_sources
-    from tracekit.sources import find_logs
+    from tracekit.model.rankset import format_ranks
+    from tracekit.read.reader import graph_sources
+    from tracekit.read.sources import find_logs
 
     diag = diagnostics if diagnostics is not None else Diagnostics()
     logs = find_logs(list(paths), diag)

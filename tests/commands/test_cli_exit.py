@@ -1,0 +1,102 @@
+"""The ``tracekit`` command (``tracekit.cli.run``) ends with ``os._exit`` after flushing: the
+output is whole, the exit status is click's, a reader that leaves early is no error, and a
+process that imported torch exits the ordinary way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import click
+import pytest
+
+import tracekit.cli as cli
+from conftest import FIXTURE_LOGS, ROOT
+from tracekit.read.reader import load
+from tracekit.render.text import dumps_json
+from tracekit.analyze.summarize import summary_document
+
+CMD = [sys.executable, "-m", "tracekit"]
+
+
+def tk(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*CMD, *args], cwd=ROOT, capture_output=True, timeout=120, **kw)
+
+
+def test_json_output_is_whole():
+    p = tk("summarize", str(FIXTURE_LOGS / "diverge_rank"), "--format", "json", "--jobs", "2")
+    assert p.returncode == 0 and p.stderr == b""
+    assert p.stdout.decode() == dumps_json(summary_document(load(FIXTURE_LOGS / "diverge_rank")))
+
+
+def test_exit_statuses_are_clicks(tmp_path):
+    log = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
+    good = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log")).read_bytes()
+    log.write_bytes(b"not a glog line\n" + good)
+    strict = tk("summarize", str(log), "--strict")
+    assert strict.returncode == 1
+    assert strict.stderr.decode().strip().splitlines()[-1] == "tracekit summarize: 1 bad input(s) (--strict)"
+    assert b"bad_prefix" in strict.stdout
+    assert tk("summarize", str(log)).returncode == 0
+    usage = tk("summarize", "--bogus")
+    assert usage.returncode == 2 and b"No such option '--bogus'" in usage.stderr
+    differ = tk("diff", str(FIXTURE_LOGS / "spmd_auto"), str(FIXTURE_LOGS / "diverge_rank"), "--exit-code")
+    assert differ.returncode == 1 and differ.stdout.startswith(b"2 graphs changed on 1 rank (3)\n")
+
+
+def test_a_reader_that_leaves_early_is_no_error(tmp_path):
+    log = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
+    log.write_bytes(next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log")).read_bytes() * 30)
+    full = tk("summarize", str(log), "--format", "json").stdout
+    assert len(full) > 1 << 17  # more than a pipe holds: the writer meets the closed pipe
+    p = subprocess.Popen([*CMD, "summarize", str(log), "--format", "json"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.read(1) == b"{"
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0 and err == b""
+
+
+@pytest.mark.parametrize("code, status, stderr", [(None, 0, ""), (3, 3, ""), ("boom", 1, "boom\n")])
+def test_run_ends_with_clicks_status(monkeypatch, capsys, code, status, stderr):
+    def fake_main(standalone_mode):
+        raise SystemExit(code)
+
+    exits: list[int] = []
+    monkeypatch.setattr(cli, "main", SimpleNamespace(main=fake_main))
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    cli.run()
+    assert exits == [status] and capsys.readouterr().err == stderr
+
+
+@pytest.mark.parametrize("exc, status, stderr", [
+    (KeyboardInterrupt(), 130, "\ntracekit: interrupted\n"),
+    (click.exceptions.Abort(), 130, "\ntracekit: interrupted\n"),
+    (click.UsageError("bad --rank"), 2, "tracekit: bad --rank\n"),
+    (ValueError("a bug\nsecond line"), 2,
+     "tracekit: internal error: ValueError: a bug (TRACEKIT_DEBUG=1 shows the traceback; please report it)\n"),
+])
+def test_run_maps_interrupts_and_usage_errors_to_the_policy(monkeypatch, capsys, exc, status, stderr):
+    def fake_main(standalone_mode):
+        raise exc
+
+    exits: list[int] = []
+    monkeypatch.setattr(cli, "main", SimpleNamespace(main=fake_main))
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    cli.run()
+    assert exits == [status] and capsys.readouterr().err == stderr
+
+
+def test_run_exits_the_ordinary_way_once_torch_is_imported(monkeypatch):
+    def fake_main(standalone_mode):
+        raise SystemExit(4)
+
+    monkeypatch.setattr(cli, "main", SimpleNamespace(main=fake_main))
+    monkeypatch.setattr(cli.os, "_exit", lambda n: pytest.fail("os._exit with torch imported"))
+    monkeypatch.setitem(sys.modules, "torch", sys)
+    with pytest.raises(SystemExit) as e:
+        cli.run()
+    assert e.value.code == 4

@@ -1,0 +1,38 @@
+"""replay and explain say that torch is loading (seconds on a cold start, before anything else
+is shown), on a terminal only: the line comes before the imports that load torch."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import sys
+
+from tracekit.commands import explain_cmd, replay_cmd
+from tracekit.commands.progress import note_loading_torch
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_note_goes_to_a_terminal_while_torch_is_not_loaded(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    tty, pipe = _Terminal(), io.StringIO()
+    note_loading_torch(tty)
+    note_loading_torch(pipe)
+    assert tty.getvalue() == "tracekit: loading torch…\n"
+    assert pipe.getvalue() == ""
+
+
+def test_no_note_once_torch_is_loaded(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", object())
+    tty = _Terminal()
+    note_loading_torch(tty)
+    assert tty.getvalue() == ""
+
+
+def test_the_commands_say_it_before_importing_torch():
+    for cmd, first_torch_import in ((replay_cmd.replay, "from bucketing"), (explain_cmd.explain, "from tracekit.explain.buckets")):
+        src = inspect.getsource(cmd.callback)
+        assert 0 <= src.index("note_loading_torch()") < src.index(first_torch_import)

@@ -1,0 +1,493 @@
+"""The per-rank model of a run: what the reader builds and every analysis consumes.
+
+Plain dataclasses, the same objects the Python API hands out and the JSON documents are made
+from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
+
+    Run
+     ├─ ranks: [Rank]                one per rank seen in the logs (rank None: no rank written)
+     │    ├─ graphs: [Graph]         one per recorded ``pre_bucketing_fsdp_collectives`` outcome,
+     │    │                          in log order; identified by (compile_id, graph_index);
+     │    │                          ``final``: the collectives that run (a FinalSchedule)
+     │    ├─ schedules_without_outcome: [FinalSchedule]   post-grad graphs with a collective
+     │    │                          schedule but no pre-bucketing outcome (no FSDP collectives)
+     │    └─ compile_ids, cache_events   the compile ids in order, fx graph cache hits/misses
+     └─ diagnostics: Diagnostics     every bad line, counted by kind, first few with file:line
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Collective types, in the order torch reports them, with the short names of its size artifacts.
+COLLECTIVE_TYPES: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
+SHORT_NAMES: dict[str, str] = {"all_gather": "AG", "reduce_scatter": "RS", "all_reduce": "AR"}
+LONG_NAMES: dict[str, str] = {v: k for k, v in SHORT_NAMES.items()}
+
+
+@dataclass(slots=True)
+class Counts:
+    """How many collectives of one type a graph had before and after bucketing."""
+
+    before: int
+    after: int
+
+
+@dataclass(slots=True)
+class CollectiveSize:
+    """One entry of a ``pre_bucketing_collective_sizes[_after]`` artifact."""
+
+    type: str  # "AG" | "RS" | "AR"
+    size_mb: float
+    name: str
+
+
+@dataclass(slots=True)
+class Sizes:
+    """Per-collective sizes in MB, graph order by type, before and after bucketing."""
+
+    before: list[CollectiveSize]
+    after: list[CollectiveSize] | None  # None when only the "before" artifact was logged
+
+
+@dataclass(slots=True)
+class ScheduledCollective:
+    """One collective of ``inductor_collective_schedule`` (waits are not collectives), with what
+    ``fx_collectives_analytical_estimation`` says of it when it could be matched (else None)."""
+
+    kind: str  # "all_gather" | "reduce_scatter" | "all_reduce" | another op ("all_to_all_single")
+    op: str  # the op's name without namespace and overload: "all_gather_into_tensor_out"
+    group: str | None = None  # group_name
+    group_size: int | None = None
+    bytes: int | None = None  # input_bytes
+    est_ms: float | None = None  # torch's NCCL estimate
+    dtype: str | None = None  # its tensor's dtype (``f32``) in the post-grad graph, when logged
+
+
+@dataclass(slots=True)
+class FinalSchedule:
+    """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
+    (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
+    from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.read.parsers`).
+
+    ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
+    backward; see :mod:`tracekit.read.pairing`). ``sizes``: ``"matched"`` when every kind's
+    estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
+    disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged."""
+
+    compile_id: str
+    position: int
+    counts: dict[str, int]  # by kind: the three COLLECTIVE_TYPES, ``other`` for the rest
+    collectives: list[ScheduledCollective]
+    world_size: int | None = None
+    sizes: str = "not_logged"
+
+    @staticmethod
+    def count_kinds(collectives: list[ScheduledCollective]) -> dict[str, int]:
+        """Collectives by kind: the three COLLECTIVE_TYPES always, ``other`` for the rest."""
+        out = {t: 0 for t in COLLECTIVE_TYPES} | {"other": 0}
+        for c in collectives:
+            out[c.kind if c.kind in out else "other"] += 1
+        return out
+
+    def sequence(self) -> list[list[Any]]:
+        """What must agree across ranks: ``[kind, group, bytes, dtype]`` per collective, in
+        order (a dtype mismatch hangs or corrupts NCCL too)."""
+        return [[c.kind, c.group, c.bytes, c.dtype] for c in self.collectives]
+
+
+@dataclass(slots=True)
+class Graph:
+    """One bucketing outcome: one compiled graph (forward or backward) of one rank."""
+
+    compile_id: str  # "0/0", "1/0", "0/0_1", "!0/0/0"
+    graph_index: int  # position among this compile id's outcomes: 0 forward, 1 backward, ...
+    fsdp_groups: list[str]
+    group_size: int | None
+    n_nodes: int  # nNodes: machines the FSDP group spans
+    bucket_cap_mb: float
+    collectives: dict[str, Counts]  # keys: COLLECTIVE_TYPES
+    sizes_mb: Sizes | None = None  # None unless pre_bucketing_fsdp_collectives_verbose was on
+    source: str = "torch"  # "torch": stock pass; "tracekit": our pass (bucketing.install())
+    file: str = ""  # where the outcome artifact was read
+    line: int = 0
+    final: FinalSchedule | None = None  # None when no inductor_collective_schedule was paired
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.compile_id, self.graph_index)
+
+    @property
+    def label(self) -> str:
+        return f"{self.compile_id}:{self.graph_index}"
+
+    def did_nothing(self) -> list[str]:
+        """Collective types that had more than one collective and were not merged at all."""
+        return [t for t, c in self.collectives.items() if c.before > 1 and c.after == c.before]
+
+
+@dataclass(slots=True)
+class Rank:
+    rank: int | None
+    files: list[str] = field(default_factory=list)
+    graphs: list[Graph] = field(default_factory=list)
+    compiled_graphs: int = 0  # before_post_grad_graph artifacts seen (graphs that ran post-grad)
+    cache_hits: int = 0  # fx_graph_cache_hit artifacts seen (graphs that skipped the passes)
+    compiles: int = 0  # dynamo_start entries seen (compiles started, with or without graphs)
+    torch_version: str | None = None  # the torch_version artifact's pytorch_version
+    schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)  # dynamo_start order, each once
+    cache_events: list[list[str]] = field(default_factory=list)  # [compile_id, hit|miss|bypass]
+
+    def graph(self, compile_id: str, graph_index: int = 0) -> Graph | None:
+        for g in self.graphs:
+            if g.compile_id == compile_id and g.graph_index == graph_index:
+                return g
+        return None
+
+
+@dataclass
+class Diagnostics:
+    """Failure is data: every kind of bad input, counted, with the first few places."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: list[dict[str, Any]] = field(default_factory=list)  # {kind, file, line, detail}
+    max_examples_per_kind: int = 5
+
+    def add(self, kind: str, file: str, line: int, detail: str = "") -> None:
+        n = self.counts.get(kind, 0)
+        self.counts[kind] = n + 1
+        if n < self.max_examples_per_kind:
+            self.examples.append({"kind": kind, "file": file, "line": line, "detail": detail})
+
+    def merge(self, other: Diagnostics) -> None:
+        for ex in other.examples:
+            if sum(1 for e in self.examples if e["kind"] == ex["kind"]) < self.max_examples_per_kind:
+                self.examples.append(ex)
+        for kind, n in other.counts.items():
+            self.counts[kind] = self.counts.get(kind, 0) + n
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"counts": dict(sorted(self.counts.items())), "examples": list(self.examples)}
+
+
+@dataclass
+class Run:
+    paths: list[str]
+    ranks: list[Rank] = field(default_factory=list)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    duplicated: list[int | None] = field(default_factory=list)  # ranks also found in another run
+    unplaced: list[str] = field(default_factory=list)  # files read as no rank (see their diagnostics)
+
+    def rank(self, rank: int | None) -> Rank | None:
+        for r in self.ranks:
+            if r.rank == rank:
+                return r
+        return None
+
+
+# --- the graph's fields, declared once -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GraphField:
+    """One field of :class:`Graph`: how it is written to JSON and read back, and how it is
+    compared across ranks (summarize) and runs (diff). Everything that serialises or compares
+    graphs derives from :data:`GRAPH_FIELDS`; a new field is declared here once.
+
+    ``kind``: ``"key"`` (identifies the graph), ``"where"`` (where it was read: never compared),
+    ``"scalar"`` (compared as one value), ``"counts"`` (compared per collective type),
+    ``"sizes"`` (compared per list, first differing collective), ``"final"`` (the collectives
+    that run, compared as one sequence: :mod:`tracekit.analyze.schedule`). ``compare(value)`` gives the
+    compared values by name (JSON-able)."""
+
+    name: str
+    kind: str
+    dump: Callable[[Any], Any]
+    load: Callable[[Any], Any]
+    default: Any = None  # when a document lacks the field; _REQUIRED: it must be there
+    compare: Callable[[Any], dict[str, Any]] | None = None
+    #: a cheap hashable stand-in for the value: equal stand-ins mean equal values (default: the
+    #: value itself when it is a scalar, else the object's identity, for values shared between
+    #: ranks, such as interned size lists)
+    fact: Callable[[Any], Any] | None = None
+
+
+_REQUIRED = object()
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def _counts_dump(c: dict[str, Counts]) -> dict[str, Any]:
+    return {t: {"before": x.before, "after": x.after} for t, x in c.items()}
+
+
+def _counts_load(d: dict[str, Any]) -> dict[str, Counts]:
+    return {t: Counts(int(c["before"]), int(c["after"])) for t, c in d.items()}
+
+
+def _counts_compare(c: dict[str, Counts]) -> dict[str, Any]:
+    return {t: {"before": c[t].before, "after": c[t].after} if t in c else None for t in COLLECTIVE_TYPES}
+
+
+def _size_to_dict(s: CollectiveSize) -> dict[str, Any]:
+    return {"type": s.type, "size_mb": s.size_mb, "name": s.name}
+
+
+def _size_from_dict(d: dict[str, Any]) -> CollectiveSize:
+    # Newer documents may add keys to size entries: take the ones this version knows.
+    try:
+        size_mb = d["size_mb"]
+        if isinstance(size_mb, bool) or not isinstance(size_mb, (int, float)):
+            raise TypeError
+        return CollectiveSize(type=str(d["type"]), size_mb=float(size_mb), name=str(d.get("name", "")))
+    except (KeyError, TypeError):
+        raise ValueError(f"bad size entry {d!r}") from None
+
+
+def _sizes_dump(s: Sizes | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"before": [_size_to_dict(x) for x in s.before],
+            "after": None if s.after is None else [_size_to_dict(x) for x in s.after]}
+
+
+def _sizes_load(d: dict[str, Any] | None) -> Sizes | None:
+    if d is None:
+        return None
+    return Sizes(before=[_size_from_dict(x) for x in d.get("before") or []],
+                 after=None if d.get("after") is None else [_size_from_dict(x) for x in d["after"]])
+
+
+def _size_values(sizes: list[CollectiveSize] | None) -> list[list[Any]] | None:
+    """A size list as compared: types and sizes, not node names (labels, not behaviour)."""
+    return None if sizes is None else [[x.type, x.size_mb] for x in sizes]
+
+
+def _sizes_compare(s: Sizes | None) -> dict[str, Any]:
+    return {"sizes_mb.before": None if s is None else _size_values(s.before),
+            "sizes_mb.after": None if s is None else _size_values(s.after)}
+
+
+def _collective_dump(c: ScheduledCollective) -> dict[str, Any]:
+    return {"kind": c.kind, "op": c.op, "group": c.group, "group_size": c.group_size,
+            "bytes": c.bytes, "est_ms": c.est_ms, "dtype": c.dtype}
+
+
+def _opt(v: Any, t: type) -> Any:
+    """``v`` as ``t`` (int or float), None stays None; ValueError on anything else."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"not a number: {v!r}")
+    return t(v)
+
+
+def final_to_dict(f: FinalSchedule | None) -> dict[str, Any] | None:
+    """The JSON form of a FinalSchedule: its fields, nested values as plain dicts."""
+    if f is None:
+        return None
+    return {
+        "compile_id": f.compile_id,
+        "position": f.position,
+        "counts": dict(f.counts),
+        "collectives": [_collective_dump(c) for c in f.collectives],
+        "world_size": f.world_size,
+        "sizes": f.sizes,
+    }
+
+
+def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
+    """A FinalSchedule from its JSON form (``counts`` are recounted from the collectives)."""
+    if d is None:
+        return None
+    try:
+        collectives = [
+            ScheduledCollective(
+                kind=str(c["kind"]), op=str(c.get("op", "")),
+                group=None if c.get("group") is None else str(c["group"]),
+                group_size=_opt(c.get("group_size"), int), bytes=_opt(c.get("bytes"), int),
+                est_ms=_opt(c.get("est_ms"), float),
+                dtype=None if c.get("dtype") is None else str(c["dtype"]),
+            )
+            for c in d.get("collectives") or []
+        ]
+        return FinalSchedule(
+            compile_id=str(d["compile_id"]),
+            position=int(d["position"]),
+            counts=FinalSchedule.count_kinds(collectives),
+            collectives=collectives,
+            world_size=_opt(d.get("world_size"), int),
+            sizes=str(d.get("sizes", "not_logged")),
+        )
+    except (KeyError, TypeError, AttributeError):
+        raise ValueError(f"bad final schedule {str(d)[:80]!r}") from None
+
+
+def _final_compare(f: FinalSchedule | None) -> dict[str, Any]:
+    """Compared: the (kind, group, bytes) sequence; estimates are a model, not behaviour."""
+    return {"final": None if f is None else f.sequence()}
+
+
+def _scalar(name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same) -> GraphField:
+    return GraphField(name, "scalar", dump, load, default, lambda v, n=name: {n: dump(v)},
+                      fact=lambda v: tuple(v) if isinstance(v, list) else v)
+
+
+def _counts_fact(c: dict[str, Counts]) -> tuple:
+    return tuple((t, x.before, x.after) for t, x in c.items())
+
+
+#: The fields of :class:`Graph`, in the order comparisons are reported.
+GRAPH_FIELDS: tuple[GraphField, ...] = (
+    GraphField("compile_id", "key", _same, str, _REQUIRED),
+    GraphField("graph_index", "key", _same, int, _REQUIRED),
+    _scalar("fsdp_groups", lambda v: [str(x) for x in v], [], dump=list),
+    _scalar("group_size", _same, None),
+    _scalar("n_nodes", int, 1),
+    _scalar("bucket_cap_mb", float),
+    GraphField("collectives", "counts", _counts_dump, _counts_load, {}, _counts_compare, _counts_fact),
+    GraphField("sizes_mb", "sizes", _sizes_dump, _sizes_load, None, _sizes_compare),
+    _scalar("source", str, "torch"),
+    GraphField("file", "where", _same, str, ""),
+    GraphField("line", "where", _same, int, 0),
+    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare,
+               # the collectives list is shared between graphs that run the same (interned)
+               lambda f: None if f is None else ("final", id(f.collectives))),
+)
+
+_COMPARED = tuple(f for f in GRAPH_FIELDS if f.compare is not None)
+
+
+def compared_values(g: Graph) -> dict[str, Any]:
+    """Every compared value of a graph by name (``fsdp_groups``, ``all_gather``,
+    ``sizes_mb.before``, ...), in report order."""
+    out: dict[str, Any] = {}
+    for f in _COMPARED:
+        out.update(f.compare(getattr(g, f.name)))
+    return out
+
+
+def fact_key(g: Graph) -> tuple:
+    """A hashable key of a graph's identity and compared values, cheap to make (see
+    :attr:`GraphField.fact`): graphs with equal keys have equal compared values."""
+    return (g.compile_id, g.graph_index, *(_fact(f, getattr(g, f.name)) for f in _COMPARED))
+
+
+def _fact(f: GraphField, v: Any) -> Any:
+    if f.fact is not None:
+        return f.fact(v)
+    return v if v is None or isinstance(v, (str, int, float)) else id(v)
+
+
+def outcome_facts(g: Graph) -> tuple:
+    """Everything compared about a graph (size-node names included), as one hashable-free
+    comparable value: a fast equality test before a field-by-field comparison."""
+    return tuple(getattr(g, f.name) for f in _COMPARED)
+
+
+# --- JSON round trip -----------------------------------------------------------------------------
+
+
+def graph_to_dict(g: Graph, memo: DumpMemo | None = None) -> dict[str, Any]:
+    """The JSON form of a Graph: every field of :data:`GRAPH_FIELDS`, nested values as plain
+    dicts and lists (what ``dataclasses.asdict`` gives, built directly: faster). With a
+    :class:`DumpMemo`, values shared between graphs are dumped once and their JSON forms
+    shared too (read-only)."""
+    if memo is not None:
+        return memo.graph(g)
+    return {f.name: f.dump(getattr(g, f.name)) for f in GRAPH_FIELDS}
+
+
+class DumpMemo:
+    """JSON forms of the values graphs share (size lists, counts, FSDP groups, collective
+    lists: see :class:`tracekit.read.pairing._Interner`), made once per shared object, so that a
+    document of thousands of graphs holds one dict per distinct value, not one per graph.
+    The forms it hands out are shared: read-only. Keyed by identity; the objects are kept
+    alive with their forms, so an id is never reused while the memo lives."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, Any]] = {}
+
+    def _get(self, value: Any, dump: Callable[[Any], Any]) -> Any:
+        if value is None:
+            return None
+        hit = self._by_id.get(id(value))
+        if hit is None:
+            hit = self._by_id[id(value)] = (value, dump(value))
+        return hit[1]
+
+    def final(self, f: FinalSchedule | None) -> dict[str, Any] | None:
+        if f is None:
+            return None
+        return {
+            "compile_id": f.compile_id,
+            "position": f.position,
+            "counts": self._get(f.counts, dict),
+            "collectives": self._get(f.collectives, lambda cs: [_collective_dump(c) for c in cs]),
+            "world_size": f.world_size,
+            "sizes": f.sizes,
+        }
+
+    def graph(self, g: Graph) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        get = self._get
+        for f in GRAPH_FIELDS:
+            v = getattr(g, f.name)
+            if f.name == "final":
+                out["final"] = self.final(v)
+            elif isinstance(v, (list, dict, Sizes)):
+                out[f.name] = get(v, f.dump)
+            else:
+                out[f.name] = f.dump(v)
+        return out
+
+
+def graph_from_dict(d: dict[str, Any]) -> Graph:
+    """A Graph from its JSON form; fields a document lacks take their defaults."""
+    kw: dict[str, Any] = {}
+    for f in GRAPH_FIELDS:
+        if f.name in d and d[f.name] is not None:
+            kw[f.name] = f.load(d[f.name])
+        elif f.default is _REQUIRED:
+            raise KeyError(f.name)
+        else:
+            kw[f.name] = f.default if not isinstance(f.default, (list, dict)) else type(f.default)(f.default)
+    return Graph(**kw)
+
+
+def rank_to_dict(r: Rank) -> dict[str, Any]:
+    return {
+        "rank": r.rank,
+        "files": list(r.files),
+        "compiled_graphs": r.compiled_graphs,
+        "cache_hits": r.cache_hits,
+        "compiles": r.compiles,
+        "torch_version": r.torch_version,
+        "graphs": [graph_to_dict(g) for g in r.graphs],
+        "schedules_without_outcome": [final_to_dict(f) for f in r.schedules_without_outcome],
+        "compile_ids": list(r.compile_ids),
+        "cache_events": [list(e) for e in r.cache_events],
+    }
+
+
+def rank_from_dict(d: dict[str, Any]) -> Rank:
+    return Rank(
+        rank=d.get("rank"),
+        files=list(d.get("files", [])),
+        graphs=[graph_from_dict(g) for g in d.get("graphs", [])],
+        compiled_graphs=int(d.get("compiled_graphs", 0)),
+        cache_hits=int(d.get("cache_hits", 0)),
+        compiles=int(d.get("compiles", 0)),
+        torch_version=d.get("torch_version"),
+        schedules_without_outcome=[final_from_dict(f) for f in d.get("schedules_without_outcome") or []],
+        compile_ids=[str(c) for c in d.get("compile_ids") or []],
+        cache_events=[[str(c), str(s)] for c, s in d.get("cache_events") or []],
+    )

@@ -1,0 +1,711 @@
+"""Reading files in parallel: files and segments of large files, in worker processes.
+
+The unit of work is a :class:`Segment`: a whole file, or a byte range of a large uncompressed
+one cut at an entry boundary (:func:`file_segments`). :func:`read_segment` scans one segment
+and parses its wanted entries into events (no pairing: that needs the file's segments in
+order, and happens in :class:`tracekit.read.pairing.FileBuilder`). :func:`read_segments` reads a
+list of segments with up to ``jobs`` processes: in this process for one job; otherwise
+``jobs`` forked workers, each taking the next batch of consecutive segments when it is free
+(:class:`_Claims`) and sending the results back on its own pipe (:func:`_read_piped`: no
+pool, no task messages, no queue); a few segments (of one large file) are one a child, this
+process reading the first. A long listing of files (:func:`read_listed`) is read by workers
+forked with the names only, each file sized by its read (:func:`tracekit.read.sources.read_small`).
+A batch's results come back as columns (:class:`_Batch`), in order.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from tracekit.read import envelopes as ev
+from tracekit.read.entries import EnvelopeMemo, PayloadMemo, check_gzip, decode_entries
+from tracekit.model import Diagnostics
+from tracekit.read.pairing import NO_COMPILE_ID, Events, SegmentResult
+from tracekit.read.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
+from tracekit.read.sources import GZIP_MAGIC, LogFile, listed_size, memory_log, open_log, read_small
+
+#: Uncompressed files at least this large are split into segments read in parallel.
+SPLIT_MIN_BYTES = 64 << 20
+#: ... and, above ``jobs`` times this, into segments of at most this much (whole rounds of
+#: ``jobs`` of them): a segment's events are held until its file's builder takes them, so
+#: memory grows with this, not with the file.
+SEGMENT_MAX_BYTES = 128 << 20
+_BOUNDARY_RE = re.compile(rb"\n[^\t]")
+
+
+@dataclass(slots=True)
+class Segment:
+    """A byte range of one file, the unit of work of :func:`read_segments` (a whole file, or a
+    part of a large uncompressed one: it starts at a line that does not start with a tab)."""
+
+    log: LogFile
+    start: int = 0
+    end: int | None = None  # None: to the end of the file (the file's last segment)
+    rank: int | None = None  # the file's rank when known in advance
+
+
+class _Range:
+    """Reads ``raw`` from its current position up to ``end`` (None: to the end)."""
+
+    def __init__(self, raw, remaining: int | None) -> None:
+        self.raw = raw
+        self.remaining = remaining
+
+    def read(self, n: int) -> bytes:
+        if self.remaining is None:
+            return self.raw.read(n)
+        if self.remaining <= 0:
+            return b""
+        data = self.raw.read(min(n, self.remaining))
+        self.remaining -= len(data)
+        return data
+
+    def rewind(self, n: int) -> None:
+        """Step back ``n`` bytes (they are read again)."""
+        self.raw.seek(-n, os.SEEK_CUR)
+        if self.remaining is not None:
+            self.remaining += n
+
+
+def read_segment(
+    seg: Segment,
+    parsers: tuple[EntryParser, ...] = SUMMARY_PARSERS,
+    on_chunk: Callable[[int], None] | None = None,
+    validate_all: bool = False,
+    data: bytes | None = None,
+    into: Events | None = None,
+) -> SegmentResult:
+    """Scan one segment: the entries ``parsers`` want, parsed, as events (no pairing yet).
+
+    ``validate_all`` (``--strict``): every line is decoded and checked, not only the wanted
+    ones (see :func:`tracekit.read.entries.decode_entries`). ``data``: the whole file's bytes, when
+    they are already read (:func:`tracekit.read.sources.read_small`). ``into``: the events are added
+    to these (a worker's batch, :class:`_Batch`), which the result then holds."""
+    path = seg.log.path
+    ps = _parser_set(parsers)
+    table, canonical = ps.table, ps.canonical
+    diag = Diagnostics()
+    events = Events() if into is None else into
+    add_key, add_value, add_cid, add_line = (events.keys.append, events.values.append,
+                                             events.cids.append, events.lines.append)
+    pids: set[int] = set()
+    try:
+        stream, raw = (memory_log(data) if data is not None else
+                       open_log(path, seg.log.size if not seg.start and seg.end is None else None))
+    except OSError as e:
+        diag.add("unreadable_file", path, 0, e.strerror or str(e))
+        return SegmentResult(events, seg.rank, 0, diag, readable=False)
+    scanner_box: list[ev.Scanner] = []
+    rank = seg.rank
+    with raw:
+        if stream is raw and (seg.start or seg.end is not None):
+            raw.seek(seg.start)
+            stream = _Range(raw, None if seg.end is None else seg.end - seg.start)
+        progress_cb = None
+        if on_chunk is not None:
+            last = [raw.tell()]
+
+            def progress_cb(_n: int) -> None:
+                pos = raw.tell()
+                on_chunk(pos - last[0])
+                last[0] = pos
+
+        try:
+            for e in decode_entries(stream, path, diag, keys=ps.keys, on_chunk=progress_cb,
+                                    payload_for=ps.payload_for, rank=rank, scanner_out=scanner_box,
+                                    validate_all=validate_all, memo=ps.memo,
+                                    envelopes=None if validate_all else ps.envelopes,
+                                    rank_hint=seg.log.rank_hint):
+                key = canonical[e.key]  # one key object a kind, not one per event (a dense log holds
+                parser = table[key]  # hundreds of thousands of events until its file is built)
+                if e.pid is not None:
+                    pids.add(e.pid)
+                try:
+                    value: Any = parser.parse(e.payload if parser.needs_payload else None, e.envelope)
+                except ArtifactError as err:
+                    diag.add("bad_artifact", path, e.line, f"{e.artifact_name or e.entry_type}: {err}"[:160])
+                    continue
+                add_key(key)  # the event, column by column
+                add_value(value)
+                add_cid(e.compile_id or NO_COMPILE_ID)
+                add_line(e.line)
+        except OSError as err:
+            diag.add("unreadable_file", path, 0, str(err)[:120])
+        check_gzip(stream if not isinstance(stream, _Range) else raw, path, diag)
+    if seg.start and diag.counts.pop("crlf_line_ends", 0):  # reported once, by the first segment
+        diag.examples = [x for x in diag.examples if x["kind"] != "crlf_line_ends"]
+    sc = scanner_box[0] if scanner_box else None
+    return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids)
+
+
+class _ParserSet(NamedTuple):
+    """What reading with one parser set needs, made once per process (not once per file)."""
+
+    table: dict  # entry key -> its parser (parsers.key_table)
+    keys: frozenset  # the entry keys wanted
+    canonical: dict  # entry key -> the same key: the one object every event of that kind holds
+    payload_for: Callable[[str, str | None], bool]  # one function, so the Scanners of every
+    # file share what they decided of each key
+    memo: PayloadMemo  # the payloads checked before (a job's ranks check one they share once)
+    envelopes: EnvelopeMemo  # the envelopes decoded before (a job's ranks log them but for the rank)
+
+
+@functools.lru_cache(maxsize=8)
+def _parser_set(parsers: tuple[EntryParser, ...]) -> _ParserSet:
+    table = key_table(parsers)
+    return _ParserSet(table, frozenset(table), {k: k for k in table},
+                      lambda etype, name: table[(etype, name)].needs_payload, PayloadMemo(), EnvelopeMemo())
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _boundary(f, offset: int, size: int) -> int:
+    """The first line start at or after ``offset`` that does not start with a tab."""
+    pos = max(0, offset - 1)
+    f.seek(pos)
+    carry = b""
+    while True:
+        data = f.read(1 << 20)
+        if not data:
+            return size
+        buf = carry + data
+        m = _BOUNDARY_RE.search(buf)
+        if m is not None:
+            return pos - len(carry) + m.start() + 1
+        carry = buf[-1:]
+        pos += len(data)
+
+
+def first_rank(f, limit: int = 4 << 20) -> int | None:
+    """The ``rank`` of the first envelope that has one, from the first MiBs of the file (read
+    64 KiB at a time: it is usually on the first lines)."""
+    f.seek(0)
+    tail = b""  # the partial line at the end of what was read
+    done = 0
+    while done < limit:
+        data = f.read(min(64 << 10, limit - done))
+        if not data:
+            break
+        done += len(data)
+        text = tail + data
+        cut = text.rfind(b"\n") + 1
+        r = _rank_in_lines(text[:cut])
+        if r is not None:
+            return r
+        tail = text[cut:]
+    return None
+
+
+def _rank_in_lines(text: bytes) -> int | None:
+    """The ``rank`` of the first envelope line in ``text`` (whole lines) that has one."""
+    for line in text.split(b"\n")[:-1]:
+        if line[:1] in (b"\t", b"") or b'"rank": ' not in line:
+            continue
+        m = ev.PREFIX_RE.match(line)
+        if m is None:
+            continue
+        try:
+            r = ev.envelope_rank(ev.decode_envelope(line[m.end() :]))
+        except ev.EntryError:
+            continue
+        if r is not None:
+            return r
+    return None
+
+
+def segment_bytes(seg: Segment) -> int:
+    return (seg.log.size if seg.end is None else seg.end) - seg.start
+
+
+def segment_count(size: int, jobs: int) -> int:
+    """How many segments a plain file of ``size`` bytes is read in: one under
+    :data:`SPLIT_MIN_BYTES`; else ``jobs`` (at least 32 MiB each), or more, a multiple of
+    ``jobs``, to keep each under :data:`SEGMENT_MAX_BYTES`."""
+    if size < SPLIT_MIN_BYTES:
+        return 1
+    per_round = jobs * SEGMENT_MAX_BYTES  # a round: a segment a job
+    if size <= per_round:
+        return min(jobs, size // (SPLIT_MIN_BYTES // 2))  # at least 2: size is 64 MiB or more
+    return jobs * -(-size // per_round)  # whole rounds: no job idles in the last one
+
+
+def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
+    """The segments of every file, one file at a time: one for a file, or several for a large
+    uncompressed one (:func:`segment_count`)."""
+    for lg in logs:
+        k = segment_count(lg.size, jobs)
+        if k <= 1:
+            yield [Segment(lg)]
+            continue
+        try:
+            with open(lg.path, "rb") as f:
+                if f.read(2) == GZIP_MAGIC:
+                    yield [Segment(lg)]
+                    continue
+                rank = first_rank(f)
+                cuts = sorted({_boundary(f, lg.size * i // k, lg.size) for i in range(1, k)})
+        except OSError:
+            yield [Segment(lg)]
+            continue
+        edges = [0] + [c for c in cuts if 0 < c < lg.size] + [None]
+        yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])]
+
+
+#: Less than this in all is read in this process, like one file of that size (SPLIT_MIN_BYTES):
+#: starting workers and sending their results back costs more than it saves (8,192 small
+#: rank logs, 54 MB: 1.5 times the CPU time with 2 workers than in one process).
+PARALLEL_MIN_BYTES = SPLIT_MIN_BYTES
+#: A worker's task is a batch of consecutive segments of at most this many bytes (and
+#: :data:`BATCH_SEGMENTS` segments): one message per batch, not per file.
+BATCH_BYTES = 8 << 20
+BATCH_SEGMENTS = 512
+#: What a worker's pipe holds (Linux: ``F_SETPIPE_SZ``; at most ``/proc/sys/fs/pipe-max-size``,
+#: 1 MiB by default): a worker reads that far ahead of this process (about nine batches of 512
+#: small files), then waits for it.
+PIPE_BYTES = 1 << 20
+
+
+def _batch_plan(tasks: list[Segment], total: int, jobs: int) -> list[tuple[int, int]]:
+    """``(segments, bytes)`` of each batch of consecutive segments: up to ``min(BATCH_BYTES,
+    total / (8 * jobs))`` bytes (``total``: the segments' bytes) and :data:`BATCH_SEGMENTS`
+    segments (at least one each): few messages, and batches of about the same weight, at least
+    eight a worker, so that the workers, each taking the next batch when free, end together."""
+    target = min(BATCH_BYTES, total // (8 * jobs))
+    out: list[tuple[int, int]] = []
+    n = size = 0
+    for seg in tasks:
+        if n and (size >= target or n >= BATCH_SEGMENTS):
+            out.append((n, size))
+            n = size = 0
+        n += 1
+        size += segment_bytes(seg)
+    if n:
+        out.append((n, size))
+    return out
+
+
+def _drain(tasks: list[Segment]) -> Iterator[Segment]:
+    """The segments of ``tasks`` in order, each taken out of the list as it is handed out (the
+    list is empty at the end): the plan of 100,000 files is freed as it is read."""
+    tasks.reverse()
+    while tasks:
+        yield tasks.pop()
+
+
+def _read_batch(segs: list[Segment], validate_all: bool) -> _Batch:
+    """A worker's batch of segments (:func:`read_segments`), as columns."""
+    out = _Batch()
+    for seg in segs:
+        out.add(segment_bytes(seg), read_segment(seg, SUMMARY_PARSERS, None, validate_all, into=out.events))
+    return out
+
+
+def read_segments(
+    tasks: list[Segment], jobs: int, tick: Callable[[int], None], progress: bool = False,
+    validate_all: bool = False,
+) -> Iterator[tuple[Segment, SegmentResult]]:
+    """Every segment with its result, in order, read with up to ``jobs`` processes;
+    ``tick(bytes)`` after each segment (``progress``: also per chunk, when reading in this
+    process). A generator: results are used (and dropped) as they come, and ``tasks`` is
+    emptied as it is read (its segments are dropped once read). Without ``os.fork`` (Windows),
+    everything is read in this process."""
+    total = sum(segment_bytes(seg) for seg in tasks)
+    if jobs == 1 or len(tasks) <= 1 or total < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
+        for seg in _drain(tasks):
+            yield seg, read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
+        return
+    few = len(tasks) <= jobs  # a segment a child, the first read here meanwhile
+    plan = [(1, segment_bytes(seg)) for seg in tasks] if few else _batch_plan(tasks, total, jobs)
+    segs = _drain(tasks)
+    batches: list[list[Segment] | None] = [[next(segs) for _ in range(n)] for n, _b in plan]
+    for b, batch, part in _read_piped(batches, jobs, validate_all, _read_batch, first_here=few):
+        yield from zip(batch, (res for _size, res in part.results()))
+        tick(plan[b][1])
+
+
+#: A listing of at least this many files is read by workers forked before the files' sizes
+#: are known (:func:`read_listed`): each file is sized by its worker's read.
+EARLY_MIN_FILES = 16384
+
+
+def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[int], None],
+                on_total: Callable[[int], None] | None, validate_all: bool = False,
+                ) -> Iterator[tuple[Segment, SegmentResult]]:
+    """:func:`read_segments` of a long listing (``(path, rank hint)``, :func:`tracekit.read.sources.
+    find_log_names`), its workers forked before the files' sizes are known: batches of
+    :data:`BATCH_SEGMENTS` files, each worker reading the ones it takes, and
+    sending each file's size back with its result. ``on_total(bytes)``, when given (a progress
+    bar wants the total before any result), is called with the files' sizes summed, taken here
+    while the workers read; without it no file is stat-ed here. A file a worker finds of
+    :data:`SPLIT_MIN_BYTES` or more is left to this process, which reads it in its place, cut
+    in segments as :func:`read_segments` cuts it. Whole files otherwise, in order, as
+    :func:`read_segments` gives them."""
+    batches: list[list[tuple[str, int | None]] | None] = [
+        names[i : i + BATCH_SEGMENTS] for i in range(0, len(names), BATCH_SEGMENTS)]
+    del names  # the batches hold the names, each dropped once read
+
+    def total() -> None:  # while the workers read
+        on_total(sum(listed_size(path) for batch in batches for path, _hint in batch))
+
+    for _b, batch, part in _read_piped(batches, jobs, validate_all, _read_named,
+                                       between=None if on_total is None else total):
+        done = 0
+        for (path, hint), (size, res) in zip(batch, part.results()):
+            lg = LogFile(path, size, hint)
+            if res is None:  # large: read here, in segments
+                yield from read_segments(next(file_segments([lg], jobs)), jobs, tick, validate_all=validate_all)
+                continue
+            done += size
+            yield Segment(lg), res
+        tick(done)
+
+
+def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> _Batch:
+    """A worker's batch of a listing (:func:`read_listed`): each file's size, and the file read
+    whole, or None for a file large enough to be cut in segments (this process reads it). A
+    small file is read in one ``read``, with no ``stat`` (:func:`tracekit.read.sources.read_small`);
+    a file that cannot be read is given to :func:`read_segment`, which says why."""
+    out = _Batch()
+    for path, hint in batch:
+        try:
+            size, data = read_small(path)
+        except OSError:
+            size, data = 0, None
+        if size >= SPLIT_MIN_BYTES:
+            out.add(size, None)
+        else:
+            out.add(size, read_segment(Segment(LogFile(path, size, hint)), SUMMARY_PARSERS, None, validate_all,
+                                       data, into=out.events))
+    return out
+
+
+class _Batch:
+    """A worker's results of a batch (:func:`_read_batch`, :func:`_read_named`), as columns:
+    the events of all its files or segments one after another (one :class:`Events`; each one's
+    end in ``ends``), and each one's size, rank, lines and pids, its diagnostics (most have
+    none) and whether it was readable. One object a batch crosses the pipe, not 512 results
+    (a quarter of the pickling); :meth:`results` gives them back one at a time. ``None`` for a
+    large file of a listing (this process reads it)."""
+
+    __slots__ = ("events", "sizes", "ends", "ranks", "lines", "pids", "odd")
+
+    def __init__(self) -> None:
+        self.events = Events()
+        self.sizes: list[int] = []
+        self.ends: list[int] = []  # each file's events end here (a large file: -1)
+        self.ranks: list[int | None] = []
+        self.lines: list[int] = []
+        self.pids: list[tuple[int, ...]] = []
+        self.odd: dict[int, tuple] = {}  # file -> (counts, examples, readable): files with diagnostics
+
+    def add(self, size: int, res: SegmentResult | None) -> None:
+        i = len(self.sizes)
+        self.sizes.append(size)
+        if res is None:
+            self.ends.append(-1)
+            self.ranks.append(None)
+            self.lines.append(0)
+            self.pids.append(())
+            return
+        self.ends.append(len(self.events.keys))
+        self.ranks.append(res.rank)
+        self.lines.append(res.lines)
+        self.pids.append(tuple(res.pids))
+        if res.diagnostics.counts or not res.readable:
+            self.odd[i] = (res.diagnostics.counts, res.diagnostics.examples, res.readable)
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def results(self) -> Iterator[tuple[int, SegmentResult | None]]:
+        """``(size, result)`` of each file or segment, in order (None: a large file); given
+        once (one that holds all the batch's events is given the batch's columns, not a copy:
+        a segment of a large file holds hundreds of thousands)."""
+        ev, odd = self.events, self.odd
+        keys, values, cids, lines = ev.keys, ev.values, ev.cids, ev.lines
+        start = 0
+        for i, (size, end, rank, nlines, pids) in enumerate(zip(self.sizes, self.ends, self.ranks, self.lines,
+                                                               self.pids)):
+            if end < 0:
+                yield size, None
+                continue
+            if start == 0 and end == len(keys):
+                events = ev
+            else:
+                events = Events.__new__(Events)
+                events.keys, events.values, events.cids, events.lines = (
+                    keys[start:end], values[start:end], cids[start:end], lines[start:end])
+            start = end
+            if i in odd:
+                counts, examples, readable = odd[i]
+                yield size, SegmentResult(events, rank, nlines, Diagnostics(counts, examples), readable, pids)
+            else:  # a clean file: its builder only reads diagnostics that count something
+                yield size, SegmentResult(events, rank, nlines, _CLEAN, True, pids)
+
+    def __reduce__(self):
+        e = self.events
+        return _batch, (e.keys, e.values, e.cids, e.lines, self.sizes, self.ends, self.ranks, self.lines,
+                         self.pids, self.odd or None)
+
+
+#: The diagnostics of every clean file of a batch (:meth:`_Batch.results`): none, read only.
+_CLEAN = Diagnostics()
+
+
+def _batch(keys, values, cids, lines, sizes, ends, ranks, nlines, pids, odd) -> _Batch:
+    """A :class:`_Batch` from its pickled form."""
+    out = _Batch.__new__(_Batch)
+    out.events = Events.__new__(Events)
+    out.events.keys, out.events.values, out.events.cids, out.events.lines = keys, values, cids, lines
+    out.sizes, out.ends, out.ranks, out.lines, out.pids, out.odd = sizes, ends, ranks, nlines, pids, odd or {}
+    return out
+
+
+def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[Any, bool], _Batch],
+                between: Callable[[], None] | None = None, first_here: bool = False,
+                ) -> Iterator[tuple[int, Any, _Batch]]:
+    """``(b, batch, read(batch, validate_all))`` of each of ``batches`` in order, read in
+    ``jobs`` forked workers. A worker that is free takes the next batch there is (a
+    :class:`_Claims` ticket), says so, reads it and writes its results on its own pipe, pickled
+    (our own data, never a log's), as the batch number, a length and the bytes; this process
+    takes them in order, each from the pipe of the worker that took it. So the workers end
+    together, however the machine shares its cores between them and this process (given
+    every ``jobs``-th batch each, one ended 0.4 s before the other at 100,000 files).
+    ``between()`` runs here once the workers are forked, before the first result is taken.
+    ``first_here``: this process reads the first batch itself meanwhile (a few segments of one
+    file: no pickle of that one), the workers the others.
+
+    Nothing is sent to a worker but batch numbers (it is forked with the batches) and nothing
+    waits in a queue here: a worker is ahead by what its pipe holds (:data:`PIPE_BYTES`) and
+    the batch it is writing, then waits; and no batch is handed out more than
+    :data:`CLAIMS_AHEAD` a worker past the one taken here. A worker that fails (killed, or a
+    pickle cut short) ends the workers: the batches not yet taken are read here, where an
+    error in the reading then shows as it would in one process."""
+    import pickle
+
+    here = 1 if first_here else 0  # batches read here before the workers' first
+    n = min(jobs, len(batches) - here)
+    claims = _Claims(here, len(batches), CLAIMS_AHEAD * max(n, 1))
+    workers: list[tuple[int, Any]] = []  # (pid, the reading end of its pipe), by worker number
+    try:
+        for k in range(n):
+            r, w = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:  # no more processes: the workers made read everything
+                os.close(r)
+                os.close(w)
+                break
+            if pid == 0:  # the child: Ctrl-C is the parent's to handle (it reads no result then)
+                _ignore_sigint()
+                status = 1
+                try:
+                    os.close(r)
+                    for _pid, earlier in workers:
+                        os.close(earlier.fileno())
+                    claims.in_worker()
+                    _widen_pipe(w)
+                    with os.fdopen(w, "wb") as out:
+                        for b in iter(claims.take, None):
+                            claims.claim(b, k)
+                            data = pickle.dumps(read(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL)
+                            out.write(b.to_bytes(8, "little") + len(data).to_bytes(8, "little"))
+                            out.write(data)
+                            out.flush()
+                            del data
+                    status = 0
+                finally:
+                    os._exit(status)
+            os.close(w)
+            workers.append((pid, os.fdopen(r, "rb")))
+        claims.in_parent(workers)
+        if between is not None:
+            between()
+        for b in range(len(batches)):
+            batch, batches[b] = batches[b], None  # dropped once its results are used
+            part = None
+            if b >= here and workers:
+                k = claims.owner(b)
+                part = None if k is None else _take(workers[k][1], b, pickle.loads)
+                if part is None or len(part) != len(batch):  # a worker failed: the rest is read here
+                    part = None
+                    _kill(workers)
+                    _reap(workers)
+                    workers = []
+                else:
+                    claims.hand_out(b + 1)
+            if part is None:  # read here: the first, or all once a worker failed
+                part = read(batch, validate_all)
+            yield b, batch, part
+            del part
+    except BaseException:  # Ctrl-C, or the consumer gone: the workers' work is not wanted
+        _kill(workers)
+        raise
+    finally:
+        claims.close()
+        _reap(workers)
+
+
+#: Batches handed out ahead of the one this process takes next, a worker (:class:`_Claims`).
+CLAIMS_AHEAD = 8
+
+
+class _Claims:
+    """Which worker reads which batch (:func:`_read_piped`): the workers take batch numbers
+    from one pipe, in turn (whoever is free takes the next: 4 bytes, each read whole), and
+    each says what it took on a second pipe (8 bytes: the batch, the worker; written whole),
+    which this process reads to know where batch b's results will come from. Numbers are
+    handed out up to ``window`` past the batch taken here; the workers end when all are taken.
+
+    A worker killed between taking a number and saying so leaves a batch nobody reads: this
+    process looks once a second, while it waits for a claim, whether a worker ended badly."""
+
+    def __init__(self, first: int, count: int, window: int) -> None:
+        self._numbers_r, self._numbers_w = os.pipe()
+        self._claims_r, self._claims_w = os.pipe()
+        self._next, self._count, self._window = first, count, min(window, 1000)  # one write, whole
+        self._owner: dict[int, int] = {}
+        self._pids: list[int] = []
+        self._poll: Any = None
+
+    def in_worker(self) -> None:
+        """In a forked worker: only the ends a worker uses stay open."""
+        os.close(self._numbers_w)
+        os.close(self._claims_r)
+
+    def in_parent(self, workers: list[tuple[int, Any]]) -> None:
+        """Once the workers are forked: the first numbers handed out."""
+        os.close(self._numbers_r)
+        os.close(self._claims_w)
+        self._numbers_r = self._claims_w = -1
+        self._pids = [pid for pid, _pipe in workers]
+        if not workers:  # none could be made: nothing to hand out
+            os.close(self._numbers_w)
+            self._numbers_w = -1
+        self.hand_out(self._next)
+        import select
+
+        self._poll = select.poll()
+        self._poll.register(self._claims_r, select.POLLIN)
+
+    def take(self) -> int | None:
+        """(A worker) the next batch to read; None when all are taken."""
+        got = os.read(self._numbers_r, 4)
+        return int.from_bytes(got, "little") if len(got) == 4 else None
+
+    def claim(self, b: int, k: int) -> None:
+        """(A worker) worker ``k`` reads batch ``b``."""
+        os.write(self._claims_w, b.to_bytes(4, "little") + k.to_bytes(4, "little"))
+
+    def hand_out(self, taken: int) -> None:
+        """Numbers up to ``window`` past ``taken`` (the next batch taken here), then, once all
+        are out, the end (the workers stop at it)."""
+        upto = min(self._count, taken + self._window)
+        if self._next < upto and self._numbers_w >= 0:
+            try:
+                os.write(self._numbers_w, b"".join(i.to_bytes(4, "little") for i in range(self._next, upto)))
+                self._next = upto
+            except OSError:  # every worker gone (owner() says so)
+                self._next = self._count
+        if self._next >= self._count and self._numbers_w >= 0:
+            os.close(self._numbers_w)
+            self._numbers_w = -1
+
+    def owner(self, b: int) -> int | None:
+        """The worker that took batch ``b``; None if none will (the workers ended, or one was
+        killed)."""
+        while b not in self._owner:
+            if not self._poll.poll(1000):
+                if self._one_failed():
+                    return None
+                continue
+            got = os.read(self._claims_r, 4096)
+            if not got:  # every worker ended
+                return None
+            for i in range(0, len(got) - 7, 8):
+                self._owner[int.from_bytes(got[i : i + 4], "little")] = int.from_bytes(got[i + 4 : i + 8], "little")
+        return self._owner.pop(b)
+
+    def _one_failed(self) -> bool:
+        """Whether a worker ended other than by exiting 0 (looked at, not reaped: the pid stays
+        the worker's until it is)."""
+        for pid in self._pids:
+            try:
+                st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except (OSError, AttributeError):  # (no waitid: macOS; nothing to go by)
+                continue
+            if st is not None and (st.si_code != os.CLD_EXITED or st.si_status != 0):
+                return True
+        return False
+
+    def close(self) -> None:
+        for fd in (self._numbers_r, self._numbers_w, self._claims_r, self._claims_w):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._numbers_r = self._numbers_w = self._claims_r = self._claims_w = -1
+
+
+def _kill(workers: list[tuple[int, Any]]) -> None:
+    """Kill the workers: their work is not wanted (reaped by :func:`_reap`)."""
+    for pid, _pipe in workers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _reap(workers: list[tuple[int, Any]]) -> None:
+    """Close the workers' pipes and wait for them to end."""
+    for pid, pipe in workers:
+        pipe.close()
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
+def _take(pipe, b: int, loads: Callable[[bytes], Any]) -> _Batch | None:
+    """Batch ``b``'s results from the pipe of the worker that took it, or None when the pipe
+    ends short of them (the worker failed) or what came is not batch b's results."""
+    head = pipe.read(16)
+    if len(head) < 16 or int.from_bytes(head[:8], "little") != b:
+        return None
+    size = int.from_bytes(head[8:], "little")
+    data = pipe.read(size)
+    if len(data) < size:
+        return None
+    try:
+        part = loads(data)
+    except Exception:  # noqa: BLE001 - a broken worker: the rest is read here
+        return None
+    return part if isinstance(part, _Batch) else None
+
+
+def _widen_pipe(fd: int) -> None:
+    """Let the pipe hold :data:`PIPE_BYTES` (where the system allows it)."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def _ignore_sigint() -> None:
+    """In a worker process: Ctrl-C (sent to the whole process group) is the parent's to handle
+    (it kills the workers it no longer wants; a worker's half-written result is never read)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,0 +1,644 @@
+"""A summary document -> one self-contained HTML page, the file to attach to a bug.
+
+:func:`render_html` takes the ``tracekit.summary`` document (a dict: what
+:func:`tracekit.analyze.summarize.summary_document` makes, or a saved JSON summary) and returns the page
+as a string. It never reads a file. The page inlines its CSS, script and SVG charts
+(:mod:`tracekit.render.html_assets`) and its Content-Security-Policy forbids every fetch.
+
+Sections, in order: verdict, world (ranks found / missing, a rank map), rank groups (ranks whose
+graphs are identical, with each graph's outcome and final schedule), divergence
+(``<section id="divergence" data-differing-ranks="3">``), bucket sizes (SVG bars per graph),
+with a replay document the cap sweep (:mod:`tracekit.render.sweep`), graphs where bucketing did nothing (with their ``tracekit explain`` command), diagnostics.
+
+Documents of schema ``tracekit.summary/1`` and ``/2`` both render: each key of the newer one
+(``world``, ``verdict``, ``groups``, ``schedule_divergence``, ``compile_divergence``, graphs'
+``final``, did-nothing ``explain``) is shown when present; when absent, world, verdict and groups
+are derived from ``ranks`` (or the section says what is missing). Rank sets may be lists of ranks
+or range strings (``"0-2,5"``); they are printed as ranges.
+
+Everything taken from the document is untrusted (it comes from logs): every string goes through
+:func:`html.escape`, in text and in attributes. Long lists are cut at fixed limits, so a
+1,024-rank run stays a small page.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.rankset import MAX_RANK, format_ranks
+from tracekit.model.rankset import rank_members as members_of
+from tracekit.render.text import fmt_counts, fmt_mb
+from tracekit.render.html_assets import CSS, JS
+from tracekit.analyze.summarize import graph_label
+from tracekit.render.cells import did_nothing_none_text, first_diff_text, groups_text, total_mb, value_text
+
+#: Content-Security-Policy of the page: inline style and script, nothing fetched.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+#: Rank groups shown with their graph tables; the rest are listed by ranks only.
+MAX_GROUPS = 64
+#: Rank groups whose graphs get a bucket-size chart.
+MAX_CHART_GROUPS = 6
+#: Rows per table (divergence, did nothing, final schedule, diagnostics examples).
+MAX_ROWS = 400
+#: Bars per size list in a chart.
+MAX_BARS = 400
+#: Group colours (CSS classes c0..c7); later groups are grey.
+COLOURS = 8
+#: Rank maps are drawn up to this many ranks.
+MAX_MAP_RANKS = 16384
+#: Rank sets naming more ranks are not expanded (a document is untrusted: "0-999999999").
+MAX_RANKS = MAX_RANK
+RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+
+SECTIONS = [("verdict", "Verdict"), ("world", "World"), ("groups", "Rank groups"),
+            ("divergence", "Divergence"), ("sizes", "Bucket sizes"),
+            ("did-nothing", "Did nothing"), ("diagnostics", "Diagnostics")]
+
+
+def esc(value: Any) -> str:
+    """Text or attribute value, escaped (quotes included)."""
+    return html.escape(str(value), quote=True)
+
+
+# --- rank sets -------------------------------------------------------------------------------------
+
+
+def cell(value: Any) -> str:
+    """A value for a table cell, escaped; ``-`` for none."""
+    return "-" if value is None else esc(value)
+
+
+def rank_members(value: Any) -> set[int | None]:
+    """The ranks of a rank set given as a list (``[0, 1, 2]``) or a range string (``"0-2"``);
+    ``None`` stands for a rank-less log (``-``). Unreadable parts are dropped."""
+    if isinstance(value, str):
+        try:
+            return set(members_of(value))  # refuses ranks beyond MAX_RANKS: nothing unbounded
+        except ValueError:
+            return set()
+    if isinstance(value, (list, tuple)):
+        return {r for r in value if r is None or (isinstance(r, int) and not isinstance(r, bool))}
+    return set()
+
+
+def rank_span(text: str) -> int:
+    """How many ranks a range string names (``"0-3,5"``: 5), counted without expanding it."""
+    return sum(int(b or a) - int(a) + 1 for a, b in RANGE.findall(text))
+
+
+def ranks_text(value: Any) -> str:
+    """A rank set as ranges, whichever way the document spells it (a string naming more than
+    :data:`MAX_RANKS` ranks, or none it can read, is shown as it is)."""
+    if isinstance(value, str) and rank_span(value) > MAX_RANKS:
+        return value
+    members = rank_members(value)
+    if isinstance(value, str) and value.strip() and not members:
+        return value  # not readable as ranks (e.g. beyond tracekit.model.rankset.MAX_RANK): as written
+    return format_ranks(members)
+
+
+def rank_count(value: Any) -> int:
+    return len(rank_members(value))
+
+
+# --- the parts of the document, read or derived -------------------------------------------------
+
+
+def _graphs_without_place(graphs: list[dict[str, Any]]) -> bytes:
+    """Canonical text of a rank's graphs, without where they were read (file, line)."""
+    return orjson.dumps([{k: v for k, v in g.items() if k not in ("file", "line")} for g in graphs],
+                        option=orjson.OPT_SORT_KEYS)
+
+
+def rank_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """``doc["groups"]`` when present; else ranks with identical graphs grouped from
+    ``doc["ranks"]`` (largest group first); ``[]`` when the document has neither."""
+    groups = doc.get("groups")
+    if isinstance(groups, list):
+        return [g for g in groups if isinstance(g, dict)]
+    ranks = doc.get("ranks")
+    if not isinstance(ranks, list):
+        return []
+    found: dict[bytes, dict[str, Any]] = {}
+    for r in ranks:
+        graphs = r.get("graphs") or []
+        g = found.setdefault(_graphs_without_place(graphs), {"ranks": [], "graphs": graphs})
+        g["ranks"].append(r.get("rank"))
+    out = [{"ranks": format_ranks(g["ranks"]), "count": len(g["ranks"]), "graphs": g["graphs"]}
+           for g in found.values()]
+    out.sort(key=lambda g: -g["count"])
+    return out
+
+
+def world_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc["world"]`` when present; else what ``ranks`` tells: the ranks found, and as
+    missing the gaps below the highest rank (``expected`` unknown)."""
+    world = doc.get("world")
+    if isinstance(world, dict):
+        return world
+    ranks = doc.get("ranks")
+    if not isinstance(ranks, list):
+        n = (doc.get("totals") or {}).get("ranks")
+        return {"expected": None, "found": n, "ranks": None, "missing": [], "duplicated": [],
+                "derived": True}
+    found = [r.get("rank") for r in ranks]
+    nums = [r for r in found if isinstance(r, int)]
+    top = max(nums, default=-1)
+    missing = sorted(set(range(top + 1)) - set(nums)) if top < MAX_RANKS else None
+    return {"expected": None, "found": len(found), "ranks": format_ranks(found),
+            "missing": missing, "duplicated": [], "derived": True}
+
+
+def differing_ranks(doc: dict[str, Any]) -> str:
+    """Every rank in a divergence, schedule-divergence or compile-divergence item, as ranges."""
+    out: set[int | None] = set()
+    for key in ("divergence", "schedule_divergence", "compile_divergence"):
+        for item in doc.get(key) or []:
+            if isinstance(item, dict) and item.get("majority", True):  # a tie blames no one
+                out |= rank_members(item.get("ranks"))
+    return format_ranks(out)
+
+
+def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
+    """``(status, one line)``: ``doc["verdict"]`` when present, else derived."""
+    v = doc.get("verdict")
+    if isinstance(v, dict) and isinstance(v.get("status"), str):
+        return v["status"], str(v.get("text") or v["status"])
+    totals = doc.get("totals") or {}
+    notes = doc.get("notes") or []
+    if not totals.get("graphs"):
+        return "no_data", str(notes[0]) if notes else "no bucketing outcome in the logs"
+    differing = differing_ranks(doc)
+    if differing:
+        k = len(rank_members(differing))
+        n = sum(len(doc.get(key) or []) for key in
+                ("divergence", "schedule_divergence", "compile_divergence"))
+        return "diverge", (f"{k} rank{'s' if k != 1 else ''} ({differing}) "
+                           f"differ{'s' if k == 1 else ''} from the majority: "
+                           f"{n} difference{'s' if n != 1 else ''}")
+    if world.get("missing"):
+        return "incomplete", f"rank(s) {ranks_text(world['missing'])} missing from the logs"
+    return "agree", (f"all {totals.get('ranks', 0)} ranks agree on all "
+                     f"{_graph_count(doc)} graphs")
+
+
+def _graph_count(doc: dict[str, Any]) -> int:
+    groups = rank_groups(doc)
+    keys = {(g.get("compile_id"), g.get("graph_index")) for grp in groups for g in grp["graphs"]}
+    return len(keys)
+
+
+# --- small HTML pieces -----------------------------------------------------------------------------
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *,
+          row_attrs: Iterable[str] | None = None, numeric: Iterable[int] = ()) -> str:
+    """A table; cells are HTML already (escape them before), headers are escaped here."""
+    nums = set(numeric)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    attrs = list(row_attrs) if row_attrs is not None else None
+    body = []
+    for i, row in enumerate(rows):
+        cells = "".join(f'<td class="num">{c}</td>' if j in nums else f"<td>{c}</td>"
+                        for j, c in enumerate(row))
+        body.append(f"<tr{attrs[i] if attrs else ''}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _cut(items: list[Any], limit: int = MAX_ROWS) -> tuple[list[Any], str]:
+    if len(items) <= limit:
+        return items, ""
+    return items[:limit], f'<p class="muted">first {limit} of {len(items)} shown</p>'
+
+
+def _where(graph: dict[str, Any]) -> tuple[str, str]:
+    gi = graph.get("graph_index")
+    return esc(graph.get("compile_id", "?")), esc(graph_label(gi) if isinstance(gi, int) else gi)
+
+
+def fmt_bytes(n: Any) -> str:
+    return f"{n:,} B" if isinstance(n, int) else esc(n if n is not None else "-")
+
+
+def collective_text(v: Any) -> str:
+    """A scheduled collective ``{kind, group, bytes}`` (or any value) as short text."""
+    if v is None:
+        return "end of list"
+    if isinstance(v, dict) and "state" in v:  # a cache event of compile_divergence
+        return f"{v.get('compile_id', '-')} {v.get('state')}"
+    if isinstance(v, dict):
+        kind = SHORT_NAMES.get(str(v.get("kind")), v.get("kind", "?"))
+        group = f" group {v['group']}" if v.get("group") is not None else ""
+        size = f" {v['bytes']:,} B" if isinstance(v.get("bytes"), int) else ""
+        rest = {k: x for k, x in v.items() if k not in ("kind", "group", "bytes")}
+        extra = "".join(f", {k}={x}" for k, x in rest.items())
+        return f"{kind}{group}{size}{extra}"
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    return str(v)
+
+
+def final_counts_text(final: Any) -> str:
+    if not isinstance(final, dict) or not isinstance(final.get("counts"), dict):
+        return "-"
+    c = final["counts"]
+    return " ".join(f"{SHORT_NAMES[t]} {c[t]}" for t in COLLECTIVE_TYPES if t in c)
+
+
+def _majority_cell(d: dict[str, Any]) -> str:
+    """The majority ranks of a divergence item; on a tie, marked as no majority."""
+    tie = "" if d.get("majority", True) else ' <span class="muted">(tie: no majority)</span>'
+    return _ranks_cell(d.get("majority_ranks")) + tie
+
+
+def _compile_where(d: dict[str, Any]) -> tuple[str, str]:
+    """Compile id and graph cells of a compile-divergence item (about a whole rank's compile
+    ids or cache events, not one graph): where the sequences first differ."""
+    if "compile_id" in d:
+        return _where(d)
+    v = d.get("value") if isinstance(d.get("value"), dict) else d.get("majority_value")
+    cid = v.get("compile_id") if isinstance(v, dict) else (d.get("value") or d.get("majority_value"))
+    return (esc(cid) if isinstance(cid, str) else "all", "all")
+
+
+def _ranks_cell(value: Any) -> str:
+    text = ranks_text(value)
+    return f'<span class="mono">{esc(text) or "-"}</span>'
+
+
+# --- sections --------------------------------------------------------------------------------------
+
+
+def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
+    t = doc.get("totals") or {}
+    coll = t.get("collectives") or {}
+    stats = [f"<span>{esc(t.get('ranks', '-'))} ranks</span>",
+             f"<span>{esc(t.get('graphs', '-'))} graph outcomes</span>"]
+    for c in COLLECTIVE_TYPES:
+        if isinstance(coll.get(c), dict):
+            stats.append(f"<span>{SHORT_NAMES[c]} {esc(fmt_counts(coll[c]))}</span>")
+    if t.get("mb_before") is not None:
+        stats.append(f"<span>{esc(fmt_mb(t.get('mb_before')))} MB &rarr; "
+                     f"{esc(fmt_mb(t.get('mb_after')))} MB</span>")
+    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    titles = {"divergence": "bucketing outcome", "schedule_divergence": "final schedule",
+              "compile_divergence": "compilation"}
+    proof = [f"{titles[k]} ({len(doc.get(k) or [])})" for k in v.get("sections") or []
+             if k in titles and isinstance(doc.get(k), list)]
+    why = (f'<p class="why">why: see Divergence: {esc(", ".join(proof))}</p>'
+           if proof else "")
+    return (f'<section id="verdict" class="verdict verdict-{esc(status)}" data-status="{esc(status)}">'
+            f'<h2>Verdict</h2><p class="line">{esc(text)}</p>{why}'
+            f'<p class="stats muted">{"".join(stats)}</p></section>')
+
+
+def section_world(world: dict[str, Any]) -> str:
+    rows = []
+    expected = world.get("expected")
+    rows.append(("expected", esc(expected) if expected is not None else "unknown"))
+    found = world.get("found")
+    ranks = world.get("ranks")
+    rows.append(("found", f"{esc(found if found is not None else '-')}"
+                 + (f' <span class="mono">({esc(ranks_text(ranks))})</span>' if ranks else "")))
+    missing = ranks_text(world.get("missing") or [])
+    label = "missing (gaps below the highest rank)" if world.get("derived") else "missing"
+    unknown = world.get("derived") and (not ranks or world.get("missing") is None)
+    rows.append((label, "unknown" if unknown else
+                 f'<span class="mono" data-ranks="{esc(missing)}" data-where="missing">'
+                 f"{esc(missing) or 'none'}</span>"))
+    dup = ranks_text(world.get("duplicated") or [])
+    if dup or "duplicated" in world and not world.get("derived"):
+        rows.append(("duplicated", f'<span class="mono">{esc(dup) or "none"}</span>'))
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in rows)
+    last = max([r for r in rank_members(ranks) | rank_members(world.get("missing") or [])
+                if r is not None], default=-1)
+    if isinstance(expected, int) and not isinstance(expected, bool):
+        last = max(last, expected - 1)
+    rank_map = ""
+    if 0 <= last < MAX_MAP_RANKS:
+        size = " class=\"small\"" if last >= 4096 else ""
+        rank_map = (f'<div id="rank-map"{size} data-last="{last}" data-missing="{esc(missing)}" '
+                    'title="one cell per rank, coloured by rank group; click to look a rank up">'
+                    "</div>")
+    return f'<section id="world"><h2>World</h2><dl class="world">{dl}</dl>{rank_map}</section>'
+
+
+def not_prebucketed_row(d: dict[str, Any], has_final: bool) -> list[str]:
+    """A graph-table row of a graph torch never pre-bucketed (a ``did_nothing`` item with an
+    ``outcome``): "not pre-bucketed", its scheduled counts N->N and MB."""
+    counts = d.get("counts") if isinstance(d.get("counts"), dict) else {}
+    nbytes = d.get("total_bytes")
+    mb = esc(fmt_mb(round(nbytes / 2**20, 3))) if isinstance(nbytes, int) else "-"
+    row = [*_where(d), esc(d.get("outcome")), cell(d.get("group_size")), "-", "-",
+           *(esc(fmt_counts({"before": counts.get(t, 0), "after": counts.get(t, 0)})) for t in COLLECTIVE_TYPES),
+           mb, mb]
+    if has_final:
+        row.append(esc(", ".join(f"{SHORT_NAMES.get(t, t)} {n}" for t, n in counts.items())))
+    return row
+
+
+def graph_table(graphs: list[dict[str, Any]], not_prebucketed: list[dict[str, Any]] = ()) -> str:
+    """Each graph's outcome: counts before->after, MB, and the final schedule's counts; then
+    the graphs never pre-bucketed (:func:`not_prebucketed_row`)."""
+    has_final = any("final" in g for g in graphs) or bool(not_prebucketed)
+    headers = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB",
+               "AG", "RS", "AR", "MB before", "MB after"] + (["final schedule"] if has_final else [])
+    rows = []
+    for g in graphs:
+        coll = g.get("collectives") or {}
+        sizes = g.get("sizes_mb")
+        row = [*_where(g), esc(groups_text(g.get("fsdp_groups") or [])),
+               cell(g.get("group_size")), cell(g.get("n_nodes")),
+               esc(fmt_mb(g.get("bucket_cap_mb"))),
+               *(esc(fmt_counts(coll.get(t))) for t in COLLECTIVE_TYPES),
+               esc(fmt_mb(total_mb(sizes.get("before")))) if sizes else "-",
+               esc(fmt_mb(total_mb(sizes.get("after")))) if sizes else "-"]
+        if has_final:
+            row.append(esc(final_counts_text(g.get("final"))))
+        rows.append(row)
+    rows += [not_prebucketed_row(d, has_final) for d in not_prebucketed]
+    out = [table(headers, rows, numeric=range(3, 11))]
+    for g in graphs:
+        out.append(final_schedule(g))
+    return "".join(out)
+
+
+def final_schedule(graph: dict[str, Any]) -> str:
+    final = graph.get("final")
+    if not isinstance(final, dict) or not isinstance(final.get("collectives"), list):
+        return ""
+    items, more = _cut(final["collectives"])
+    cid, label = _where(graph)
+    rows = [[str(i), esc(SHORT_NAMES.get(str(c.get("kind")), c.get("kind", "?"))),
+             cell(c.get("group")), cell(c.get("group_size")), fmt_bytes(c.get("bytes")),
+             cell(c.get("est_ms"))]
+            for i, c in enumerate(items) if isinstance(c, dict)]
+    n = len(final["collectives"])
+    return (f"<details><summary>final schedule of {cid} {label}: {n} collective"
+            f"{'s' if n != 1 else ''}</summary>"
+            + table(["#", "kind", "group", "group size", "bytes", "est ms"], rows,
+                    numeric=(0, 3, 4, 5))
+            + more + "</details>")
+
+
+def section_groups(groups: list[dict[str, Any]], not_prebucketed: list[dict[str, Any]] = ()) -> str:
+    if not groups:
+        return ('<section id="groups"><h2>Rank groups</h2><p class="muted">this document has '
+                "no per-rank graphs (no <code>ranks</code> or <code>groups</code> key)</p></section>")
+    out = ['<section id="groups"><h2>Rank groups</h2>',
+           f'<p class="muted">{len(groups)} group{"s" if len(groups) != 1 else ""} of ranks whose '
+           "graphs are identical (where they were read aside)</p>"]
+    rest = []
+    for i, g in enumerate(groups):
+        ranks = ranks_text(g.get("ranks"))
+        count = g.get("count", rank_count(g.get("ranks")))
+        colour = f"c{i}" if i < COLOURS else "cx"
+        attrs = (f'class="group" data-ranks="{esc(ranks)}" data-colour="{colour}" '
+                 f'data-where="group {i + 1}"')
+        graphs = [x for x in g.get("graphs") or [] if isinstance(x, dict)]
+        if i >= MAX_GROUPS:  # one row each: ranks and counts only
+            rest.append(f'<tr {attrs}><td class="num">{i + 1}</td><td class="num">{esc(count)}'
+                        f'</td><td class="mono">{esc(ranks) or "-"}</td></tr>')
+            continue
+        title = (f'<h3><span class="swatch {colour}"></span>group {i + 1}: '
+                 f'{esc(count)} rank{"s" if count != 1 else ""} '
+                 f'<span class="mono">{esc(ranks) or "-"}</span>, {len(graphs)} graph'
+                 f'{"s" if len(graphs) != 1 else ""}</h3>')
+        held = rank_members(g.get("ranks"))
+        mine = [d for d in not_prebucketed if held & rank_members(d.get("ranks"))]
+        out.append(f"<div {attrs}>{title}{graph_table(graphs, mine)}</div>")
+    if rest:
+        out.append(f"<h3>{len(rest)} more groups (graph tables shown for the first {MAX_GROUPS})"
+                   "</h3><table><thead><tr><th>group</th><th>count</th><th>ranks</th></tr></thead>"
+                   f"<tbody>{''.join(rest)}</tbody></table>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def section_divergence(doc: dict[str, Any]) -> str:
+    differing = differing_ranks(doc)
+    out = [f'<section id="divergence" data-differing-ranks="{esc(differing)}"><h2>Divergence</h2>']
+    div = [d for d in doc.get("divergence") or [] if isinstance(d, dict)]
+    sched = [d for d in doc.get("schedule_divergence") or [] if isinstance(d, dict)]
+    comp = [d for d in doc.get("compile_divergence") or [] if isinstance(d, dict)]
+    if not (div or sched or comp):
+        out.append('<p class="muted">none: every rank agrees with the majority</p></section>')
+        return "".join(out)
+    if differing:
+        out.append(f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
+                   f'<span class="mono">{esc(differing)}</span></p>')
+    splits: dict[tuple[str, ...], None] = {}
+    for d in [*div, *sched, *comp]:
+        if not d.get("majority", True) and isinstance(d.get("groups"), list):
+            splits.setdefault(tuple(str(g) for g in d["groups"]), None)
+    for groups in splits:  # a tie: every group named, none blamed
+        members: set[int | None] = set()
+        for g in groups:
+            members |= rank_members(g)
+        shown = " | ".join(groups[:8]) + (f" | ... (+{len(groups) - 8} more groups)" if len(groups) > 8 else "")
+        out.append(f'<p data-ranks="{esc(format_ranks(members))}" data-where="divergence">ranks split into '
+                   f'{len(groups)} groups with no majority (no rank is blamed): '
+                   f'<span class="mono">{esc(shown)}</span></p>')
+    if div:
+        items, more = _cut(div)
+        out.append("<h3>Bucketing outcome</h3>")
+        rows = [[*_where(d), esc(d.get("field")), _ranks_cell(d.get("ranks")),
+                 esc(value_text(str(d.get("field")), d.get("value"))),
+                 _majority_cell(d),
+                 esc(value_text(str(d.get("field")), d.get("majority_value"))),
+                 esc(first_diff_text(d.get("first_difference")))] for d in items]
+        out.append(table(["compile id", "graph", "field", "ranks", "value", "majority ranks",
+                          "majority value", "first difference"], rows,
+                         row_attrs=_row_ranks(items, "divergence")) + more)
+    if sched:
+        items, more = _cut(sched)
+        out.append("<h3>Final schedule</h3>")
+        rows = [[*_where(d), "no schedule" if "length" in d and d["length"] is None else cell(d.get("position")),
+                 _ranks_cell(d.get("ranks")),
+                 esc(collective_text(d.get("value"))), _majority_cell(d),
+                 esc(collective_text(d.get("majority_value")))] for d in items]
+        out.append(table(["compile id", "graph", "position", "ranks", "collective",
+                          "majority ranks", "majority collective"], rows,
+                         row_attrs=_row_ranks(items, "schedule divergence"),
+                         numeric=(2,)) + more)
+    if comp:
+        items, more = _cut(comp)
+        out.append("<h3>Compilation</h3>")
+        rows = [[*_compile_where(d), esc(d.get("what", "-")), _ranks_cell(d.get("ranks")),
+                 esc(collective_text(d.get("value"))), _majority_cell(d),
+                 esc(collective_text(d.get("majority_value")))] for d in items]
+        out.append(table(["compile id", "graph", "what", "ranks", "value", "majority ranks",
+                          "majority value"], rows,
+                         row_attrs=_row_ranks(items, "compile divergence")) + more)
+    out.append("</section>")
+    return "".join(out)
+
+
+def _row_ranks(items: list[dict[str, Any]], where: str) -> list[str]:
+    return [f' data-ranks="{esc(ranks_text(d.get("ranks")))}" data-where="{esc(where)}"'
+            for d in items]
+
+
+def sizes_svg(sizes: dict[str, Any], title: str) -> str:
+    """Bars of each collective's size, the list before bucketing above the one after."""
+    lists = [(w, [s for s in sizes.get(w) or [] if isinstance(s, dict)]) for w in ("before", "after")]
+    lists = [(w, lst) for w, lst in lists if lst or w == "before"]
+    peak = max([s.get("size_mb") for _, lst in lists for s in lst
+                if isinstance(s.get("size_mb"), (int, float))] + [1e-9])
+    width, left, row_h, gap = 560, 92, 56, 18
+    plot_w = width - left - 8
+    height = len(lists) * (row_h + gap) + 22
+    parts = [f'<svg class="sizes" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+             f'role="img" aria-label="{esc(title)}"><text x="6" y="14">{esc(title)}</text>']
+    for k, (which, lst) in enumerate(lists):
+        shown = lst[:MAX_BARS]
+        y0 = 22 + k * (row_h + gap)
+        total = total_mb(lst) or 0
+        parts.append(f'<text x="6" y="{y0 + row_h // 2}">{which}</text>'
+                     f'<text x="6" y="{y0 + row_h // 2 + 13}">{len(lst)} &middot; '
+                     f"{esc(fmt_mb(total))} MB</text>")
+        step = plot_w / max(len(shown), 1)
+        bar_w = max(min(step - 1, 28), 0.8)
+        for i, s in enumerate(shown):
+            mb = s.get("size_mb") if isinstance(s.get("size_mb"), (int, float)) else 0
+            h = max(row_h * mb / peak, 1)
+            kind = s.get("type") if s.get("type") in ("AG", "RS", "AR") else "AR"
+            parts.append(f'<rect class="{kind}" x="{left + i * step:.1f}" y="{y0 + row_h - h:.1f}" '
+                         f'width="{bar_w:.1f}" height="{h:.1f}"><title>{esc(which)} #{i}: '
+                         f'{esc(s.get("type"))} {esc(fmt_mb(mb))} MB {esc(s.get("name", ""))}'
+                         "</title></rect>")
+        if len(lst) > len(shown):
+            parts.append(f'<text x="{left}" y="{y0 + row_h + 12}">first {len(shown)} of '
+                         f"{len(lst)} shown</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def section_sizes(groups: list[dict[str, Any]]) -> str:
+    out = ['<section id="sizes"><h2>Bucket sizes</h2>',
+           '<p class="legend"><span><i style="background:var(--ag)"></i>'
+           'AG all-gather</span><span><i style="background:var(--rs)"></i>RS reduce-scatter'
+           '</span><span><i style="background:var(--ar)"></i>AR all-reduce</span>'
+           '<span class="muted">bar height: MB, scaled per graph; hover a bar for its name'
+           "</span></p>"]
+    charts = []
+    for i, g in enumerate(groups[:MAX_CHART_GROUPS]):
+        ranks = ranks_text(g.get("ranks"))
+        for graph in g.get("graphs") or []:
+            if not isinstance(graph, dict) or not isinstance(graph.get("sizes_mb"), dict):
+                continue
+            cid, label = graph.get("compile_id", "?"), graph.get("graph_index")
+            label = graph_label(label) if isinstance(label, int) else label
+            charts.append(sizes_svg(graph["sizes_mb"], f"group {i + 1} (ranks {ranks}): "
+                                                        f"{cid} {label}"))
+    if not groups:
+        out.append('<p class="muted">this document has no per-rank graphs</p>')
+    elif not any(isinstance(g, dict) and g.get("graphs") for g in groups):
+        out.append('<p class="muted">no bucketing outcome recorded: no sizes to show</p>')
+    elif not charts:
+        out.append('<p class="muted">no sizes recorded (set pre_bucketing_fsdp_collectives_verbose '
+                   "= True in the job to log them)</p>")
+    else:
+        out.append(f'<div class="charts">{"".join(charts)}</div>')
+        if len(groups) > MAX_CHART_GROUPS:
+            out.append(f'<p class="muted">charts for the first {MAX_CHART_GROUPS} groups</p>')
+    out.append("</section>")
+    return "".join(out)
+
+
+def section_did_nothing(doc: dict[str, Any]) -> str:
+    out = ['<section id="did-nothing"><h2>Bucketing did nothing</h2>']
+    items = [d for d in doc.get("did_nothing") or [] if isinstance(d, dict)]
+    if not items:
+        if not (doc.get("totals") or {}).get("graphs"):
+            out.append('<p class="muted">no bucketing outcome recorded (see the notes)</p></section>')
+        else:
+            out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p></section>')
+        return "".join(out)
+    items, more = _cut(items)
+    with_explain = any(d.get("explain") for d in items)
+    rows = []
+    for d in items:
+        counts = d.get("counts") or {}
+        row = [*_where(d),
+               esc(", ".join(f"{SHORT_NAMES.get(t, t)} {n}->{n}" for t, n in counts.items())
+                   + (f" ({d['outcome']}: {d.get('reason_text', '')})" if d.get("outcome") else "")),
+               esc(fmt_mb(d.get("bucket_cap_mb"))), _ranks_cell(d.get("ranks"))]
+        if with_explain:
+            cmd = d.get("explain")
+            row.append(f'<code>{esc(cmd)}</code><button class="copy" type="button" hidden '
+                       f'data-copy="{esc(cmd)}">copy</button>' if cmd else "-")
+        rows.append(row)
+    headers = ["compile id", "graph", "not merged", "cap MB", "ranks"] + (
+        ["explain"] if with_explain else [])
+    out.append(table(headers, rows, row_attrs=_row_ranks(items, "did nothing")) + more)
+    out.append("</section>")
+    return "".join(out)
+
+
+def section_diagnostics(doc: dict[str, Any]) -> str:
+    diag = doc.get("diagnostics") or {}
+    counts = diag.get("counts") or {}
+    out = ['<section id="diagnostics"><h2>Diagnostics</h2>']
+    if not counts:
+        out.append('<p class="muted">no bad input</p>')
+    else:
+        out.append(table(["kind", "count"], [[esc(k), esc(v)] for k, v in counts.items()],
+                         numeric=(1,)))
+        examples, more = _cut([e for e in diag.get("examples") or [] if isinstance(e, dict)])
+        out.append(table(["kind", "where", "detail"],
+                         [[esc(e.get("kind")), f'<span class="mono">{esc(e.get("file"))}:'
+                           f'{esc(e.get("line"))}</span>', esc(e.get("detail", ""))]
+                          for e in examples]) + more)
+    notes = doc.get("notes") or []
+    if notes:
+        out.append("<h3>Notes</h3><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+# --- the page --------------------------------------------------------------------------------------
+
+
+def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> str:
+    """The report page of a ``tracekit.summary`` document (see the module docstring); with a
+    ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render.sweep`)."""
+    world = world_of(doc)
+    status, line = verdict_of(doc, world)
+    groups = rank_groups(doc)
+    paths = " ".join(str(p) for p in doc.get("paths") or [])
+    sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]
+    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
+    sweep = ""
+    if replay is not None:
+        from tracekit.render.sweep import section_sweep
+
+        sweep = section_sweep(replay) + "\n"
+    return "".join([
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>tracekit report: {esc(line)}</title><style>{CSS}</style></head>\n",
+        f'<body data-schema="{esc(doc.get("schema", ""))}">',
+        f'<header><h1>tracekit report</h1><p class="paths mono">{esc(paths)}</p><nav>{nav}</nav>',
+        '<div class="finder"><label>Find rank<input id="rank-find" inputmode="numeric" '
+        'autocomplete="off" placeholder="e.g. 3"></label><output id="rank-found"></output></div>',
+        "</header>\n<main>",
+        section_verdict(doc, status, line), "\n",
+        section_world(world), "\n",
+        section_groups(groups, [d for d in doc.get("did_nothing") or []
+                                if isinstance(d, dict) and d.get("outcome")]), "\n",
+        section_divergence(doc), "\n",
+        section_sizes(groups), "\n", sweep,
+        section_did_nothing(doc), "\n",
+        section_diagnostics(doc), "\n",
+        f'</main><footer>made by tracekit report from a {esc(doc.get("schema", "?"))} '
+        "document; one self-contained file, nothing fetched</footer>\n",
+        f"<script>{JS}</script></body></html>\n",
+    ])

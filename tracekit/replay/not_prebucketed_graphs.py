@@ -1,0 +1,368 @@
+"""Rebuild and replay a graph torch never pre-bucketed, and what the forward's FSDP groups
+would have done to it.
+
+A backward that keeps the forward's gathered parameters runs reduce-scatters only; torch's
+pre-bucketing finds its FSDP groups from all-gathers, so it finds none there, logs nothing
+and every reduce-scatter runs on its own (:class:`tracekit.read.pairing.UnbucketedSource`: the
+graph's ``before_post_grad_graph`` and its collective schedule, with the forward outcome of the
+same compile id). Here:
+
+- :meth:`UnbucketedReplayer.reproduce`: the rebuilt graph planned as torch would (groups
+  identified in the graph itself): it must find no FSDP group, so nothing is merged, as
+  recorded ("not pre-bucketed"); the collectives the rebuilt graph holds are checked against
+  the logged schedule's counts;
+- :meth:`UnbucketedReplayer.with_groups`: the what-if ``forward_groups``: the pass given the
+  forward's FSDP groups and group size (``bucketing.FsdpPlanner(gm, fsdp_groups=...)``), at a
+  cap, with the NCCL-model time before and after (:mod:`tracekit.replay.comm_estimate`);
+  ``verify=True`` also runs our rewrite (``bucketing.pre_bucket_fsdp_collectives`` given those
+  groups) on a fresh rebuild, lints it and checks its counts equal the plan's.
+
+- :meth:`UnbucketedReplayer.overlap_bucketing`: the what-if ``overlap_bucketing``: torch's
+  overlap scheduler (:mod:`tracekit.replay.overlap_schedule`, the graph's recorded compute
+  estimates) run on the rebuilt graph with ``collective_bucketing`` True and False (as torch
+  ran it): the final collectives, comm, exposed and estimated ms of each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.fx as fx
+
+from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.replay import comm_estimate as ce
+from tracekit.replay.graph_text import GraphTextError, parse_graph_text
+
+#: The recorded outcome of such a graph, as summarize names it.
+OUTCOME = "not pre-bucketed"
+#: The what-if's name (replay's ``--what-if forward-groups``).
+FORWARD_GROUPS = "forward_groups"
+#: The what-if of torch's overlap scheduler bucketing (replay's ``--what-if overlap-bucketing``).
+OVERLAP_BUCKETING = "overlap_bucketing"
+KINDS = ("AG", "RS", "AR")
+_TARGET_KIND = {"all_gather_into_tensor": "AG", "all_gather_into_tensor_out": "AG",
+                "reduce_scatter_tensor": "RS", "all_reduce": "AR"}
+
+
+def collective_kind(node: fx.Node) -> str | None:
+    """``AG`` / ``RS`` / ``AR`` for a functional collective node, else None."""
+    if node.op != "call_function":
+        return None
+    name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    return _TARGET_KIND.get(name) if "_c10d_functional" in str(node.target) else None
+
+
+@dataclass
+class GroupsWhatIf:
+    """The pass given FSDP groups found elsewhere, at one cap."""
+
+    fsdp_groups: list[str]
+    group_size: int | None
+    bucket_cap_mb: float
+    cap_source: str  # "forward" (the forward's recorded cap), "auto" (exact automatic cap), "override"
+    collectives: dict[str, dict[str, int]]  # long kind -> {"before", "after"}
+    buckets: dict[str, list[list[str]]]
+    estimated_comm_ms: float | None
+    comm_ms_before: float | None  # every collective on its own, as it runs
+    applied: dict[str, Any] | None = None
+    report: Any = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": FORWARD_GROUPS,
+            "fsdp_groups": list(self.fsdp_groups),
+            "group_size": self.group_size,
+            "bucket_cap_mb": self.bucket_cap_mb,
+            "cap_source": self.cap_source,
+            "collectives": self.collectives,
+            "buckets": self.buckets,
+            "estimated_comm_ms": _ms(self.estimated_comm_ms),
+            "comm_ms_before": _ms(self.comm_ms_before),
+            "comm_ms_saved": None if self.estimated_comm_ms is None or self.comm_ms_before is None
+            else _ms(self.comm_ms_before - self.estimated_comm_ms),
+            "applied": self.applied,
+        }
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+class UnbucketedReplayer:
+    """One rebuilt graph never pre-bucketed, with planners asked as torch and with groups."""
+
+    def __init__(self, src: Any, symbols: dict[str, int] | None = None):
+        from bucketing import FsdpPlanner
+
+        self.src = src
+        self.symbols = {**(getattr(src, "symbol_hints", None) or {}), **(symbols or {})}
+        self.gm = parse_graph_text(src.text, self.symbols)
+        self.planner = FsdpPlanner(self.gm)
+        self.collectives = [n for n in self.gm.graph.nodes if collective_kind(n)]
+        self._with_groups: dict[tuple, Any] = {}
+
+    # -- as torch ran it -------------------------------------------------------------------
+    def reproduce(self) -> tuple[bool, list[str]]:
+        """``(reproduced, mismatches)``: torch's outcome is "nothing merged, no group": the
+        rebuilt graph must have no FSDP group, and the collectives the logged schedule runs."""
+        out = []
+        if self.planner.fsdp_groups:
+            out.append(f"the rebuilt graph has FSDP groups {self.planner.fsdp_groups}: torch would have "
+                       "pre-bucketed it and logged an outcome")
+        have = {k: sum(1 for n in self.collectives if collective_kind(n) == k) for k in KINDS}
+        want = {SHORT_NAMES[t]: self.src.final.counts.get(t, 0) for t in COLLECTIVE_TYPES}
+        for k in KINDS:
+            if have[k] != want[k]:
+                out.append(f"{k}: the schedule runs {want[k]}, the rebuilt graph has {have[k]}")
+        return not out, out
+
+    def decisions(self) -> list[Any]:
+        """The planner's reason for each collective, as torch ran it (no group: the pass leaves
+        every one: ``no_fsdp_group``)."""
+        return self.planner.plan(None, explain=True).decisions
+
+    def comm_ms(self, buckets: dict[str, list[list[str]]], group_size: int | None,
+                hw: ce.Hardware | None = None) -> float | None:
+        """NCCL-model time of every collective of the graph, members of ``buckets`` costed as
+        one collective each bucket (torch's fx sizes: input plus output bytes)."""
+        hw = hw or ce.Hardware()
+        group_size = hw.group_size or group_size or self.group_size_in_graph()
+        if not group_size:
+            return None
+        bucket_of = {m: (k, i) for k, bs in buckets.items() for i, b in enumerate(bs) for m in b}
+        units: list[tuple[str, int]] = []
+        merged: dict[tuple[str, int], int] = {}
+        for n in self.collectives:
+            kind = collective_kind(n)
+            n_bytes = ce.collective_bytes(n)
+            if n.name in bucket_of:
+                merged[bucket_of[n.name]] = merged.get(bucket_of[n.name], 0) + n_bytes
+            else:
+                units.append((kind, n_bytes))
+        units += [(k, b) for (k, _), b in merged.items()]
+        return ce.comm_ms(units, group_size, hw)
+
+    def group_size_in_graph(self) -> int | None:
+        """The group size of the graph's first collective (its ``group_size`` argument)."""
+        from bucketing.predicates import group_size_of
+
+        for n in self.collectives:
+            try:
+                return int(group_size_of(n))
+            except Exception:  # noqa: BLE001 - a collective without the argument: try the next
+                continue
+        return None
+
+    # -- the what-ifs ---------------------------------------------------------------------
+    def overlap_bucketing(self, gpu: str = "H100") -> dict[str, Any]:
+        """torch's overlap scheduler on copies of the rebuilt graph, with
+        ``collective_bucketing`` False (as torch ran it) and True: ``{"name", "ok", "error",
+        "as_run": {...}, "bucketed": {...}}``, each with ``counts`` (long kind -> n), ``comm_ms``,
+        ``exposed_ms``, ``compute_ms``, ``est_ms`` and ``fallback`` (compute nodes without a
+        recorded estimate). A graph the scheduler refuses gives ``ok`` False and ``error``."""
+        from bucketing import register_fake_process_groups
+        from tracekit.replay import overlap_schedule as osch
+
+        out: dict[str, Any] = {"name": OVERLAP_BUCKETING, "ok": False, "error": None}
+        try:
+            fwd = self.src.forward
+            groups = list(fwd.fsdp_groups) if fwd is not None and fwd.fsdp_groups else None
+            size = (fwd.group_size if fwd is not None else None) or self.group_size_in_graph()
+            if groups is None:
+                groups = sorted({g for g in (osch._group_name(n) for n in self.collectives) if g is not None})
+            if groups and size:
+                try:
+                    register_fake_process_groups(groups, size)
+                except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
+                    import torch.distributed as dist
+
+                    dist.destroy_process_group()
+                    register_fake_process_groups(groups, size)
+            compute = getattr(self.src, "compute_estimates_us", None)
+            for key, on in (("as_run", False), ("bucketed", True)):
+                s = osch.schedule(osch.copy_graph(self.gm), compute, osch.GPUS[gpu],
+                                  osch.scheduler_settings({"collective_bucketing": on}))
+                out[key] = {"collective_bucketing": on, "counts": s.counts(), "comm_ms": _ms(s.comm_ms),
+                            "exposed_ms": _ms(s.exposed_ms), "compute_ms": _ms(s.compute_ms),
+                            "est_ms": _ms(s.est_ms), "fallback": len(s.fallback)}
+            out["ok"] = True
+        except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses is a note, never a traceback
+            out["error"] = f"torch's overlap scheduler could not run on the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+        return out
+
+    def forward_cap(self) -> tuple[float, str] | None:
+        """The cap the what-if uses: the forward's recorded one (its config holds for the
+        backward too), the exact automatic cap when the log's rounded cap is that; None when
+        no forward identified groups."""
+        fwd = self.src.forward
+        if fwd is None:
+            return None
+        if fwd.group_size:
+            exact = ce.auto_cap(fwd.group_size, ce.Hardware())
+            if round(exact.cap_mb, 1) == round(fwd.bucket_cap_mb, 1):
+                return exact.cap_mb, "auto"
+        return fwd.bucket_cap_mb, "forward"
+
+    def with_groups(self, cap_mb: float | None = None, *, verify: bool = False,
+                    hw: ce.Hardware | None = None) -> GroupsWhatIf | None:
+        """The what-if ``forward_groups`` at ``cap_mb`` (None: :meth:`forward_cap`); None when
+        the compile id has no forward outcome with groups."""
+        from bucketing import FsdpPlanner
+
+        fwd = self.src.forward
+        if fwd is None:
+            return None
+        if cap_mb is None:
+            cap_mb, source = self.forward_cap()
+        else:
+            source = "override"
+        key = tuple(fwd.fsdp_groups), fwd.group_size
+        planner = self._with_groups.get(key)
+        if planner is None:
+            planner = self._with_groups[key] = FsdpPlanner(self.gm, fsdp_groups=list(fwd.fsdp_groups),
+                                                           group_size=fwd.group_size)
+        report = planner.plan(cap_mb)
+        buckets = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
+        counts = {t: {"before": report.counts_before.get(SHORT_NAMES[t], 0),
+                      "after": report.counts_after.get(SHORT_NAMES[t], 0)} for t in COLLECTIVE_TYPES}
+        out = GroupsWhatIf(list(fwd.fsdp_groups), fwd.group_size, float(cap_mb), source, counts, buckets,
+                           self.comm_ms(buckets, fwd.group_size, hw), self.comm_ms({}, fwd.group_size, hw),
+                           report=report)
+        if verify:
+            out.applied = self.apply_with_groups(cap_mb, counts)
+        return out
+
+    def apply_with_groups(self, cap_mb: float, planned: dict[str, dict[str, int]]) -> dict[str, Any]:
+        """Our rewrite given the forward's groups, on a fresh rebuild: its counts, whether they
+        match the plan, lint (a failure is reported, never raised)."""
+        from bucketing import pre_bucket_fsdp_collectives, register_fake_process_groups
+
+        fwd = self.src.forward
+        try:
+            gm = parse_graph_text(self.src.text, self.symbols)
+            if fwd.group_size:
+                register_fake_process_groups(fwd.fsdp_groups, fwd.group_size)
+            report = pre_bucket_fsdp_collectives(gm, bucket_cap_mb=cap_mb, fsdp_groups=list(fwd.fsdp_groups),
+                                                 group_size=fwd.group_size)
+            gm.graph.lint()
+        except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
+            return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        counts = {t: {"before": report.counts_before.get(SHORT_NAMES[t], 0),
+                      "after": report.counts_after.get(SHORT_NAMES[t], 0)} for t in COLLECTIVE_TYPES}
+        return {"ok": True, "lint": "ok", "rewritten": report.rewritten, "collectives": counts,
+                "matches_plan": counts == planned, "nodes_after": len(gm.graph.nodes)}
+
+
+# --- replay: many graphs, at each cap ------------------------------------------------------------
+
+
+def _torch_counts(rp: UnbucketedReplayer) -> dict[str, dict[str, int]]:
+    """As torch runs it: no FSDP group, so every collective stays (N->N)."""
+    return {t: {"before": n, "after": n} for t, n in
+            ((t, sum(1 for c in rp.collectives if collective_kind(c) == SHORT_NAMES[t])) for t in COLLECTIVE_TYPES)}
+
+
+def rebuild(src: Any, symbols: dict[str, int] | None = None) -> tuple[UnbucketedReplayer | None, str | None]:
+    """``(replayer, None)`` for ``src`` rebuilt from its ``before_post_grad_graph``, or
+    ``(None, why)`` when it cannot be (no text, a refused text, a planner failure): one graph's
+    failure never stops the others (replay and explain)."""
+    if src.text is None:
+        return None, "no before_post_grad_graph logged for this graph"
+    try:
+        return UnbucketedReplayer(src, symbols), None
+    except GraphTextError as e:
+        return None, f"cannot rebuild the graph from before_post_grad_graph: {e}"
+    except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
+        return None, f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+
+
+def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One graph never pre-bucketed, replayed (a ``tracekit.replay/2`` document's
+    ``not_prebucketed`` entry): rebuilt, torch's outcome reproduced ("not pre-bucketed": no
+    group, nothing merged), then at each cap of ``options.caps`` as torch runs it (nothing
+    merged) and, with ``"forward_groups"`` in ``what_ifs``, given the forward's FSDP groups
+    (at the forward's cap when no cap is asked), ``options.apply`` running our rewrite too."""
+    hw = options.hardware
+    out: dict[str, Any] = {
+        "rank": src.rank, "ranks": str(src.rank if src.rank is not None else "-"),
+        "compile_id": src.compile_id, "graph_index": src.graph_index, "file": src.file, "line": src.line,
+        "outcome": OUTCOME, "error": None, "nodes": 0,
+        "recorded": {"outcome": OUTCOME,
+                     "schedule": {SHORT_NAMES[t]: n for t, n in src.final.counts.items() if n and t in SHORT_NAMES},
+                     "forward_groups": None if src.forward is None else list(src.forward.fsdp_groups),
+                     "estimated_comm_ms": None, "hardware": None},
+        "reproduced": None, "mismatches": [], "replays": [],
+    }
+    rp, out["error"] = rebuild(src, dict(options.symbols))
+    if rp is None:
+        return out
+    out["nodes"] = len(rp.gm.graph.nodes)
+    out["reproduced"], out["mismatches"] = rp.reproduce()
+    group_size = src.forward.group_size if src.forward is not None else rp.group_size_in_graph()
+    base = rp.comm_ms({}, group_size, hw)
+    out["recorded"]["estimated_comm_ms"] = _ms(base)
+    out["recorded"]["hardware"] = ce.describe(hw, group_size)
+    caps: list[tuple[float | None, str]] = []
+    for req in options.caps:
+        if req.mb is None:
+            cap = ce.auto_cap(group_size, hw)
+            caps.append((cap.cap_mb, cap.source))
+        else:
+            caps.append((req.mb, "override"))
+    for cap_mb, source in caps:  # as torch runs it: no group at any cap
+        out["replays"].append({"bucket_cap_mb": cap_mb, "cap_source": source, "what_if": None,
+                               "collectives": _torch_counts(rp), "estimated_comm_ms": _ms(base),
+                               "comm_ms_vs_recorded": 0.0 if base is not None else None, "applied": None})
+    if FORWARD_GROUPS in what_ifs and src.forward is not None:
+        for cap_mb, source in caps or [(None, None)]:
+            w = rp.with_groups(cap_mb, verify=options.apply, hw=hw)
+            ms = w.estimated_comm_ms
+            out["replays"].append({"bucket_cap_mb": w.bucket_cap_mb, "cap_source": source or w.cap_source,
+                                   "what_if": FORWARD_GROUPS, "fsdp_groups": list(w.fsdp_groups),
+                                   "collectives": w.collectives, "estimated_comm_ms": _ms(ms),
+                                   "comm_ms_vs_recorded": None if ms is None or base is None else _ms(ms - base),
+                                   "applied": w.applied})
+    if OVERLAP_BUCKETING in what_ifs:
+        o = rp.overlap_bucketing(getattr(options, "gpu", None) or "H100")
+        if not o["ok"]:
+            out["mismatches"].append(f"what-if {OVERLAP_BUCKETING}: {o['error']}")
+        else:
+            for key in ("as_run", "bucketed"):
+                r = o[key]
+                before = _torch_counts(rp)
+                colls = {t: {"before": c["before"], "after": r["counts"].get(t, 0)} for t, c in before.items()}
+                out["replays"].append({"bucket_cap_mb": None, "cap_source": f"collective_bucketing={r['collective_bucketing']} "
+                                                     f"(exposed {r['exposed_ms']:.4f}, est {r['est_ms']:.4f} ms)",
+                                       "what_if": OVERLAP_BUCKETING, "collectives": colls,
+                                       "estimated_comm_ms": r["comm_ms"], "exposed_ms": r["exposed_ms"],
+                                       "est_ms": r["est_ms"], "compute_ms": r["compute_ms"],
+                                       "comm_ms_vs_recorded": None if base is None else _ms(r["comm_ms"] - base),
+                                       "applied": None})
+    return out
+
+
+def replay_unbucketed(sources: list[Any], options: Any, what_ifs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """:func:`replay_unbucketed_source` for each distinct graph (same directory, compile id,
+    position, text, hints and forward groups), standing for every rank that shares it
+    (``ranks``, as ranges)."""
+    import os
+
+    from tracekit.model.rankset import format_ranks
+
+    groups: dict[tuple, tuple[Any, list]] = {}
+    for s in sources:
+        fwd = None if s.forward is None else (tuple(s.forward.fsdp_groups), s.forward.group_size,
+                                              s.forward.bucket_cap_mb)
+        key = (os.path.dirname(s.file), s.compile_id, s.graph_index, s.text,
+               tuple(sorted((s.symbol_hints or {}).items())), fwd, tuple(s.final.counts.items()))
+        if key in groups:
+            groups[key][1].append(s.rank)
+        else:
+            groups[key] = (s, [s.rank])
+    out = []
+    for s, ranks in groups.values():
+        entry = replay_unbucketed_source(s, options, what_ifs)
+        entry["ranks"] = format_ranks(ranks)
+        out.append(entry)
+    return out
