@@ -68,7 +68,9 @@ def compute_pre_bucket_cap_mb(
         return PreBucketCap(float(max(floor_mb, min(ceiling_mb, floor_mb))), "fallback")
     raw = calibration * model_mb
     if raw > ceiling_mb:
-        return PreBucketCap(float(max(floor_mb, ceiling_mb)), "ceiling" if ceiling_mb >= floor_mb else "floor")
+        return PreBucketCap(
+            float(max(floor_mb, ceiling_mb)), "ceiling" if ceiling_mb >= floor_mb else "floor"
+        )
     if raw < floor_mb:
         return PreBucketCap(float(floor_mb), "floor")
     return PreBucketCap(float(raw), "saturation")

@@ -63,7 +63,10 @@ def rejection_all_gather(sources: list[fx.Node]) -> tuple[str, str]:
     """``not_fsdp`` for an all-gather whose inputs derive from ``sources`` (found with a limit
     of 3 placeholders, see :func:`bucketing.predicates.placeholder_ancestors`), not exactly one."""
     if not sources:
-        return "not_fsdp", "derives from no placeholder (a constant or a value made in the graph), not from one parameter shard"
+        return (
+            "not_fsdp",
+            "derives from no placeholder (a constant or a value made in the graph), not from one parameter shard",
+        )
     many = "3 or more placeholders" if len(sources) >= 3 else f"{len(sources)} placeholders"
     return "not_fsdp", f"derives from {many} ({_names(sources)}), not exactly one: not a parameter shard"
 
@@ -147,8 +150,10 @@ class DecisionMaker:
             d.detail = self._bucket_text.get(id(bucket)) or self._bucket_detail(kind, index, bucket)
         elif self.plan is None:
             d.reason = "no_fsdp_group"
-            d.detail = (f"{_NAMES[kind]} on group {d.group!r}: no FSDP group identified in this graph (it has no "
-                        "FSDP all-gather), so the pass leaves it")
+            d.detail = (
+                f"{_NAMES[kind]} on group {d.group!r}: no FSDP group identified in this graph (it has no "
+                "FSDP all-gather), so the pass leaves it"
+            )
             if cid in self.planner.rejected:
                 d.detail += f"; even with a group it would be no candidate ({self.planner.rejected[cid][1]})"
         elif cid in self.planner.rejected:
@@ -163,7 +168,8 @@ class DecisionMaker:
         total = sum(self.plan.member_bytes[n] for n in bucket)
         text = self._bucket_text[id(bucket)] = (
             f"{kind} bucket {index}: {len(bucket)} collectives ({_names(bucket)}), "
-            f"{mb_text(total)} MB within the {mb_text(self.cap_bytes)} MB cap")
+            f"{mb_text(total)} MB within the {mb_text(self.cap_bytes)} MB cap"
+        )
         return text
 
     def _from_note(self, d: Decision, cid: int, note: tuple) -> None:
@@ -174,14 +180,22 @@ class DecisionMaker:
             d.reason = "depends_on_bucket"
             bucket = [self.nodes[c.coll] for c in note[1]]
             member = self._ancestor_in(cid, {c.coll for c in note[1]})
-            how = f"an input derives from {member.name}" if member is not None else "it derives (through a merged bucket) from it"
-            d.detail = f"{how}, in the open {d.kind} bucket ({_names(bucket)}): torch leaves it out of bucketing"
+            how = (
+                f"an input derives from {member.name}"
+                if member is not None
+                else "it derives (through a merged bucket) from it"
+            )
+            d.detail = (
+                f"{how}, in the open {d.kind} bucket ({_names(bucket)}): torch leaves it out of bucketing"
+            )
         elif what == "single":
             self._single(d, cid, *note[1:])
         else:  # "ag_merged"
             d.reason = "rs_not_to_output"
-            d.detail = (f"its path to the output crosses {_names(note[1])}, merged into an all-gather bucket "
-                        "just before: after that merge the path is no longer one of single-input nodes")
+            d.detail = (
+                f"its path to the output crosses {_names(note[1])}, merged into an all-gather bucket "
+                "just before: after that merge the path is no longer one of single-input nodes"
+            )
 
     def _key_break(self, d: Decision, cid: int, prev: Any, nxt: Any) -> None:
         neighbours = [c for c in (prev, nxt) if c is not None]
@@ -218,27 +232,35 @@ class DecisionMaker:
             return "reduce op", reduce_op_of(node), reduce_op_of(other)
         return "dtype", dtype_name(node.meta["val"].dtype), dtype_name(other.meta["val"].dtype)
 
-    def _single(self, d: Decision, cid: int, bucket: Any, size: int, closed_by: Any, left_out: list | None) -> None:
+    def _single(
+        self, d: Decision, cid: int, bucket: Any, size: int, closed_by: Any, left_out: list | None
+    ) -> None:
         mine = self.bytes[cid]
         cap = self.cap_bytes
         parts, needed = [], []
         if bucket is not None:
             total = size + mine
             needed.append(total)
-            parts.append(f"the open bucket ({_names([self.nodes[c.coll] for c in bucket])}: {mb_text(size)} MB) "
-                         f"plus this ({mb_text(mine)} MB) is {mb_text(total)} MB, over the {mb_text(cap)} MB cap "
-                         f"by {mb_text(total - cap)} MB")
+            parts.append(
+                f"the open bucket ({_names([self.nodes[c.coll] for c in bucket])}: {mb_text(size)} MB) "
+                f"plus this ({mb_text(mine)} MB) is {mb_text(total)} MB, over the {mb_text(cap)} MB cap "
+                f"by {mb_text(total - cap)} MB"
+            )
         if closed_by is not None:
             total = mine + closed_by.n_bytes
             needed.append(total)
-            parts.append(f"with the next, {self.nodes[closed_by.coll].name} ({mb_text(closed_by.n_bytes)} MB), "
-                         f"it would be {mb_text(total)} MB, over the cap by {mb_text(total - cap)} MB")
+            parts.append(
+                f"with the next, {self.nodes[closed_by.coll].name} ({mb_text(closed_by.n_bytes)} MB), "
+                f"it would be {mb_text(total)} MB, over the cap by {mb_text(total - cap)} MB"
+            )
         if needed:
             d.reason, d.detail, d.needed_mb = "over_cap", "; ".join(parts), round_mb(min(needed))
         else:
             d.reason = "depends_on_bucket"
-            d.detail = (f"the rest of its run ({_names([self.nodes[c.coll] for c in left_out or []])}) derives from it, "
-                        "so torch left those out of its bucket and it stays alone")
+            d.detail = (
+                f"the rest of its run ({_names([self.nodes[c.coll] for c in left_out or []])}) derives from it, "
+                "so torch left those out of its bucket and it stays alone"
+            )
 
     def _ancestor_in(self, cid: int, members: set[int]) -> fx.Node | None:
         """The first of ``members`` found among the graph ancestors of node ``cid`` (the walk

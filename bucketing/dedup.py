@@ -25,9 +25,9 @@ def summed_reduce_scatter(wait: object) -> fx.Node | None:
 
 
 def same_collective(a: fx.Node, b: fx.Node) -> bool:
-    return all(collective_arg(a, k) == collective_arg(b, k) for k in ("reduce_op", "group_size", "group_name")) and (
-        a.args[0].meta["val"].dtype == b.args[0].meta["val"].dtype
-    )
+    return all(
+        collective_arg(a, k) == collective_arg(b, k) for k in ("reduce_op", "group_size", "group_name")
+    ) and (a.args[0].meta["val"].dtype == b.args[0].meta["val"].dtype)
 
 
 def _fake_call(target, args: tuple, fake_mode):

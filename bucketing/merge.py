@@ -197,7 +197,9 @@ def _node_source(node: fx.Node):
     from torch.fx.traceback import NodeSource, NodeSourceAction
 
     source = NodeSource(None, PASS_NAME, [NodeSourceAction.CREATE, NodeSourceAction.REPLACE])
-    source.node_info = NodeSource.NodeInfo(name=node.name, target=_target_text(node.target), graph_id=id(node.graph))
+    source.node_info = NodeSource.NodeInfo(
+        name=node.name, target=_target_text(node.target), graph_id=id(node.graph)
+    )
     source.from_node = copy.deepcopy(node.meta["from_node"]) if "from_node" in node.meta else []
     return source
 
@@ -211,7 +213,12 @@ def _only_wait(coll: fx.Node) -> fx.Node:
 
 def _foldable_cast(ag: fx.Node) -> fx.Node | None:
     src = ag.args[0]
-    if isinstance(src, fx.Node) and src.op == "call_function" and src.target in _CASTS and len(src.users) == 1:
+    if (
+        isinstance(src, fx.Node)
+        and src.op == "call_function"
+        and src.target in _CASTS
+        and len(src.users) == 1
+    ):
         return src
     return None
 
@@ -237,13 +244,13 @@ def _replace_and_erase(members: list[fx.Node], outputs: list[fx.Node], also: lis
     reduce-scatter's wait: replacing one wait at a time would rescan its arguments k times).
     """
     waits = [_only_wait(m) for m in members]
-    replacement = dict(zip(waits, outputs))
+    replacement = dict(zip(waits, outputs, strict=False))
     users = dict.fromkeys(u for w in waits for u in w.users)
     for user in users:
         user.args = fx.node.map_arg(user.args, lambda n: replacement.get(n, n))
         user.kwargs = fx.node.map_arg(user.kwargs, lambda n: replacement.get(n, n))
     graph = members[0].graph
-    for m, wait, extra in zip(members, waits, also):
+    for m, wait, extra in zip(members, waits, also, strict=False):
         graph.erase_node(wait)
         graph.erase_node(m)
         for n in extra:

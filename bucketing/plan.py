@@ -34,14 +34,14 @@ import torch
 import torch.fx as fx
 
 from bucketing.cap import PreBucketCap, compute_pre_bucket_cap_mb
+from bucketing.decisions import DecisionMaker, rejection_all_gather, rejection_reduce_scatter
 from bucketing.gc_pause import gc_paused
 from bucketing.groups import find_collectives, identify_fsdp_groups
-from bucketing.decisions import DecisionMaker, rejection_all_gather, rejection_reduce_scatter
 from bucketing.predicates import (
     ALL_GATHER_TARGETS,
     ALL_REDUCE_TARGET,
-    REDUCE_SCATTER_TARGET,
     KINDS,
+    REDUCE_SCATTER_TARGET,
     collective_kind,
     group_name_of,
     is_all_gather,
@@ -174,8 +174,15 @@ class FsdpPlanner:
     graph) is computed here; :meth:`plan` then costs about one walk of the graph per kind.
     """
 
-    def __init__(self, gm: fx.GraphModule, mode: str | None = None, bucket_mode: str | None = None, *,
-                 fsdp_groups: list[str] | None = None, group_size: int | None = None):
+    def __init__(
+        self,
+        gm: fx.GraphModule,
+        mode: str | None = None,
+        bucket_mode: str | None = None,
+        *,
+        fsdp_groups: list[str] | None = None,
+        group_size: int | None = None,
+    ):
         """``fsdp_groups`` / ``group_size``: FSDP groups found elsewhere (e.g. by the forward of
         the same compile id), used instead of those identified in ``gm``: a what-if for a graph
         without FSDP all-gather, where torch finds none (``group_size`` None: identified)."""
@@ -211,7 +218,10 @@ class FsdpPlanner:
                 continue
             if len(coll.users) != 1:
                 users = ", ".join(u.name for u in coll.users)
-                self.rejected[self.ids[coll]] = ("no_single_wait", f"{len(coll.users)} users ({users}), not one wait")
+                self.rejected[self.ids[coll]] = (
+                    "no_single_wait",
+                    f"{len(coll.users)} users ({users}), not one wait",
+                )
                 continue
             kind = collective_kind(coll)
             if "val" not in coll.meta:
@@ -246,8 +256,13 @@ class FsdpPlanner:
         # (kind, section, position, node, reported bytes) of every collective on an FSDP group,
         # in torch's artifact order: by kind, all-gathers before "_out" ones, graph order.
         self._sized: list[tuple[str, int, int, fx.Node, int]] = [
-            (kind, 1 if node.target is ALL_GATHER_TARGETS[1] else 0, self.ids[node], node,
-             reported_bytes(kind, node))
+            (
+                kind,
+                1 if node.target is ALL_GATHER_TARGETS[1] else 0,
+                self.ids[node],
+                node,
+                reported_bytes(kind, node),
+            )
             for kind, node in fsdp_collectives(self.gm.graph, self.fsdp_groups)
         ]
         self.sizes_before = [
@@ -287,7 +302,7 @@ class FsdpPlanner:
             for bucket in buckets:
                 nodes = [self.nodes[c.coll] for c in bucket]
                 plan.buckets[kind].append(nodes)
-                for c, n in zip(bucket, nodes):
+                for c, n in zip(bucket, nodes, strict=False):
                     plan.member_bytes[n] = c.n_bytes
                 if kind == "AG":
                     merged_ags.update(nodes)
@@ -349,7 +364,11 @@ class FsdpPlanner:
                 elif node is bucket[-1]:
                     # a merged all-gather is an "_out" one; merged nodes sit after the last member
                     total = sum(reported[n] for n in bucket)
-                    entry = {"type": kind, "size_mb": round_mb(total), "name": f"{bucket[0].name}+{len(bucket) - 1}"}
+                    entry = {
+                        "type": kind,
+                        "size_mb": round_mb(total),
+                        "name": f"{bucket[0].name}+{len(bucket) - 1}",
+                    }
                     entries.append((1 if kind == "AG" else 0, position + 0.5, entry))
             out.extend(e for _, _, e in sorted(entries, key=lambda t: (t[0], t[1])))
         return out

@@ -9,7 +9,13 @@ import torch.fx as fx
 from bucketing import artifacts
 from bucketing.compat import check_torch
 from bucketing.gc_pause import gc_paused
-from bucketing.merge import BucketingError, group_rank, merge_bucket, needs_torch_merge, restore_topological_order
+from bucketing.merge import (
+    BucketingError,
+    group_rank,
+    merge_bucket,
+    needs_torch_merge,
+    restore_topological_order,
+)
 from bucketing.plan import FsdpPlanner, collective_sizes, count_kinds, fill_buckets
 from bucketing.predicates import KINDS, group_name_of
 from bucketing.report import BucketingReport
@@ -56,8 +62,14 @@ def pre_bucket_fsdp_collectives(
         return _pre_bucket(gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size)
 
 
-def _pre_bucket(gm: fx.GraphModule, mode: str | None, bucket_cap_mb: float | None, recompile: bool,
-                fsdp_groups: list[str] | None = None, group_size: int | None = None) -> BucketingReport:
+def _pre_bucket(
+    gm: fx.GraphModule,
+    mode: str | None,
+    bucket_cap_mb: float | None,
+    recompile: bool,
+    fsdp_groups: list[str] | None = None,
+    group_size: int | None = None,
+) -> BucketingReport:
     planner = FsdpPlanner(gm, mode, fsdp_groups=fsdp_groups, group_size=group_size)
     report = planner.base_report()
     if not planner.fsdp_groups:

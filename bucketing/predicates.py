@@ -12,6 +12,7 @@ They follow torch 2.13's ``torch._inductor.fx_passes.fsdp`` heuristics:
 from __future__ import annotations
 
 import functools
+
 import torch
 import torch.fx as fx
 
@@ -47,7 +48,7 @@ def is_wait(node: fx.Node) -> bool:
 
 
 def collective_kind(node: fx.Node) -> str | None:
-    """"AG", "RS", "AR" for the three bucketed collectives, else None."""
+    """ "AG", "RS", "AR" for the three bucketed collectives, else None."""
     if node.op != "call_function":
         return None
     if node.target in ALL_GATHER_TARGETS:

@@ -124,7 +124,10 @@ class BucketingReport:
             "cap_source": self.cap_source,
             "mode": self.mode,
             "buckets": {
-                kind: [[{"name": m.name, "size_mb": m.size_mb, "bytes": m.bytes} for m in bucket] for bucket in buckets]
+                kind: [
+                    [{"name": m.name, "size_mb": m.size_mb, "bytes": m.bytes} for m in bucket]
+                    for bucket in buckets
+                ]
                 for kind, buckets in self.buckets.items()
             },
         }

@@ -69,7 +69,9 @@ class WhatIf:
                         self._runs[c.coll] = (run, i)
         return self._runs.get(cid)
 
-    def cap_that_merges(self, name: str, cap_mb: float, *, max_plans: int = 16, max_width: int = 16) -> float | None:
+    def cap_that_merges(
+        self, name: str, cap_mb: float, *, max_plans: int = 16, max_width: int = 16
+    ) -> float | None:
         """The smallest cap (MB, 3 decimals) above ``cap_mb`` at which ``name`` is bucketed."""
         node = self.by_name[name]
         found = self._run_of(self.planner.ids[node])
@@ -101,6 +103,8 @@ class WhatIf:
         """Whether planning with ``bucket_mode`` at ``cap_mb`` buckets ``name``."""
         other = self._other_modes.get(bucket_mode)
         if other is None:
-            other = self._other_modes[bucket_mode] = FsdpPlanner(self.planner.gm, self.planner.mode, bucket_mode)
+            other = self._other_modes[bucket_mode] = FsdpPlanner(
+                self.planner.gm, self.planner.mode, bucket_mode
+            )
         bucketed = self._bucketed_at(other, cap_mb)
         return bucketed is not None and self.by_name[name] in bucketed

@@ -6,7 +6,7 @@ Importing tracekit never imports torch; only replay does, when it runs.
 
 from __future__ import annotations
 
-from tracekit.model import Counts, CollectiveSize, Diagnostics, Graph, Rank, Run, Sizes
+from tracekit.model import CollectiveSize, Counts, Diagnostics, Graph, Rank, Run, Sizes
 
 __all__ = ["Counts", "CollectiveSize", "Diagnostics", "Graph", "Rank", "Run", "Sizes", "load"]
 

@@ -16,15 +16,23 @@ import click
 
 #: The commands, in one registry: name -> ("module:click command object", one-line help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "summarize": ("tracekit.commands.summarize_cmd:summarize",
-                  "Read every rank's compile log; aggregate bucketing outcomes; flag divergence."),
-    "replay": ("tracekit.commands.replay_cmd:replay",
-               "Rebuild the recorded graphs and re-run bucketing with other caps."),
+    "summarize": (
+        "tracekit.commands.summarize_cmd:summarize",
+        "Read every rank's compile log; aggregate bucketing outcomes; flag divergence.",
+    ),
+    "replay": (
+        "tracekit.commands.replay_cmd:replay",
+        "Rebuild the recorded graphs and re-run bucketing with other caps.",
+    ),
     "diff": ("tracekit.commands.diff_cmd:diff", "Compare the bucketing outcomes of two runs."),
-    "report": ("tracekit.commands.report_cmd:report",
-               "Write one self-contained HTML page of the run, to attach to a bug."),
-    "explain": ("tracekit.commands.explain_cmd:explain",
-                "Why each collective is, or is not, in a bucket; what-ifs checked."),
+    "report": (
+        "tracekit.commands.report_cmd:report",
+        "Write one self-contained HTML page of the run, to attach to a bug.",
+    ),
+    "explain": (
+        "tracekit.commands.explain_cmd:explain",
+        "Why each collective is, or is not, in a bucket; what-ifs checked.",
+    ),
 }
 
 
@@ -119,8 +127,11 @@ def run() -> None:
         if os.environ.get("TRACEKIT_DEBUG"):
             raise
         first = (str(e).splitlines() or [""])[0][:200]
-        click.echo(f"tracekit: internal error: {type(e).__name__}: {first} "
-                   "(TRACEKIT_DEBUG=1 shows the traceback; please report it)", err=True)
+        click.echo(
+            f"tracekit: internal error: {type(e).__name__}: {first} "
+            "(TRACEKIT_DEBUG=1 shows the traceback; please report it)",
+            err=True,
+        )
         code = 2
     if "torch" in sys.modules:
         raise SystemExit(code)

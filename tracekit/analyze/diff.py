@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from tracekit.analyze.summarize import first_mismatch
 from tracekit.model import (
     GRAPH_FIELDS,
     CollectiveSize,
@@ -35,7 +36,6 @@ from tracekit.model import (
     outcome_facts,
 )
 from tracekit.model.rankset import format_ranks
-from tracekit.analyze.summarize import first_mismatch
 
 SCHEMA = "tracekit.diff/1"
 
@@ -177,9 +177,7 @@ class Diff:
         parts = []
         if self.groups:
             n = len(self.changed_graphs)
-            parts.append(
-                f"{n} graph{'s' if n != 1 else ''} changed on {_counted_ranks(self.changed_ranks)}"
-            )
+            parts.append(f"{n} graph{'s' if n != 1 else ''} changed on {_counted_ranks(self.changed_ranks)}")
         for side, ranks in (("A", self.ranks_only_in_a), ("B", self.ranks_only_in_b)):
             if ranks:
                 parts.append(f"{_counted_ranks(ranks)} only in {side}")
@@ -193,17 +191,14 @@ class Diff:
         for i, g in enumerate(self.groups):
             for c in g.changes:
                 changes.append(
-                    {"group": i, "ranks": list(g.ranks), "ranks_text": format_ranks(g.ranks)}
-                    | c.to_dict()
+                    {"group": i, "ranks": list(g.ranks), "ranks_text": format_ranks(g.ranks)} | c.to_dict()
                 )
         for kind, ranks in (
             ("rank_only_in_a", self.ranks_only_in_a),
             ("rank_only_in_b", self.ranks_only_in_b),
         ):
             if ranks:
-                changes.append(
-                    {"kind": kind, "ranks": list(ranks), "ranks_text": format_ranks(ranks)}
-                )
+                changes.append({"kind": kind, "ranks": list(ranks), "ranks_text": format_ranks(ranks)})
         return {
             "schema": SCHEMA,
             "identical": self.identical,
@@ -225,7 +220,12 @@ class Diff:
 
 
 def diff_runs(
-    a: Run, b: Run, *, a_label: str = "A", b_label: str = "B", a_kind: str = "run",
+    a: Run,
+    b: Run,
+    *,
+    a_label: str = "A",
+    b_label: str = "B",
+    a_kind: str = "run",
     b_kind: str = "run",
 ) -> Diff:
     """Compare run A with run B (see the module docstring for what is compared)."""
@@ -255,10 +255,10 @@ def diff_runs(
 def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
     """The graph changes between two logs of one rank, in log order (A's graphs, then graphs only
     in B), and how many graphs were present in both."""
-    graphs_b = dict(zip(occurrence_keys(b.graphs), b.graphs))
+    graphs_b = dict(zip(occurrence_keys(b.graphs), b.graphs, strict=False))
     changes: list[GraphChange] = []
     matched: set[tuple[str, int, int]] = set()
-    for key, ga in zip(occurrence_keys(a.graphs), a.graphs):
+    for key, ga in zip(occurrence_keys(a.graphs), a.graphs, strict=False):
         gb = graphs_b.get(key)
         if gb is None:
             changes.append(GraphChange(ga.compile_id, ga.graph_index, "only_in_a", graph=ga))
@@ -290,9 +290,13 @@ def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
     if outcome_facts(a) == outcome_facts(b):  # fast path: the common case of runs that agree
         return None
     va, vb = compared_values(a), compared_values(b)
-    fields = [FieldChange(name, va[name], vb[name]) for name in va
-              if name not in _SIZE_VALUES and va[name] != vb[name]
-              and not (name in _LOGGED_VALUES and (va[name] is None or vb[name] is None))]
+    fields = [
+        FieldChange(name, va[name], vb[name])
+        for name in va
+        if name not in _SIZE_VALUES
+        and va[name] != vb[name]
+        and not (name in _LOGGED_VALUES and (va[name] is None or vb[name] is None))
+    ]
     sizes = []
     if a.sizes_mb is not None and b.sizes_mb is not None:
         for which in ("before", "after"):
@@ -313,9 +317,7 @@ _SIZE_VALUES = frozenset({"sizes_mb.before", "sizes_mb.after"})
 _LOGGED_VALUES = frozenset({"final"})
 
 
-def diff_sizes(
-    which: str, a: list[CollectiveSize], b: list[CollectiveSize]
-) -> SizesChange | None:
+def diff_sizes(which: str, a: list[CollectiveSize], b: list[CollectiveSize]) -> SizesChange | None:
     """The first collective whose type or size differs, or None when the lists match."""
     i = first_mismatch(a, b)
     if i is None:
@@ -335,9 +337,7 @@ def group_ranks(per_rank: dict[int | None, tuple[GraphChange, ...]]) -> tuple[Ra
     return tuple(RankGroup(tuple(ranks), first[sig]) for sig, ranks in groups.items())
 
 
-def context_notes(
-    a: Run, b: Run, shared: list[int | None], ranks_a: dict, ranks_b: dict
-) -> list[str]:
+def context_notes(a: Run, b: Run, shared: list[int | None], ranks_a: dict, ranks_b: dict) -> list[str]:
     """Things worth saying that do not make the runs differ."""
     notes = []
     for side, run in (("A", a), ("B", b)):
@@ -419,7 +419,7 @@ MAX_VERDICT_RANKS = 40
 
 
 def _counted_ranks(ranks) -> str:
-    """"1 rank (3)", "4 ranks (0-3)"; just "171 ranks" when the list is long."""
+    """ "1 rank (3)", "4 ranks (0-3)"; just "171 ranks" when the list is long."""
     n, listed = len(ranks), _listed(ranks)
     text = f"{n} rank{'s' if n != 1 else ''}"
     return text if len(listed) > MAX_VERDICT_RANKS else f"{text} ({listed})"
@@ -433,7 +433,7 @@ def _listed(ranks) -> str:
 
 
 def _ranks_text(ranks) -> str:
-    """"rank 3" or "ranks 0-2,5" ("rank not logged" for a rank-less log, never "rank -")."""
+    """ "rank 3" or "ranks 0-2,5" ("rank not logged" for a rank-less log, never "rank -")."""
     if set(ranks) == {None}:
         return "rank not logged"
     return f"rank{'s' if len(set(ranks)) != 1 else ''} {_listed(ranks)}"

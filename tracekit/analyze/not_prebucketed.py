@@ -40,11 +40,11 @@ REASONS: dict[str, str] = {
     "no_fsdp_all_gather": "no FSDP all-gather in this graph, so no FSDP group was found",
     "no_fsdp_group": "no FSDP group at all: no graph of this rank has an FSDP all-gather",
     "not_fsdp_all_gathers": "its all-gathers are not FSDP ones (each must derive from one parameter "
-                            "shard), so no FSDP group was found",
+    "shard), so no FSDP group was found",
     "pre_bucketing_off": "no graph of this rank has a pre-bucketing outcome: pre-bucketing is turned "
-                         "off, or no all-gather of the run is an FSDP one",
+    "off, or no all-gather of the run is an FSDP one",
     "cache_hit": "graphs of this compile id were FX graph cache hits: they skip pre-bucketing and log "
-                 "no outcome (re-run with torch._inductor.config.force_disable_caches = True)",
+    "no outcome (re-run with torch._inductor.config.force_disable_caches = True)",
 }
 
 
@@ -64,7 +64,11 @@ def forward_of(graphs: list[Graph], final: FinalSchedule) -> Graph | None:
     """The pre-bucketed graph of the same compile id that identifies FSDP groups (the forward:
     the first one, at another post-grad position), or None."""
     for g in graphs:
-        if g.compile_id == final.compile_id and g.fsdp_groups and (g.final is None or g.final.position != final.position):
+        if (
+            g.compile_id == final.compile_id
+            and g.fsdp_groups
+            and (g.final is None or g.final.position != final.position)
+        ):
             return g
     return None
 
@@ -86,8 +90,10 @@ def reason_text(reason: str, final: FinalSchedule, forward: Graph | None, also: 
     text = REASONS[reason]
     if reason == "no_fsdp_all_gather" and forward is not None:
         groups = ", ".join(repr(str(n)) for n in forward.fsdp_groups)
-        text += (f" (the {'forward' if forward.graph_index == 0 else 'graph ' + forward.label} of "
-                 f"{final.compile_id} has FSDP group {groups}; torch looks for groups in each graph alone)")
+        text += (
+            f" (the {'forward' if forward.graph_index == 0 else 'graph ' + forward.label} of "
+            f"{final.compile_id} has FSDP group {groups}; torch looks for groups in each graph alone)"
+        )
     if reason == "pre_bucketing_off" and final.sizes == "not_logged":
         text += " (no collective estimate was logged either: overlap scheduling, which runs pre-bucketing, is off)"
     for a in also:

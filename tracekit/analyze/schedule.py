@@ -70,7 +70,7 @@ def split_groups(groups: dict[Any, list[int | None]]) -> list[str]:
 def first_difference(a: Sequence[Any], b: Sequence[Any]) -> int | None:
     """The first index where two sequences differ (the shorter length when one is a prefix of
     the other), or None when they are equal."""
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
@@ -80,8 +80,9 @@ def _at(seq: Sequence[Any] | None, i: int | None, as_value: Callable[[Any], Any]
     return None if seq is None or i is None or i >= len(seq) else as_value(seq[i])
 
 
-def _same_values(ranks: list[Rank], key: Callable[[Rank], Any],
-                 value: Callable[[Rank], Any]) -> list[tuple[list[int | None], Any]]:
+def _same_values(
+    ranks: list[Rank], key: Callable[[Rank], Any], value: Callable[[Rank], Any]
+) -> list[tuple[list[int | None], Any]]:
     """``(ranks, value)`` for the ranks whose ``key`` is the same (identities of the values
     :mod:`tracekit.read.pairing` shares between ranks: 100,000 ranks of one model are a few
     keys), ``value`` made once for each, in the order of their first rank."""
@@ -121,22 +122,24 @@ def _diverging_groups(
             continue
         a, b = seqs[k], seqs[maj]
         pos = None if a is None or b is None else first_difference(a, b)
-        items.append({
-            "ranks": format_ranks(ranks),
-            "majority_ranks": format_ranks(groups[maj]),
-            "majority": is_majority,
-            **split,
-            "position": pos,
-            "value": _at(a, pos, as_value),
-            "majority_value": _at(b, pos, as_value),
-            "length": None if a is None else len(a),
-            "majority_length": None if b is None else len(b),
-        })
+        items.append(
+            {
+                "ranks": format_ranks(ranks),
+                "majority_ranks": format_ranks(groups[maj]),
+                "majority": is_majority,
+                **split,
+                "position": pos,
+                "value": _at(a, pos, as_value),
+                "majority_value": _at(b, pos, as_value),
+                "length": None if a is None else len(a),
+                "majority_length": None if b is None else len(b),
+            }
+        )
     return items
 
 
 def _entry(x: list[Any]) -> dict[str, Any]:
-    return dict(zip(ENTRY_KEYS, x))
+    return dict(zip(ENTRY_KEYS, x, strict=False))
 
 
 def schedule_divergence(run: Run) -> list[dict[str, Any]]:
@@ -162,8 +165,9 @@ def schedule_divergence(run: Run) -> list[dict[str, Any]]:
     keys = sorted({k for _, fs in finals for k in fs}, key=lambda k: (order[k[0]], k[1]))
     items = []
     for cid, pos in keys:
-        values = [(ranks, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence())
-                  for ranks, fs in finals]
+        values = [
+            (ranks, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence()) for ranks, fs in finals
+        ]
         for it in _diverging_groups(values, _entry):
             items.append({"compile_id": cid, "graph_index": pos} | it)
     return items

@@ -21,16 +21,18 @@ from typing import Any
 
 import orjson
 
+from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
+from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.model import (
     COLLECTIVE_TYPES,
     GRAPH_FIELDS,
     SHORT_NAMES,
     CollectiveSize,
     Diagnostics,
+    DumpMemo,
     Graph,
     Rank,
     Run,
-    DumpMemo,
     compared_values,
     fact_key,
     final_to_dict,
@@ -38,12 +40,11 @@ from tracekit.model import (
     rank_from_dict,
     rank_to_dict,
 )
-from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.world import world
-from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 
 SCHEMA = "tracekit.summary/2"
+
 
 def graph_label(graph_index: int) -> str:
     """``forward`` for the first outcome of a compile id, ``backward`` for the second, then N."""
@@ -73,10 +74,18 @@ def rank_groups(run: Run) -> list[RankGroup]:
     groups: dict[tuple, RankGroup] = {}
     canon: dict[tuple, str] = {}  # graph parts by identity -> canonical text
     for r in run.ranks:
-        key = (r.compiled_graphs, r.cache_hits, r.compiles, r.torch_version, tuple(r.compile_ids),
-               tuple(map(tuple, r.cache_events)),
-               _canon([final_to_dict(f) for f in r.schedules_without_outcome]) if r.schedules_without_outcome else "",
-               tuple(_cached_canon(g, canon) for g in r.graphs))
+        key = (
+            r.compiled_graphs,
+            r.cache_hits,
+            r.compiles,
+            r.torch_version,
+            tuple(r.compile_ids),
+            tuple(map(tuple, r.cache_events)),
+            _canon([final_to_dict(f) for f in r.schedules_without_outcome])
+            if r.schedules_without_outcome
+            else "",
+            tuple(_cached_canon(g, canon) for g in r.graphs),
+        )
         grp = groups.get(key)
         if grp is None:
             groups[key] = RankGroup([r.rank], r.graphs, r.compiled_graphs, r.cache_hits, r.compiles, r)
@@ -121,8 +130,10 @@ def first_difference(
     if after_first:
         pairs.reverse()
     if only_type is not None:
-        pairs = [(w, [x for x in a if x.type == only_type], [y for y in b if y.type == only_type])
-                 for w, a, b in pairs]
+        pairs = [
+            (w, [x for x in a if x.type == only_type], [y for y in b if y.type == only_type])
+            for w, a, b in pairs
+        ]
     for which, a, b in pairs:
         i = first_mismatch(a, b)
         if i is not None:
@@ -130,7 +141,9 @@ def first_difference(
             y = b[i] if i < len(b) else None
             return {
                 "index": i,
-                "type": (x or y).type if (x is None or y is None or x.type == y.type) else f"{x.type}/{y.type}",
+                "type": (x or y).type
+                if (x is None or y is None or x.type == y.type)
+                else f"{x.type}/{y.type}",
                 "majority_size_mb": None if x is None else x.size_mb,
                 "size_mb": None if y is None else y.size_mb,
                 "list": which,
@@ -141,7 +154,7 @@ def first_difference(
 def first_mismatch(a: list[CollectiveSize], b: list[CollectiveSize]) -> int | None:
     """Index of the first collective whose type or size differs (the shorter length when one
     list is a prefix of the other), or None when the lists match."""
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x.type != y.type or x.size_mb != y.size_mb:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
@@ -223,8 +236,12 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
                         "field": fname,
                         "majority_value": values[maj],
                         "value": values[c],
-                        "first_difference": None if fname == "final" else first_difference(
-                            graphs[maj], graphs[c], after_first=fname == "sizes_mb.after",
+                        "first_difference": None
+                        if fname == "final"
+                        else first_difference(
+                            graphs[maj],
+                            graphs[c],
+                            after_first=fname == "sizes_mb.after",
                             only_type=SHORT_NAMES.get(fname),
                         ),  # the final's first difference: schedule_divergence
                     }
@@ -269,7 +286,9 @@ def totals(run: Run) -> dict[str, Any]:
         "mb_after": _sum_sizes(graphs, after=True),
         "did_nothing": sum(1 for g in graphs if g.did_nothing()),
         # graphs torch never pre-bucketed (tracekit.analyze.not_prebucketed), one per rank and graph
-        "not_prebucketed": sum(1 for r in run.ranks for f in r.schedules_without_outcome if unmerged_kinds(f)),
+        "not_prebucketed": sum(
+            1 for r in run.ranks for f in r.schedules_without_outcome if unmerged_kinds(f)
+        ),
     }
 
 
@@ -318,12 +337,17 @@ def findings_text(dn: list[dict[str, Any]]) -> str:
     if not items:
         return ""
     keys = {(d["compile_id"], d["graph_index"]) for d in items}
-    what = "; ".join(f"{d['compile_id']} {graph_label(d['graph_index'])} on ranks {format_ranks(d['ranks'])}: "
-                     f"{counts_text(d)}, run one by one" for d in items[:3])
+    what = "; ".join(
+        f"{d['compile_id']} {graph_label(d['graph_index'])} on ranks {format_ranks(d['ranks'])}: "
+        f"{counts_text(d)}, run one by one"
+        for d in items[:3]
+    )
     more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
     n = len(keys)
-    return (f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); "
-            "see Bucketing did nothing")
+    return (
+        f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); "
+        "see Bucketing did nothing"
+    )
 
 
 def explain_command(paths: list[str], ranks: list[int | None], compile_id: str, graph_index: int) -> str:
@@ -332,7 +356,9 @@ def explain_command(paths: list[str], ranks: list[int | None], compile_id: str, 
 
     named = [r for r in ranks if r is not None]
     rank = f" --rank {min(named)}" if named else ""
-    return f"tracekit explain {' '.join(shlex.quote(p) for p in paths)}{rank} --graph {compile_id}:{graph_index}"
+    return (
+        f"tracekit explain {' '.join(shlex.quote(p) for p in paths)}{rank} --graph {compile_id}:{graph_index}"
+    )
 
 
 def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
@@ -362,20 +388,32 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
             )
         elif t["compiles"]:
             versions = sorted({r.torch_version for r in run.ranks if r.torch_version})
-            head = (f"no bucketing recorded: {t['compiles']} compile{' was' if t['compiles'] == 1 else 's were'} "
-                    "logged, but no graph reached the post-grad passes' log (no before_post_grad_graph): ")
-            if versions and all(v.startswith("2.13") for v in versions):  # 2.13 logs them: the compiles stopped
-                why = (f"torch {', '.join(versions)} logs one for every graph inductor compiles, so the compiles "
-                       "stopped before inductor's post-grad passes (an error, a graph break with nothing to "
-                       "compile, or another backend)")
+            head = (
+                f"no bucketing recorded: {t['compiles']} compile{' was' if t['compiles'] == 1 else 's were'} "
+                "logged, but no graph reached the post-grad passes' log (no before_post_grad_graph): "
+            )
+            if versions and all(
+                v.startswith("2.13") for v in versions
+            ):  # 2.13 logs them: the compiles stopped
+                why = (
+                    f"torch {', '.join(versions)} logs one for every graph inductor compiles, so the compiles "
+                    "stopped before inductor's post-grad passes (an error, a graph break with nothing to "
+                    "compile, or another backend)"
+                )
             else:
-                torch = f"torch {', '.join(versions)}" if versions else "a torch that does not say its version"
-                why = (f"{torch} may not log them (tracekit reads torch 2.13's logs), or the compiles stopped "
-                       "before inductor")
+                torch = (
+                    f"torch {', '.join(versions)}" if versions else "a torch that does not say its version"
+                )
+                why = (
+                    f"{torch} may not log them (tracekit reads torch 2.13's logs), or the compiles stopped "
+                    "before inductor"
+                )
             out.append(head + why)
         else:
-            out.append("no bucketing recorded: the logs hold no compile (no dynamo_start entry); "
-                       "were they written with TORCH_TRACE set?")
+            out.append(
+                "no bucketing recorded: the logs hold no compile (no dynamo_start entry); "
+                "were they written with TORCH_TRACE set?"
+            )
     elif t["cache_hits"]:
         out.append(
             f"{t['cache_hits']} graphs were inductor cache hits and have no bucketing record; "
@@ -390,12 +428,20 @@ def why_no_outcome(run: Run) -> str:
     found = [n for n in notes(run) if n.startswith(("no bucketing recorded", "no rank read", "no log"))]
     if found:
         return found[0]
-    return ("no recorded pre_bucketing_fsdp_collectives outcome matched the selection "
-            "(--rank, --graph): see tracekit summarize for the graphs there are")
+    return (
+        "no recorded pre_bucketing_fsdp_collectives outcome matched the selection "
+        "(--rank, --graph): see tracekit summarize for the graphs there are"
+    )
 
 
-def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
-            other: list[dict[str, Any]] = (), dn: list[dict[str, Any]] = ()) -> dict[str, str]:
+def verdict(
+    run: Run,
+    w: dict[str, Any],
+    div: list[dict[str, Any]],
+    t: dict[str, Any],
+    other: list[dict[str, Any]] = (),
+    dn: list[dict[str, Any]] = (),
+) -> dict[str, str]:
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
     outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
     ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
@@ -411,8 +457,14 @@ def verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str,
     return v
 
 
-def _verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str, Any],
-             other: list[dict[str, Any]], dn: list[dict[str, Any]]) -> dict[str, Any]:
+def _verdict(
+    run: Run,
+    w: dict[str, Any],
+    div: list[dict[str, Any]],
+    t: dict[str, Any],
+    other: list[dict[str, Any]],
+    dn: list[dict[str, Any]],
+) -> dict[str, Any]:
     n = len(run.ranks)
     incomplete = []
     if w["missing"]:
@@ -439,28 +491,47 @@ def _verdict(run: Run, w: dict[str, Any], div: list[dict[str, Any]], t: dict[str
         if blamed:
             odd = {r for d in blamed for r in members(d)}
             graphs = {(d["compile_id"], d["graph_index"]) for d in blamed if "graph_index" in d}
-            parts.append(f"{len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority {on(graphs)}")
+            parts.append(
+                f"{len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority {on(graphs)}"
+            )
         splits: dict[tuple[str, ...], set] = {}
         for d in items:
             if not d.get("majority", True):
                 splits.setdefault(tuple(d["groups"]), set()).add(
-                    (d.get("compile_id"), d.get("graph_index")) if "graph_index" in d else None)
+                    (d.get("compile_id"), d.get("graph_index")) if "graph_index" in d else None
+                )
         for groups, keys in splits.items():
-            parts.append(f"ranks split into {len(groups)} groups with no majority ({'; '.join(groups)}) "
-                         f"{on({k for k in keys if k is not None})}")
-        proof = [k for k, v in (("divergence", div),
-                                ("schedule_divergence", [d for d in other if "graph_index" in d]),
-                                ("compile_divergence", [d for d in other if "what" in d])) if v]
+            parts.append(
+                f"ranks split into {len(groups)} groups with no majority ({'; '.join(groups)}) "
+                f"{on({k for k in keys if k is not None})}"
+            )
+        proof = [
+            k
+            for k, v in (
+                ("divergence", div),
+                ("schedule_divergence", [d for d in other if "graph_index" in d]),
+                ("compile_divergence", [d for d in other if "what" in d]),
+            )
+            if v
+        ]
         return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
     if t["graphs"] == 0:
-        return {"status": "no_data", "text": "NO DATA: no bucketing outcome in the logs" + tail,
-                "sections": ["notes"] + (["world"] if incomplete else [])}
+        return {
+            "status": "no_data",
+            "text": "NO DATA: no bucketing outcome in the logs" + tail,
+            "sections": ["notes"] + (["world"] if incomplete else []),
+        }
     if incomplete:
-        return {"status": "incomplete",
-                "text": (f"INCOMPLETE: the {n} ranks found agree" if n != 1 else "INCOMPLETE: one rank found") + tail,
-                "sections": ["world", "diagnostics"]}
-    ngraphs = len({g.key for r in run.ranks for g in r.graphs}
-                  | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")})
+        return {
+            "status": "incomplete",
+            "text": (f"INCOMPLETE: the {n} ranks found agree" if n != 1 else "INCOMPLETE: one rank found")
+            + tail,
+            "sections": ["world", "diagnostics"],
+        }
+    ngraphs = len(
+        {g.key for r in run.ranks for g in r.graphs}
+        | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")}
+    )
     if n == 1:
         return {"status": "agree", "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}"}
     return {"status": "agree", "text": f"OK: all {n} ranks agree on all {ngraphs} graphs"}
@@ -479,8 +550,18 @@ def group_to_dict(grp: RankGroup, memo: DumpMemo | None = None) -> dict[str, Any
     return {
         "ranks": format_ranks(grp.ranks),
         "count": len(grp.ranks),
-        **{k: per_rank[k] for k in ("compiles", "compiled_graphs", "cache_hits", "torch_version",
-                                    "compile_ids", "cache_events", "schedules_without_outcome")},
+        **{
+            k: per_rank[k]
+            for k in (
+                "compiles",
+                "compiled_graphs",
+                "cache_hits",
+                "torch_version",
+                "compile_ids",
+                "cache_events",
+                "schedules_without_outcome",
+            )
+        },
         "graphs": [{k: v for k, v in graph_to_dict(g, memo).items() if k not in where} for g in grp.graphs],
     }
 
@@ -516,8 +597,9 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     return doc
 
 
-def write_summary_json(run: Run, write: Callable[[bytes], Any], *, per_rank: bool = False,
-                       head: dict[str, Any] | None = None) -> None:
+def write_summary_json(
+    run: Run, write: Callable[[bytes], Any], *, per_rank: bool = False, head: dict[str, Any] | None = None
+) -> None:
     """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
     newline: the same text as ``render.dumps_json(summary_document(run, per_rank=...))``). The
     graph lists (of each group, and with ``per_rank`` of each rank) are written one graph at a
@@ -569,8 +651,11 @@ def write_summary_json(run: Run, write: Callable[[bytes], Any], *, per_rank: boo
     top = dict(head)
     if per_rank:
         top["ranks"] = run.ranks
-    obj(top, 0, {"groups": lambda gs, ind: items(gs, ind, group),
-                 "ranks": lambda rs, ind: items(rs, ind, rank)})
+    obj(
+        top,
+        0,
+        {"groups": lambda gs, ind: items(gs, ind, group), "ranks": lambda rs, ind: items(rs, ind, rank)},
+    )
     write(b"\n")
 
 

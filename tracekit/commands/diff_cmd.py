@@ -22,16 +22,16 @@ from typing import Any, NoReturn
 import click
 import orjson
 
+from tracekit.analyze.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
+from tracekit.analyze.summarize import graph_label, run_from_document
 from tracekit.commands import options
 from tracekit.commands.options import examples, format_option, has_log_entries, jobs_option, output_option
-from tracekit.commands.progress import ProgressBar
 from tracekit.commands.output import output_sink
-from tracekit.render.schedule_text import final_change_rows
-from tracekit.analyze.diff import Diff, FieldChange, GraphChange, diff_runs, format_ranks
+from tracekit.commands.progress import ProgressBar
 from tracekit.model import CollectiveSize, Graph, Run
-from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_mb, heading, table
 from tracekit.read.sources import GZIP_MAGIC
-from tracekit.analyze.summarize import graph_label, run_from_document
+from tracekit.render.schedule_text import final_change_rows
+from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_mb, heading, table
 
 SUMMARY_PREFIX = "tracekit.summary/"
 #: The summary majors this version reads: /1 (per rank) and /2 (ranks grouped by outcome).
@@ -70,7 +70,7 @@ def summary_major(schema: Any, path: str) -> int:
             f"{path}: JSON with schema {schema!r} is not a tracekit summary "
             f"(expected {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJORS[-1]})"
         )
-    version = schema[len(SUMMARY_PREFIX):]
+    version = schema[len(SUMMARY_PREFIX) :]
     major = version.split(".", 1)[0]
     if not major.isdigit():
         raise InputError(f"{path}: unreadable summary schema version {schema!r}")
@@ -81,7 +81,7 @@ def run_from_summary(doc: Any, path: str) -> Run:
     """A :class:`Run` rebuilt from a ``tracekit.summary/1.x`` or ``/2.x`` document; keys this
     version does not know are ignored, missing optional ones take their defaults."""
     if not isinstance(doc, dict) or "schema" not in doc:
-        raise InputError(f"{path}: JSON without a \"schema\" key is not a tracekit summary")
+        raise InputError(f'{path}: JSON without a "schema" key is not a tracekit summary')
     major = summary_major(doc["schema"], path)
     if major not in SUPPORTED_SUMMARY_MAJORS:
         readable = " and ".join(f"{SUMMARY_PREFIX}{m}.x" for m in SUPPORTED_SUMMARY_MAJORS)
@@ -90,7 +90,7 @@ def run_from_summary(doc: Any, path: str) -> Run:
         )
     for key in ("ranks", "groups"):
         if not isinstance(doc.get(key) or [], list):
-            raise InputError(f"{path}: bad summary: \"{key}\" is not a list")
+            raise InputError(f'{path}: bad summary: "{key}" is not a list')
     try:
         run = run_from_document(doc)  # the model keeps only the keys it knows
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -119,8 +119,9 @@ def summary_problem(run: Run) -> str:
     return ""
 
 
-def load_run(path: str, jobs: int | None = None,
-             progress: Callable[[int, int], None] | None = None) -> tuple[Run, str]:
+def load_run(
+    path: str, jobs: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> tuple[Run, str]:
     """Read one RUN argument: ``(run, "summary")`` for a JSON summary, ``(run, "logs")`` else."""
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file or directory")
@@ -215,15 +216,19 @@ def change_rows(c: GraphChange) -> list[list[str]]:
         return [where + ["graph only in A", outcome_text(c.graph), "absent"]]
     if c.kind == "only_in_b":
         return [where + ["graph only in B", "absent", outcome_text(c.graph)]]
-    rows = [where + row for f in c.fields
-            for row in (final_change_rows(f.a, f.b) if f.field == "final"
-                        else [[f.field, value_text(f, f.a), value_text(f, f.b)]])]
+    rows = [
+        where + row
+        for f in c.fields
+        for row in (
+            final_change_rows(f.a, f.b)
+            if f.field == "final"
+            else [[f.field, value_text(f, f.a), value_text(f, f.b)]]
+        )
+    ]
     for s in c.sizes:
         if s.length_a != s.length_b:
             rows.append(where + [f"sizes {s.which}: count", str(s.length_a), str(s.length_b)])
-        rows.append(
-            where + [f"sizes {s.which}: first diff #{s.index}", size_text(s.a), size_text(s.b)]
-        )
+        rows.append(where + [f"sizes {s.which}: first diff #{s.index}", size_text(s.a), size_text(s.b)])
     return rows
 
 
@@ -246,9 +251,7 @@ def size_text(c: CollectiveSize | None) -> str:
 def outcome_text(g: Graph | None) -> str:
     if g is None:
         return "-"
-    counts = ", ".join(
-        f"{t} {c.before}->{c.after}" for t, c in g.collectives.items() if c.before or c.after
-    )
+    counts = ", ".join(f"{t} {c.before}->{c.after}" for t, c in g.collectives.items() if c.before or c.after)
     return f"cap {fmt_mb(g.bucket_cap_mb)} MB" + (f", {counts}" if counts else "")
 
 
@@ -270,7 +273,8 @@ def fail(message: str) -> NoReturn:
 @format_option(DIFF_FORMATS, help="Output format; json is the tracekit.diff/1 document.")
 @output_option("Write to FILE, not stdout.")
 @click.option(
-    "--exit-code", is_flag=True,
+    "--exit-code",
+    is_flag=True,
     help="Exit 1 when the runs differ, 0 when identical (like git diff --exit-code).",
 )
 @jobs_option()

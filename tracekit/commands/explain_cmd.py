@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from tracekit.analyze.summarize import graph_label
 from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
@@ -30,8 +31,16 @@ from tracekit.commands.options import (
     require_torch,
 )
 from tracekit.commands.output import output_sink
-from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, exact_mb, fmt_mb, heading, table
-from tracekit.analyze.summarize import graph_label
+from tracekit.render.text import (
+    UNITS_MB,
+    UNITS_SIZES,
+    dumps_json,
+    escape_controls,
+    exact_mb,
+    fmt_mb,
+    heading,
+    table,
+)
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
 HEADERS = ["collective", "kind", "MB", "dtype", "bucket", "reason", "what-if"]
@@ -47,8 +56,10 @@ def _what_if_text(w: dict[str, Any] | None) -> str:
 
 def _graph_title(g: dict[str, Any]) -> str:
     rank = "not logged" if g["rank"] is None else g["rank"]
-    return (f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
-            f"cap {'-' if g['cap_mb'] is None else exact_mb(g['cap_mb'])} MB")  # the cap planned at
+    return (
+        f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
+        f"cap {'-' if g['cap_mb'] is None else exact_mb(g['cap_mb'])} MB"
+    )  # the cap planned at
 
 
 def _verdict(g: dict[str, Any]) -> str:
@@ -60,7 +71,8 @@ def _verdict(g: dict[str, Any]) -> str:
         line = f"recorded {counts}; the planner reproduces it ({checked} checked), bucket mode {g['bucket_mode']}\n"
     else:
         line = f"recorded {counts}; NOT REPRODUCED, bucket mode {g['bucket_mode']}:\n" + "".join(
-            f"  {m}\n" for m in g["mismatches"])
+            f"  {m}\n" for m in g["mismatches"]
+        )
     if g.get("note"):
         line += f"note: {g['note']}\n"
     return line
@@ -77,8 +89,17 @@ def wrap(text: str, bullet: str) -> str:
     under the bullet (collective names are never broken)."""
     import textwrap
 
-    return textwrap.fill(text, width=MAX_WIDTH, initial_indent=bullet, subsequent_indent=bullet + "  ",
-                         break_long_words=False, break_on_hyphens=False) + "\n"
+    return (
+        textwrap.fill(
+            text,
+            width=MAX_WIDTH,
+            initial_indent=bullet,
+            subsequent_indent=bullet + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        + "\n"
+    )
 
 
 def _alike(why: list[dict[str, Any]], names: list[str], dtypes: list[str]) -> list[list[dict[str, Any]]]:
@@ -87,8 +108,13 @@ def _alike(why: list[dict[str, Any]], names: list[str], dtypes: list[str]) -> li
     group's first member."""
     import re
 
-    dtype_re = re.compile(r"\b(?:" + "|".join(re.escape(d) for d in sorted(set(dtypes), key=len, reverse=True))
-                          + r")\b") if dtypes else None
+    dtype_re = (
+        re.compile(
+            r"\b(?:" + "|".join(re.escape(d) for d in sorted(set(dtypes), key=len, reverse=True)) + r")\b"
+        )
+        if dtypes
+        else None
+    )
 
     by_length = sorted(set(names), key=len, reverse=True)
     name_re = re.compile("|".join(re.escape(n) for n in by_length)) if by_length else None
@@ -116,10 +142,14 @@ def _why_text(group: list[dict[str, Any]]) -> str:
         extra = f" What if: {what_if['text']} (verified by planning again)." if what_if else ""
         return f"{first['name']}: {first['reason']}: {first['detail']}.{extra}"
     names = [c["name"] for c in group]
-    shown = ", ".join(names[:MAX_NAMES]) + (f" (+{len(names) - MAX_NAMES} more)" if len(names) > MAX_NAMES else "")
+    shown = ", ".join(names[:MAX_NAMES]) + (
+        f" (+{len(names) - MAX_NAMES} more)" if len(names) > MAX_NAMES else ""
+    )
     extra = f" What if, for each: {what_if['text']} (verified by planning again)." if what_if else ""
-    return (f"{len(group)} collectives, {first['reason']}: {shown}. For {first['name']}: {first['detail']}; "
-            f"the others alike, with their own names and sizes (the JSON has each).{extra}")
+    return (
+        f"{len(group)} collectives, {first['reason']}: {shown}. For {first['name']}: {first['detail']}; "
+        f"the others alike, with their own names and sizes (the JSON has each).{extra}"
+    )
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
@@ -137,9 +167,18 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         if g["error"]:
             continue
         out.append("\n")
-        rows = [[c["name"], c["kind"], fmt_mb(c["size_mb"]), c["dtype"],
-                 "-" if c["bucket"] is None else f"{c['kind']} {c['bucket']}", c["reason"],
-                 _what_if_text(c["what_if"])] for c in g["collectives"]]
+        rows = [
+            [
+                c["name"],
+                c["kind"],
+                fmt_mb(c["size_mb"]),
+                c["dtype"],
+                "-" if c["bucket"] is None else f"{c['kind']} {c['bucket']}",
+                c["reason"],
+                _what_if_text(c["what_if"]),
+            ]
+            for c in g["collectives"]
+        ]
         out.append(table(rows, HEADERS, fmt))
         why = [c for c in g["collectives"] if c["reason"] != "bucketed"]
         buckets = [(k, i, b) for k, bs in g["buckets"].items() for i, b in enumerate(bs)]
@@ -147,7 +186,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append("\n")
         for kind, i, members in buckets:
             out.append(wrap(f"{kind} bucket {i}: {', '.join(members)}", bullet))
-        for group in _alike(why, [c["name"] for c in g["collectives"]], [str(c["dtype"]) for c in g["collectives"]]):
+        for group in _alike(
+            why, [c["name"] for c in g["collectives"]], [str(c["dtype"]) for c in g["collectives"]]
+        ):
             out.append(wrap(_why_text(group), bullet))
     if not doc["graphs"] and not doc.get("notes"):
         out.append("no recorded pre_bucketing_fsdp_collectives outcome matched\n")
@@ -162,16 +203,28 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
     """A graph torch never pre-bucketed (:mod:`tracekit.explain.not_prebucketed`): its reason, each
     collective's, and the forward-groups what-if."""
     rank = "-" if g["rank"] is None else g["rank"]
-    out = [heading(f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
-                   f"{g['outcome']}", fmt)]
+    out = [
+        heading(
+            f"rank {rank}, graph {g['compile_id']}:{g['graph_index']} ({graph_label(g['graph_index'])}), "
+            f"{g['outcome']}",
+            fmt,
+        )
+    ]
     runs = ", ".join(f"{k} {n}" for k, n in g["recorded"]["schedule"].items())
     if g["error"]:
-        return "".join(out) + f"recorded: {g['outcome']} ({runs} run one by one); not explained: {g['error']}\n"
+        return (
+            "".join(out) + f"recorded: {g['outcome']} ({runs} run one by one); not explained: {g['error']}\n"
+        )
     if g["reproduced"]:
-        out.append(f"recorded: {g['outcome']} ({runs} run one by one); the planner reproduces it: "
-                   f"{g['reason_text']}\n")
+        out.append(
+            f"recorded: {g['outcome']} ({runs} run one by one); the planner reproduces it: "
+            f"{g['reason_text']}\n"
+        )
     else:
-        out.append(f"recorded: {g['outcome']} ({runs}); NOT REPRODUCED:\n" + "".join(f"  {m}\n" for m in g["mismatches"]))
+        out.append(
+            f"recorded: {g['outcome']} ({runs}); NOT REPRODUCED:\n"
+            + "".join(f"  {m}\n" for m in g["mismatches"])
+        )
     for w in g["what_ifs"]:
         if w["name"] == "overlap_bucketing":
             check = "run through torch's overlap scheduler" if w["verified"] else "not run"
@@ -181,23 +234,42 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
     if g["note"]:
         out.append(f"note: {g['note']}\n")
     out.append("\n")
-    rows = [[c["name"], c["kind"], fmt_mb(c["size_mb"]), c["dtype"], c["reason"],
-             "-" if not c["what_if"] else ("-" if c["what_if"]["bucket"] is None
-                                           else f"{c['kind']} {c['what_if']['bucket']}")]
-            for c in g["collectives"]]
+    rows = [
+        [
+            c["name"],
+            c["kind"],
+            fmt_mb(c["size_mb"]),
+            c["dtype"],
+            c["reason"],
+            "-"
+            if not c["what_if"]
+            else ("-" if c["what_if"]["bucket"] is None else f"{c['kind']} {c['what_if']['bucket']}"),
+        ]
+        for c in g["collectives"]
+    ]
     out.append(table(rows, ["collective", "kind", "MB", "dtype", "reason", "with forward groups"], fmt))
     bullet = "- " if fmt == "markdown" else "  "
-    out.append("\n" + "".join(
-        f"{bullet}{c['name']}: {c['reason']}: {c['detail']}."
-        + (f" What if: {c['what_if']['text']}.\n" if c["what_if"] else "\n") for c in g["collectives"]))
+    out.append(
+        "\n"
+        + "".join(
+            f"{bullet}{c['name']}: {c['reason']}: {c['detail']}."
+            + (f" What if: {c['what_if']['text']}.\n" if c["what_if"] else "\n")
+            for c in g["collectives"]
+        )
+    )
     return "".join(out)
 
 
 @click.command("explain")
 @paths_argument()
 @click.option("--rank", "rank", type=int, default=None, help="Rank to explain (default: the lowest).")
-@click.option("--graph", "graphs", multiple=True, metavar="COMPILE_ID[:INDEX]",
-              help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.")
+@click.option(
+    "--graph",
+    "graphs",
+    multiple=True,
+    metavar="COMPILE_ID[:INDEX]",
+    help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.",
+)
 @format_option(EXPLAIN_FORMATS)
 @output_option()
 @examples(
@@ -228,8 +300,14 @@ def explain(paths, rank, graphs, fmt, output):
     status.say("reading the logs ...")
     reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
     try:
-        mixed = replay_sources_for(paths, rank=rank, graphs=selectors, diagnostics=diag,
-                                   reader=graph_and_unbucketed_sources, progress=reading)
+        mixed = replay_sources_for(
+            paths,
+            rank=rank,
+            graphs=selectors,
+            diagnostics=diag,
+            reader=graph_and_unbucketed_sources,
+            progress=reading,
+        )
     except SelectionError as e:
         reading.close()
         status.close()
@@ -240,14 +318,22 @@ def explain(paths, rank, graphs, fmt, output):
     if not sources and not unbucketed_of(mixed):  # status 2 when no log, else the note (exit 0)
         notes.append(nothing_to_do("explain", paths, status))
     if diag.total:
-        notes.append(f"{diag.total} bad input(s) while reading: "
-                     + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
+        notes.append(
+            f"{diag.total} bad input(s) while reading: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
+        )
     # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs
     with status:
-        doc = explain_mixed(mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()},
-                            progress=status)
+        doc = explain_mixed(
+            mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()}, progress=status
+        )
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
-        write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
-              .encode("utf-8"))
+        write(
+            (
+                dumps_json(doc)
+                if fmt == "json"
+                else escape_controls(render_text(doc, fmt), keep_newlines=True)
+            ).encode("utf-8")
+        )
     ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])
     sys.exit(OK if ok else FINDINGS)

@@ -51,9 +51,7 @@ def has_log_entries(run: Any) -> bool:
     """False when nothing in the input looked like a compile log: no rank, or only a rank-less
     one with no graph, no compiled graph and no cache hit (an empty or foreign file). Every
     command then exits :data:`BAD_INPUT` ("no log could be read"), whatever else it prints."""
-    return any(
-        r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks
-    )
+    return any(r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks)
 
 
 def no_log_reason(run: Any) -> str | None:
@@ -65,7 +63,9 @@ def no_log_reason(run: Any) -> str | None:
         return None
     from tracekit.render.text import escape_controls
 
-    why = next((e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None)
+    why = next(
+        (e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None
+    )
     return escape_controls(why or "no log could be read")
 
 
@@ -74,8 +74,8 @@ def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str
     only) and either fail as ``summarize`` does when they hold no log (:func:`no_log_reason`,
     status 2; ``status``, a progress line, is closed first) or return the note that says why
     (:func:`tracekit.analyze.summarize.why_no_outcome`: nothing to do is no finding, exit 0)."""
-    from tracekit.read.reader import load
     from tracekit.analyze.summarize import why_no_outcome
+    from tracekit.read.reader import load
 
     run = load(list(paths), jobs=1)
     why = no_log_reason(run)
@@ -87,28 +87,38 @@ def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str
 
 
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:
-    return click.option("--format", "fmt", type=click.Choice(list(formats)), default=default,
-                        show_default=True, help=help)
+    return click.option(
+        "--format", "fmt", type=click.Choice(list(formats)), default=default, show_default=True, help=help
+    )
 
 
 def _check_output_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value:
         parent = os.path.dirname(os.path.abspath(value))
         if not os.path.isdir(parent):
-            raise click.BadParameter(f"directory {os.path.dirname(value) or '.'!r} does not exist",
-                                     ctx=ctx, param=param)
+            raise click.BadParameter(
+                f"directory {os.path.dirname(value) or '.'!r} does not exist", ctx=ctx, param=param
+            )
     return value
 
 
 def output_option(help: str = "Write to FILE instead of stdout.") -> Callable:
-    return click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-                        callback=_check_output_dir, help=help)
+    return click.option(
+        "--output", "-o", type=click.Path(dir_okay=False), default=None, callback=_check_output_dir, help=help
+    )
 
 
 def file_in_existing_dir(flag: str, name: str, metavar: str, help: str) -> Callable:
     """An option naming a file to write (``--plot FILE.png``): its directory must exist."""
-    return click.option(flag, name, type=click.Path(dir_okay=False), default=None, metavar=metavar,
-                        callback=_check_output_dir, help=help)
+    return click.option(
+        flag,
+        name,
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar=metavar,
+        callback=_check_output_dir,
+        help=help,
+    )
 
 
 def _check_plot(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -118,13 +128,22 @@ def _check_plot(ctx: click.Context, param: click.Parameter, value: str | None) -
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise click.BadParameter("needs matplotlib: pip install -e '.[plot]'", ctx=ctx, param=param) from None
+            raise click.BadParameter(
+                "needs matplotlib: pip install -e '.[plot]'", ctx=ctx, param=param
+            ) from None
     return value
 
 
 def plot_option(help: str = "Draw collectives and comm time against the cap (needs matplotlib).") -> Callable:
-    return click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-                        metavar="FILE.png", callback=_check_plot, help=help)
+    return click.option(
+        "--plot",
+        "plot_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE.png",
+        callback=_check_plot,
+        help=help,
+    )
 
 
 #: The largest cap ``--cap-mb`` takes (MB): 1e9 MB is a petabyte, beyond any GPU's memory.
@@ -147,8 +166,9 @@ def parse_cap_mb(text: str) -> float | None:
     if mb <= 0:
         raise click.BadParameter(f"{text!r} is not a cap: it must be more than 0 MB", param_hint="--cap-mb")
     if mb > MAX_CAP_MB:
-        raise click.BadParameter(f"{text!r} is too large: a cap is at most {MAX_CAP_MB:,.0f} MB",
-                                 param_hint="--cap-mb")
+        raise click.BadParameter(
+            f"{text!r} is too large: a cap is at most {MAX_CAP_MB:,.0f} MB", param_hint="--cap-mb"
+        )
     return mb
 
 
@@ -162,8 +182,13 @@ def check_cap_mb(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 
 
 def jobs_option() -> Callable:
-    return click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-                        help="Worker processes reading files in parallel (default: the machine's cores).")
+    return click.option(
+        "--jobs",
+        "-j",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Worker processes reading files in parallel (default: the machine's cores).",
+    )
 
 
 def paths_argument() -> Callable:
@@ -173,8 +198,10 @@ def paths_argument() -> Callable:
 
 def examples(*lines: str) -> Callable[[Any], Any]:
     """Append an "Examples" block to a command's ``--help``."""
+
     def deco(f: Any) -> Any:
         block = "\n\n\b\nExamples:\n" + "\n".join(f"  {ln}" for ln in lines)
         f.__doc__ = inspect.cleandoc(f.__doc__ or "") + block
         return f
+
     return deco

@@ -16,7 +16,9 @@ import click
 
 
 @contextlib.contextmanager
-def output_sink(output: str | None, *, command: str, error_status: int) -> Iterator[Callable[[bytes], object]]:
+def output_sink(
+    output: str | None, *, command: str, error_status: int
+) -> Iterator[Callable[[bytes], object]]:
     """Yield a ``write(bytes)`` for FILE (``output``) or stdout; see the module docstring."""
     try:
         f = open(output, "wb") if output else None  # noqa: SIM115 - closed below

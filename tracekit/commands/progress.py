@@ -22,8 +22,14 @@ class ProgressBar:
     (``"graphs"``), ``done`` and ``total`` are counts of it, not bytes; :meth:`say` shows a
     phase that has no count (``importing torch``) until the bar draws or closes."""
 
-    def __init__(self, stream: IO[str] | None = None, label: str = "reading", width: int = 30,
-                 min_total: int = 32 << 20, unit: str | None = None) -> None:
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        label: str = "reading",
+        width: int = 30,
+        min_total: int = 32 << 20,
+        unit: str | None = None,
+    ) -> None:
         self.unit = unit
         self.stream = stream if stream is not None else sys.stderr
         self.label = label

@@ -21,8 +21,8 @@ import click
 from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
-    check_cap_mb,
     OK,
+    check_cap_mb,
     examples,
     fail,
     format_option,
@@ -36,12 +36,33 @@ from tracekit.commands.options import (
 from tracekit.commands.output import output_sink
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.model.rankset import format_ranks, parse_ranks
-from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_caps, fmt_counts, fmt_mb, heading, table
+from tracekit.render.text import (
+    UNITS_MB,
+    UNITS_SIZES,
+    dumps_json,
+    escape_controls,
+    fmt_caps,
+    fmt_counts,
+    fmt_mb,
+    heading,
+    table,
+)
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
-CAP_HEADERS = ["ranks", "graph", "cap MB", "cap from", "AG", "RS", "AR", "buckets", "largest MB",
-               "comm ms", "vs recorded"]
+CAP_HEADERS = [
+    "ranks",
+    "graph",
+    "cap MB",
+    "cap from",
+    "AG",
+    "RS",
+    "AR",
+    "buckets",
+    "largest MB",
+    "comm ms",
+    "vs recorded",
+]
 
 
 def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
@@ -88,14 +109,21 @@ def hardware_line(doc: dict[str, Any], which: str) -> str:
     (the recorded buckets) or ``"replays"`` (the other caps)."""
     seen: list[dict[str, Any]] = []
     for g in doc["graphs"]:
-        hws = [g["recorded"].get("hardware")] if which == "recorded" else [r.get("hardware") for r in g["replays"]]
+        hws = (
+            [g["recorded"].get("hardware")]
+            if which == "recorded"
+            else [r.get("hardware") for r in g["replays"]]
+        )
         for hw in hws:
             if hw and hw not in seen:
                 seen.append(hw)
     if not seen:
         return "comm ms: torch's NCCL model (no graph was costed)\n"
-    parts = [f"{hw['interconnect']}, group size {hw['group_size']}, "
-             f"{hw['n_nodes']} machine{'s' if hw['n_nodes'] != 1 else ''}" for hw in seen]
+    parts = [
+        f"{hw['interconnect']}, group size {hw['group_size']}, "
+        f"{hw['n_nodes']} machine{'s' if hw['n_nodes'] != 1 else ''}"
+        for hw in seen
+    ]
     return f"comm ms: torch's NCCL model, assuming {'; '.join(parts)}\n"
 
 
@@ -123,9 +151,18 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             verdict = "not rebuilt"
         else:
             verdict = "yes" if g["reproduced"] else "NO"
-        rows.append([*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", g["nodes"] or "-",
-                     fmt_mb(rec["bucket_cap_mb"]), *(fmt_counts(rec["collectives"].get(t)) for t in types),
-                     verdict, _ms(rec["estimated_comm_ms"])])
+        rows.append(
+            [
+                *run_of(g),
+                _ranks(g),
+                f"{g['compile_id']}:{g['graph_index']}",
+                g["nodes"] or "-",
+                fmt_mb(rec["bucket_cap_mb"]),
+                *(fmt_counts(rec["collectives"].get(t)) for t in types),
+                verdict,
+                _ms(rec["estimated_comm_ms"]),
+            ]
+        )
     out.append(table(rows, (["run"] if len(runs) > 1 else []) + GRAPH_HEADERS, fmt))
     problems = []
     for g in doc["graphs"]:
@@ -144,24 +181,41 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         for r in g["replays"]:
             buckets = r["bucket_sizes_mb"]
             n_after = sum(len(v) for v in buckets.values())
-            row = [*run_of(g), _ranks(g), f"{g['compile_id']}:{g['graph_index']}", cap_text[r["bucket_cap_mb"]],
-                   r["cap_source"], *(fmt_counts(r["collectives"].get(t)) for t in types),
-                   f"{n_after} ({r['merged_buckets']} merged)", fmt_mb(r["largest_bucket_mb"]),
-                   _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
+            row = [
+                *run_of(g),
+                _ranks(g),
+                f"{g['compile_id']}:{g['graph_index']}",
+                cap_text[r["bucket_cap_mb"]],
+                r["cap_source"],
+                *(fmt_counts(r["collectives"].get(t)) for t in types),
+                f"{n_after} ({r['merged_buckets']} merged)",
+                fmt_mb(r["largest_bucket_mb"]),
+                _ms(r["estimated_comm_ms"]),
+                _ms(r["comm_ms_vs_recorded"], signed=True),
+            ]
             if doc.get("apply"):
                 row.append(_applied_text(r.get("applied")))
             cap_rows.append(row)
     if doc["caps"] or cap_rows:
         hw = doc["hardware"]
-        what_if = ", ".join(f"{k}={v}" for k, v in [*hw.items(), ("bucket_mode", doc.get("bucket_mode"))]
-                            if v is not None)
+        what_if = ", ".join(
+            f"{k}={v}" for k, v in [*hw.items(), ("bucket_mode", doc.get("bucket_mode"))] if v is not None
+        )
         title = "Other caps" + (f" ({what_if})" if what_if else "")
         out.append("\n" + heading(title, fmt))
         out.append(hardware_line(doc, "replays"))
-        out.append(table(cap_rows, (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []), fmt))
-        out.append("\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
-                   f"largest: the biggest one, the memory it pins;\n{UNITS_MB}; {UNITS_SIZES}; comm ms: torch's "
-                   "NCCL model of the FSDP collectives, vs the recorded buckets on the same hardware.\n")
+        out.append(
+            table(
+                cap_rows,
+                (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []),
+                fmt,
+            )
+        )
+        out.append(
+            "\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
+            f"largest: the biggest one, the memory it pins;\n{UNITS_MB}; {UNITS_SIZES}; comm ms: torch's "
+            "NCCL model of the FSDP collectives, vs the recorded buckets on the same hardware.\n"
+        )
     from tracekit.render.not_prebucketed_text import unbucketed_section
 
     out.append(unbucketed_section(doc, fmt))  # graphs torch never pre-bucketed
@@ -174,9 +228,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
         every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
         graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
-    out.append(f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
-               f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
-               + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "") + ".\n")
+    out.append(
+        f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
+        f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
+        + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "")
+        + ".\n"
+    )
     for note in doc.get("notes", []):
         out.append(f"note: {note}\n")
     return "".join(out)
@@ -184,61 +241,161 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
 @click.command("replay")
 @paths_argument()
-@click.option("--cap-mb", "cap_mb", multiple=True, metavar="MB[,MB...]", callback=check_cap_mb,
-              help="Cap(s) to replay, in MB; repeatable or comma-separated (auto allowed).")
-@click.option("--cap", "cap_auto", multiple=True, type=click.Choice(["auto"]),
-              help="`--cap auto`: torch's automatic cap on the (what-if) hardware.")
-@click.option("--interconnect", default=None, metavar="NAME",
-              help="What-if interconnect, one of torch's profiles: NVLINK_A100, NVLINK_H100, NVLINK_B200, "
-                   "NVLINK_V100, IB_HDR, IB_NDR, PCIE (case and -/_ insensitive).")
-@click.option("--group-size", type=click.IntRange(1, 1 << 20), default=None,
-              help="What-if FSDP group size for the comm model and the auto cap.")
-@click.option("--gpus-per-node", type=click.IntRange(1, 1024), default=None,
-              help="What-if GPUs per node (sets nNodes in the comm model).")
-@click.option("--apply", "apply_", is_flag=True, help="Also run the full rewrite per cap and lint the result.")
+@click.option(
+    "--cap-mb",
+    "cap_mb",
+    multiple=True,
+    metavar="MB[,MB...]",
+    callback=check_cap_mb,
+    help="Cap(s) to replay, in MB; repeatable or comma-separated (auto allowed).",
+)
+@click.option(
+    "--cap",
+    "cap_auto",
+    multiple=True,
+    type=click.Choice(["auto"]),
+    help="`--cap auto`: torch's automatic cap on the (what-if) hardware.",
+)
+@click.option(
+    "--interconnect",
+    default=None,
+    metavar="NAME",
+    help="What-if interconnect, one of torch's profiles: NVLINK_A100, NVLINK_H100, NVLINK_B200, "
+    "NVLINK_V100, IB_HDR, IB_NDR, PCIE (case and -/_ insensitive).",
+)
+@click.option(
+    "--group-size",
+    type=click.IntRange(1, 1 << 20),
+    default=None,
+    help="What-if FSDP group size for the comm model and the auto cap.",
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="What-if GPUs per node (sets nNodes in the comm model).",
+)
+@click.option(
+    "--apply", "apply_", is_flag=True, help="Also run the full rewrite per cap and lint the result."
+)
 @click.option("--rank", "rank", type=int, default=None, help="Rank to replay (default: the lowest).")
 @click.option("--all-ranks", is_flag=True, help="Replay every rank's graphs.")
-@click.option("--graph", "graphs", multiple=True, metavar="COMPILE_ID[:INDEX]",
-              help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.")
-@click.option("--sym", "syms", multiple=True, metavar="NAME=VALUE",
-              help="Value of a symbolic size (e.g. s77=1024); repeatable.")
+@click.option(
+    "--graph",
+    "graphs",
+    multiple=True,
+    metavar="COMPILE_ID[:INDEX]",
+    help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.",
+)
+@click.option(
+    "--sym",
+    "syms",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Value of a symbolic size (e.g. s77=1024); repeatable.",
+)
 @click.option("--mode", default=None, help="Bucket mode (default, custom_ops, ...), as torch's pass.")
-@click.option("--bucket-mode", "bucket_mode", default=None, metavar="MODE",
-              help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
-                   "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).")
-@click.option("--what-if", "what_ifs", multiple=True, type=click.Choice(["forward-groups", "overlap-bucketing"]),
-              help="For graphs torch never pre-bucketed: forward-groups gives the pass the FSDP groups "
-                   "the forward of the same compile id identified; overlap-bucketing runs torch's overlap "
-                   "scheduler on the graph with collective_bucketing True and False.")
-@click.option("--overlap/--no-overlap", "overlap", default=None,
-              help="Run torch's overlap scheduler after pre-bucketing (default: on graphs whose log shows it ran).")
-@click.option("--gpu", type=click.Choice(["H100", "A100", "B200"]), default="H100", show_default=True,
-              help="GPU whose roofline times nodes without a recorded estimate.")
-@click.option("--collective-bucketing/--no-collective-bucketing", "collective_bucketing", default=None,
-              help="Scheduler setting: overlap-preserving bucketing (default: inductor's config).")
+@click.option(
+    "--bucket-mode",
+    "bucket_mode",
+    default=None,
+    metavar="MODE",
+    help="Model inductor's aten_distributed_optimizations.bucket_mode = MODE, where torch's FSDP pass "
+    "takes its all-gather grouping from (custom_ops_multidtype: bf16 and f32 bucket together).",
+)
+@click.option(
+    "--what-if",
+    "what_ifs",
+    multiple=True,
+    type=click.Choice(["forward-groups", "overlap-bucketing"]),
+    help="For graphs torch never pre-bucketed: forward-groups gives the pass the FSDP groups "
+    "the forward of the same compile id identified; overlap-bucketing runs torch's overlap "
+    "scheduler on the graph with collective_bucketing True and False.",
+)
+@click.option(
+    "--overlap/--no-overlap",
+    "overlap",
+    default=None,
+    help="Run torch's overlap scheduler after pre-bucketing (default: on graphs whose log shows it ran).",
+)
+@click.option(
+    "--gpu",
+    type=click.Choice(["H100", "A100", "B200"]),
+    default="H100",
+    show_default=True,
+    help="GPU whose roofline times nodes without a recorded estimate.",
+)
+@click.option(
+    "--collective-bucketing/--no-collective-bucketing",
+    "collective_bucketing",
+    default=None,
+    help="Scheduler setting: overlap-preserving bucketing (default: inductor's config).",
+)
 @click.option("--max-in-flight-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
-@click.option("--max-memory-increase-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
-@click.option("--max-memory-increase-ratio", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option(
+    "--max-memory-increase-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting."
+)
+@click.option(
+    "--max-memory-increase-ratio", type=click.FloatRange(0, None), default=None, help="Scheduler setting."
+)
 @click.option("--scheduler-bucket-mode", default=None, metavar="MODE", help="Scheduler setting: bucket_mode.")
-@click.option("--recommend", is_flag=True,
-              help="Sweep recorded, auto and 1 MB..2 GB caps; print the Pareto front and the cap to use.")
-@click.option("--memory-budget-gb", type=click.FloatRange(0, None, min_open=True), default=None,
-              help="With --recommend: the largest peak memory allowed.")
+@click.option(
+    "--recommend",
+    is_flag=True,
+    help="Sweep recorded, auto and 1 MB..2 GB caps; print the Pareto front and the cap to use.",
+)
+@click.option(
+    "--memory-budget-gb",
+    type=click.FloatRange(0, None, min_open=True),
+    default=None,
+    help="With --recommend: the largest peak memory allowed.",
+)
 @format_option(REPLAY_FORMATS)
 @output_option()
 @plot_option()
-@click.option("--trace-out", "trace_out", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="Write one Chrome trace-event JSON per cap (DIR/cap_<X>MB.json) for Perfetto or chrome://tracing.")
+@click.option(
+    "--trace-out",
+    "trace_out",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Write one Chrome trace-event JSON per cap (DIR/cap_<X>MB.json) for Perfetto or chrome://tracing.",
+)
 @examples(
     "tracekit replay logs/ --cap-mb 64",
     "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
     "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
     "tracekit replay logs/ --cap-mb 0.1 --cap auto --what-if forward-groups",
 )
-def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, apply_, rank, all_ranks,
-           graphs, syms, mode, bucket_mode, what_ifs, overlap, gpu, collective_bucketing, max_in_flight_gb,
-           max_memory_increase_gb, max_memory_increase_ratio, scheduler_bucket_mode, recommend,
-           memory_budget_gb, fmt, output, plot_path, trace_out):
+def replay(
+    paths,
+    cap_mb,
+    cap_auto,
+    interconnect,
+    group_size,
+    gpus_per_node,
+    apply_,
+    rank,
+    all_ranks,
+    graphs,
+    syms,
+    mode,
+    bucket_mode,
+    what_ifs,
+    overlap,
+    gpu,
+    collective_bucketing,
+    max_in_flight_gb,
+    max_memory_increase_gb,
+    max_memory_increase_ratio,
+    scheduler_bucket_mode,
+    recommend,
+    memory_budget_gb,
+    fmt,
+    output,
+    plot_path,
+    trace_out,
+):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     from tracekit.commands.progress import ProgressBar, note_loading_torch
@@ -248,13 +405,13 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     require_torch("replay")
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
-    from tracekit.replay import comm_estimate as ce
-    from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
     from tracekit.read.pairing import UnbucketedSource
     from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.replay import comm_estimate as ce
+    from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
+    from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
     from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
-    from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
 
     if rank is not None and all_ranks:
         raise click.UsageError("--rank and --all-ranks exclude each other")
@@ -282,11 +439,17 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         caps=caps,
         overlap=True if recommend and overlap is None else overlap,
         gpu=gpu,
-        scheduler_overrides={k: v for k, v in {
-            "collective_bucketing": collective_bucketing, "max_in_flight_gb": max_in_flight_gb,
-            "max_memory_increase_gb": max_memory_increase_gb,
-            "max_memory_increase_ratio": max_memory_increase_ratio,
-            "bucket_mode": scheduler_bucket_mode}.items() if v is not None},
+        scheduler_overrides={
+            k: v
+            for k, v in {
+                "collective_bucketing": collective_bucketing,
+                "max_in_flight_gb": max_in_flight_gb,
+                "max_memory_increase_gb": max_memory_increase_gb,
+                "max_memory_increase_ratio": max_memory_increase_ratio,
+                "bucket_mode": scheduler_bucket_mode,
+            }.items()
+            if v is not None
+        },
         hardware=ce.Hardware(interconnect=ic, group_size=group_size, gpus_per_node=gpus_per_node),
         apply=apply_,
         mode=mode,
@@ -302,8 +465,15 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     status.say("reading the logs ...")
     reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
     try:
-        mixed = replay_sources_for(list(paths), rank=rank, all_ranks=all_ranks, graphs=selectors,
-                                   diagnostics=diag, reader=graph_and_unbucketed_sources, progress=reading)
+        mixed = replay_sources_for(
+            list(paths),
+            rank=rank,
+            all_ranks=all_ranks,
+            graphs=selectors,
+            diagnostics=diag,
+            reader=graph_and_unbucketed_sources,
+            progress=reading,
+        )
     except SelectionError as e:
         reading.close()
         status.close()
@@ -318,10 +488,13 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
     with status:
         results = replay_sources(sources, options, progress=status)
     if diag.total:
-        notes.append(f"{diag.total} bad input(s) while reading: "
-                     + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items())))
-    doc = replay_document(results, options, {"paths": list(paths), "notes": notes,
-                                             "diagnostics": diag.to_dict()})
+        notes.append(
+            f"{diag.total} bad input(s) while reading: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
+        )
+    doc = replay_document(
+        results, options, {"paths": list(paths), "notes": notes, "diagnostics": diag.to_dict()}
+    )
     if unbucketed:  # graphs torch never pre-bucketed (tracekit.replay.not_prebucketed_graphs)
         doc["not_prebucketed"] = unbucketed
         doc["totals"]["not_prebucketed"] = len(unbucketed)
@@ -332,8 +505,13 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
         doc["pareto_front"] = pareto_front(doc["totals"]["step"])
         doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
     with output_sink(output, command="replay", error_status=BAD_INPUT) as write:
-        write((dumps_json(doc) if fmt == "json" else escape_controls(render_text(doc, fmt), keep_newlines=True))
-              .encode("utf-8"))
+        write(
+            (
+                dumps_json(doc)
+                if fmt == "json"
+                else escape_controls(render_text(doc, fmt), keep_newlines=True)
+            ).encode("utf-8")
+        )
     if plot_path:
         from tracekit.render.plot import PlotUnavailable, plot_replay
 
@@ -351,8 +529,11 @@ def replay(paths, cap_mb, cap_auto, interconnect, group_size, gpus_per_node, app
             fail("replay", f"cannot write traces to {trace_out}: {e.strerror or e}", BAD_INPUT)
         click.echo(f"{len(written)} trace file(s) written to {trace_out}", err=True)
     if not sources and not unbucketed:
-        click.echo("tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True)
+        click.echo(
+            "tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True
+        )
     # nothing to replay is no finding: the note says why (exit 0)
-    ok = all(r.error is None and r.reproduced and r.final_reproduced is not False for r in results) \
-        and all(e["error"] is None and e["reproduced"] for e in unbucketed)
+    ok = all(r.error is None and r.reproduced and r.final_reproduced is not False for r in results) and all(
+        e["error"] is None and e["reproduced"] for e in unbucketed
+    )
     sys.exit(OK if ok else FINDINGS)

@@ -47,8 +47,7 @@ def saved_summary(path: str) -> dict[str, Any] | None:
     except (OSError, EOFError) as e:
         fail("report", f"{path}: cannot read: {e}")
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SUMMARY_PREFIX):
-        fail("report", f"{path}: JSON that is not a tracekit summary "
-                       f"(no \"schema\": \"{SUMMARY_PREFIX}N\")")
+        fail("report", f'{path}: JSON that is not a tracekit summary (no "schema": "{SUMMARY_PREFIX}N")')
     try:
         run_from_summary(doc, path)
     except InputError as e:
@@ -69,17 +68,31 @@ def saved_replay(path: str) -> dict[str, Any]:
     except orjson.JSONDecodeError as e:
         fail("report", f"--replay {path}: bad JSON: {e}")
     if not isinstance(doc, dict) or doc.get("schema") != REPLAY_SCHEMA:
-        fail("report", f"--replay {path}: not a {REPLAY_SCHEMA} document "
-                       "(write one with tracekit replay PATH --recommend --format json)")
+        fail(
+            "report",
+            f"--replay {path}: not a {REPLAY_SCHEMA} document "
+            "(write one with tracekit replay PATH --recommend --format json)",
+        )
     return doc
 
 
 @click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
 @paths_argument()
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-              help="The HTML file to write (default: stdout, when it is not a terminal).")
-@click.option("--replay", "replay_path", type=click.Path(dir_okay=False), default=None, metavar="REPLAY.json",
-              help="Add a Cap sweep section from `tracekit replay --recommend --format json` output.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The HTML file to write (default: stdout, when it is not a terminal).",
+)
+@click.option(
+    "--replay",
+    "replay_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="REPLAY.json",
+    help="Add a Cap sweep section from `tracekit replay --recommend --format json` output.",
+)
 @jobs_option()
 def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_path: str | None) -> None:
     """Write one self-contained HTML page to attach to a bug.
@@ -111,9 +124,9 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
             fail("report", "a saved JSON summary must be the only PATH")
         doc = docs[0]
     else:
+        from tracekit.analyze.summarize import summary_document
         from tracekit.commands.progress import ProgressBar
         from tracekit.read.reader import load
-        from tracekit.analyze.summarize import summary_document
 
         with ProgressBar() as bar:
             run = load(list(paths), jobs=jobs, progress=bar.wanted)

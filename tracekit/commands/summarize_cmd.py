@@ -18,22 +18,31 @@ from typing import Any
 
 import click
 
+from tracekit.analyze.summarize import graph_label
 from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
+    examples,
     fail,
-    no_log_reason,
     format_option,
     jobs_option,
-    examples,
+    no_log_reason,
     output_option,
     paths_argument,
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.render.schedule_text import render_schedule_sections
-from tracekit.render.cells import (differences_line, did_nothing_none_text, first_diff_text, groups_text,
-                                    ranks_text, total_mb, value_text)
 from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.world import world_text
+from tracekit.render.cells import (
+    did_nothing_none_text,
+    differences_line,
+    first_diff_text,
+    groups_text,
+    ranks_text,
+    total_mb,
+    value_text,
+)
+from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
     FORMATS,
     UNITS_MB,
@@ -47,15 +56,16 @@ from tracekit.render.text import (
     section_line,
     table,
 )
-from tracekit.analyze.summarize import graph_label
-from tracekit.model.world import world_text
 
 #: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
 OUTCOME_HEADERS = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB", "AG", "RS", "AR"]
 SIZE_HEADERS = ["MB before", "MB after"]
 #: The sections whose rows prove a DIVERGE verdict, by document key.
-SECTION_TITLES = {"divergence": "Rank consensus", "schedule_divergence": "Schedule consensus",
-                  "compile_divergence": "Compile ids and cache consensus"}
+SECTION_TITLES = {
+    "divergence": "Rank consensus",
+    "schedule_divergence": "Schedule consensus",
+    "compile_divergence": "Compile ids and cache consensus",
+}
 #: The sections that tell why a run is incomplete or has no data.
 OTHER_TITLES = {"world": "World", "diagnostics": "Diagnostics", "notes": "Notes"}
 
@@ -120,8 +130,11 @@ def per_rank_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     graphs = [g for r in doc["ranks"] for g in r["graphs"]]
     with_sizes = _has_sizes(graphs)
     headers = ["rank", *OUTCOME_HEADERS, *(SIZE_HEADERS if with_sizes else [])]
-    rows = [["rank not logged" if r["rank"] is None else r["rank"], *_outcome_cells(g, with_sizes)]
-            for r in doc["ranks"] for g in r["graphs"]]
+    rows = [
+        ["rank not logged" if r["rank"] is None else r["rank"], *_outcome_cells(g, with_sizes)]
+        for r in doc["ranks"]
+        for g in r["graphs"]
+    ]
     return headers, rows
 
 
@@ -134,15 +147,28 @@ def not_prebucketed_rows(doc: dict[str, Any], headers: list[str]) -> list[list[A
         if not d.get("outcome"):
             continue
         mb = None if d.get("total_bytes") is None else round(d["total_bytes"] / 2**20, 3)
-        cells = [d["compile_id"], graph_label(d["graph_index"]), d["outcome"], d.get("group_size"), "-", "-",
-                 *(fmt_counts({"before": n, "after": n}) for n in (d["counts"].get(t, 0) for t in COLLECTIVE_TYPES))]
+        cells = [
+            d["compile_id"],
+            graph_label(d["graph_index"]),
+            d["outcome"],
+            d.get("group_size"),
+            "-",
+            "-",
+            *(
+                fmt_counts({"before": n, "after": n})
+                for n in (d["counts"].get(t, 0) for t in COLLECTIVE_TYPES)
+            ),
+        ]
         if "MB before" in headers:
             cells += [fmt_mb(mb), fmt_mb(mb)]
         members = rank_members(d["ranks"])
         if headers[0] == "ranks":
             rows.append([ranks_cell(ranks_text(d["ranks"])), len(members), *cells])
         else:
-            rows += [["-" if r is None else r, *cells] for r in sorted(members, key=lambda r: -1 if r is None else r)]
+            rows += [
+                ["-" if r is None else r, *cells]
+                for r in sorted(members, key=lambda r: -1 if r is None else r)
+            ]
     return rows
 
 
@@ -158,9 +184,18 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     lead = ["total", ""] if headers[0] == "ranks" else ["total"]
     extra = _not_prebucketed_totals(doc)
     more = [f"+ {extra['graphs']}", "not pre-bucketed"] if extra["graphs"] else ["", ""]
-    row = [*lead, f"{t['graphs']} graphs", *more, "", "", "",
-           *(fmt_counts({k: t["collectives"][c][k] + extra[c] for k in ("before", "after")})
-             for c in COLLECTIVE_TYPES)]
+    row = [
+        *lead,
+        f"{t['graphs']} graphs",
+        *more,
+        "",
+        "",
+        "",
+        *(
+            fmt_counts({k: t["collectives"][c][k] + extra[c] for k in ("before", "after")})
+            for c in COLLECTIVE_TYPES
+        ),
+    ]
     if len(headers) > len(row):
         mb = [None if v is None else round(v + extra["mb"], 3) for v in (t["mb_before"], t["mb_after"])]
         n = sum(c["before"] + c["after"] for c in t["collectives"].values())
@@ -195,43 +230,85 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     out = []
     if doc.get("verdict"):
         out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
-        proof = [f"{SECTION_TITLES[k]} ({len(doc.get(k) or [])} row{'s' if len(doc.get(k) or []) != 1 else ''})"
-                 for k in doc["verdict"].get("sections") or [] if k in SECTION_TITLES]
-        proof += [OTHER_TITLES[k] for k in doc["verdict"].get("sections") or []
-                  if k in OTHER_TITLES and (k != "notes" or doc.get("notes"))]
+        proof = [
+            f"{SECTION_TITLES[k]} ({len(doc.get(k) or [])} row{'s' if len(doc.get(k) or []) != 1 else ''})"
+            for k in doc["verdict"].get("sections") or []
+            if k in SECTION_TITLES
+        ]
+        proof += [
+            OTHER_TITLES[k]
+            for k in doc["verdict"].get("sections") or []
+            if k in OTHER_TITLES and (k != "notes" or doc.get("notes"))
+        ]
         if proof:
             out.append(f"Why: see {', '.join(proof)} below\n")
     if doc.get("world"):
         out += ["\n", section_line("World", world_text(doc["world"]), fmt)]
     per_rank = doc.get("ranks") is not None
-    title = "Bucketing per rank and graph" if per_rank else "Bucketing per graph (ranks with the same outcome together)"
+    title = (
+        "Bucketing per rank and graph"
+        if per_rank
+        else "Bucketing per graph (ranks with the same outcome together)"
+    )
     out.append("\n" + heading(title, fmt))
     if not rows:
         out.append("no bucketing outcome recorded (see Notes)\n")
     else:
         out.append(table(rows + [_total_row(doc, headers)], headers, fmt))
         legend = [UNITS_MB] + ([UNITS_SIZES] if headers[-1] == SIZE_HEADERS[-1] else [])
-        out.append("\n" + "; ".join(legend) + f"; total: over all rows' ranks ({doc['totals']['ranks']}), "
-                   "not one job's bytes; = X: differs from before by rounding only\n")
+        out.append(
+            "\n" + "; ".join(legend) + f"; total: over all rows' ranks ({doc['totals']['ranks']}), "
+            "not one job's bytes; = X: differs from before by rounding only\n"
+        )
 
     div = doc["divergence"]
     if rows:
         if not div:
             nranks = doc["totals"]["ranks"]
-            out.append("\n" + section_line("Rank consensus", f"all {nranks} ranks agree on the bucketing outcome"
-                                            if nranks > 1 else "one rank: nothing to compare", fmt))
+            out.append(
+                "\n"
+                + section_line(
+                    "Rank consensus",
+                    f"all {nranks} ranks agree on the bucketing outcome"
+                    if nranks > 1
+                    else "one rank: nothing to compare",
+                    fmt,
+                )
+            )
         else:
             out.append("\n" + heading("Rank consensus", fmt))
             out.append(differences_line(div) + "\n\n")
-            out.append(table(
-                [[d["compile_id"], graph_label(d["graph_index"]), d["field"], ranks_cell(ranks_text(d["ranks"])),
-                  value_text(d["field"], d["value"]), ranks_cell(ranks_text(d["majority_ranks"]))
-                  + ("" if d.get("majority", True) else " (tie: no majority)"),
-                  value_text(d["field"], d["majority_value"]),
-                  "see Schedule consensus" if d["field"] == "final" else first_diff_text(d["first_difference"])]
-                 for d in div],
-                ["compile id", "graph", "field", "ranks", "value", "majority ranks",
-                 "majority value", "first difference"], fmt))
+            out.append(
+                table(
+                    [
+                        [
+                            d["compile_id"],
+                            graph_label(d["graph_index"]),
+                            d["field"],
+                            ranks_cell(ranks_text(d["ranks"])),
+                            value_text(d["field"], d["value"]),
+                            ranks_cell(ranks_text(d["majority_ranks"]))
+                            + ("" if d.get("majority", True) else " (tie: no majority)"),
+                            value_text(d["field"], d["majority_value"]),
+                            "see Schedule consensus"
+                            if d["field"] == "final"
+                            else first_diff_text(d["first_difference"]),
+                        ]
+                        for d in div
+                    ],
+                    [
+                        "compile id",
+                        "graph",
+                        "field",
+                        "ranks",
+                        "value",
+                        "majority ranks",
+                        "majority value",
+                        "first difference",
+                    ],
+                    fmt,
+                )
+            )
 
     if doc["totals"]["ranks"]:  # schedules and compile ids are logged with or without an outcome
         out.append(render_schedule_sections(doc, fmt))
@@ -242,13 +319,24 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append("\n" + section_line("Bucketing did nothing", did_nothing_none_text(doc), fmt))
         else:
             out.append("\n" + heading("Bucketing did nothing", fmt))
-            out.append(table(
-                [[d["compile_id"], graph_label(d["graph_index"]),
-                  ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items())
-                  + (f" ({d['outcome']})" if d.get("outcome") else ""),
-                  fmt_mb(d["bucket_cap_mb"]), ranks_cell(ranks_text(d["ranks"])), d.get("explain", "-")]
-                 for d in dn],
-                ["compile id", "graph", "not merged", "cap MB", "ranks", "why"], fmt))
+            out.append(
+                table(
+                    [
+                        [
+                            d["compile_id"],
+                            graph_label(d["graph_index"]),
+                            ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items())
+                            + (f" ({d['outcome']})" if d.get("outcome") else ""),
+                            fmt_mb(d["bucket_cap_mb"]),
+                            ranks_cell(ranks_text(d["ranks"])),
+                            d.get("explain", "-"),
+                        ]
+                        for d in dn
+                    ],
+                    ["compile id", "graph", "not merged", "cap MB", "ranks", "why"],
+                    fmt,
+                )
+            )
             out.append(not_prebucketed_lines(dn, fmt))
 
     diag = doc["diagnostics"]
@@ -258,8 +346,13 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("\n" + heading("Diagnostics", fmt))
         out.append(table([[k, v] for k, v in diag["counts"].items()], ["kind", "count"], fmt))
         out.append("\n")
-        out.append(table([[e["kind"], f"{e['file']}:{e['line']}", e.get("detail", "")]
-                          for e in diag["examples"]], ["kind", "where", "detail"], fmt))
+        out.append(
+            table(
+                [[e["kind"], f"{e['file']}:{e['line']}", e.get("detail", "")] for e in diag["examples"]],
+                ["kind", "where", "detail"],
+                fmt,
+            )
+        )
     if doc.get("notes"):
         out.append("\n" + heading("Notes", fmt))
         out.append("".join(f"- {n}\n" for n in doc["notes"]))
@@ -277,7 +370,8 @@ def not_prebucketed_lines(dn: list[dict[str, Any]], fmt: str) -> str:
     return "\n" + "".join(
         f"- {d['compile_id']} {graph_label(d['graph_index'])} (ranks {ranks_cell(ranks_text(d['ranks']))}): "
         f"{d['outcome']}: {d['reason_text']}. It runs {counts_text(d)}, one by one.\n"
-        for d in items)
+        for d in items
+    )
 
 
 def _load_on_dask(paths: list[str], address: str, jobs: int | None, strict: bool):
@@ -299,17 +393,31 @@ def _load_on_dask(paths: list[str], address: str, jobs: int | None, strict: bool
 @paths_argument()
 @format_option(FORMATS)
 @output_option()
-@click.option("--per-rank", is_flag=True,
-              help="One row per rank and graph (and per-rank JSON), instead of ranks grouped by outcome.")
-@click.option("--strict", is_flag=True,
-              help="Check every line (slower) and exit with status 1 on any bad input, missing or duplicated rank.")
-@click.option("--fail-on-divergence", is_flag=True,
-              help="Exit with status 1 if the ranks diverge: bucketing outcome, the collectives "
-                   "that run, compile ids or cache hits (for CI after a hang).")
+@click.option(
+    "--per-rank",
+    is_flag=True,
+    help="One row per rank and graph (and per-rank JSON), instead of ranks grouped by outcome.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Check every line (slower) and exit with status 1 on any bad input, missing or duplicated rank.",
+)
+@click.option(
+    "--fail-on-divergence",
+    is_flag=True,
+    help="Exit with status 1 if the ranks diverge: bucketing outcome, the collectives "
+    "that run, compile ids or cache hits (for CI after a hang).",
+)
 @jobs_option()
-@click.option("--dask", "dask_address", metavar="ADDRESS", default=None,
-              help="Read the files on the workers of the Dask scheduler at ADDRESS (tcp://HOST:PORT; "
-                   "the paths must be visible to the workers; needs the dask extra).")
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    default=None,
+    help="Read the files on the workers of the Dask scheduler at ADDRESS (tcp://HOST:PORT; "
+    "the paths must be visible to the workers; needs the dask extra).",
+)
 @examples(
     "tracekit summarize logs/",
     "tracekit summarize logs/ --format json -o summary.json",
@@ -317,16 +425,24 @@ def _load_on_dask(paths: list[str], address: str, jobs: int | None, strict: bool
     "tracekit summarize logs/ --fail-on-divergence   # in CI, after a hang",
     "tracekit summarize /shared/job/ --dask tcp://scheduler:8786",
 )
-def summarize(paths: tuple[str, ...], fmt: str, output: str | None, per_rank: bool, strict: bool,
-              fail_on_divergence: bool, jobs: int | None, dask_address: str | None) -> None:
+def summarize(
+    paths: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    per_rank: bool,
+    strict: bool,
+    fail_on_divergence: bool,
+    jobs: int | None,
+    dask_address: str | None,
+) -> None:
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
     what FSDP collective pre-bucketing did: a verdict, the ranks found and missing, each graph's
     outcome with the ranks that share it, where ranks differ, and where it merged nothing."""
+    from tracekit.analyze.summarize import summary_document, write_summary_json
     from tracekit.commands.output import output_sink
-    from tracekit.render.schedule_text import any_divergence
     from tracekit.commands.progress import ProgressBar
     from tracekit.read.reader import load
-    from tracekit.analyze.summarize import summary_document, write_summary_json
+    from tracekit.render.schedule_text import any_divergence
 
     if dask_address is not None:
         run = _load_on_dask(list(paths), dask_address, jobs, strict)

@@ -49,12 +49,17 @@ def _what_if(d: Any, whatif: Any, cap_mb: float, bucket_mode: str) -> dict[str, 
             return {"cap_mb": cap, "verified": True, "text": f"a cap of {exact_mb(cap)} MB buckets it"}
     elif d.reason == "dtype_break" and d.kind == "AG" and "multidtype" not in bucket_mode:
         if whatif.bucket_mode_merges(d.name, cap_mb, MULTIDTYPE):
-            return {"bucket_mode": MULTIDTYPE, "verified": True,
-                    "text": f"bucket_mode={MULTIDTYPE} buckets it (all-gathers keyed by group only)"}
+            return {
+                "bucket_mode": MULTIDTYPE,
+                "verified": True,
+                "text": f"bucket_mode={MULTIDTYPE} buckets it (all-gathers keyed by group only)",
+            }
     return None
 
 
-def _member_mismatches(planned: dict[str, list[list[str]]], recorded: dict[str, Any] | None) -> tuple[str, list[str]]:
+def _member_mismatches(
+    planned: dict[str, list[list[str]]], recorded: dict[str, Any] | None
+) -> tuple[str, list[str]]:
     """("members" | "counts", differences) between planned and recorded bucket members."""
     if not recorded or all(recorded.get(k) is None for k in ("AG", "RS")):
         return "counts", []
@@ -82,8 +87,11 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
         "file": g.file,
         "line": g.line,
         "cap_mb": g.bucket_cap_mb,
-        "recorded": {SHORT_NAMES[t]: f"{g.collectives[t].before}->{g.collectives[t].after}"
-                     for t in COLLECTIVE_TYPES if t in g.collectives},
+        "recorded": {
+            SHORT_NAMES[t]: f"{g.collectives[t].before}->{g.collectives[t].after}"
+            for t in COLLECTIVE_TYPES
+            if t in g.collectives
+        },
         "reproduced": None,
         "buckets_checked": None,
         "mismatches": [],
@@ -102,8 +110,9 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
     checked, members = _member_mismatches(planned, recorded)
     mismatches = list(gr.mismatches) + members
     whatif = WhatIf(planner)
-    collectives = [{**d.to_dict(), "what_if": _what_if(d, whatif, cap, planner.bucket_mode)}
-                   for d in report.decisions]
+    collectives = [
+        {**d.to_dict(), "what_if": _what_if(d, whatif, cap, planner.bucket_mode)} for d in report.decisions
+    ]
     notes = [gr.note] if gr.note else []
     if whatif.exhausted:
         notes.append(f"what-ifs stopped after {whatif.budget} plans: the collectives left have none")
@@ -146,8 +155,9 @@ def explain_document(
     return doc
 
 
-def explain_mixed(mixed: list[Any], extra: dict[str, Any] | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def explain_mixed(
+    mixed: list[Any], extra: dict[str, Any] | None = None, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
     """The ``tracekit.explain/1`` document of ``mixed``: recorded outcomes
     (:class:`tracekit.read.reader.GraphSource`, :func:`explain_document`) and graphs never
     pre-bucketed (:class:`tracekit.read.pairing.UnbucketedSource` with a schedule that runs
@@ -159,7 +169,7 @@ def explain_mixed(mixed: list[Any], extra: dict[str, Any] | None = None,
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
     doc = explain_document(sources, extra=extra, progress=progress)
     order = {id(s): i for i, s in enumerate(mixed)}
-    entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"])]
+    entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"], strict=False)]
     entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed_of(mixed)]
     doc["graphs"] = [g for _, g in sorted(entries, key=lambda e: e[0])]
     return doc
@@ -181,8 +191,13 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     diag = Diagnostics()
-    mixed = replay_sources_for(list(paths), rank=rank, graphs=[parse_graph_selector(g) for g in graphs],
-                               diagnostics=diag, reader=graph_and_unbucketed_sources)
+    mixed = replay_sources_for(
+        list(paths),
+        rank=rank,
+        graphs=[parse_graph_selector(g) for g in graphs],
+        diagnostics=diag,
+        reader=graph_and_unbucketed_sources,
+    )
     return explain_mixed(mixed, extra={"paths": list(paths), "diagnostics": diag.to_dict()})
 
 

@@ -57,20 +57,25 @@ def graph_reason(src: Any, has_all_gather: bool) -> tuple[str, str]:
         return code, REASONS[code]
     if fwd is None:
         return "no_fsdp_group", REASONS["no_fsdp_group"]
-    return "no_fsdp_all_gather", (f"{REASONS['no_fsdp_all_gather']} (the forward of {src.compile_id} has FSDP "
-                                  f"group {_groups_text(fwd.fsdp_groups)}; torch looks for groups in each graph alone)")
+    return "no_fsdp_all_gather", (
+        f"{REASONS['no_fsdp_all_gather']} (the forward of {src.compile_id} has FSDP "
+        f"group {_groups_text(fwd.fsdp_groups)}; torch looks for groups in each graph alone)"
+    )
 
 
 def what_if_text(w: Any) -> str:
     """The what-if in a sentence: ``given the forward's FSDP group '0' (group size 4, cap 27.38
     MB), the pass merges RS 8->1: 0.0704 -> 0.0116 ms estimated``."""
-    merged = ", ".join(f"{SHORT_NAMES[t]} {c['before']}->{c['after']}" for t, c in w.collectives.items()
-                       if c["before"])
+    merged = ", ".join(
+        f"{SHORT_NAMES[t]} {c['before']}->{c['after']}" for t, c in w.collectives.items() if c["before"]
+    )
     ms = ""
     if w.comm_ms_before is not None and w.estimated_comm_ms is not None:
         ms = f": {w.comm_ms_before:.4f} -> {w.estimated_comm_ms:.4f} ms estimated"
-    return (f"given the forward's FSDP group {_groups_text(w.fsdp_groups)} (group size {w.group_size}, "
-            f"cap {w.bucket_cap_mb:.2f} MB), the pass merges {merged or 'nothing'}{ms}")
+    return (
+        f"given the forward's FSDP group {_groups_text(w.fsdp_groups)} (group size {w.group_size}, "
+        f"cap {w.bucket_cap_mb:.2f} MB), the pass merges {merged or 'nothing'}{ms}"
+    )
 
 
 def overlap_text(o: dict[str, Any]) -> str:
@@ -79,11 +84,16 @@ def overlap_text(o: dict[str, Any]) -> str:
     if not o["ok"]:
         return o["error"]
     a, b = o["as_run"], o["bucketed"]
-    kinds = ", ".join(f"{SHORT_NAMES[t]} {a['counts'].get(t, 0)}->{b['counts'].get(t, 0)}" for t in COLLECTIVE_TYPES
-                      if a["counts"].get(t, 0))
-    return (f"with aten_distributed_optimizations.collective_bucketing = True torch's overlap scheduler buckets "
-            f"{kinds or 'nothing'}: comm {a['comm_ms']:.4f} -> {b['comm_ms']:.4f} ms, exposed {a['exposed_ms']:.4f} -> "
-            f"{b['exposed_ms']:.4f} ms, est {a['est_ms']:.4f} -> {b['est_ms']:.4f} ms (torch's estimates)")
+    kinds = ", ".join(
+        f"{SHORT_NAMES[t]} {a['counts'].get(t, 0)}->{b['counts'].get(t, 0)}"
+        for t in COLLECTIVE_TYPES
+        if a["counts"].get(t, 0)
+    )
+    return (
+        f"with aten_distributed_optimizations.collective_bucketing = True torch's overlap scheduler buckets "
+        f"{kinds or 'nothing'}: comm {a['comm_ms']:.4f} -> {b['comm_ms']:.4f} ms, exposed {a['exposed_ms']:.4f} -> "
+        f"{b['exposed_ms']:.4f} ms, est {a['est_ms']:.4f} -> {b['est_ms']:.4f} ms (torch's estimates)"
+    )
 
 
 def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[str, Any]:
@@ -99,9 +109,14 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
         "line": src.line,
         "outcome": OUTCOME,
         "cap_mb": None,
-        "recorded": {"outcome": OUTCOME,
-                     "schedule": {SHORT_NAMES[t]: src.final.counts.get(t, 0) for t in COLLECTIVE_TYPES
-                                  if src.final.counts.get(t, 0)}},
+        "recorded": {
+            "outcome": OUTCOME,
+            "schedule": {
+                SHORT_NAMES[t]: src.final.counts.get(t, 0)
+                for t in COLLECTIVE_TYPES
+                if src.final.counts.get(t, 0)
+            },
+        },
         "reproduced": None,
         "buckets_checked": "counts",
         "mismatches": [],
@@ -123,8 +138,13 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
     w = rp.with_groups(verify=True)
     after: dict[str, Any] = {}
     if w is not None:
-        out["what_ifs"].append({**w.to_dict(), "text": what_if_text(w),
-                                "verified": bool(w.applied and w.applied.get("ok") and w.applied.get("matches_plan"))})
+        out["what_ifs"].append(
+            {
+                **w.to_dict(),
+                "text": what_if_text(w),
+                "verified": bool(w.applied and w.applied.get("ok") and w.applied.get("matches_plan")),
+            }
+        )
         planner = rp._with_groups[(tuple(w.fsdp_groups), w.group_size)]
         after = {d.name: d for d in planner.plan(w.bucket_cap_mb, explain=True).decisions}
     o = rp.overlap_bucketing()
@@ -136,13 +156,22 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
         item = {**d.to_dict(), "what_if": None}
         d2 = after.get(d.name)
         if d2 is not None:
-            item["what_if"] = {"name": "forward_groups", "reason": d2.reason, "bucket": d2.bucket,
-                               "verified": out["what_ifs"][0]["verified"],
-                               "text": f"given the forward's FSDP group {_groups_text(w.fsdp_groups)}: "
-                                       f"{d2.reason}: {d2.detail}"}
+            item["what_if"] = {
+                "name": "forward_groups",
+                "reason": d2.reason,
+                "bucket": d2.bucket,
+                "verified": out["what_ifs"][0]["verified"],
+                "text": f"given the forward's FSDP group {_groups_text(w.fsdp_groups)}: "
+                f"{d2.reason}: {d2.detail}",
+            }
         collectives.append(item)
-    out.update(reproduced=reproduced, mismatches=mismatches, bucket_mode=rp.planner.bucket_mode,
-               buckets={k: [] for k in ("AG", "RS", "AR")}, collectives=collectives)
+    out.update(
+        reproduced=reproduced,
+        mismatches=mismatches,
+        bucket_mode=rp.planner.bucket_mode,
+        buckets={k: [] for k in ("AG", "RS", "AR")},
+        collectives=collectives,
+    )
     return out
 
 

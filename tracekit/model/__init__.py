@@ -255,15 +255,19 @@ def _size_from_dict(d: dict[str, Any]) -> CollectiveSize:
 def _sizes_dump(s: Sizes | None) -> dict[str, Any] | None:
     if s is None:
         return None
-    return {"before": [_size_to_dict(x) for x in s.before],
-            "after": None if s.after is None else [_size_to_dict(x) for x in s.after]}
+    return {
+        "before": [_size_to_dict(x) for x in s.before],
+        "after": None if s.after is None else [_size_to_dict(x) for x in s.after],
+    }
 
 
 def _sizes_load(d: dict[str, Any] | None) -> Sizes | None:
     if d is None:
         return None
-    return Sizes(before=[_size_from_dict(x) for x in d.get("before") or []],
-                 after=None if d.get("after") is None else [_size_from_dict(x) for x in d["after"]])
+    return Sizes(
+        before=[_size_from_dict(x) for x in d.get("before") or []],
+        after=None if d.get("after") is None else [_size_from_dict(x) for x in d["after"]],
+    )
 
 
 def _size_values(sizes: list[CollectiveSize] | None) -> list[list[Any]] | None:
@@ -272,13 +276,22 @@ def _size_values(sizes: list[CollectiveSize] | None) -> list[list[Any]] | None:
 
 
 def _sizes_compare(s: Sizes | None) -> dict[str, Any]:
-    return {"sizes_mb.before": None if s is None else _size_values(s.before),
-            "sizes_mb.after": None if s is None else _size_values(s.after)}
+    return {
+        "sizes_mb.before": None if s is None else _size_values(s.before),
+        "sizes_mb.after": None if s is None else _size_values(s.after),
+    }
 
 
 def _collective_dump(c: ScheduledCollective) -> dict[str, Any]:
-    return {"kind": c.kind, "op": c.op, "group": c.group, "group_size": c.group_size,
-            "bytes": c.bytes, "est_ms": c.est_ms, "dtype": c.dtype}
+    return {
+        "kind": c.kind,
+        "op": c.op,
+        "group": c.group,
+        "group_size": c.group_size,
+        "bytes": c.bytes,
+        "est_ms": c.est_ms,
+        "dtype": c.dtype,
+    }
 
 
 def _opt(v: Any, t: type) -> Any:
@@ -311,9 +324,11 @@ def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
     try:
         collectives = [
             ScheduledCollective(
-                kind=str(c["kind"]), op=str(c.get("op", "")),
+                kind=str(c["kind"]),
+                op=str(c.get("op", "")),
                 group=None if c.get("group") is None else str(c["group"]),
-                group_size=_opt(c.get("group_size"), int), bytes=_opt(c.get("bytes"), int),
+                group_size=_opt(c.get("group_size"), int),
+                bytes=_opt(c.get("bytes"), int),
                 est_ms=_opt(c.get("est_ms"), float),
                 dtype=None if c.get("dtype") is None else str(c["dtype"]),
             )
@@ -336,9 +351,18 @@ def _final_compare(f: FinalSchedule | None) -> dict[str, Any]:
     return {"final": None if f is None else f.sequence()}
 
 
-def _scalar(name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same) -> GraphField:
-    return GraphField(name, "scalar", dump, load, default, lambda v, n=name: {n: dump(v)},
-                      fact=lambda v: tuple(v) if isinstance(v, list) else v)
+def _scalar(
+    name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same
+) -> GraphField:
+    return GraphField(
+        name,
+        "scalar",
+        dump,
+        load,
+        default,
+        lambda v, n=name: {n: dump(v)},
+        fact=lambda v: tuple(v) if isinstance(v, list) else v,
+    )
 
 
 def _counts_fact(c: dict[str, Counts]) -> tuple:
@@ -358,9 +382,16 @@ GRAPH_FIELDS: tuple[GraphField, ...] = (
     _scalar("source", str, "torch"),
     GraphField("file", "where", _same, str, ""),
     GraphField("line", "where", _same, int, 0),
-    GraphField("final", "final", final_to_dict, final_from_dict, None, _final_compare,
-               # the collectives list is shared between graphs that run the same (interned)
-               lambda f: None if f is None else ("final", id(f.collectives))),
+    GraphField(
+        "final",
+        "final",
+        final_to_dict,
+        final_from_dict,
+        None,
+        _final_compare,
+        # the collectives list is shared between graphs that run the same (interned)
+        lambda f: None if f is None else ("final", id(f.collectives)),
+    ),
 )
 
 _COMPARED = tuple(f for f in GRAPH_FIELDS if f.compare is not None)

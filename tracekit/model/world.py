@@ -77,7 +77,9 @@ def check_world(run: Run) -> None:
         n = d.counts.get("missing_rank", 0)
         d.counts["missing_rank"] = n + (b - a + 1)
         if sum(1 for e in d.examples if e["kind"] == "missing_rank") < d.max_examples_per_kind:
-            what = f"rank {a} of {expected} has no log" if a == b else f"ranks {a}-{b} of {expected} have no log"
+            what = (
+                f"rank {a} of {expected} has no log" if a == b else f"ranks {a}-{b} of {expected} have no log"
+            )
             d.examples.append({"kind": "missing_rank", "file": "", "line": 0, "detail": what})
 
 
@@ -92,6 +94,12 @@ def world_text(w: dict[str, Any]) -> str:
     if ranks == "-":
         ranks = "its rank is not logged"
     unplaced = w.get("unplaced") or []
-    tail = f"; not a rank: {len(unplaced)} file{'s' if len(unplaced) != 1 else ''} (see Diagnostics)" if unplaced else ""
-    return (f"{n} rank{'s' if n != 1 else ''} found ({ranks or 'none'}) {exp}; missing: {missing or 'none'}; "
-            f"seen in two runs: {dup or 'none'}{tail}")
+    tail = (
+        f"; not a rank: {len(unplaced)} file{'s' if len(unplaced) != 1 else ''} (see Diagnostics)"
+        if unplaced
+        else ""
+    )
+    return (
+        f"{n} rank{'s' if n != 1 else ''} found ({ranks or 'none'}) {exp}; missing: {missing or 'none'}; "
+        f"seen in two runs: {dup or 'none'}{tail}"
+    )

@@ -30,10 +30,10 @@ import re
 from collections.abc import Callable, Iterable
 
 from tracekit.model import Diagnostics, Run
+from tracekit.model.world import check_world
 from tracekit.read.pairing import FileResult, merge_files
 from tracekit.read.reader import path_list, read_file
 from tracekit.read.sources import LogFile, find_logs
-from tracekit.model.world import check_world
 
 #: Seconds to wait for the scheduler to answer, and for a first worker to be there.
 CONNECT_TIMEOUT_S = 5
@@ -67,7 +67,7 @@ def split_batches(logs: list[LogFile], n_batches: int) -> list[list[LogFile]]:
     batches: list[list[LogFile]] = []
     current = -1
     done = 0
-    for lg, w in zip(logs, weights):
+    for lg, w in zip(logs, weights, strict=False):
         idx = min(n - 1, int((done + w / 2) * n / total))
         if idx != current or len(batches[-1]) >= MAX_FILES_PER_TASK:
             batches.append([])
@@ -141,14 +141,19 @@ def _connect(address: str, timeout: float, started: float) -> object:
         # distributed's own timeout first (an unreachable address), ours when it does not keep it
         return _bounded(lambda: Client(address, timeout=max(0.25, left - 0.5), set_as_default=False), left)
     except _Unanswered:
-        raise DaskReadError(f"no Dask scheduler answered at {address} within {timeout:g} s "
-                            "(is it a Dask scheduler's address?)") from None
+        raise DaskReadError(
+            f"no Dask scheduler answered at {address} within {timeout:g} s "
+            "(is it a Dask scheduler's address?)"
+        ) from None
     except (OSError, TimeoutError):
-        raise DaskReadError(f"cannot reach the Dask scheduler at {address} "
-                            f"(no answer within {timeout:g} s)") from None
+        raise DaskReadError(
+            f"cannot reach the Dask scheduler at {address} (no answer within {timeout:g} s)"
+        ) from None
     except Exception as e:  # noqa: BLE001 - whatever a peer that is not a scheduler makes distributed raise
         detail = (str(e).splitlines() or [""])[0][:120]
-        raise DaskReadError(f"--dask {address!r}: not a Dask scheduler ({type(e).__name__}: {detail})") from None
+        raise DaskReadError(
+            f"--dask {address!r}: not a Dask scheduler ({type(e).__name__}: {detail})"
+        ) from None
 
 
 def load_with_dask(
@@ -178,8 +183,10 @@ def load_with_dask(
     try:
         from distributed import as_completed
     except ImportError:
-        raise DaskReadError("reading on a Dask cluster needs the distributed package: "
-                            "pip install -e '.[dask]' (or pip install distributed)") from None
+        raise DaskReadError(
+            "reading on a Dask cluster needs the distributed package: "
+            "pip install -e '.[dask]' (or pip install distributed)"
+        ) from None
 
     client = _connect(address, timeout, started)
     results: list[list[FileResult] | None]
@@ -187,11 +194,14 @@ def load_with_dask(
         try:
             _bounded(lambda: client.wait_for_workers(1, timeout=timeout), timeout + 1)
         except (OSError, TimeoutError, _Unanswered):
-            raise DaskReadError(f"the Dask scheduler at {address} has no workers "
-                                f"(none joined within {timeout:g} s)") from None
+            raise DaskReadError(
+                f"the Dask scheduler at {address} has no workers (none joined within {timeout:g} s)"
+            ) from None
         threads = sum(client.nthreads().values()) or 1
-        sent = [[LogFile(os.path.abspath(lg.path), lg.size, lg.rank_hint) for lg in batch]
-                for batch in split_batches(logs, threads * BATCHES_PER_THREAD)]
+        sent = [
+            [LogFile(os.path.abspath(lg.path), lg.size, lg.rank_hint) for lg in batch]
+            for batch in split_batches(logs, threads * BATCHES_PER_THREAD)
+        ]
         futures = client.map(read_batch, sent, validate_all=validate_all, pure=False)
         index = {fut.key: i for i, fut in enumerate(futures)}
         results = [None] * len(futures)
@@ -202,8 +212,10 @@ def load_with_dask(
                 results[i] = fut.result()
             except Exception as e:  # noqa: BLE001 - a task that failed on a worker, whatever it raised
                 detail = (str(e).splitlines() or [""])[0][:200]
-                raise DaskReadError(f"a Dask worker failed to read logs: {type(e).__name__}: {detail} "
-                                    "(is this tracekit installed on the workers?)") from None
+                raise DaskReadError(
+                    f"a Dask worker failed to read logs: {type(e).__name__}: {detail} "
+                    "(is this tracekit installed on the workers?)"
+                ) from None
             done += sum(lg.size for lg in sent[i])
             if progress is not None:
                 progress(done, total)
@@ -212,8 +224,10 @@ def load_with_dask(
     # batches keep the files' order: put the results back in it, as the client named them
     sent_paths = [lg.path for batch in sent for lg in batch]
     got = [res for batch in results for res in batch or []]
-    ordered = (_as_client_path(res, worker_path, lg.path)
-               for res, worker_path, lg in zip(got, sent_paths, logs))
+    ordered = (
+        _as_client_path(res, worker_path, lg.path)
+        for res, worker_path, lg in zip(got, sent_paths, logs, strict=False)
+    )
     run = merge_files(paths_given, ordered, diagnostics)
     check_world(run)
     return run

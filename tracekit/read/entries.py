@@ -19,8 +19,8 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.read import envelopes as ev
 from tracekit.model import Diagnostics
+from tracekit.read import envelopes as ev
 from tracekit.read.sources import open_log
 
 
@@ -162,8 +162,10 @@ _MASK = (b'"rank":,', b'"rank":}')
 def _names_and_types(keys: frozenset[tuple[str, str | None]]) -> tuple[frozenset[str], frozenset[str]]:
     """The artifact names and the other entry types among entry keys (once per key set, not
     per file)."""
-    return (frozenset(n for t, n in keys if t == "artifact" and n is not None),
-            frozenset(t for t, n in keys if t != "artifact"))
+    return (
+        frozenset(n for t, n in keys if t == "artifact" and n is not None),
+        frozenset(t for t, n in keys if t != "artifact"),
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -171,8 +173,9 @@ def _on_bytes(pred: Callable[[str, str | None], bool] | None) -> Callable[[bytes
     """``pred(entry_type, name)`` for the scanner, which has them as bytes."""
     if pred is None:
         return None
-    return lambda etype, name: pred(etype.decode("utf-8", "replace"),
-                                    None if name is None else name.decode("utf-8", "replace"))
+    return lambda etype, name: pred(
+        etype.decode("utf-8", "replace"), None if name is None else name.decode("utf-8", "replace")
+    )
 
 
 def decode_entries(
@@ -221,8 +224,15 @@ def decode_entries(
         want, keys, payload_for = _every, None, _every
     elif keys is not None:
         names, types = _names_and_types(keys if isinstance(keys, frozenset) else frozenset(keys))
-    scanner = ev.Scanner(report, artifact_names=names, entry_types=types, want=_on_bytes(want),
-                         payload_for=_on_bytes(payload_for), on_chunk=on_chunk, rank=rank)
+    scanner = ev.Scanner(
+        report,
+        artifact_names=names,
+        entry_types=types,
+        want=_on_bytes(want),
+        payload_for=_on_bytes(payload_for),
+        on_chunk=on_chunk,
+        rank=rank,
+    )
     if scanner_out is not None:
         scanner_out.append(scanner)
     hits = misses = 0
@@ -281,8 +291,11 @@ def decode_entries(
                 elif r != scanner.rank:
                     add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
                     continue
-            if key is not None and envelopes is not None and (
-                    r is None or (key[0] == 1 and body.count(b'"rank"') == 1)):
+            if (
+                key is not None
+                and envelopes is not None
+                and (r is None or (key[0] == 1 and body.count(b'"rank"') == 1))
+            ):
                 # of no rank, or of the file's, written where the mask stands: its only "rank"
                 envelopes.put(key, (etype, name, cid, env, r is not None))
         payload = None

@@ -35,7 +35,8 @@ import orjson
 from tracekit.model.rankset import MAX_RANK
 
 try:  # the scanner's inner loop in C (tracekit/read/_scan.c), when it was built
-    from tracekit.read._scan import block_end as _native_block_end, scan as _native_scan
+    from tracekit.read._scan import block_end as _native_block_end
+    from tracekit.read._scan import scan as _native_scan
 except ImportError:  # pragma: no cover - an install without a C compiler: the regex decides alone
     _native_scan = _native_block_end = None
 #: ``TRACEKIT_NO_NATIVE=1``: read with the regex alone, as an install without the C part does
@@ -71,8 +72,17 @@ class RawEntry:
 
     __slots__ = ("lineno", "line", "start", "entry_type", "name", "payload_lines", "blocks", "payload_wanted")
 
-    def __init__(self, lineno: int, line: bytes, start: int, entry_type: bytes, name: bytes | None,
-                 payload_lines: int, blocks: list[bytes] | None, payload_wanted: bool = True) -> None:
+    def __init__(
+        self,
+        lineno: int,
+        line: bytes,
+        start: int,
+        entry_type: bytes,
+        name: bytes | None,
+        payload_lines: int,
+        blocks: list[bytes] | None,
+        payload_wanted: bool = True,
+    ) -> None:
         self.lineno, self.line, self.start = lineno, line, start
         self.entry_type, self.name = entry_type, name
         self.payload_lines, self.blocks, self.payload_wanted = payload_lines, blocks, payload_wanted
@@ -86,9 +96,7 @@ class RawEntry:
 
 #: The head of an envelope line: glog prefix, entry-type key, and for artifacts laid out the way
 #: torch writes them (``{"artifact": {"name": "...``) the name.
-_HEAD_RE = re.compile(
-    rb"(" + PREFIX_RE.pattern + rb')(?:\{"([^"\n\\]+)": (?:\{"name": "([^"\n\\]*)")?)?'
-)
+_HEAD_RE = re.compile(rb"(" + PREFIX_RE.pattern + rb')(?:\{"([^"\n\\]+)": (?:\{"name": "([^"\n\\]*)")?)?')
 #: Any line that does not start with a tab (the slow path: every line is looked at in Python).
 _ANY_LINE_RE = re.compile(rb"\n(?!\t)")
 
@@ -139,8 +147,7 @@ def _interesting_line_re(
     """
     wanted = b"|".join(re.escape(n) for n in sorted(names)) or b"(?!)"
     # an entry type that is wanted is never skipped: the type key must not be one of them
-    not_wanted_type = (rb'(?!(?:' + b"|".join(re.escape(t) for t in sorted(types)) + rb')")'
-                       if types else rb"")
+    not_wanted_type = rb"(?!(?:" + b"|".join(re.escape(t) for t in sorted(types)) + rb')")' if types else rb""
     if rank is None:
         rank_part = rb""
     else:
@@ -148,26 +155,40 @@ def _interesting_line_re(
         rank_part = rb'(?:, "rank": ' + digits + rb")?+"
     # Most envelopes (chromium events above all) are ``{"TYPE": {}`` then torch's keys and a
     # payload: one alternation-free run, tried before the general form (which accepts it too).
-    common = (rb'\{"(?!artifact")' + not_wanted_type + rb'[A-Za-z0-9_]++": \{\}' + rank_part + _TORCH_KEYS
-              + rb', "has_payload": "[0-9a-f]{32}"\}\n\t')
+    common = (
+        rb'\{"(?!artifact")'
+        + not_wanted_type
+        + rb'[A-Za-z0-9_]++": \{\}'
+        + rank_part
+        + _TORCH_KEYS
+        + rb', "has_payload": "[0-9a-f]{32}"\}\n\t'
+    )
     general = (
-        rb'\{"(?!artifact": \{"name": "(?:' + wanted + rb')")(?!artifact"(?!: \{"name": "))'
-        + not_wanted_type + rb'[A-Za-z0-9_]+": '
+        rb'\{"(?!artifact": \{"name": "(?:'
+        + wanted
+        + rb')")(?!artifact"(?!: \{"name": "))'
+        + not_wanted_type
+        + rb'[A-Za-z0-9_]+": '
         + _J_META
         + rank_part
         # possessive (*+, ?+): no backtracking bookkeeping; the keys cannot match another way
-        + _TORCH_KEYS + rb'(?:, "(?!has_payload"|rank")[A-Za-z0-9_]++": ' + _J_SCALAR + rb")*+"
+        + _TORCH_KEYS
+        + rb'(?:, "(?!has_payload"|rank")[A-Za-z0-9_]++": '
+        + _J_SCALAR
+        + rb")*+"
         + rb'(?:, "has_payload": "[0-9a-f]{32}"\}\n\t|\}\n(?!\t))'
     )
     # ``(?!\t)`` on its own first: a payload line's newline (most newlines) fails on one
     # opcode, before the alternation is entered.
-    return re.compile(rb"\n(?!\t)(?!" + PREFIX_RE.pattern + rb"(?:" + common + rb"|" + general
-                      + rb")|\n(?!\t))")
+    return re.compile(
+        rb"\n(?!\t)(?!" + PREFIX_RE.pattern + rb"(?:" + common + rb"|" + general + rb")|\n(?!\t))"
+    )
 
 
 @functools.lru_cache(maxsize=64)
-def _selection(names: frozenset[bytes] | None, types: frozenset[bytes],
-               payload_for: Callable | None) -> dict[tuple[bytes | None, bytes | None], tuple[bool, bool]]:
+def _selection(
+    names: frozenset[bytes] | None, types: frozenset[bytes], payload_for: Callable | None
+) -> dict[tuple[bytes | None, bytes | None], tuple[bool, bool]]:
     """{(entry type, name): (wanted, payload kept)}: what a Scanner decided of each entry key,
     one dict shared by the Scanners of every file read the same way."""
     return {}
@@ -278,8 +299,12 @@ class Scanner:
         rank: int | str | None = self.rank
         if self._native:  # the C loop decides: no regex is compiled (~1.5 ms a pattern), and it
             # checks the file's own rank from the moment it is known: no any-rank pass, no search
-            self._native_args = (0 if rank is None else 1, b"" if rank is None else str(rank).encode(),
-                                 _sorted(self._types), _sorted(self._names))
+            self._native_args = (
+                0 if rank is None else 1,
+                b"" if rank is None else str(rank).encode(),
+                _sorted(self._types),
+                _sorted(self._names),
+            )
             return None
         if rank is not None and self._bytes_seen < self._exact_after:
             self._watching = True
@@ -423,8 +448,11 @@ class Scanner:
             payload = _join([block])  # tab-led lines, as the scanner keeps them
         else:
             payload = None
-        return (isinstance(want, str) and payload is not None
-                and _md5(payload, usedforsecurity=False).hexdigest() == want)
+        return (
+            isinstance(want, str)
+            and payload is not None
+            and _md5(payload, usedforsecurity=False).hexdigest() == want
+        )
 
     @classmethod
     def _tail_whole(cls, buf: bytes, limit: int) -> bool:
@@ -452,11 +480,14 @@ class Scanner:
         kind, n = pend.kind, pend.nlines
         if kind == _KEEP:
             parts = pend.parts
-            return RawEntry(pend.lineno, pend.line, pend.start, pend.etype, pend.name, n,
-                            parts, parts is not None)
+            return RawEntry(
+                pend.lineno, pend.line, pend.start, pend.etype, pend.name, n, parts, parts is not None
+            )
         if kind == _SKIP:
             if n and not pend.has:
-                self.report("orphan_payload", pend.lineno + 1, "payload lines after an envelope without has_payload")
+                self.report(
+                    "orphan_payload", pend.lineno + 1, "payload lines after an envelope without has_payload"
+                )
             elif pend.has and not n:
                 self.report("missing_payload", pend.lineno, "has_payload set but no payload lines follow")
         elif kind == _NONE and n:
@@ -711,8 +742,12 @@ def compile_id(env: dict[str, Any]) -> str | None:
     """``[!{compiled_autograd_id}/]{frame_id}/{frame_compile_id}[_{attempt}]``, None when absent."""
     get = env.get
     frame, fcid, attempt = get("frame_id"), get("frame_compile_id"), get("attempt")
-    if (type(frame) is int and type(fcid) is int and "compiled_autograd_id" not in env
-            and (attempt is None or type(attempt) is int)):  # torch's usual keys: a known id
+    if (
+        type(frame) is int
+        and type(fcid) is int
+        and "compiled_autograd_id" not in env
+        and (attempt is None or type(attempt) is int)
+    ):  # torch's usual keys: a known id
         cid = _COMPILE_IDS.get((frame, fcid, attempt))
         if cid is not None:
             return cid

@@ -81,7 +81,7 @@ class Events:
         return len(self.keys)
 
     def __iter__(self):
-        return zip(self.keys, self.values, self.cids, self.lines)
+        return zip(self.keys, self.values, self.cids, self.lines, strict=False)
 
     def __getitem__(self, i: int) -> Event:
         return (self.keys[i], self.values[i], self.cids[i], self.lines[i])
@@ -120,8 +120,14 @@ class BuildMemo:
         self._finals: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}
         self._sizes: dict[tuple[int, int], tuple[tuple, Sizes]] = {}
 
-    def final(self, compile_id: str, position: int, ops: list[tuple[str, str]],
-              est: Estimation | None, dtypes: dict[str, list[str]] | None) -> FinalSchedule:
+    def final(
+        self,
+        compile_id: str,
+        position: int,
+        ops: list[tuple[str, str]],
+        est: Estimation | None,
+        dtypes: dict[str, list[str]] | None,
+    ) -> FinalSchedule:
         key = (id(ops), id(est), id(dtypes))
         hit = self._finals.get(key)
         if hit is None:
@@ -313,10 +319,21 @@ class RankBuilder:
             if self.unbucketed is not None:
                 p = self._pending.get(self.cid)
                 forward = next((g for g in self.graphs if g.compile_id == self.cid and g.fsdp_groups), None)
-                self.unbucketed.append(UnbucketedSource(
-                    self.rank, self.cid, pg.position, pg.final, None if p is None else p.graph_text,
-                    self.file, self.graph_text_line, forward,
-                    compute_estimates_us=None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us))
+                self.unbucketed.append(
+                    UnbucketedSource(
+                        self.rank,
+                        self.cid,
+                        pg.position,
+                        pg.final,
+                        None if p is None else p.graph_text,
+                        self.file,
+                        self.graph_text_line,
+                        forward,
+                        compute_estimates_us=None
+                        if pg.compute_estimates is None
+                        else pg.compute_estimates.benchmarked_us,
+                    )
+                )
 
     def _p(self) -> PendingGraph:
         p = self._pending.get(self.cid)
@@ -393,10 +410,13 @@ class RankBuilder:
             text, art = p.graph_text, "before_post_grad_graph"
         else:
             text, art = None, None
-        recorded = {kind: p.buckets.get(kind, [] if o.collectives[long].before == o.collectives[long].after else None)
-                    for kind, long in (("AG", "all_gather"), ("RS", "reduce_scatter"))}
-        self.sources.append(GraphSource(self.rank, cid, idx, g, text, art, recorded_buckets=recorded,
-                                        post_grad=pg))
+        recorded = {
+            kind: p.buckets.get(kind, [] if o.collectives[long].before == o.collectives[long].after else None)
+            for kind, long in (("AG", "all_gather"), ("RS", "reduce_scatter"))
+        }
+        self.sources.append(
+            GraphSource(self.rank, cid, idx, g, text, art, recorded_buckets=recorded, post_grad=pg)
+        )
 
 
 @dataclass
@@ -464,16 +484,21 @@ class FileBuilder:
     any rank is known are held until one is (a file's segments are read with the rank of its
     first lines, so that is none in practice)."""
 
-    def __init__(self, log: LogFile, parsers: tuple[EntryParser, ...],
-                 sink: Callable[[GraphSource], None] | None = None,
-                 unbucketed_sink: Callable[[UnbucketedSource], None] | None = None,
-                 memo: BuildMemo | None = None) -> None:
+    def __init__(
+        self,
+        log: LogFile,
+        parsers: tuple[EntryParser, ...],
+        sink: Callable[[GraphSource], None] | None = None,
+        unbucketed_sink: Callable[[UnbucketedSource], None] | None = None,
+        memo: BuildMemo | None = None,
+    ) -> None:
         self.log = log
         self._table = key_table(parsers)
         self._sink, self._unbucketed_sink = sink, unbucketed_sink
         self.diag = Diagnostics()
-        self._b = RankBuilder(log.path, keep_sources=sink is not None or unbucketed_sink is not None,
-                              memo=memo)
+        self._b = RankBuilder(
+            log.path, keep_sources=sink is not None or unbucketed_sink is not None, memo=memo
+        )
         self._ranked = False  # the builder's rank is decided
         self._held: list[SegmentResult] = []  # segments before a rank is known
         self._offset = 0  # lines of the segments applied
@@ -505,7 +530,7 @@ class FileBuilder:
                         ex["line"] += offset
             self.diag.merge(part.diagnostics)
         ev = part.events
-        for key, value, cid, line in zip(ev.keys, ev.values, ev.cids, ev.lines):
+        for key, value, cid, line in zip(ev.keys, ev.values, ev.cids, ev.lines, strict=False):
             b.cid = cid
             table[key].apply(b, key, value, path, line + offset)
         self._offset = offset + part.lines
@@ -526,7 +551,9 @@ class FileBuilder:
                 pg, src.post_grad = src.post_grad, None
                 if pg is not None:
                     src.overlap_scheduled = pg.overlap_before or pg.overlap_after
-                    src.compute_estimates_us = None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us
+                    src.compute_estimates_us = (
+                        None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us
+                    )
                     src.estimates_after_overlap = pg.estimation_after_overlap is not None
                 sink(src)
         if b.unbucketed is not None and unbucketed_sink is not None:
@@ -534,12 +561,26 @@ class FileBuilder:
                 u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
                 unbucketed_sink(u)
         bad_rank = None if b.rank is not None else unplaceable_rank(log.path, diag)
-        return FileResult(log.path, b.rank, b.graphs, b.compiled_graphs, b.cache_hits, diag, self._readable,
-                          compiles=b.compiles, pids=frozenset(self._pids),
-                          first_compile_id=b.first_compile_id, torch_version=b.torch_version,
-                          name_rank=log.rank_hint, schedules_without_outcome=b.schedules_without_outcome,
-                          compile_ids=list(b.compile_ids), cache_events=b.cache_events, positions=b.positions,
-                          entries=self._entries, bad_rank=bad_rank)
+        return FileResult(
+            log.path,
+            b.rank,
+            b.graphs,
+            b.compiled_graphs,
+            b.cache_hits,
+            diag,
+            self._readable,
+            compiles=b.compiles,
+            pids=frozenset(self._pids),
+            first_compile_id=b.first_compile_id,
+            torch_version=b.torch_version,
+            name_rank=log.rank_hint,
+            schedules_without_outcome=b.schedules_without_outcome,
+            compile_ids=list(b.compile_ids),
+            cache_events=b.cache_events,
+            positions=b.positions,
+            entries=self._entries,
+            bad_rank=bad_rank,
+        )
 
 
 _NAME_RANK = re.compile(r"rank_(\d+)")
@@ -550,7 +591,11 @@ def unplaceable_rank(path: str, diag: Diagnostics) -> str | None:
     rank that is not one (negative, or :data:`tracekit.model.rankset.MAX_RANK` or more); None when
     it simply logs none."""
     for ex in diag.examples:
-        if ex["kind"] == "bad_field_type" and ex["detail"].startswith("rank ") and ex["detail"].endswith(" is not a rank"):
+        if (
+            ex["kind"] == "bad_field_type"
+            and ex["detail"].startswith("rank ")
+            and ex["detail"].endswith(" is not a rank")
+        ):
             return f"its entries say {ex['detail']} (ranks are 0 to {MAX_RANK - 1})"
     m = _NAME_RANK.search(os.path.basename(path))
     if m and int(m.group(1)[:12]) >= MAX_RANK:
@@ -660,8 +705,11 @@ def _counts_key(counts: dict) -> tuple:
 
 
 def _sizes_key(s: Sizes) -> tuple:
-    return ("sizes", tuple((x.type, x.size_mb, x.name) for x in s.before),
-            None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after))
+    return (
+        "sizes",
+        tuple((x.type, x.size_mb, x.name) for x in s.before),
+        None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after),
+    )
 
 
 def _final_counts_key(counts: dict[str, int]) -> tuple:
@@ -669,8 +717,10 @@ def _final_counts_key(counts: dict[str, int]) -> tuple:
 
 
 def _final_collectives_key(colls: list) -> tuple:
-    return ("final_collectives", tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype)
-                                       for c in colls))
+    return (
+        "final_collectives",
+        tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in colls),
+    )
 
 
 @dataclass(slots=True)
@@ -705,11 +755,21 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     interner = _Interner()
     unplaced: list[str] = []
     for res in results:
-        if (res.readable and not res.entries and not res.graphs and res.diagnostics.total
-                and "empty_file" not in res.diagnostics.counts):  # bad lines only: no log at all
+        if (
+            res.readable
+            and not res.entries
+            and not res.graphs
+            and res.diagnostics.total
+            and "empty_file" not in res.diagnostics.counts
+        ):  # bad lines only: no log at all
             bad = res.diagnostics.total
-            diagnostics.add("no_entries", res.path, 0, f"no log entries in {res.path}"
-                            + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""))
+            diagnostics.add(
+                "no_entries",
+                res.path,
+                0,
+                f"no log entries in {res.path}"
+                + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""),
+            )
             unplaced.append(res.path)
             continue
         if res.diagnostics.counts:
@@ -721,27 +781,51 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             unplaced.append(res.path)
             continue
         if res.rank is not None and res.name_rank is not None and res.rank != res.name_rank:
-            diagnostics.add("rank_mismatch", res.path, 0,
-                            f"the entries say rank {res.rank}, the file name rank {res.name_rank}")
+            diagnostics.add(
+                "rank_mismatch",
+                res.path,
+                0,
+                f"the entries say rank {res.rank}, the file name rank {res.name_rank}",
+            )
         m = merging.get(res.rank)
         if m is None:
-            r = Rank(res.rank, [res.path], list(res.graphs), res.compiled_graphs, res.cache_hits, res.compiles,
-                     res.torch_version, res.schedules_without_outcome, res.compile_ids, res.cache_events)
+            r = Rank(
+                res.rank,
+                [res.path],
+                list(res.graphs),
+                res.compiled_graphs,
+                res.cache_hits,
+                res.compiles,
+                res.torch_version,
+                res.schedules_without_outcome,
+                res.compile_ids,
+                res.cache_events,
+            )
             pids = next(iter(res.pids)) if len(res.pids) == 1 else res.pids
             positions = tuple(res.positions.items())
-            merging[res.rank] = _Merging(r, pids, res.first_compile_id, res.torch_version,
-                                         interner.share(("positions", positions), positions))
+            merging[res.rank] = _Merging(
+                r,
+                pids,
+                res.first_compile_id,
+                res.torch_version,
+                interner.share(("positions", positions), positions),
+            )
         else:
             r = m.rank
             why = another_run(m, res)
             if why is not None and _same_bytes(r.files[0], res.path):
-                diagnostics.add("copied_file", res.path, 0, f"a byte-identical copy of {r.files[0]}: read once")
+                diagnostics.add(
+                    "copied_file", res.path, 0, f"a byte-identical copy of {r.files[0]}: read once"
+                )
                 continue
             if why is not None:
                 who = "-" if res.rank is None else res.rank
-                diagnostics.add("duplicate_rank", res.path, 0,
-                                f"rank {who} is also in {r.files[0]}; this file is another run "
-                                f"({why}): not merged")
+                diagnostics.add(
+                    "duplicate_rank",
+                    res.path,
+                    0,
+                    f"rank {who} is also in {r.files[0]}; this file is another run ({why}): not merged",
+                )
                 duplicated.add(res.rank)
                 continue
             _continue_rank(m, res)
@@ -750,15 +834,24 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         interner.rank_lists(r)  # (a later file of the rank makes new lists: never changes these)
     if None in merging and len(merging) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
         for path in merging.pop(None).rank.files:
-            diagnostics.add("unknown_rank", path, 0,
-                            "neither its entries nor its name give a rank; left out of the "
-                            f"{len(merging)} ranks (it cannot be compared with them)")
+            diagnostics.add(
+                "unknown_rank",
+                path,
+                0,
+                "neither its entries nor its name give a rank; left out of the "
+                f"{len(merging)} ranks (it cannot be compared with them)",
+            )
             unplaced.append(path)
         duplicated.discard(None)
     ranks = [merging[k].rank for k in _rank_order(merging)]
     del merging
-    return Run(paths=list(paths), ranks=ranks, diagnostics=diagnostics, duplicated=_rank_order(duplicated),
-               unplaced=unplaced)
+    return Run(
+        paths=list(paths),
+        ranks=ranks,
+        diagnostics=diagnostics,
+        duplicated=_rank_order(duplicated),
+        unplaced=unplaced,
+    )
 
 
 def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:

@@ -86,8 +86,13 @@ class ValueMemo:
         return v
 
     def __getstate__(self):  # a parser travels to worker processes without its memo
-        return {"_parse": self._parse, "_values": {}, "_chars": 0, "_limit": self._limit,
-                "_max_chars": self._max_chars}
+        return {
+            "_parse": self._parse,
+            "_values": {},
+            "_chars": 0,
+            "_limit": self._limit,
+            "_max_chars": self._max_chars,
+        }
 
 
 class ModelBuilder(Protocol):
@@ -118,7 +123,9 @@ class EntryParser:
     needs_payload: ClassVar[bool] = True
 
     def keys(self) -> list[EntryKey]:
-        return [("artifact", n) for n in sorted(self.artifacts)] + [(t, None) for t in sorted(self.entry_types)]
+        return [("artifact", n) for n in sorted(self.artifacts)] + [
+            (t, None) for t in sorted(self.entry_types)
+        ]
 
     def parse(self, payload: str | None, envelope: dict[str, Any]) -> Any:
         """The value of one entry (``payload`` is None when :attr:`needs_payload` is false).
@@ -132,7 +139,9 @@ class EntryParser:
 
 # --- pre_bucketing_fsdp_collectives -------------------------------------------------------------
 
-_STR_LIST_RE = re.compile(r"\[\s*(?:'[^'\\]*'|\"[^\"\\]*\")(?:\s*,\s*(?:'[^'\\]*'|\"[^\"\\]*\"))*\s*\]|\[\s*\]")
+_STR_LIST_RE = re.compile(
+    r"\[\s*(?:'[^'\\]*'|\"[^\"\\]*\")(?:\s*,\s*(?:'[^'\\]*'|\"[^\"\\]*\"))*\s*\]|\[\s*\]"
+)
 _STR_ITEM_RE = re.compile(r"'([^'\\]*)'|\"([^\"\\]*)\"")
 _OUTCOME_RE = re.compile(
     r"fsdp_groups=(?P<groups>\[[^\]]*\]), group_size=(?P<group_size>\d+|None), "
@@ -333,7 +342,9 @@ class Estimation:
     collectives: list[ScheduledCollective]
 
 
-_KEY_RE = re.compile(r"(?P<target>\S+) group_size:(?P<size>\S*) group_name:(?P<name>.*?) input_bytes:(?P<bytes>\S*)")
+_KEY_RE = re.compile(
+    r"(?P<target>\S+) group_size:(?P<size>\S*) group_name:(?P<name>.*?) input_bytes:(?P<bytes>\S*)"
+)
 
 
 def _int_or_none(text: str) -> int | None:
@@ -373,9 +384,16 @@ def parse_estimation(text: str) -> Estimation:
         except ValueError:
             ms = None
         name = m["name"]
-        out.append(ScheduledCollective(
-            kind=op[0], op=op[1], group=None if name == "None" else _intern(name),
-            group_size=_int_or_none(m["size"]), bytes=_int_or_none(m["bytes"]), est_ms=ms))
+        out.append(
+            ScheduledCollective(
+                kind=op[0],
+                op=op[1],
+                group=None if name == "None" else _intern(name),
+                group_size=_int_or_none(m["size"]),
+                bytes=_int_or_none(m["bytes"]),
+                est_ms=ms,
+            )
+        )
     if header is None:
         raise ArtifactError("no collectives estimation header")
     return Estimation(world, out)
@@ -399,7 +417,9 @@ class EstimationParser(EntryParser):
 
 #: A collective's node in a printed post-grad graph: ``all_gather_into_tensor_out: "f32[74536][1]cpu"
 #: = torch.ops._c10d_functional.all_gather_into_tensor_out.default(...)``: its dtype and op.
-_COLLECTIVE_NODE_RE = re.compile(r'^[ \t]*\w+: "([a-z][a-z0-9_]*)\[[^"\n]*" = torch\.ops\._c10d_functional\.(\w+)\.', re.M)
+_COLLECTIVE_NODE_RE = re.compile(
+    r'^[ \t]*\w+: "([a-z][a-z0-9_]*)\[[^"\n]*" = torch\.ops\._c10d_functional\.(\w+)\.', re.M
+)
 
 
 def _collective_node_lines(text: str) -> Iterator[re.Match[str]]:
@@ -452,8 +472,13 @@ class GraphDtypeParser(EntryParser):
         builder.set_dtypes(value)
 
 
-def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
-                   estimation: Estimation | None, dtypes: dict[str, list[str]] | None = None) -> FinalSchedule:
+def final_schedule(
+    compile_id: str,
+    position: int,
+    ops: list[tuple[str, str]],
+    estimation: Estimation | None,
+    dtypes: dict[str, list[str]] | None = None,
+) -> FinalSchedule:
     """A schedule's collectives with sizes from the graph's estimation, matched by order within
     each kind: the i-th all-gather of the schedule gets the i-th all-gather line of the
     estimation (overlap scheduling moves collectives, but keeps those of one kind in order).
@@ -468,7 +493,7 @@ def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
         for kind, cs in of_kind.items():
             ds = dtypes.get(kind, [])
             if len(ds) == len(cs):
-                for c, d in zip(cs, ds):
+                for c, d in zip(cs, ds, strict=False):
                     c.dtype = d
     if estimation is None:
         return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls)
@@ -484,12 +509,13 @@ def final_schedule(compile_id: str, position: int, ops: list[tuple[str, str]],
         if len(es) != len(cs):
             status = "partial"
             continue
-        for c, e in zip(cs, es):
+        for c, e in zip(cs, es, strict=False):
             c.group, c.group_size, c.bytes, c.est_ms = e.group, e.group_size, e.bytes, e.est_ms
     if any(len(v) != len(mine.get(k, [])) for k, v in by_kind.items()):
         status = "partial"
-    return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls,
-                         estimation.world_size, status)
+    return FinalSchedule(
+        compile_id, position, FinalSchedule.count_kinds(colls), colls, estimation.world_size, status
+    )
 
 
 # --- overlap scheduling: compute estimates, estimates after overlap bucketing, graph markers -----
@@ -612,7 +638,9 @@ class BucketMembersParser(EntryParser):
     only when something merges. Those logged between a graph's ``before_post_grad_graph`` and
     its outcome are pre-bucketing's (overlap scheduling's own come after the outcome)."""
 
-    artifacts = frozenset({"fx_bucketing_passes_all_gather_buckets", "fx_bucketing_passes_reduce_scatter_buckets"})
+    artifacts = frozenset(
+        {"fx_bucketing_passes_all_gather_buckets", "fx_bucketing_passes_reduce_scatter_buckets"}
+    )
 
     def parse(self, payload, envelope):
         return parse_torch_buckets(payload or "")

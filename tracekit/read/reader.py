@@ -63,17 +63,32 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 
-from tracekit.read.gc_paused import gc_paused
 from tracekit.model import Diagnostics, Run
 from tracekit.read import segments
-from tracekit.read.pairing import (BuildMemo, FileBuilder, FileResult, GraphSource, SegmentResult, UnbucketedSource, build_file,
-                              merge_files)
+from tracekit.read.gc_paused import gc_paused
+from tracekit.read.pairing import (
+    BuildMemo,
+    FileBuilder,
+    FileResult,
+    GraphSource,
+    SegmentResult,
+    UnbucketedSource,
+    build_file,
+    merge_files,
+)
 from tracekit.read.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
 from tracekit.read.segments import Segment, default_jobs, file_segments, read_segment, read_segments
 from tracekit.read.sources import LogFile, find_log_names, find_logs, rank_from_name, sized
 
-__all__ = ["GraphSource", "StrictError", "UnbucketedSource", "graph_and_unbucketed_sources", "graph_sources",
-           "load", "read_file"]
+__all__ = [
+    "GraphSource",
+    "StrictError",
+    "UnbucketedSource",
+    "graph_and_unbucketed_sources",
+    "graph_sources",
+    "load",
+    "read_file",
+]
 
 
 class StrictError(Exception):
@@ -84,14 +99,16 @@ class StrictError(Exception):
         self.run = run
 
 
-def read_file(log: LogFile | str, on_chunk: Callable[[int], None] | None = None,
-              validate_all: bool = False) -> FileResult:
+def read_file(
+    log: LogFile | str, on_chunk: Callable[[int], None] | None = None, validate_all: bool = False
+) -> FileResult:
     """Read one whole file into a :class:`tracekit.read.pairing.FileResult`, in this process
     (``validate_all``: check every line, as ``--strict`` does)."""
     if isinstance(log, str):
         log = LogFile(log, 0, rank_from_name(log))
-    return build_file(log, [read_segment(Segment(log), on_chunk=on_chunk, validate_all=validate_all)],
-                      SUMMARY_PARSERS)
+    return build_file(
+        log, [read_segment(Segment(log), on_chunk=on_chunk, validate_all=validate_all)], SUMMARY_PARSERS
+    )
 
 
 def path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
@@ -228,8 +245,13 @@ def _sources(paths, diagnostics, progress, logs, parsers, *, unbucketed: bool):
     total, done = sum(lg.size for lg in logs), 0
     for lg in logs:
         out: list[GraphSource | UnbucketedSource] = []
-        res = build_file(lg, [read_segment(Segment(lg), parsers)], parsers, sink=out.append,
-                         **({"unbucketed_sink": out.append} if unbucketed else {}))
+        res = build_file(
+            lg,
+            [read_segment(Segment(lg), parsers)],
+            parsers,
+            sink=out.append,
+            **({"unbucketed_sink": out.append} if unbucketed else {}),
+        )
         diag.merge(res.diagnostics)
         done += lg.size
         if progress is not None:

@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from tracekit.model import Diagnostics
 from tracekit.read import envelopes as ev
 from tracekit.read.entries import EnvelopeMemo, PayloadMemo, check_gzip, decode_entries
-from tracekit.model import Diagnostics
 from tracekit.read.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.read.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
 from tracekit.read.sources import GZIP_MAGIC, LogFile, listed_size, memory_log, open_log, read_small
@@ -92,12 +92,19 @@ def read_segment(
     table, canonical = ps.table, ps.canonical
     diag = Diagnostics()
     events = Events() if into is None else into
-    add_key, add_value, add_cid, add_line = (events.keys.append, events.values.append,
-                                             events.cids.append, events.lines.append)
+    add_key, add_value, add_cid, add_line = (
+        events.keys.append,
+        events.values.append,
+        events.cids.append,
+        events.lines.append,
+    )
     pids: set[int] = set()
     try:
-        stream, raw = (memory_log(data) if data is not None else
-                       open_log(path, seg.log.size if not seg.start and seg.end is None else None))
+        stream, raw = (
+            memory_log(data)
+            if data is not None
+            else open_log(path, seg.log.size if not seg.start and seg.end is None else None)
+        )
     except OSError as e:
         diag.add("unreadable_file", path, 0, e.strerror or str(e))
         return SegmentResult(events, seg.rank, 0, diag, readable=False)
@@ -117,11 +124,20 @@ def read_segment(
                 last[0] = pos
 
         try:
-            for e in decode_entries(stream, path, diag, keys=ps.keys, on_chunk=progress_cb,
-                                    payload_for=ps.payload_for, rank=rank, scanner_out=scanner_box,
-                                    validate_all=validate_all, memo=ps.memo,
-                                    envelopes=None if validate_all else ps.envelopes,
-                                    rank_hint=seg.log.rank_hint):
+            for e in decode_entries(
+                stream,
+                path,
+                diag,
+                keys=ps.keys,
+                on_chunk=progress_cb,
+                payload_for=ps.payload_for,
+                rank=rank,
+                scanner_out=scanner_box,
+                validate_all=validate_all,
+                memo=ps.memo,
+                envelopes=None if validate_all else ps.envelopes,
+                rank_hint=seg.log.rank_hint,
+            ):
                 key = canonical[e.key]  # one key object a kind, not one per event (a dense log holds
                 parser = table[key]  # hundreds of thousands of events until its file is built)
                 if e.pid is not None:
@@ -159,8 +175,14 @@ class _ParserSet(NamedTuple):
 @functools.lru_cache(maxsize=8)
 def _parser_set(parsers: tuple[EntryParser, ...]) -> _ParserSet:
     table = key_table(parsers)
-    return _ParserSet(table, frozenset(table), {k: k for k in table},
-                      lambda etype, name: table[(etype, name)].needs_payload, PayloadMemo(), EnvelopeMemo())
+    return _ParserSet(
+        table,
+        frozenset(table),
+        {k: k for k in table},
+        lambda etype, name: table[(etype, name)].needs_payload,
+        PayloadMemo(),
+        EnvelopeMemo(),
+    )
 
 
 def default_jobs() -> int:
@@ -259,7 +281,7 @@ def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
             yield [Segment(lg)]
             continue
         edges = [0] + [c for c in cuts if 0 < c < lg.size] + [None]
-        yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:])]
+        yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:], strict=False)]
 
 
 #: Less than this in all is read in this process, like one file of that size (SPLIT_MIN_BYTES):
@@ -312,7 +334,10 @@ def _read_batch(segs: list[Segment], validate_all: bool) -> _Batch:
 
 
 def read_segments(
-    tasks: list[Segment], jobs: int, tick: Callable[[int], None], progress: bool = False,
+    tasks: list[Segment],
+    jobs: int,
+    tick: Callable[[int], None],
+    progress: bool = False,
     validate_all: bool = False,
 ) -> Iterator[tuple[Segment, SegmentResult]]:
     """Every segment with its result, in order, read with up to ``jobs`` processes;
@@ -330,7 +355,7 @@ def read_segments(
     segs = _drain(tasks)
     batches: list[list[Segment] | None] = [[next(segs) for _ in range(n)] for n, _b in plan]
     for b, batch, part in _read_piped(batches, jobs, validate_all, _read_batch, first_here=few):
-        yield from zip(batch, (res for _size, res in part.results()))
+        yield from zip(batch, (res for _size, res in part.results()), strict=False)
         tick(plan[b][1])
 
 
@@ -339,9 +364,13 @@ def read_segments(
 EARLY_MIN_FILES = 16384
 
 
-def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[int], None],
-                on_total: Callable[[int], None] | None, validate_all: bool = False,
-                ) -> Iterator[tuple[Segment, SegmentResult]]:
+def read_listed(
+    names: list[tuple[str, int | None]],
+    jobs: int,
+    tick: Callable[[int], None],
+    on_total: Callable[[int], None] | None,
+    validate_all: bool = False,
+) -> Iterator[tuple[Segment, SegmentResult]]:
     """:func:`read_segments` of a long listing (``(path, rank hint)``, :func:`tracekit.read.sources.
     find_log_names`), its workers forked before the files' sizes are known: batches of
     :data:`BATCH_SEGMENTS` files, each worker reading the ones it takes, and
@@ -352,19 +381,23 @@ def read_listed(names: list[tuple[str, int | None]], jobs: int, tick: Callable[[
     in segments as :func:`read_segments` cuts it. Whole files otherwise, in order, as
     :func:`read_segments` gives them."""
     batches: list[list[tuple[str, int | None]] | None] = [
-        names[i : i + BATCH_SEGMENTS] for i in range(0, len(names), BATCH_SEGMENTS)]
+        names[i : i + BATCH_SEGMENTS] for i in range(0, len(names), BATCH_SEGMENTS)
+    ]
     del names  # the batches hold the names, each dropped once read
 
     def total() -> None:  # while the workers read
         on_total(sum(listed_size(path) for batch in batches for path, _hint in batch))
 
-    for _b, batch, part in _read_piped(batches, jobs, validate_all, _read_named,
-                                       between=None if on_total is None else total):
+    for _b, batch, part in _read_piped(
+        batches, jobs, validate_all, _read_named, between=None if on_total is None else total
+    ):
         done = 0
-        for (path, hint), (size, res) in zip(batch, part.results()):
+        for (path, hint), (size, res) in zip(batch, part.results(), strict=False):
             lg = LogFile(path, size, hint)
             if res is None:  # large: read here, in segments
-                yield from read_segments(next(file_segments([lg], jobs)), jobs, tick, validate_all=validate_all)
+                yield from read_segments(
+                    next(file_segments([lg], jobs)), jobs, tick, validate_all=validate_all
+                )
                 continue
             done += size
             yield Segment(lg), res
@@ -385,8 +418,17 @@ def _read_named(batch: list[tuple[str, int | None]], validate_all: bool) -> _Bat
         if size >= SPLIT_MIN_BYTES:
             out.add(size, None)
         else:
-            out.add(size, read_segment(Segment(LogFile(path, size, hint)), SUMMARY_PARSERS, None, validate_all,
-                                       data, into=out.events))
+            out.add(
+                size,
+                read_segment(
+                    Segment(LogFile(path, size, hint)),
+                    SUMMARY_PARSERS,
+                    None,
+                    validate_all,
+                    data,
+                    into=out.events,
+                ),
+            )
     return out
 
 
@@ -435,8 +477,9 @@ class _Batch:
         ev, odd = self.events, self.odd
         keys, values, cids, lines = ev.keys, ev.values, ev.cids, ev.lines
         start = 0
-        for i, (size, end, rank, nlines, pids) in enumerate(zip(self.sizes, self.ends, self.ranks, self.lines,
-                                                               self.pids)):
+        for i, (size, end, rank, nlines, pids) in enumerate(
+            zip(self.sizes, self.ends, self.ranks, self.lines, self.pids, strict=False)
+        ):
             if end < 0:
                 yield size, None
                 continue
@@ -445,7 +488,11 @@ class _Batch:
             else:
                 events = Events.__new__(Events)
                 events.keys, events.values, events.cids, events.lines = (
-                    keys[start:end], values[start:end], cids[start:end], lines[start:end])
+                    keys[start:end],
+                    values[start:end],
+                    cids[start:end],
+                    lines[start:end],
+                )
             start = end
             if i in odd:
                 counts, examples, readable = odd[i]
@@ -455,8 +502,18 @@ class _Batch:
 
     def __reduce__(self):
         e = self.events
-        return _batch, (e.keys, e.values, e.cids, e.lines, self.sizes, self.ends, self.ranks, self.lines,
-                         self.pids, self.odd or None)
+        return _batch, (
+            e.keys,
+            e.values,
+            e.cids,
+            e.lines,
+            self.sizes,
+            self.ends,
+            self.ranks,
+            self.lines,
+            self.pids,
+            self.odd or None,
+        )
 
 
 #: The diagnostics of every clean file of a batch (:meth:`_Batch.results`): none, read only.
@@ -472,9 +529,14 @@ def _batch(keys, values, cids, lines, sizes, ends, ranks, nlines, pids, odd) -> 
     return out
 
 
-def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[Any, bool], _Batch],
-                between: Callable[[], None] | None = None, first_here: bool = False,
-                ) -> Iterator[tuple[int, Any, _Batch]]:
+def _read_piped(
+    batches: list,
+    jobs: int,
+    validate_all: bool,
+    read: Callable[[Any, bool], _Batch],
+    between: Callable[[], None] | None = None,
+    first_here: bool = False,
+) -> Iterator[tuple[int, Any, _Batch]]:
     """``(b, batch, read(batch, validate_all))`` of each of ``batches`` in order, read in
     ``jobs`` forked workers. A worker that is free takes the next batch there is (a
     :class:`_Claims` ticket), says so, reads it and writes its results on its own pipe, pickled
@@ -519,7 +581,9 @@ def _read_piped(batches: list, jobs: int, validate_all: bool, read: Callable[[An
                     with os.fdopen(w, "wb") as out:
                         for b in iter(claims.take, None):
                             claims.claim(b, k)
-                            data = pickle.dumps(read(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL)
+                            data = pickle.dumps(
+                                read(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL
+                            )
                             out.write(b.to_bytes(8, "little") + len(data).to_bytes(8, "little"))
                             out.write(data)
                             out.flush()
@@ -634,7 +698,9 @@ class _Claims:
             if not got:  # every worker ended
                 return None
             for i in range(0, len(got) - 7, 8):
-                self._owner[int.from_bytes(got[i : i + 4], "little")] = int.from_bytes(got[i + 4 : i + 8], "little")
+                self._owner[int.from_bytes(got[i : i + 4], "little")] = int.from_bytes(
+                    got[i + 4 : i + 8], "little"
+                )
         return self._owner.pop(b)
 
     def _one_failed(self) -> bool:

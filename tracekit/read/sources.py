@@ -70,7 +70,9 @@ def _not_a_file(path: str) -> str:
     return "not a regular file"
 
 
-def _dir_names(directory: str, diagnostics: Diagnostics | None = None) -> tuple[list[tuple[str, int | None]], set[str]]:
+def _dir_names(
+    directory: str, diagnostics: Diagnostics | None = None
+) -> tuple[list[tuple[str, int | None]], set[str]]:
     """The names of a directory's log files, in reading order, each with the rank its name
     gives (:func:`rank_from_name`), and those of them that are symlinks (or may be). One
     ``scandir``, no ``stat`` (the entries' types tell regular files apart), one regex search a
@@ -111,8 +113,9 @@ def _dir_names(directory: str, diagnostics: Diagnostics | None = None) -> tuple[
     return chosen, links
 
 
-def _dir_files(directory: str, names: list[tuple[str, int | None]],
-               links: set[str]) -> Iterator[tuple[str, str | None, int | None]]:
+def _dir_files(
+    directory: str, names: list[tuple[str, int | None]], links: set[str]
+) -> Iterator[tuple[str, str | None, int | None]]:
     """``(path, real path, rank hint)`` of each named file of ``directory`` (the real path None
     for a symlink: it is resolved by the caller). A file that is not a symlink is its real
     directory's + its name: its path itself when the directory is given as its real path, so
@@ -172,7 +175,9 @@ def listed_size(path: str) -> int:
         return 0
 
 
-def find_log_names(paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics) -> list[tuple[str, int | None]]:
+def find_log_names(
+    paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
+) -> list[tuple[str, int | None]]:
     """:func:`find_logs` before the files' sizes: ``(path, rank hint)`` of each file to read,
     in order, each once (a directory's 100,000 files are listed without a ``stat`` each)."""
     if isinstance(paths, (str, os.PathLike)):

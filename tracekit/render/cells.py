@@ -62,7 +62,11 @@ def value_text(field: str, v: Any) -> str:
         return fmt_counts(v)
     if field == "final":
         return sequence_text(v)
-    if field.startswith("sizes_mb") and isinstance(v, list) and all(isinstance(x, list) and len(x) > 1 for x in v):
+    if (
+        field.startswith("sizes_mb")
+        and isinstance(v, list)
+        and all(isinstance(x, list) and len(x) > 1 for x in v)
+    ):
         n = len(v)
         return f"{n} collective{'' if n == 1 else 's'}, {fmt_mb(sum(x[1] for x in v))} MB"
     if field == "fsdp_groups":
@@ -79,8 +83,10 @@ def first_diff_text(d: dict[str, Any] | None) -> str:
     majority's second, as the columns beside it: ``#8 AG (before): 0.004 vs - MB``."""
     if not d:
         return "-"
-    return (f"#{d['index']} {d['type']} ({d.get('list', 'before')}): "
-            f"{fmt_mb(d['size_mb'])} vs {fmt_mb(d['majority_size_mb'])} MB")
+    return (
+        f"#{d['index']} {d['type']} ({d.get('list', 'before')}): "
+        f"{fmt_mb(d['size_mb'])} vs {fmt_mb(d['majority_size_mb'])} MB"
+    )
 
 
 def ranks_text(ranks: Any) -> str:
@@ -95,22 +101,37 @@ def differences_line(items: list[dict[str, Any]], what: str = "difference(s)") -
         return f"{len(items)} {what} from the majority"
     if ties == len(items):
         return f"{len(items)} {what} where the ranks split with no majority (no rank is blamed)"
-    return (f"{len(items) - ties} {what} from the majority, {ties} where the ranks split with no "
-            "majority (no rank is blamed)")
+    return (
+        f"{len(items) - ties} {what} from the majority, {ties} where the ranks split with no "
+        "majority (no rank is blamed)"
+    )
 
 
 def did_nothing_none_text(doc: dict[str, Any]) -> str:
     """The line for an empty *Bucketing did nothing* section, true to what was recorded:
     nothing recorded, nothing to merge (no graph with two collectives of a type), or every graph
     that had something to merge merged some."""
-    graphs = [g for grp in doc.get("groups") or [] if isinstance(grp, dict)
-              for g in grp.get("graphs") or [] if isinstance(g, dict)]
-    graphs += [g for r in doc.get("ranks") or [] if isinstance(r, dict)
-               for g in r.get("graphs") or [] if isinstance(g, dict)]
+    graphs = [
+        g
+        for grp in doc.get("groups") or []
+        if isinstance(grp, dict)
+        for g in grp.get("graphs") or []
+        if isinstance(g, dict)
+    ]
+    graphs += [
+        g
+        for r in doc.get("ranks") or []
+        if isinstance(r, dict)
+        for g in r.get("graphs") or []
+        if isinstance(g, dict)
+    ]
     if not graphs:
         return "no bucketing outcome recorded"
-    mergeable = any(isinstance(c, dict) and isinstance(c.get("before"), int) and c["before"] > 1
-                    for g in graphs for c in (g.get("collectives") or {}).values())
+    mergeable = any(
+        isinstance(c, dict) and isinstance(c.get("before"), int) and c["before"] > 1
+        for g in graphs
+        for c in (g.get("collectives") or {}).values()
+    )
     if not mergeable:
         return "nothing to merge: no graph has more than one collective of a type"
     return "none: every graph with more than one collective of a type merged some"

@@ -30,13 +30,13 @@ from typing import Any
 
 import orjson
 
+from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
-from tracekit.render.text import fmt_counts, fmt_mb
-from tracekit.render.html_assets import CSS, JS
-from tracekit.analyze.summarize import graph_label
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, groups_text, total_mb, value_text
+from tracekit.render.html_assets import CSS, JS
+from tracekit.render.text import fmt_counts, fmt_mb
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -56,9 +56,15 @@ MAX_MAP_RANKS = 16384
 MAX_RANKS = MAX_RANK
 RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
-SECTIONS = [("verdict", "Verdict"), ("world", "World"), ("groups", "Rank groups"),
-            ("divergence", "Divergence"), ("sizes", "Bucket sizes"),
-            ("did-nothing", "Did nothing"), ("diagnostics", "Diagnostics")]
+SECTIONS = [
+    ("verdict", "Verdict"),
+    ("world", "World"),
+    ("groups", "Rank groups"),
+    ("divergence", "Divergence"),
+    ("sizes", "Bucket sizes"),
+    ("did-nothing", "Did nothing"),
+    ("diagnostics", "Diagnostics"),
+]
 
 
 def esc(value: Any) -> str:
@@ -112,8 +118,10 @@ def rank_count(value: Any) -> int:
 
 def _graphs_without_place(graphs: list[dict[str, Any]]) -> bytes:
     """Canonical text of a rank's graphs, without where they were read (file, line)."""
-    return orjson.dumps([{k: v for k, v in g.items() if k not in ("file", "line")} for g in graphs],
-                        option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(
+        [{k: v for k, v in g.items() if k not in ("file", "line")} for g in graphs],
+        option=orjson.OPT_SORT_KEYS,
+    )
 
 
 def rank_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -130,8 +138,10 @@ def rank_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
         graphs = r.get("graphs") or []
         g = found.setdefault(_graphs_without_place(graphs), {"ranks": [], "graphs": graphs})
         g["ranks"].append(r.get("rank"))
-    out = [{"ranks": format_ranks(g["ranks"]), "count": len(g["ranks"]), "graphs": g["graphs"]}
-           for g in found.values()]
+    out = [
+        {"ranks": format_ranks(g["ranks"]), "count": len(g["ranks"]), "graphs": g["graphs"]}
+        for g in found.values()
+    ]
     out.sort(key=lambda g: -g["count"])
     return out
 
@@ -145,14 +155,19 @@ def world_of(doc: dict[str, Any]) -> dict[str, Any]:
     ranks = doc.get("ranks")
     if not isinstance(ranks, list):
         n = (doc.get("totals") or {}).get("ranks")
-        return {"expected": None, "found": n, "ranks": None, "missing": [], "duplicated": [],
-                "derived": True}
+        return {"expected": None, "found": n, "ranks": None, "missing": [], "duplicated": [], "derived": True}
     found = [r.get("rank") for r in ranks]
     nums = [r for r in found if isinstance(r, int)]
     top = max(nums, default=-1)
     missing = sorted(set(range(top + 1)) - set(nums)) if top < MAX_RANKS else None
-    return {"expected": None, "found": len(found), "ranks": format_ranks(found),
-            "missing": missing, "duplicated": [], "derived": True}
+    return {
+        "expected": None,
+        "found": len(found),
+        "ranks": format_ranks(found),
+        "missing": missing,
+        "duplicated": [],
+        "derived": True,
+    }
 
 
 def differing_ranks(doc: dict[str, Any]) -> str:
@@ -177,15 +192,17 @@ def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
     differing = differing_ranks(doc)
     if differing:
         k = len(rank_members(differing))
-        n = sum(len(doc.get(key) or []) for key in
-                ("divergence", "schedule_divergence", "compile_divergence"))
-        return "diverge", (f"{k} rank{'s' if k != 1 else ''} ({differing}) "
-                           f"differ{'s' if k == 1 else ''} from the majority: "
-                           f"{n} difference{'s' if n != 1 else ''}")
+        n = sum(
+            len(doc.get(key) or []) for key in ("divergence", "schedule_divergence", "compile_divergence")
+        )
+        return "diverge", (
+            f"{k} rank{'s' if k != 1 else ''} ({differing}) "
+            f"differ{'s' if k == 1 else ''} from the majority: "
+            f"{n} difference{'s' if n != 1 else ''}"
+        )
     if world.get("missing"):
         return "incomplete", f"rank(s) {ranks_text(world['missing'])} missing from the logs"
-    return "agree", (f"all {totals.get('ranks', 0)} ranks agree on all "
-                     f"{_graph_count(doc)} graphs")
+    return "agree", (f"all {totals.get('ranks', 0)} ranks agree on all {_graph_count(doc)} graphs")
 
 
 def _graph_count(doc: dict[str, Any]) -> int:
@@ -197,16 +214,22 @@ def _graph_count(doc: dict[str, Any]) -> int:
 # --- small HTML pieces -----------------------------------------------------------------------------
 
 
-def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *,
-          row_attrs: Iterable[str] | None = None, numeric: Iterable[int] = ()) -> str:
+def table(
+    headers: Iterable[str],
+    rows: Iterable[Iterable[str]],
+    *,
+    row_attrs: Iterable[str] | None = None,
+    numeric: Iterable[int] = (),
+) -> str:
     """A table; cells are HTML already (escape them before), headers are escaped here."""
     nums = set(numeric)
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     attrs = list(row_attrs) if row_attrs is not None else None
     body = []
     for i, row in enumerate(rows):
-        cells = "".join(f'<td class="num">{c}</td>' if j in nums else f"<td>{c}</td>"
-                        for j, c in enumerate(row))
+        cells = "".join(
+            f'<td class="num">{c}</td>' if j in nums else f"<td>{c}</td>" for j, c in enumerate(row)
+        )
         body.append(f"<tr{attrs[i] if attrs else ''}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -278,24 +301,34 @@ def _ranks_cell(value: Any) -> str:
 def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
     t = doc.get("totals") or {}
     coll = t.get("collectives") or {}
-    stats = [f"<span>{esc(t.get('ranks', '-'))} ranks</span>",
-             f"<span>{esc(t.get('graphs', '-'))} graph outcomes</span>"]
+    stats = [
+        f"<span>{esc(t.get('ranks', '-'))} ranks</span>",
+        f"<span>{esc(t.get('graphs', '-'))} graph outcomes</span>",
+    ]
     for c in COLLECTIVE_TYPES:
         if isinstance(coll.get(c), dict):
             stats.append(f"<span>{SHORT_NAMES[c]} {esc(fmt_counts(coll[c]))}</span>")
     if t.get("mb_before") is not None:
-        stats.append(f"<span>{esc(fmt_mb(t.get('mb_before')))} MB &rarr; "
-                     f"{esc(fmt_mb(t.get('mb_after')))} MB</span>")
+        stats.append(
+            f"<span>{esc(fmt_mb(t.get('mb_before')))} MB &rarr; {esc(fmt_mb(t.get('mb_after')))} MB</span>"
+        )
     v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
-    titles = {"divergence": "bucketing outcome", "schedule_divergence": "final schedule",
-              "compile_divergence": "compilation"}
-    proof = [f"{titles[k]} ({len(doc.get(k) or [])})" for k in v.get("sections") or []
-             if k in titles and isinstance(doc.get(k), list)]
-    why = (f'<p class="why">why: see Divergence: {esc(", ".join(proof))}</p>'
-           if proof else "")
-    return (f'<section id="verdict" class="verdict verdict-{esc(status)}" data-status="{esc(status)}">'
-            f'<h2>Verdict</h2><p class="line">{esc(text)}</p>{why}'
-            f'<p class="stats muted">{"".join(stats)}</p></section>')
+    titles = {
+        "divergence": "bucketing outcome",
+        "schedule_divergence": "final schedule",
+        "compile_divergence": "compilation",
+    }
+    proof = [
+        f"{titles[k]} ({len(doc.get(k) or [])})"
+        for k in v.get("sections") or []
+        if k in titles and isinstance(doc.get(k), list)
+    ]
+    why = f'<p class="why">why: see Divergence: {esc(", ".join(proof))}</p>' if proof else ""
+    return (
+        f'<section id="verdict" class="verdict verdict-{esc(status)}" data-status="{esc(status)}">'
+        f'<h2>Verdict</h2><p class="line">{esc(text)}</p>{why}'
+        f'<p class="stats muted">{"".join(stats)}</p></section>'
+    )
 
 
 def section_world(world: dict[str, Any]) -> str:
@@ -304,28 +337,43 @@ def section_world(world: dict[str, Any]) -> str:
     rows.append(("expected", esc(expected) if expected is not None else "unknown"))
     found = world.get("found")
     ranks = world.get("ranks")
-    rows.append(("found", f"{esc(found if found is not None else '-')}"
-                 + (f' <span class="mono">({esc(ranks_text(ranks))})</span>' if ranks else "")))
+    rows.append(
+        (
+            "found",
+            f"{esc(found if found is not None else '-')}"
+            + (f' <span class="mono">({esc(ranks_text(ranks))})</span>' if ranks else ""),
+        )
+    )
     missing = ranks_text(world.get("missing") or [])
     label = "missing (gaps below the highest rank)" if world.get("derived") else "missing"
     unknown = world.get("derived") and (not ranks or world.get("missing") is None)
-    rows.append((label, "unknown" if unknown else
-                 f'<span class="mono" data-ranks="{esc(missing)}" data-where="missing">'
-                 f"{esc(missing) or 'none'}</span>"))
+    rows.append(
+        (
+            label,
+            "unknown"
+            if unknown
+            else f'<span class="mono" data-ranks="{esc(missing)}" data-where="missing">'
+            f"{esc(missing) or 'none'}</span>",
+        )
+    )
     dup = ranks_text(world.get("duplicated") or [])
     if dup or "duplicated" in world and not world.get("derived"):
         rows.append(("duplicated", f'<span class="mono">{esc(dup) or "none"}</span>'))
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in rows)
-    last = max([r for r in rank_members(ranks) | rank_members(world.get("missing") or [])
-                if r is not None], default=-1)
+    last = max(
+        [r for r in rank_members(ranks) | rank_members(world.get("missing") or []) if r is not None],
+        default=-1,
+    )
     if isinstance(expected, int) and not isinstance(expected, bool):
         last = max(last, expected - 1)
     rank_map = ""
     if 0 <= last < MAX_MAP_RANKS:
-        size = " class=\"small\"" if last >= 4096 else ""
-        rank_map = (f'<div id="rank-map"{size} data-last="{last}" data-missing="{esc(missing)}" '
-                    'title="one cell per rank, coloured by rank group; click to look a rank up">'
-                    "</div>")
+        size = ' class="small"' if last >= 4096 else ""
+        rank_map = (
+            f'<div id="rank-map"{size} data-last="{last}" data-missing="{esc(missing)}" '
+            'title="one cell per rank, coloured by rank group; click to look a rank up">'
+            "</div>"
+        )
     return f'<section id="world"><h2>World</h2><dl class="world">{dl}</dl>{rank_map}</section>'
 
 
@@ -335,9 +383,16 @@ def not_prebucketed_row(d: dict[str, Any], has_final: bool) -> list[str]:
     counts = d.get("counts") if isinstance(d.get("counts"), dict) else {}
     nbytes = d.get("total_bytes")
     mb = esc(fmt_mb(round(nbytes / 2**20, 3))) if isinstance(nbytes, int) else "-"
-    row = [*_where(d), esc(d.get("outcome")), cell(d.get("group_size")), "-", "-",
-           *(esc(fmt_counts({"before": counts.get(t, 0), "after": counts.get(t, 0)})) for t in COLLECTIVE_TYPES),
-           mb, mb]
+    row = [
+        *_where(d),
+        esc(d.get("outcome")),
+        cell(d.get("group_size")),
+        "-",
+        "-",
+        *(esc(fmt_counts({"before": counts.get(t, 0), "after": counts.get(t, 0)})) for t in COLLECTIVE_TYPES),
+        mb,
+        mb,
+    ]
     if has_final:
         row.append(esc(", ".join(f"{SHORT_NAMES.get(t, t)} {n}" for t, n in counts.items())))
     return row
@@ -347,18 +402,33 @@ def graph_table(graphs: list[dict[str, Any]], not_prebucketed: list[dict[str, An
     """Each graph's outcome: counts before->after, MB, and the final schedule's counts; then
     the graphs never pre-bucketed (:func:`not_prebucketed_row`)."""
     has_final = any("final" in g for g in graphs) or bool(not_prebucketed)
-    headers = ["compile id", "graph", "FSDP groups", "group size", "machines", "cap MB",
-               "AG", "RS", "AR", "MB before", "MB after"] + (["final schedule"] if has_final else [])
+    headers = [
+        "compile id",
+        "graph",
+        "FSDP groups",
+        "group size",
+        "machines",
+        "cap MB",
+        "AG",
+        "RS",
+        "AR",
+        "MB before",
+        "MB after",
+    ] + (["final schedule"] if has_final else [])
     rows = []
     for g in graphs:
         coll = g.get("collectives") or {}
         sizes = g.get("sizes_mb")
-        row = [*_where(g), esc(groups_text(g.get("fsdp_groups") or [])),
-               cell(g.get("group_size")), cell(g.get("n_nodes")),
-               esc(fmt_mb(g.get("bucket_cap_mb"))),
-               *(esc(fmt_counts(coll.get(t))) for t in COLLECTIVE_TYPES),
-               esc(fmt_mb(total_mb(sizes.get("before")))) if sizes else "-",
-               esc(fmt_mb(total_mb(sizes.get("after")))) if sizes else "-"]
+        row = [
+            *_where(g),
+            esc(groups_text(g.get("fsdp_groups") or [])),
+            cell(g.get("group_size")),
+            cell(g.get("n_nodes")),
+            esc(fmt_mb(g.get("bucket_cap_mb"))),
+            *(esc(fmt_counts(coll.get(t))) for t in COLLECTIVE_TYPES),
+            esc(fmt_mb(total_mb(sizes.get("before")))) if sizes else "-",
+            esc(fmt_mb(total_mb(sizes.get("after")))) if sizes else "-",
+        ]
         if has_final:
             row.append(esc(final_counts_text(g.get("final"))))
         rows.append(row)
@@ -375,48 +445,67 @@ def final_schedule(graph: dict[str, Any]) -> str:
         return ""
     items, more = _cut(final["collectives"])
     cid, label = _where(graph)
-    rows = [[str(i), esc(SHORT_NAMES.get(str(c.get("kind")), c.get("kind", "?"))),
-             cell(c.get("group")), cell(c.get("group_size")), fmt_bytes(c.get("bytes")),
-             cell(c.get("est_ms"))]
-            for i, c in enumerate(items) if isinstance(c, dict)]
+    rows = [
+        [
+            str(i),
+            esc(SHORT_NAMES.get(str(c.get("kind")), c.get("kind", "?"))),
+            cell(c.get("group")),
+            cell(c.get("group_size")),
+            fmt_bytes(c.get("bytes")),
+            cell(c.get("est_ms")),
+        ]
+        for i, c in enumerate(items)
+        if isinstance(c, dict)
+    ]
     n = len(final["collectives"])
-    return (f"<details><summary>final schedule of {cid} {label}: {n} collective"
-            f"{'s' if n != 1 else ''}</summary>"
-            + table(["#", "kind", "group", "group size", "bytes", "est ms"], rows,
-                    numeric=(0, 3, 4, 5))
-            + more + "</details>")
+    return (
+        f"<details><summary>final schedule of {cid} {label}: {n} collective"
+        f"{'s' if n != 1 else ''}</summary>"
+        + table(["#", "kind", "group", "group size", "bytes", "est ms"], rows, numeric=(0, 3, 4, 5))
+        + more
+        + "</details>"
+    )
 
 
 def section_groups(groups: list[dict[str, Any]], not_prebucketed: list[dict[str, Any]] = ()) -> str:
     if not groups:
-        return ('<section id="groups"><h2>Rank groups</h2><p class="muted">this document has '
-                "no per-rank graphs (no <code>ranks</code> or <code>groups</code> key)</p></section>")
-    out = ['<section id="groups"><h2>Rank groups</h2>',
-           f'<p class="muted">{len(groups)} group{"s" if len(groups) != 1 else ""} of ranks whose '
-           "graphs are identical (where they were read aside)</p>"]
+        return (
+            '<section id="groups"><h2>Rank groups</h2><p class="muted">this document has '
+            "no per-rank graphs (no <code>ranks</code> or <code>groups</code> key)</p></section>"
+        )
+    out = [
+        '<section id="groups"><h2>Rank groups</h2>',
+        f'<p class="muted">{len(groups)} group{"s" if len(groups) != 1 else ""} of ranks whose '
+        "graphs are identical (where they were read aside)</p>",
+    ]
     rest = []
     for i, g in enumerate(groups):
         ranks = ranks_text(g.get("ranks"))
         count = g.get("count", rank_count(g.get("ranks")))
         colour = f"c{i}" if i < COLOURS else "cx"
-        attrs = (f'class="group" data-ranks="{esc(ranks)}" data-colour="{colour}" '
-                 f'data-where="group {i + 1}"')
+        attrs = f'class="group" data-ranks="{esc(ranks)}" data-colour="{colour}" data-where="group {i + 1}"'
         graphs = [x for x in g.get("graphs") or [] if isinstance(x, dict)]
         if i >= MAX_GROUPS:  # one row each: ranks and counts only
-            rest.append(f'<tr {attrs}><td class="num">{i + 1}</td><td class="num">{esc(count)}'
-                        f'</td><td class="mono">{esc(ranks) or "-"}</td></tr>')
+            rest.append(
+                f'<tr {attrs}><td class="num">{i + 1}</td><td class="num">{esc(count)}'
+                f'</td><td class="mono">{esc(ranks) or "-"}</td></tr>'
+            )
             continue
-        title = (f'<h3><span class="swatch {colour}"></span>group {i + 1}: '
-                 f'{esc(count)} rank{"s" if count != 1 else ""} '
-                 f'<span class="mono">{esc(ranks) or "-"}</span>, {len(graphs)} graph'
-                 f'{"s" if len(graphs) != 1 else ""}</h3>')
+        title = (
+            f'<h3><span class="swatch {colour}"></span>group {i + 1}: '
+            f"{esc(count)} rank{'s' if count != 1 else ''} "
+            f'<span class="mono">{esc(ranks) or "-"}</span>, {len(graphs)} graph'
+            f"{'s' if len(graphs) != 1 else ''}</h3>"
+        )
         held = rank_members(g.get("ranks"))
         mine = [d for d in not_prebucketed if held & rank_members(d.get("ranks"))]
         out.append(f"<div {attrs}>{title}{graph_table(graphs, mine)}</div>")
     if rest:
-        out.append(f"<h3>{len(rest)} more groups (graph tables shown for the first {MAX_GROUPS})"
-                   "</h3><table><thead><tr><th>group</th><th>count</th><th>ranks</th></tr></thead>"
-                   f"<tbody>{''.join(rest)}</tbody></table>")
+        out.append(
+            f"<h3>{len(rest)} more groups (graph tables shown for the first {MAX_GROUPS})"
+            "</h3><table><thead><tr><th>group</th><th>count</th><th>ranks</th></tr></thead>"
+            f"<tbody>{''.join(rest)}</tbody></table>"
+        )
     out.append("</section>")
     return "".join(out)
 
@@ -431,8 +520,10 @@ def section_divergence(doc: dict[str, Any]) -> str:
         out.append('<p class="muted">none: every rank agrees with the majority</p></section>')
         return "".join(out)
     if differing:
-        out.append(f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
-                   f'<span class="mono">{esc(differing)}</span></p>')
+        out.append(
+            f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
+            f'<span class="mono">{esc(differing)}</span></p>'
+        )
     splits: dict[tuple[str, ...], None] = {}
     for d in [*div, *sched, *comp]:
         if not d.get("majority", True) and isinstance(d.get("groups"), list):
@@ -441,92 +532,160 @@ def section_divergence(doc: dict[str, Any]) -> str:
         members: set[int | None] = set()
         for g in groups:
             members |= rank_members(g)
-        shown = " | ".join(groups[:8]) + (f" | ... (+{len(groups) - 8} more groups)" if len(groups) > 8 else "")
-        out.append(f'<p data-ranks="{esc(format_ranks(members))}" data-where="divergence">ranks split into '
-                   f'{len(groups)} groups with no majority (no rank is blamed): '
-                   f'<span class="mono">{esc(shown)}</span></p>')
+        shown = " | ".join(groups[:8]) + (
+            f" | ... (+{len(groups) - 8} more groups)" if len(groups) > 8 else ""
+        )
+        out.append(
+            f'<p data-ranks="{esc(format_ranks(members))}" data-where="divergence">ranks split into '
+            f"{len(groups)} groups with no majority (no rank is blamed): "
+            f'<span class="mono">{esc(shown)}</span></p>'
+        )
     if div:
         items, more = _cut(div)
         out.append("<h3>Bucketing outcome</h3>")
-        rows = [[*_where(d), esc(d.get("field")), _ranks_cell(d.get("ranks")),
-                 esc(value_text(str(d.get("field")), d.get("value"))),
-                 _majority_cell(d),
-                 esc(value_text(str(d.get("field")), d.get("majority_value"))),
-                 esc(first_diff_text(d.get("first_difference")))] for d in items]
-        out.append(table(["compile id", "graph", "field", "ranks", "value", "majority ranks",
-                          "majority value", "first difference"], rows,
-                         row_attrs=_row_ranks(items, "divergence")) + more)
+        rows = [
+            [
+                *_where(d),
+                esc(d.get("field")),
+                _ranks_cell(d.get("ranks")),
+                esc(value_text(str(d.get("field")), d.get("value"))),
+                _majority_cell(d),
+                esc(value_text(str(d.get("field")), d.get("majority_value"))),
+                esc(first_diff_text(d.get("first_difference"))),
+            ]
+            for d in items
+        ]
+        out.append(
+            table(
+                [
+                    "compile id",
+                    "graph",
+                    "field",
+                    "ranks",
+                    "value",
+                    "majority ranks",
+                    "majority value",
+                    "first difference",
+                ],
+                rows,
+                row_attrs=_row_ranks(items, "divergence"),
+            )
+            + more
+        )
     if sched:
         items, more = _cut(sched)
         out.append("<h3>Final schedule</h3>")
-        rows = [[*_where(d), "no schedule" if "length" in d and d["length"] is None else cell(d.get("position")),
-                 _ranks_cell(d.get("ranks")),
-                 esc(collective_text(d.get("value"))), _majority_cell(d),
-                 esc(collective_text(d.get("majority_value")))] for d in items]
-        out.append(table(["compile id", "graph", "position", "ranks", "collective",
-                          "majority ranks", "majority collective"], rows,
-                         row_attrs=_row_ranks(items, "schedule divergence"),
-                         numeric=(2,)) + more)
+        rows = [
+            [
+                *_where(d),
+                "no schedule" if "length" in d and d["length"] is None else cell(d.get("position")),
+                _ranks_cell(d.get("ranks")),
+                esc(collective_text(d.get("value"))),
+                _majority_cell(d),
+                esc(collective_text(d.get("majority_value"))),
+            ]
+            for d in items
+        ]
+        out.append(
+            table(
+                [
+                    "compile id",
+                    "graph",
+                    "position",
+                    "ranks",
+                    "collective",
+                    "majority ranks",
+                    "majority collective",
+                ],
+                rows,
+                row_attrs=_row_ranks(items, "schedule divergence"),
+                numeric=(2,),
+            )
+            + more
+        )
     if comp:
         items, more = _cut(comp)
         out.append("<h3>Compilation</h3>")
-        rows = [[*_compile_where(d), esc(d.get("what", "-")), _ranks_cell(d.get("ranks")),
-                 esc(collective_text(d.get("value"))), _majority_cell(d),
-                 esc(collective_text(d.get("majority_value")))] for d in items]
-        out.append(table(["compile id", "graph", "what", "ranks", "value", "majority ranks",
-                          "majority value"], rows,
-                         row_attrs=_row_ranks(items, "compile divergence")) + more)
+        rows = [
+            [
+                *_compile_where(d),
+                esc(d.get("what", "-")),
+                _ranks_cell(d.get("ranks")),
+                esc(collective_text(d.get("value"))),
+                _majority_cell(d),
+                esc(collective_text(d.get("majority_value"))),
+            ]
+            for d in items
+        ]
+        out.append(
+            table(
+                ["compile id", "graph", "what", "ranks", "value", "majority ranks", "majority value"],
+                rows,
+                row_attrs=_row_ranks(items, "compile divergence"),
+            )
+            + more
+        )
     out.append("</section>")
     return "".join(out)
 
 
 def _row_ranks(items: list[dict[str, Any]], where: str) -> list[str]:
-    return [f' data-ranks="{esc(ranks_text(d.get("ranks")))}" data-where="{esc(where)}"'
-            for d in items]
+    return [f' data-ranks="{esc(ranks_text(d.get("ranks")))}" data-where="{esc(where)}"' for d in items]
 
 
 def sizes_svg(sizes: dict[str, Any], title: str) -> str:
     """Bars of each collective's size, the list before bucketing above the one after."""
     lists = [(w, [s for s in sizes.get(w) or [] if isinstance(s, dict)]) for w in ("before", "after")]
     lists = [(w, lst) for w, lst in lists if lst or w == "before"]
-    peak = max([s.get("size_mb") for _, lst in lists for s in lst
-                if isinstance(s.get("size_mb"), (int, float))] + [1e-9])
+    peak = max(
+        [s.get("size_mb") for _, lst in lists for s in lst if isinstance(s.get("size_mb"), (int, float))]
+        + [1e-9]
+    )
     width, left, row_h, gap = 560, 92, 56, 18
     plot_w = width - left - 8
     height = len(lists) * (row_h + gap) + 22
-    parts = [f'<svg class="sizes" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-             f'role="img" aria-label="{esc(title)}"><text x="6" y="14">{esc(title)}</text>']
+    parts = [
+        f'<svg class="sizes" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="{esc(title)}"><text x="6" y="14">{esc(title)}</text>'
+    ]
     for k, (which, lst) in enumerate(lists):
         shown = lst[:MAX_BARS]
         y0 = 22 + k * (row_h + gap)
         total = total_mb(lst) or 0
-        parts.append(f'<text x="6" y="{y0 + row_h // 2}">{which}</text>'
-                     f'<text x="6" y="{y0 + row_h // 2 + 13}">{len(lst)} &middot; '
-                     f"{esc(fmt_mb(total))} MB</text>")
+        parts.append(
+            f'<text x="6" y="{y0 + row_h // 2}">{which}</text>'
+            f'<text x="6" y="{y0 + row_h // 2 + 13}">{len(lst)} &middot; '
+            f"{esc(fmt_mb(total))} MB</text>"
+        )
         step = plot_w / max(len(shown), 1)
         bar_w = max(min(step - 1, 28), 0.8)
         for i, s in enumerate(shown):
             mb = s.get("size_mb") if isinstance(s.get("size_mb"), (int, float)) else 0
             h = max(row_h * mb / peak, 1)
             kind = s.get("type") if s.get("type") in ("AG", "RS", "AR") else "AR"
-            parts.append(f'<rect class="{kind}" x="{left + i * step:.1f}" y="{y0 + row_h - h:.1f}" '
-                         f'width="{bar_w:.1f}" height="{h:.1f}"><title>{esc(which)} #{i}: '
-                         f'{esc(s.get("type"))} {esc(fmt_mb(mb))} MB {esc(s.get("name", ""))}'
-                         "</title></rect>")
+            parts.append(
+                f'<rect class="{kind}" x="{left + i * step:.1f}" y="{y0 + row_h - h:.1f}" '
+                f'width="{bar_w:.1f}" height="{h:.1f}"><title>{esc(which)} #{i}: '
+                f"{esc(s.get('type'))} {esc(fmt_mb(mb))} MB {esc(s.get('name', ''))}"
+                "</title></rect>"
+            )
         if len(lst) > len(shown):
-            parts.append(f'<text x="{left}" y="{y0 + row_h + 12}">first {len(shown)} of '
-                         f"{len(lst)} shown</text>")
+            parts.append(
+                f'<text x="{left}" y="{y0 + row_h + 12}">first {len(shown)} of {len(lst)} shown</text>'
+            )
     parts.append("</svg>")
     return "".join(parts)
 
 
 def section_sizes(groups: list[dict[str, Any]]) -> str:
-    out = ['<section id="sizes"><h2>Bucket sizes</h2>',
-           '<p class="legend"><span><i style="background:var(--ag)"></i>'
-           'AG all-gather</span><span><i style="background:var(--rs)"></i>RS reduce-scatter'
-           '</span><span><i style="background:var(--ar)"></i>AR all-reduce</span>'
-           '<span class="muted">bar height: MB, scaled per graph; hover a bar for its name'
-           "</span></p>"]
+    out = [
+        '<section id="sizes"><h2>Bucket sizes</h2>',
+        '<p class="legend"><span><i style="background:var(--ag)"></i>'
+        'AG all-gather</span><span><i style="background:var(--rs)"></i>RS reduce-scatter'
+        '</span><span><i style="background:var(--ar)"></i>AR all-reduce</span>'
+        '<span class="muted">bar height: MB, scaled per graph; hover a bar for its name'
+        "</span></p>",
+    ]
     charts = []
     for i, g in enumerate(groups[:MAX_CHART_GROUPS]):
         ranks = ranks_text(g.get("ranks"))
@@ -535,15 +694,16 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
                 continue
             cid, label = graph.get("compile_id", "?"), graph.get("graph_index")
             label = graph_label(label) if isinstance(label, int) else label
-            charts.append(sizes_svg(graph["sizes_mb"], f"group {i + 1} (ranks {ranks}): "
-                                                        f"{cid} {label}"))
+            charts.append(sizes_svg(graph["sizes_mb"], f"group {i + 1} (ranks {ranks}): {cid} {label}"))
     if not groups:
         out.append('<p class="muted">this document has no per-rank graphs</p>')
     elif not any(isinstance(g, dict) and g.get("graphs") for g in groups):
         out.append('<p class="muted">no bucketing outcome recorded: no sizes to show</p>')
     elif not charts:
-        out.append('<p class="muted">no sizes recorded (set pre_bucketing_fsdp_collectives_verbose '
-                   "= True in the job to log them)</p>")
+        out.append(
+            '<p class="muted">no sizes recorded (set pre_bucketing_fsdp_collectives_verbose '
+            "= True in the job to log them)</p>"
+        )
     else:
         out.append(f'<div class="charts">{"".join(charts)}</div>')
         if len(groups) > MAX_CHART_GROUPS:
@@ -566,17 +726,25 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
     rows = []
     for d in items:
         counts = d.get("counts") or {}
-        row = [*_where(d),
-               esc(", ".join(f"{SHORT_NAMES.get(t, t)} {n}->{n}" for t, n in counts.items())
-                   + (f" ({d['outcome']}: {d.get('reason_text', '')})" if d.get("outcome") else "")),
-               esc(fmt_mb(d.get("bucket_cap_mb"))), _ranks_cell(d.get("ranks"))]
+        row = [
+            *_where(d),
+            esc(
+                ", ".join(f"{SHORT_NAMES.get(t, t)} {n}->{n}" for t, n in counts.items())
+                + (f" ({d['outcome']}: {d.get('reason_text', '')})" if d.get("outcome") else "")
+            ),
+            esc(fmt_mb(d.get("bucket_cap_mb"))),
+            _ranks_cell(d.get("ranks")),
+        ]
         if with_explain:
             cmd = d.get("explain")
-            row.append(f'<code>{esc(cmd)}</code><button class="copy" type="button" hidden '
-                       f'data-copy="{esc(cmd)}">copy</button>' if cmd else "-")
+            row.append(
+                f'<code>{esc(cmd)}</code><button class="copy" type="button" hidden '
+                f'data-copy="{esc(cmd)}">copy</button>'
+                if cmd
+                else "-"
+            )
         rows.append(row)
-    headers = ["compile id", "graph", "not merged", "cap MB", "ranks"] + (
-        ["explain"] if with_explain else [])
+    headers = ["compile id", "graph", "not merged", "cap MB", "ranks"] + (["explain"] if with_explain else [])
     out.append(table(headers, rows, row_attrs=_row_ranks(items, "did nothing")) + more)
     out.append("</section>")
     return "".join(out)
@@ -589,13 +757,22 @@ def section_diagnostics(doc: dict[str, Any]) -> str:
     if not counts:
         out.append('<p class="muted">no bad input</p>')
     else:
-        out.append(table(["kind", "count"], [[esc(k), esc(v)] for k, v in counts.items()],
-                         numeric=(1,)))
+        out.append(table(["kind", "count"], [[esc(k), esc(v)] for k, v in counts.items()], numeric=(1,)))
         examples, more = _cut([e for e in diag.get("examples") or [] if isinstance(e, dict)])
-        out.append(table(["kind", "where", "detail"],
-                         [[esc(e.get("kind")), f'<span class="mono">{esc(e.get("file"))}:'
-                           f'{esc(e.get("line"))}</span>', esc(e.get("detail", ""))]
-                          for e in examples]) + more)
+        out.append(
+            table(
+                ["kind", "where", "detail"],
+                [
+                    [
+                        esc(e.get("kind")),
+                        f'<span class="mono">{esc(e.get("file"))}:{esc(e.get("line"))}</span>',
+                        esc(e.get("detail", "")),
+                    ]
+                    for e in examples
+                ],
+            )
+            + more
+        )
     notes = doc.get("notes") or []
     if notes:
         out.append("<h3>Notes</h3><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
@@ -620,25 +797,36 @@ def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> st
         from tracekit.render.sweep import section_sweep
 
         sweep = section_sweep(replay) + "\n"
-    return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>tracekit report: {esc(line)}</title><style>{CSS}</style></head>\n",
-        f'<body data-schema="{esc(doc.get("schema", ""))}">',
-        f'<header><h1>tracekit report</h1><p class="paths mono">{esc(paths)}</p><nav>{nav}</nav>',
-        '<div class="finder"><label>Find rank<input id="rank-find" inputmode="numeric" '
-        'autocomplete="off" placeholder="e.g. 3"></label><output id="rank-found"></output></div>',
-        "</header>\n<main>",
-        section_verdict(doc, status, line), "\n",
-        section_world(world), "\n",
-        section_groups(groups, [d for d in doc.get("did_nothing") or []
-                                if isinstance(d, dict) and d.get("outcome")]), "\n",
-        section_divergence(doc), "\n",
-        section_sizes(groups), "\n", sweep,
-        section_did_nothing(doc), "\n",
-        section_diagnostics(doc), "\n",
-        f'</main><footer>made by tracekit report from a {esc(doc.get("schema", "?"))} '
-        "document; one self-contained file, nothing fetched</footer>\n",
-        f"<script>{JS}</script></body></html>\n",
-    ])
+    return "".join(
+        [
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>tracekit report: {esc(line)}</title><style>{CSS}</style></head>\n",
+            f'<body data-schema="{esc(doc.get("schema", ""))}">',
+            f'<header><h1>tracekit report</h1><p class="paths mono">{esc(paths)}</p><nav>{nav}</nav>',
+            '<div class="finder"><label>Find rank<input id="rank-find" inputmode="numeric" '
+            'autocomplete="off" placeholder="e.g. 3"></label><output id="rank-found"></output></div>',
+            "</header>\n<main>",
+            section_verdict(doc, status, line),
+            "\n",
+            section_world(world),
+            "\n",
+            section_groups(
+                groups, [d for d in doc.get("did_nothing") or [] if isinstance(d, dict) and d.get("outcome")]
+            ),
+            "\n",
+            section_divergence(doc),
+            "\n",
+            section_sizes(groups),
+            "\n",
+            sweep,
+            section_did_nothing(doc),
+            "\n",
+            section_diagnostics(doc),
+            "\n",
+            f"</main><footer>made by tracekit report from a {esc(doc.get('schema', '?'))} "
+            "document; one self-contained file, nothing fetched</footer>\n",
+            f"<script>{JS}</script></body></html>\n",
+        ]
+    )

@@ -39,23 +39,40 @@ def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
         rec = e["recorded"]
         verdict = "not rebuilt" if e["error"] else ("yes" if e["reproduced"] else "NO")
         fwd = rec.get("forward_groups")
-        rows.append([e["ranks"], f"{e['compile_id']}:{e['graph_index']}", e["nodes"] or "-", rec["outcome"],
-                     ", ".join(f"{k} {n}" for k, n in rec["schedule"].items()),
-                     "-" if fwd is None else "[" + ", ".join(repr(g) for g in fwd) + "]", verdict,
-                     _ms(rec.get("estimated_comm_ms"))])
+        rows.append(
+            [
+                e["ranks"],
+                f"{e['compile_id']}:{e['graph_index']}",
+                e["nodes"] or "-",
+                rec["outcome"],
+                ", ".join(f"{k} {n}" for k, n in rec["schedule"].items()),
+                "-" if fwd is None else "[" + ", ".join(repr(g) for g in fwd) + "]",
+                verdict,
+                _ms(rec.get("estimated_comm_ms")),
+            ]
+        )
     out.append(table(rows, GRAPH_HEADERS, fmt))
-    problems = [f"ranks {e['ranks']} graph {e['compile_id']}:{e['graph_index']}: {p}"
-                for e in entries for p in ([e["error"]] if e["error"] else []) + e["mismatches"]]
+    problems = [
+        f"ranks {e['ranks']} graph {e['compile_id']}:{e['graph_index']}: {p}"
+        for e in entries
+        for p in ([e["error"]] if e["error"] else []) + e["mismatches"]
+    ]
     if problems:
         out.append("\n" + "".join(("- " if fmt == "markdown" else "  ") + p + "\n" for p in problems))
     cap_rows = []
     with_apply = any(r.get("applied") for e in entries for r in e["replays"])
     for e in entries:
         for r in e["replays"]:
-            row = [e["ranks"], f"{e['compile_id']}:{e['graph_index']}", fmt_mb(r["bucket_cap_mb"]),
-                   r["cap_source"], r["what_if"] or "- (as torch)",
-                   *(fmt_counts(r["collectives"].get(t)) for t in COLLECTIVE_TYPES),
-                   _ms(r["estimated_comm_ms"]), _ms(r["comm_ms_vs_recorded"], signed=True)]
+            row = [
+                e["ranks"],
+                f"{e['compile_id']}:{e['graph_index']}",
+                fmt_mb(r["bucket_cap_mb"]),
+                r["cap_source"],
+                r["what_if"] or "- (as torch)",
+                *(fmt_counts(r["collectives"].get(t)) for t in COLLECTIVE_TYPES),
+                _ms(r["estimated_comm_ms"]),
+                _ms(r["comm_ms_vs_recorded"], signed=True),
+            ]
             if with_apply:
                 row.append(_applied(r.get("applied")))
             cap_rows.append(row)
@@ -65,9 +82,11 @@ def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
     if not any(r["what_if"] for e in entries for r in e["replays"]):
         out.append("\nwhat-if: --what-if forward-groups gives the pass the forward's FSDP groups.\n")
     else:
-        out.append("\nforward_groups: our pass given the FSDP groups the forward of the same compile id "
-                   "identified (torch looks for groups in each graph alone); comm ms: torch's NCCL model, "
-                   "vs the collectives run one by one.\n")
+        out.append(
+            "\nforward_groups: our pass given the FSDP groups the forward of the same compile id "
+            "identified (torch looks for groups in each graph alone); comm ms: torch's NCCL model, "
+            "vs the collectives run one by one.\n"
+        )
     return "".join(out)
 
 
@@ -76,6 +95,8 @@ def unbucketed_only_text(doc: dict[str, Any], fmt: str) -> str:
     their section, the count and the notes."""
     n = len(doc["not_prebucketed"])
     ok = sum(1 for e in doc["not_prebucketed"] if e["reproduced"])
-    return (unbucketed_section(doc, fmt).lstrip("\n")
-            + f"\n{n} graph{'s' if n != 1 else ''} never pre-bucketed: {ok} reproduced.\n"
-            + "".join(f"note: {note}\n" for note in doc.get("notes", [])))
+    return (
+        unbucketed_section(doc, fmt).lstrip("\n")
+        + f"\n{n} graph{'s' if n != 1 else ''} never pre-bucketed: {ok} reproduced.\n"
+        + "".join(f"note: {note}\n" for note in doc.get("notes", []))
+    )

@@ -139,8 +139,15 @@ def _groups_of(graphs: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
-def _graph_slices(events: list[dict[str, Any]], nodes: list[dict[str, Any]], pid: int, base: int,
-                  tracks: dict[Any, int], glabel: str, offset: float) -> float:
+def _graph_slices(
+    events: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    pid: int,
+    base: int,
+    tracks: dict[Any, int],
+    glabel: str,
+    offset: float,
+) -> float:
     """Append one graph's slices (compute, exposed, communication); returns where its compute
     stream ends."""
     layout = comm_layout(nodes)
@@ -151,25 +158,59 @@ def _graph_slices(events: list[dict[str, Any]], nodes: list[dict[str, Any]], pid
         ts = offset + float(n.get("start_us") or 0.0)
         dur = float(n.get("dur_us") or 0.0)
         if t == "compute":
-            events.append({"ph": "X", "cat": "compute", "name": str(n.get("name")), "ts": ts, "dur": dur,
-                           "pid": pid, "tid": base, "args": {"estimate": n.get("estimate"), "graph": glabel}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "compute",
+                    "name": str(n.get("name")),
+                    "ts": ts,
+                    "dur": dur,
+                    "pid": pid,
+                    "tid": base,
+                    "args": {"estimate": n.get("estimate"), "graph": glabel},
+                }
+            )
             end = max(end, ts + dur)
         elif t == "wait" and dur > 0:
             coll = n.get("collective")
-            events.append({"ph": "X", "cat": "exposed", "name": f"exposed {kinds.get(coll, '')} {coll}",
-                           "ts": ts, "dur": dur, "pid": pid, "tid": base,
-                           "args": {"collective": coll, "wait": n.get("name"), "exposed_us": dur, "graph": glabel}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "exposed",
+                    "name": f"exposed {kinds.get(coll, '')} {coll}",
+                    "ts": ts,
+                    "dur": dur,
+                    "pid": pid,
+                    "tid": base,
+                    "args": {"collective": coll, "wait": n.get("name"), "exposed_us": dur, "graph": glabel},
+                }
+            )
             end = max(end, ts + dur)
         elif t == "collective":
             b, e = layout.get(n.get("name"), (float(n.get("start_us") or 0.0),) * 2)
-            events.append({"ph": "X", "cat": "communication", "name": collective_slice_name(n),
-                           "ts": offset + b, "dur": max(0.0, e - b), "pid": pid,
-                           "tid": tracks.get(n.get("group"), base + 1),
-                           "args": {"collective": n.get("name"), "kind": n.get("kind"),
-                                    "members": n.get("members"), "bytes": n.get("bytes"),
-                                    "group": n.get("group"), "issued_us": n.get("start_us"),
-                                    "estimate_us": n.get("dur_us"), "exposed_us": n.get("exposed_us"),
-                                    "hidden_by": n.get("hidden_by"), "graph": glabel}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "communication",
+                    "name": collective_slice_name(n),
+                    "ts": offset + b,
+                    "dur": max(0.0, e - b),
+                    "pid": pid,
+                    "tid": tracks.get(n.get("group"), base + 1),
+                    "args": {
+                        "collective": n.get("name"),
+                        "kind": n.get("kind"),
+                        "members": n.get("members"),
+                        "bytes": n.get("bytes"),
+                        "group": n.get("group"),
+                        "issued_us": n.get("start_us"),
+                        "estimate_us": n.get("dur_us"),
+                        "exposed_us": n.get("exposed_us"),
+                        "hidden_by": n.get("hidden_by"),
+                        "graph": glabel,
+                    },
+                }
+            )
     return end
 
 
@@ -182,9 +223,12 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
     for g in doc.get("graphs") or []:
         by_ranks.setdefault(str(g.get("ranks", g.get("rank"))), []).append(g)
     for pid, (ranks, graphs) in enumerate(by_ranks.items(), start=1):
-        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                       "args": {"name": f"ranks {ranks}"}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        events.append(
+            {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"ranks {ranks}"}}
+        )
+        events.append(
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
+        )
         offset = 0.0
         for gi, g in enumerate(graphs):
             glabel = _graph_label(g)
@@ -193,25 +237,50 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
             tracks = {"compute": base}
             tracks.update({grp: base + 1 + k for k, grp in enumerate(groups)})
             names = {base: f"{glabel} compute"}
-            names.update({base + 1 + k: f"{glabel} communication group {grp}" for k, grp in enumerate(groups)})
+            names.update(
+                {base + 1 + k: f"{glabel} communication group {grp}" for k, grp in enumerate(groups)}
+            )
             for tid, name in names.items():
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-                events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                               "args": {"sort_index": tid}})
+                events.append(
+                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
+                )
+                events.append(
+                    {
+                        "ph": "M",
+                        "name": "thread_sort_index",
+                        "pid": pid,
+                        "tid": tid,
+                        "args": {"sort_index": tid},
+                    }
+                )
             entry = _cap_entry(g, i) or {}
             tl = entry.get("timeline") or {}
             nodes = tl.get("nodes") or []
             end = _graph_slices(events, nodes, pid, base, tracks, glabel, offset)
             for t_us, nbytes in tl.get("memory") or []:
-                events.append({"ph": "C", "name": f"{glabel} memory", "ts": offset + float(t_us), "pid": pid,
-                               "args": {"bytes": nbytes}})
+                events.append(
+                    {
+                        "ph": "C",
+                        "name": f"{glabel} memory",
+                        "ts": offset + float(t_us),
+                        "pid": pid,
+                        "args": {"bytes": nbytes},
+                    }
+                )
             est = entry.get("est_ms")
             offset = max(end, offset + (float(est) * 1e3 if isinstance(est, (int, float)) else 0.0))
     _fit(events)
-    return {"traceEvents": events, "displayTimeUnit": "ns",
-            "metadata": {"source": "tracekit replay --trace-out", "schema": doc.get("schema"), "cap": label,
-                         "bucket_cap_mb": step[i].get("bucket_cap_mb") if i < len(step) else None,
-                         "basis": "torch's estimates (overlap scheduler), not measurements"}}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "metadata": {
+            "source": "tracekit replay --trace-out",
+            "schema": doc.get("schema"),
+            "cap": label,
+            "bucket_cap_mb": step[i].get("bucket_cap_mb") if i < len(step) else None,
+            "basis": "torch's estimates (overlap scheduler), not measurements",
+        },
+    }
 
 
 def _fit(events: list[dict[str, Any]]) -> None:
@@ -226,7 +295,7 @@ def _fit(events: list[dict[str, Any]]) -> None:
             tracks.setdefault((e["pid"], e["tid"]), []).append(e)
     for spans in tracks.values():
         spans.sort(key=lambda e: (e["ts"], e["dur"]))
-        for a, b in zip(spans, spans[1:]):
+        for a, b in zip(spans, spans[1:], strict=False):
             if a["ts"] + a["dur"] > b["ts"]:
                 a["dur"] = round(max(0.0, b["ts"] - a["ts"]), 3)
 

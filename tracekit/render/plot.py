@@ -39,9 +39,9 @@ def plot_replay(doc: dict[str, Any], path: str) -> int:
     cols = min(n, 3)
     rows = -(-n // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
-    for ax in axes.flat[len(graphs):]:
+    for ax in axes.flat[len(graphs) :]:
         ax.axis("off")
-    for ax, g in zip(axes.flat, graphs):
+    for ax, g in zip(axes.flat, graphs, strict=False):
         pts = _series(g)
         caps = [p[0] for p in pts]
         ax.plot(caps, [p[1] for p in pts], "o-", color="tab:blue", label="collectives after")

@@ -9,8 +9,19 @@ from typing import Any
 
 from tracekit.render.text import fmt_mb, heading, table
 
-HEADERS = ["ranks", "graph", "cap MB", "final AG/RS/AR", "comm ms", "exposed ms", "compute ms", "est ms",
-           "peak MiB", "largest MB", "est vs recorded"]
+HEADERS = [
+    "ranks",
+    "graph",
+    "cap MB",
+    "final AG/RS/AR",
+    "comm ms",
+    "exposed ms",
+    "compute ms",
+    "est ms",
+    "peak MiB",
+    "largest MB",
+    "est vs recorded",
+]
 
 
 def _ms(x: Any, signed: bool = False) -> str:
@@ -31,24 +42,41 @@ def _mib(b: Any) -> str:
 
 
 def _row(ranks: str, label: str, cap: dict[str, Any]) -> list[str]:
-    return [ranks, label, fmt_mb(cap["bucket_cap_mb"]), _final(cap.get("final")), _ms(cap.get("comm_ms")),
-            _ms(cap.get("exposed_ms")), _ms(cap.get("compute_ms")), _ms(cap.get("est_ms")),
-            _mib(cap.get("peak_memory_bytes")), fmt_mb(cap["largest_bucket_mb"]),
-            _ms(cap.get("est_ms_vs_recorded"), signed=True)]
+    return [
+        ranks,
+        label,
+        fmt_mb(cap["bucket_cap_mb"]),
+        _final(cap.get("final")),
+        _ms(cap.get("comm_ms")),
+        _ms(cap.get("exposed_ms")),
+        _ms(cap.get("compute_ms")),
+        _ms(cap.get("est_ms")),
+        _mib(cap.get("peak_memory_bytes")),
+        fmt_mb(cap["largest_bucket_mb"]),
+        _ms(cap.get("est_ms_vs_recorded"), signed=True),
+    ]
 
 
 def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     """'' when no graph went through the overlap scheduler."""
-    graphs = [g for g in doc["graphs"] if g.get("reproduction") and g["reproduction"].get("final") is not None]
+    graphs = [
+        g for g in doc["graphs"] if g.get("reproduction") and g["reproduction"].get("final") is not None
+    ]
     errors = [g for g in doc["graphs"] if g.get("reproduction") and g["reproduction"].get("schedule_error")]
     if not graphs and not errors:
         return ""
     sched = doc.get("scheduler", {})
     fb = sum(g["reproduction"]["estimates"]["fallback_nodes"] for g in graphs)
     n = sum(g["reproduction"]["estimates"]["compute_nodes"] for g in graphs)
-    out = ["\n" + heading(f"After torch's overlap scheduler (estimates: compute from the log's "
-                          f"fx_compute_nodes_runtime_estimation, {fb} of {n} compute nodes fell back to the "
-                          f"roofline on {sched.get('gpu')}; collectives: torch's NCCL model)", fmt)]
+    out = [
+        "\n"
+        + heading(
+            f"After torch's overlap scheduler (estimates: compute from the log's "
+            f"fx_compute_nodes_runtime_estimation, {fb} of {n} compute nodes fell back to the "
+            f"roofline on {sched.get('gpu')}; collectives: torch's NCCL model)",
+            fmt,
+        )
+    ]
     rows = []
     for g in graphs:
         label = f"{g['compile_id']}:{g['graph_index']}"
@@ -60,8 +88,10 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     for g in doc["graphs"]:
         label = f"ranks {g['ranks']} graph {g['compile_id']}:{g['graph_index']}"
         if g.get("final_reproduced") is True:
-            lines.append(f"{label}: final collectives as recorded (inductor_collective_schedule): "
-                         f"{_final(g['recorded_final'])}")
+            lines.append(
+                f"{label}: final collectives as recorded (inductor_collective_schedule): "
+                f"{_final(g['recorded_final'])}"
+            )
         elif g.get("final_reproduced") is False:
             lines += [f"{label}: FINAL SEQUENCE NOT REPRODUCED: {m}" for m in g["final_mismatches"]]
         err = (g.get("reproduction") or {}).get("schedule_error")
@@ -69,34 +99,82 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             lines.append(f"{label}: {err}")
     if lines:
         out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + ln for ln in lines) + "\n")
-    step_rows = [[s["cap"], "/".join(f"{c:g}" for c in s["bucket_cap_mb"]), s["final"]["collectives"],
-                  _ms(s["comm_ms"]), _ms(s["exposed_ms"]), _ms(s["compute_ms"]), _ms(s["est_ms"]),
-                  _mib(s["peak_memory_bytes"]), fmt_mb(s["largest_bucket_mb"]) if s["largest_bucket_mb"] is not None else "-",
-                  _ms(s["est_ms_vs_recorded"], signed=True)]
-                 for s in doc["totals"].get("step", [])]
+    step_rows = [
+        [
+            s["cap"],
+            "/".join(f"{c:g}" for c in s["bucket_cap_mb"]),
+            s["final"]["collectives"],
+            _ms(s["comm_ms"]),
+            _ms(s["exposed_ms"]),
+            _ms(s["compute_ms"]),
+            _ms(s["est_ms"]),
+            _mib(s["peak_memory_bytes"]),
+            fmt_mb(s["largest_bucket_mb"]) if s["largest_bucket_mb"] is not None else "-",
+            _ms(s["est_ms_vs_recorded"], signed=True),
+        ]
+        for s in doc["totals"].get("step", [])
+    ]
     steps = doc["totals"].get("step", [])
     rank = steps[0].get("rank") if steps else None
-    out.append("\n" + heading("Whole step per cap" + ("" if rank is None else f" (rank {rank}'s graphs)"), fmt))
-    out.append(table(step_rows, ["cap", "cap MB", "collectives", "comm ms", "exposed ms", "compute ms",
-                                 "est ms", "peak MiB", "largest MB", "est vs recorded"], fmt))
-    out.append("\nexposed: communication the scheduler could not hide under compute; est = compute + exposed; "
-               "peak: torch's MemoryTracker over the scheduled order (all devices), the largest graph's.\n"
-               "These are torch's estimates, not measurements.\n")
+    out.append(
+        "\n" + heading("Whole step per cap" + ("" if rank is None else f" (rank {rank}'s graphs)"), fmt)
+    )
+    out.append(
+        table(
+            step_rows,
+            [
+                "cap",
+                "cap MB",
+                "collectives",
+                "comm ms",
+                "exposed ms",
+                "compute ms",
+                "est ms",
+                "peak MiB",
+                "largest MB",
+                "est vs recorded",
+            ],
+            fmt,
+        )
+    )
+    out.append(
+        "\nexposed: communication the scheduler could not hide under compute; est = compute + exposed; "
+        "peak: torch's MemoryTracker over the scheduled order (all devices), the largest graph's.\n"
+        "These are torch's estimates, not measurements.\n"
+    )
     rec = doc.get("recommendation")
     if doc.get("pareto_front") is not None:
         out.append("\n" + heading("Pareto front: estimated step time against peak memory", fmt))
-        out.append(table([[s["cap"], _ms(s["est_ms"]), _ms(s["exposed_ms"]), _mib(s["peak_memory_bytes"])]
-                          for s in doc["pareto_front"]], ["cap", "est ms", "exposed ms", "peak MiB"], fmt))
+        out.append(
+            table(
+                [
+                    [s["cap"], _ms(s["est_ms"]), _ms(s["exposed_ms"]), _mib(s["peak_memory_bytes"])]
+                    for s in doc["pareto_front"]
+                ],
+                ["cap", "est ms", "exposed ms", "peak MiB"],
+                fmt,
+            )
+        )
         if rec is None:
             out.append("\nno cap fits the memory budget.\n")
         else:
             vs = rec["vs_recorded_ms"]
-            faster = "" if vs is None else (f", {-vs:.4f} ms faster than the recorded cap" if vs < 0
-                                            else f", {vs:.4f} ms slower than the recorded cap" if vs > 0
-                                            else ", the same as the recorded cap")
-            out.append(f"\nrecommended cap: {rec['cap_mb']:g} MB (est {rec['est_ms']:.4f} ms, exposed "
-                       f"{rec['exposed_ms']:.4f} ms, peak {_mib(rec['peak_memory_bytes'])} MiB{faster}); set\n"
-                       f"    {rec['config']}\n(torch's estimates, not measurements.)\n")
+            faster = (
+                ""
+                if vs is None
+                else (
+                    f", {-vs:.4f} ms faster than the recorded cap"
+                    if vs < 0
+                    else f", {vs:.4f} ms slower than the recorded cap"
+                    if vs > 0
+                    else ", the same as the recorded cap"
+                )
+            )
+            out.append(
+                f"\nrecommended cap: {rec['cap_mb']:g} MB (est {rec['est_ms']:.4f} ms, exposed "
+                f"{rec['exposed_ms']:.4f} ms, peak {_mib(rec['peak_memory_bytes'])} MiB{faster}); set\n"
+                f"    {rec['config']}\n(torch's estimates, not measurements.)\n"
+            )
     return "".join(out)
 
 

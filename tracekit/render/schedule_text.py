@@ -11,12 +11,12 @@ from typing import Any
 
 import orjson
 
-from tracekit.model import COLLECTIVE_TYPES
-from tracekit.model.rankset import rank_members
-from tracekit.render.text import UNITS_BYTES, heading, ranks_cell, section_line, table
-from tracekit.render.cells import bytes_text, entry_text, sequence_text
 from tracekit.analyze.schedule import ENTRY_KEYS, first_difference
 from tracekit.analyze.summarize import graph_label
+from tracekit.model import COLLECTIVE_TYPES
+from tracekit.model.rankset import rank_members
+from tracekit.render.cells import bytes_text, entry_text, sequence_text
+from tracekit.render.text import UNITS_BYTES, heading, ranks_cell, section_line, table
 
 FINAL_HEADERS = ["compile id", "graph", "ranks", "AG", "RS", "AR", "other", "bytes", "est ms", "sizes"]
 
@@ -28,7 +28,7 @@ def final_change_rows(a: list[list[Any]] | None, b: list[list[Any]] | None) -> l
     if a is not None and b is not None:
         i = first_difference(a, b)
         if i is not None:
-            at = [None if i >= len(s) else dict(zip(ENTRY_KEYS, s[i])) for s in (a, b)]
+            at = [None if i >= len(s) else dict(zip(ENTRY_KEYS, s[i], strict=False)) for s in (a, b)]
             rows.append([f"final: first diff #{i}", entry_text(at[0]), entry_text(at[1])])
     return rows
 
@@ -66,15 +66,25 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
     for cid, _pos, _sig in groups:
         order.setdefault(cid, len(order))
     rows = []
-    for key in sorted(groups, key=lambda k: (order[k[0]], k[1], min(-1 if r is None else r for r in groups[k]))):
+    for key in sorted(
+        groups, key=lambda k: (order[k[0]], k[1], min(-1 if r is None else r for r in groups[k]))
+    ):
         f = first[key]
         c = f["counts"]
         sizes = [x["bytes"] for x in f["collectives"]]
         ms = [x["est_ms"] for x in f["collectives"]]
-        rows.append([f["compile_id"], graph_label(f["position"]), ranks_cell(format_ranks(groups[key])),
-                     *(c.get(t, 0) for t in COLLECTIVE_TYPES), c.get("other", 0),
-                     "?" if None in sizes else bytes_text(sum(sizes)),
-                     "?" if None in ms else f"{sum(ms):.4f}", f["sizes"]])
+        rows.append(
+            [
+                f["compile_id"],
+                graph_label(f["position"]),
+                ranks_cell(format_ranks(groups[key])),
+                *(c.get(t, 0) for t in COLLECTIVE_TYPES),
+                c.get("other", 0),
+                "?" if None in sizes else bytes_text(sum(sizes)),
+                "?" if None in ms else f"{sum(ms):.4f}",
+                f["sizes"],
+            ]
+        )
     return rows
 
 
@@ -106,26 +116,57 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
         out.append(table(rows, FINAL_HEADERS, fmt))
         out.append(f"\n{UNITS_BYTES}\n")
     else:
-        out.append("no inductor_collective_schedule logged (no collective left after "
-                   "compilation, or graphs loaded from the inductor cache)\n")
+        out.append(
+            "no inductor_collective_schedule logged (no collective left after "
+            "compilation, or graphs loaded from the inductor cache)\n"
+        )
 
     div = doc.get("schedule_divergence") or []
     if div:
         out.append("\n" + heading("Schedule consensus", fmt))
         ties = sum(1 for d in div if not d.get("majority", True))
-        whom = "than the majority" if not ties else (
-            "than the others (no majority: no rank is blamed)" if ties == len(div)
-            else f"than the majority ({ties} with no majority)")
-        out.append(f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, dtype, "
-                   f"in order) {whom}: a hang or corruption risk\n\n")
-        out.append(table(
-            [[d["compile_id"], graph_label(d["graph_index"]), ranks_cell(d["ranks"]), _at(d), _value(d, "value"),
-              _majority_cell(d), _value(d, "majority_value")] for d in div],
-            ["compile id", "graph", "ranks", "at", "value", "majority ranks", "majority value"], fmt))
+        whom = (
+            "than the majority"
+            if not ties
+            else (
+                "than the others (no majority: no rank is blamed)"
+                if ties == len(div)
+                else f"than the majority ({ties} with no majority)"
+            )
+        )
+        out.append(
+            f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, dtype, "
+            f"in order) {whom}: a hang or corruption risk\n\n"
+        )
+        out.append(
+            table(
+                [
+                    [
+                        d["compile_id"],
+                        graph_label(d["graph_index"]),
+                        ranks_cell(d["ranks"]),
+                        _at(d),
+                        _value(d, "value"),
+                        _majority_cell(d),
+                        _value(d, "majority_value"),
+                    ]
+                    for d in div
+                ],
+                ["compile id", "graph", "ranks", "at", "value", "majority ranks", "majority value"],
+                fmt,
+            )
+        )
     elif nranks > 1:
         ngraphs = len({(f["compile_id"], f["position"]) for _r, f in _finals(doc)})
-        out.append("\n" + section_line("Schedule consensus", f"all {nranks} ranks run the same collectives "
-                                        f"(kind, group, bytes, dtype, in order) in all {ngraphs} graphs with a schedule", fmt))
+        out.append(
+            "\n"
+            + section_line(
+                "Schedule consensus",
+                f"all {nranks} ranks run the same collectives "
+                f"(kind, group, bytes, dtype, in order) in all {ngraphs} graphs with a schedule",
+                fmt,
+            )
+        )
     else:
         out.append("\n" + section_line("Schedule consensus", "fewer than two ranks: nothing to compare", fmt))
 
@@ -133,15 +174,35 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
     title = "Compile ids and cache consensus"
     if cdiv:
         out.append("\n" + heading(title, fmt))
-        out.append(table(
-            [[d["what"], ranks_cell(d["ranks"]), _at(d), _value(d, "value"), _majority_cell(d),
-              _value(d, "majority_value")] for d in cdiv],
-            ["what", "ranks", "at", "value", "majority ranks", "majority value"], fmt))
+        out.append(
+            table(
+                [
+                    [
+                        d["what"],
+                        ranks_cell(d["ranks"]),
+                        _at(d),
+                        _value(d, "value"),
+                        _majority_cell(d),
+                        _value(d, "majority_value"),
+                    ]
+                    for d in cdiv
+                ],
+                ["what", "ranks", "at", "value", "majority ranks", "majority value"],
+                fmt,
+            )
+        )
     elif nranks > 1:
         ids = max((len(r.get("compile_ids") or []) for _ranks, r in _holders(doc)), default=0)
         events = max((len(r.get("cache_events") or []) for _ranks, r in _holders(doc)), default=0)
-        out.append("\n" + section_line(title, f"all {nranks} ranks compiled the same {ids} compile id(s) in the "
-                                        f"same order, with the same {events} FX graph cache event(s)", fmt))
+        out.append(
+            "\n"
+            + section_line(
+                title,
+                f"all {nranks} ranks compiled the same {ids} compile id(s) in the "
+                f"same order, with the same {events} FX graph cache event(s)",
+                fmt,
+            )
+        )
     else:
         out.append("\n" + section_line(title, "fewer than two ranks: nothing to compare", fmt))
     return "".join(out)
@@ -151,9 +212,13 @@ def any_divergence(doc: dict[str, Any]) -> str:
     """What cross-rank divergence a summary document reports, in a few words (``""`` for
     none): of the bucketing outcome (``divergence``), of the collectives that run
     (``schedule_divergence``), of compile ids and cache events (``compile_divergence``)."""
-    parts = [f"{len(doc[k])} {what}" for k, what in (
-        ("divergence", "bucketing difference(s)"),
-        ("schedule_divergence", "schedule difference(s)"),
-        ("compile_divergence", "compile id / cache difference(s)"),
-    ) if doc.get(k)]
+    parts = [
+        f"{len(doc[k])} {what}"
+        for k, what in (
+            ("divergence", "bucketing difference(s)"),
+            ("schedule_divergence", "schedule difference(s)"),
+            ("compile_divergence", "compile id / cache difference(s)"),
+        )
+        if doc.get(k)
+    ]
     return ", ".join(parts)

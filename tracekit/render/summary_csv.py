@@ -27,15 +27,31 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
+from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import format_ranks
-from tracekit.analyze.summarize import graph_label
 from tracekit.render.cells import first_diff_text, total_mb
 
 COUNT_COLUMNS = [f"{SHORT_NAMES[t]}_{when}" for t in COLLECTIVE_TYPES for when in ("before", "after")]
-COLUMNS = ["section", "ranks", "count", "compile_id", "graph", "field", "value", "majority_ranks",
-           "majority_value", "fsdp_groups", "group_size", "machines", "cap_mb", *COUNT_COLUMNS,
-           "mb_before", "mb_after", "detail"]
+COLUMNS = [
+    "section",
+    "ranks",
+    "count",
+    "compile_id",
+    "graph",
+    "field",
+    "value",
+    "majority_ranks",
+    "majority_value",
+    "fsdp_groups",
+    "group_size",
+    "machines",
+    "cap_mb",
+    *COUNT_COLUMNS,
+    "mb_before",
+    "mb_after",
+    "detail",
+]
 
 
 def _ranks(v: Any) -> str:
@@ -60,8 +76,17 @@ def _scalar(v: Any) -> Any:
 def _flat(prefix: str, v: Any) -> dict[str, Any]:
     """``{"before": 10, "after": 1}`` under ``all_gather``: ``all_gather.before``, ``all_gather.after``."""
     at = -1 if "sizes" in prefix else 2  # [type, MB] pairs; a schedule's [kind, group, bytes, dtype]
-    if isinstance(v, list) and v and all(isinstance(x, list) and len(x) > max(at, 0) and isinstance(x[at], (int, float))
-                                         and not isinstance(x[at], bool) for x in v):
+    if (
+        isinstance(v, list)
+        and v
+        and all(
+            isinstance(x, list)
+            and len(x) > max(at, 0)
+            and isinstance(x[at], (int, float))
+            and not isinstance(x[at], bool)
+            for x in v
+        )
+    ):
         # a size list or a schedule: its count and sum
         unit = "mb" if "sizes" in prefix else "bytes"
         total = sum(x[at] for x in v)
@@ -76,9 +101,12 @@ def _flat(prefix: str, v: Any) -> dict[str, Any]:
 
 def _outcome(g: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
-        "compile_id": g.get("compile_id"), "graph": graph_label(g.get("graph_index")),
+        "compile_id": g.get("compile_id"),
+        "graph": graph_label(g.get("graph_index")),
         "fsdp_groups": " ".join(str(x) for x in g.get("fsdp_groups") or []),
-        "group_size": g.get("group_size"), "machines": g.get("n_nodes"), "cap_mb": g.get("bucket_cap_mb"),
+        "group_size": g.get("group_size"),
+        "machines": g.get("n_nodes"),
+        "cap_mb": g.get("bucket_cap_mb"),
     }
     for t in COLLECTIVE_TYPES:
         c = (g.get("collectives") or {}).get(t) or {}
@@ -93,12 +121,21 @@ def _outcome_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if doc.get("ranks") is not None:
         for r in doc["ranks"]:
             for g in r["graphs"]:
-                yield {"section": "outcome", "ranks": "" if r["rank"] is None else str(r["rank"]), "count": 1,
-                       **_outcome(g)}
+                yield {
+                    "section": "outcome",
+                    "ranks": "" if r["rank"] is None else str(r["rank"]),
+                    "count": 1,
+                    **_outcome(g),
+                }
         return
     for grp in doc.get("groups") or []:
         for g in grp["graphs"]:
-            yield {"section": "outcome", "ranks": _ranks(grp["ranks"]), "count": grp.get("count"), **_outcome(g)}
+            yield {
+                "section": "outcome",
+                "ranks": _ranks(grp["ranks"]),
+                "count": grp.get("count"),
+                **_outcome(g),
+            }
 
 
 def _detail(rest: dict[str, Any]) -> str:
@@ -112,15 +149,28 @@ def _detail(rest: dict[str, Any]) -> str:
 def _paired(section: str, item: dict[str, Any], base: str) -> Iterator[dict[str, Any]]:
     """One row per differing scalar of ``value`` against ``majority_value``."""
     value, majority = _flat(base, item.get("value")), _flat(base, item.get("majority_value"))
-    detail = {k: v for k, v in item.items() if k not in (
-        "value", "majority_value", "ranks", "majority_ranks", "compile_id", "graph_index", "field")}
-    common = {"section": section, "ranks": _ranks(item.get("ranks")), "compile_id": item.get("compile_id"),
-              "graph": graph_label(item["graph_index"]) if item.get("graph_index") is not None else "",
-              "majority_ranks": _ranks(item.get("majority_ranks")),
-              "detail": _detail(detail)}
+    detail = {
+        k: v
+        for k, v in item.items()
+        if k
+        not in ("value", "majority_value", "ranks", "majority_ranks", "compile_id", "graph_index", "field")
+    }
+    common = {
+        "section": section,
+        "ranks": _ranks(item.get("ranks")),
+        "compile_id": item.get("compile_id"),
+        "graph": graph_label(item["graph_index"]) if item.get("graph_index") is not None else "",
+        "majority_ranks": _ranks(item.get("majority_ranks")),
+        "detail": _detail(detail),
+    }
     for key in list(dict.fromkeys([*value, *majority])):
         if value.get(key) != majority.get(key) or len(value) == 1:
-            yield {**common, "field": key, "value": value.get(key, ""), "majority_value": majority.get(key, "")}
+            yield {
+                **common,
+                "field": key,
+                "value": value.get(key, ""),
+                "majority_value": majority.get(key, ""),
+            }
 
 
 def summary_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -130,15 +180,29 @@ def summary_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {"section": "verdict", "field": "status", "value": v.get("status")}
         yield {"section": "verdict", "field": "text", "value": v.get("text")}
     for k, val in (doc.get("world") or {}).items():
-        yield {"section": "world", "field": k, "value": _scalar(val) if not isinstance(val, list) else _ranks(val)}
+        yield {
+            "section": "world",
+            "field": k,
+            "value": _scalar(val) if not isinstance(val, list) else _ranks(val),
+        }
     yield from _outcome_rows(doc)
     t = doc.get("totals") or {}
     if t:
-        row = {"section": "total", "ranks": "", "count": t.get("ranks"), "field": "graphs", "value": t.get("graphs"),
-               "mb_before": t.get("mb_before"), "mb_after": t.get("mb_after")}
+        row = {
+            "section": "total",
+            "ranks": "",
+            "count": t.get("ranks"),
+            "field": "graphs",
+            "value": t.get("graphs"),
+            "mb_before": t.get("mb_before"),
+            "mb_after": t.get("mb_after"),
+        }
         for typ in COLLECTIVE_TYPES:
             c = (t.get("collectives") or {}).get(typ) or {}
-            row[f"{SHORT_NAMES[typ]}_before"], row[f"{SHORT_NAMES[typ]}_after"] = c.get("before"), c.get("after")
+            row[f"{SHORT_NAMES[typ]}_before"], row[f"{SHORT_NAMES[typ]}_after"] = (
+                c.get("before"),
+                c.get("after"),
+            )
         yield row
     for item in doc.get("divergence") or []:
         yield from _paired("divergence", item, item.get("field", ""))
@@ -147,11 +211,20 @@ def summary_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for item in doc.get("compile_divergence") or []:
         yield from _paired("compile", item, item.get("what", ""))
     for item in doc.get("did_nothing") or []:
-        yield {"section": "did_nothing", "compile_id": item.get("compile_id"),
-               "graph": graph_label(item["graph_index"]) if item.get("graph_index") is not None else "",
-               "ranks": _ranks(item.get("ranks")),
-               "detail": "; ".join(f"{k}={v}" for k, v in sorted(_flat("", {
-                   k: v for k, v in item.items() if k not in ("compile_id", "graph_index", "ranks")}).items()))}
+        yield {
+            "section": "did_nothing",
+            "compile_id": item.get("compile_id"),
+            "graph": graph_label(item["graph_index"]) if item.get("graph_index") is not None else "",
+            "ranks": _ranks(item.get("ranks")),
+            "detail": "; ".join(
+                f"{k}={v}"
+                for k, v in sorted(
+                    _flat(
+                        "", {k: v for k, v in item.items() if k not in ("compile_id", "graph_index", "ranks")}
+                    ).items()
+                )
+            ),
+        }
     for kind, n in sorted(((doc.get("diagnostics") or {}).get("counts") or {}).items()):
         yield {"section": "diagnostic", "field": kind, "value": n}
     for note in doc.get("notes") or []:

@@ -156,5 +156,5 @@ def ranks_cell(ranks: str, limit: int = MAX_RANKS_CELL) -> str:
         if len(",".join([*shown, p])) > limit - 16:
             break
         shown.append(p)
-    rest = len(parse_ranks(",".join(p for p in parts[len(shown):] if p != "rank not logged")))
+    rest = len(parse_ranks(",".join(p for p in parts[len(shown) :] if p != "rank not logged")))
     return f"{','.join(shown)},... (+{rest} more)"

@@ -85,8 +85,13 @@ def replay(
         scheduler_overrides=dict(scheduler_overrides or {}),
     )
     diag = Diagnostics()
-    sources = replay_sources_for([os.fspath(p) for p in paths], rank=rank, all_ranks=all_ranks,
-                                 graphs=[parse_graph_selector(g) for g in graphs], diagnostics=diag)
+    sources = replay_sources_for(
+        [os.fspath(p) for p in paths],
+        rank=rank,
+        all_ranks=all_ranks,
+        graphs=[parse_graph_selector(g) for g in graphs],
+        diagnostics=diag,
+    )
     return ReplayRun(replay_sources(sources, options), options, diag)
 
 
@@ -108,16 +113,22 @@ def not_prebucketed(
     from tracekit.read.pairing import UnbucketedSource
     from tracekit.read.reader import graph_and_unbucketed_sources
     from tracekit.replay.engine import CapRequest, ReplayOptions
-    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
     from tracekit.replay.not_prebucketed_graphs import FORWARD_GROUPS, replay_unbucketed
+    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    options = ReplayOptions(caps=[CapRequest(float(c)) for c in cap_mb] + ([CapRequest(None)] if auto else []),
-                            apply=apply)
-    mixed = replay_sources_for([os.fspath(p) for p in paths], rank=rank, all_ranks=all_ranks,
-                               graphs=[parse_graph_selector(g) for g in graphs], diagnostics=Diagnostics(),
-                               reader=graph_and_unbucketed_sources)
+    options = ReplayOptions(
+        caps=[CapRequest(float(c)) for c in cap_mb] + ([CapRequest(None)] if auto else []), apply=apply
+    )
+    mixed = replay_sources_for(
+        [os.fspath(p) for p in paths],
+        rank=rank,
+        all_ranks=all_ranks,
+        graphs=[parse_graph_selector(g) for g in graphs],
+        diagnostics=Diagnostics(),
+        reader=graph_and_unbucketed_sources,
+    )
     sources = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
     return replay_unbucketed(sources, options, (FORWARD_GROUPS,) if forward_groups else ())
 

@@ -141,7 +141,6 @@ def _size_list(text: str) -> tuple[sx.SizeExpr, ...]:
     return tuple(sx.from_ast(e, text) for e in tree.body.elts)
 
 
-
 def fake_tensor(mode: FakeTensorMode, ann: TensorAnnotation, values: Mapping[str, int]) -> FakeTensor:
     shape = [sx.evaluate(e, values) for e in ann.shape]
     if any(s < 0 for s in shape):

@@ -64,7 +64,6 @@ class Hardware:
         return self.interconnect is None and self.gpus_per_node is None
 
 
-
 @contextlib.contextmanager
 def hardware_model(hw: Hardware) -> Iterator[None]:
     """Make ``comm_analysis`` model ``hw`` instead of this machine, for the duration of the block.

@@ -103,8 +103,15 @@ class CapReplay:
         """The cap's figures after torch's overlap scheduler (tracekit.replay/3 fields)."""
         sc = self.schedule
         if sc is None:
-            return {"final": None, "comm_ms": None, "exposed_ms": None, "compute_ms": None, "est_ms": None,
-                    "peak_memory_bytes": None, "schedule_error": self.schedule_error}
+            return {
+                "final": None,
+                "comm_ms": None,
+                "exposed_ms": None,
+                "compute_ms": None,
+                "est_ms": None,
+                "peak_memory_bytes": None,
+                "schedule_error": self.schedule_error,
+            }
         return {
             "final": {"counts": sc.counts(), "collectives": [c.to_dict() for c in sc.final]},
             "comm_ms": _round_ms(sc.comm_ms),
@@ -113,8 +120,11 @@ class CapReplay:
             "est_ms": _round_ms(sc.est_ms),
             "est_ms_vs_recorded": _round_ms(self.est_ms_vs_recorded),
             "peak_memory_bytes": sc.peak_memory_bytes,
-            "estimates": {"compute_nodes": sc.compute_nodes, "fallback_nodes": len(sc.fallback),
-                          "fallback": list(sc.fallback)},
+            "estimates": {
+                "compute_nodes": sc.compute_nodes,
+                "fallback_nodes": len(sc.fallback),
+                "fallback": list(sc.fallback),
+            },
             "timeline": {"nodes": sc.timeline, "memory": sc.memory},
             "schedule_error": None,
         }
@@ -164,7 +174,9 @@ class GraphReplay:
     compute_estimates_us: dict[str, float] | None = field(default=None, repr=False)
     final_reproduced: bool | None = None  # replayed final sequence == inductor_collective_schedule
     final_mismatches: list[str] = field(default_factory=list)
-    estimates_after_overlap: bool = False  # the recorded final's estimates were logged after overlap bucketing
+    estimates_after_overlap: bool = (
+        False  # the recorded final's estimates were logged after overlap bucketing
+    )
     replayer: Any = field(default=None, repr=False, compare=False)  # the GraphReplayer (not in JSON)
 
     @property
@@ -220,9 +232,21 @@ def _recorded_final(g: Graph) -> dict[str, Any] | None:
     f = g.final
     if f is None:
         return None
-    return {"counts": {k: v for k, v in f.counts.items() if v}, "sizes": f.sizes,
-            "collectives": [{"kind": c.kind, "op": c.op, "group": c.group, "group_size": c.group_size,
-                             "bytes": c.bytes, "est_ms": c.est_ms} for c in f.collectives]}
+    return {
+        "counts": {k: v for k, v in f.counts.items() if v},
+        "sizes": f.sizes,
+        "collectives": [
+            {
+                "kind": c.kind,
+                "op": c.op,
+                "group": c.group,
+                "group_size": c.group_size,
+                "bytes": c.bytes,
+                "est_ms": c.est_ms,
+            }
+            for c in f.collectives
+        ],
+    }
 
 
 def _round_ms(x: float | None) -> float | None:
@@ -264,7 +288,12 @@ class GraphReplayer:
         self._estimates: dict[tuple, float] = {}  # torch's NCCL estimates by op and shapes
 
     def at(
-        self, cap_mb: float, cap_source: str, hardware: ce.Hardware, apply: bool = False, what_if: bool = False
+        self,
+        cap_mb: float,
+        cap_source: str,
+        hardware: ce.Hardware,
+        apply: bool = False,
+        what_if: bool = False,
     ) -> CapReplay:
         """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too;
         ``what_if``: in the what-if bucket mode (``ReplayOptions.bucket_mode``)."""
@@ -312,10 +341,16 @@ class GraphReplayer:
             # the reproduction runs with the run's settings; the overrides are what-ifs
             settings = osch.scheduler_settings(self.options.scheduler_overrides if what_if else None)
         plan = planner.plan(cap_mb)
-        key = (mode, self.options.gpu, repr(sorted(settings.items())),
-               tuple((kind, tuple(tuple(m.name for m in b) for b in buckets))
-                     for kind, buckets in sorted(plan.buckets.items())),
-               None if compute_us is None else tuple(sorted(compute_us.items())))
+        key = (
+            mode,
+            self.options.gpu,
+            repr(sorted(settings.items())),
+            tuple(
+                (kind, tuple(tuple(m.name for m in b) for b in buckets))
+                for kind, buckets in sorted(plan.buckets.items())
+            ),
+            None if compute_us is None else tuple(sorted(compute_us.items())),
+        )
         done = self._schedules.get(key)
         if done is not None:
             return dataclasses.replace(done)
@@ -329,7 +364,9 @@ class GraphReplayer:
                 register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
         gm = osch.copy_graph(self.gm)
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
-            report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False)
+            report = pre_bucket_fsdp_collectives(
+                gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False
+            )
         out = osch.schedule(gm, compute_us, gpu, settings, _bucket_members(report), self._estimates)
         self.scheduler_runs += 1
         self._schedules[key] = out
@@ -341,7 +378,7 @@ class GraphReplayer:
         if not group_size or not report.fsdp_groups:
             return None
         in_bucket: dict[str, int] = {}
-        for kind, buckets in report.buckets.items():
+        for _kind, buckets in report.buckets.items():
             for i, bucket in enumerate(buckets):
                 for m in bucket:
                     in_bucket[m.name] = i
@@ -397,7 +434,7 @@ def _bucket_members(report) -> dict[str, list[str]]:
     for kind, buckets in report.buckets.items():
         merged = [s["name"] for s in report.sizes_after if s["type"] == kind and s["name"] not in before]
         if len(merged) == len(buckets):
-            out.update({name: [m.name for m in b] for name, b in zip(merged, buckets)})
+            out.update({name: [m.name for m in b] for name, b in zip(merged, buckets, strict=False)})
     return out
 
 
@@ -418,11 +455,15 @@ def compare_final(recorded: Graph, sched: Any, after_overlap: bool = False) -> l
     want = [c.kind for c in f.collectives]
     have = [c.kind for c in sched.final]
     if want != have:
-        i = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
+        i = next(
+            (i for i, (a, b) in enumerate(zip(want, have, strict=False)) if a != b), min(len(want), len(have))
+        )
         a = want[i] if i < len(want) else "nothing"
         b = have[i] if i < len(have) else "nothing"
-        out.append(f"final collective #{i + 1}: recorded {a}, replayed {b} "
-                   f"({len(want)} recorded, {len(have)} replayed)")
+        out.append(
+            f"final collective #{i + 1}: recorded {a}, replayed {b} "
+            f"({len(want)} recorded, {len(have)} replayed)"
+        )
         return out
     if f.sizes != "matched":  # the log gave no sizes to compare
         return out
@@ -431,14 +472,14 @@ def compare_final(recorded: Graph, sched: Any, after_overlap: bool = False) -> l
         w = [(c.group, c.bytes) for c in f.collectives if c.kind == kind]
         h = [(c.group, c.bytes) for c in mine if c.kind == kind]
         if w != h:
-            i = next((i for i, (a, b) in enumerate(zip(w, h)) if a != b), min(len(w), len(h)))
+            i = next((i for i, (a, b) in enumerate(zip(w, h, strict=False)) if a != b), min(len(w), len(h)))
             a = w[i] if i < len(w) else "nothing"
             b = h[i] if i < len(h) else "nothing"
             out.append(f"{kind} #{i + 1} (group, bytes): recorded {a}, replayed {b}")
             continue
         we = [c.est_ms for c in f.collectives if c.kind == kind]
         he = [c.est_ms for c in mine if c.kind == kind]
-        for i, (a, b) in enumerate(zip(we, he)):
+        for i, (a, b) in enumerate(zip(we, he, strict=False)):
             if a is not None and b == b and abs(a - b) > 5e-5:
                 out.append(f"{kind} #{i + 1}: recorded estimate {a} ms, replayed {b} ms")
                 break
@@ -465,8 +506,10 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
     want_before = [(s.type, s.size_mb, s.name) for s in sizes.before]
     have_before = [(s["type"], s["size_mb"], s["name"]) for s in got.report.sizes_before]
     if want_before != have_before:
-        i = next((i for i, (a, b) in enumerate(zip(want_before, have_before)) if a != b),
-                 min(len(want_before), len(have_before)))
+        i = next(
+            (i for i, (a, b) in enumerate(zip(want_before, have_before, strict=False)) if a != b),
+            min(len(want_before), len(have_before)),
+        )
         a = want_before[i] if i < len(want_before) else "nothing"
         b = have_before[i] if i < len(have_before) else "nothing"
         out.append(f"sizes before: collective #{i + 1}: recorded {a}, rebuilt graph {b}")
@@ -479,9 +522,7 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
     return out
 
 
-def replay_source(
-    src: Any, options: ReplayOptions, rebuilt: dict[tuple, Any] | None = None
-) -> GraphReplay:
+def replay_source(src: Any, options: ReplayOptions, rebuilt: dict[tuple, Any] | None = None) -> GraphReplay:
     """Replay one :class:`tracekit.read.reader.GraphSource`; never raises for a bad graph.
 
     ``rebuilt`` (optional, shared across calls) keeps each distinct graph text's rebuilt graph
@@ -510,8 +551,12 @@ def replay_source(
     hints = dict(src.symbol_hints)
     if hints:
         options = replace(options, symbols={**hints, **options.symbols})
-    key = (hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
-           tuple(sorted(options.symbols.items())), options.mode, options.bucket_mode)
+    key = (
+        hashlib.sha256(src.text.encode("utf-8", "surrogatepass")).hexdigest(),
+        tuple(sorted(options.symbols.items())),
+        options.mode,
+        options.bucket_mode,
+    )
     rp = None if rebuilt is None else rebuilt.get(key)
     if rp is None:
         try:
@@ -556,7 +601,9 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
     if rp.group_size is not None and g.group_size is not None and rp.group_size != g.group_size:
         mismatches.append(f"group_size: recorded {g.group_size}, rebuilt graph {rp.group_size}")
     if list(rp.planner.fsdp_groups) != list(g.fsdp_groups):
-        mismatches.append(f"fsdp_groups: recorded {g.fsdp_groups}, rebuilt graph {list(rp.planner.fsdp_groups)}")
+        mismatches.append(
+            f"fsdp_groups: recorded {g.fsdp_groups}, rebuilt graph {list(rp.planner.fsdp_groups)}"
+        )
     run_schedule = options.overlap if options.overlap is not None else out.overlap_scheduled
     if run_schedule:
         _schedule_cap(rp, out, repro, what_if=False)
@@ -607,12 +654,19 @@ def _schedule_cap(rp: GraphReplayer, out: GraphReplay, cap: CapReplay, what_if: 
 def _record(g: Graph) -> tuple:
     """Everything of a recorded outcome that a replay uses or reports: the cap it is reproduced
     at, the groups, counts and sizes the reproduction is compared with, and the shown fields."""
+
     def sizes(xs):
         return None if xs is None else tuple((x.type, x.size_mb, x.name) for x in xs)
 
-    return (g.bucket_cap_mb, tuple(g.fsdp_groups), g.group_size, g.n_nodes, g.source,
-            tuple((t, c.before, c.after) for t, c in g.collectives.items()),
-            None if g.sizes_mb is None else (sizes(g.sizes_mb.before), sizes(g.sizes_mb.after)))
+    return (
+        g.bucket_cap_mb,
+        tuple(g.fsdp_groups),
+        g.group_size,
+        g.n_nodes,
+        g.source,
+        tuple((t, c.before, c.after) for t, c in g.collectives.items()),
+        None if g.sizes_mb is None else (sizes(g.sizes_mb.before), sizes(g.sizes_mb.after)),
+    )
 
 
 def same_replay_key(src: Any) -> tuple:
@@ -624,14 +678,23 @@ def same_replay_key(src: Any) -> tuple:
     hints = getattr(src, "symbol_hints", None) or {}
     compute = getattr(src, "compute_estimates_us", None) or {}
     final = src.graph.final
-    return (os.path.dirname(src.graph.file), src.compile_id, src.graph_index, src.text_artifact,
-            src.text, tuple(sorted(hints.items())), _record(src.graph), tuple(compute.items()),
-            bool(getattr(src, "overlap_scheduled", False)),
-            None if final is None else tuple((c.kind, c.group, c.bytes, c.est_ms) for c in final.collectives))
+    return (
+        os.path.dirname(src.graph.file),
+        src.compile_id,
+        src.graph_index,
+        src.text_artifact,
+        src.text,
+        tuple(sorted(hints.items())),
+        _record(src.graph),
+        tuple(compute.items()),
+        bool(getattr(src, "overlap_scheduled", False)),
+        None if final is None else tuple((c.kind, c.group, c.bytes, c.est_ms) for c in final.collectives),
+    )
 
 
-def replay_sources(sources: Iterable[Any], options: ReplayOptions,
-                   progress: Callable[[int, int], None] | None = None) -> list[GraphReplay]:
+def replay_sources(
+    sources: Iterable[Any], options: ReplayOptions, progress: Callable[[int, int], None] | None = None
+) -> list[GraphReplay]:
     """Replay many sources: each distinct replay (:func:`same_replay_key`) once, reported for
     every rank that shares it (``GraphReplay.ranks``), in the order first seen. 1,024 ranks
     that logged the same graphs cost about one rank; a rank that recorded another outcome from
@@ -681,11 +744,14 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
         },
         "apply": options.apply,
         "bucket_mode": options.bucket_mode,
-        "scheduler": {"overlap": options.overlap, "gpu": options.gpu,
-                      "overrides": dict(options.scheduler_overrides),
-                      "estimates": "compute: the log's fx_compute_nodes_runtime_estimation (Benchmarked "
-                                   "Est(us)); collectives: torch's NCCL model; other nodes: torch's roofline "
-                                   "on the named GPU"},
+        "scheduler": {
+            "overlap": options.overlap,
+            "gpu": options.gpu,
+            "overrides": dict(options.scheduler_overrides),
+            "estimates": "compute: the log's fx_compute_nodes_runtime_estimation (Benchmarked "
+            "Est(us)); collectives: torch's NCCL model; other nodes: torch's roofline "
+            "on the named GPU",
+        },
         "symbols": dict(options.symbols),
         "graphs": [r.to_dict() for r in results],
         "totals": {
@@ -723,8 +789,10 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
     lowest = min(ranks) if ranks else None
     results = [r for r in results if lowest is None or lowest in r.rank_set]
     for i, label in enumerate(cap_labels(options)):
-        caps = [r.reproduction if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
-                for r in results]
+        caps = [
+            r.reproduction if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
+            for r in results
+        ]
         caps = [c for c in caps if c is not None]
         scheds = [c.schedule for c in caps if c.schedule is not None]
         counts: dict[str, int] = {}
@@ -749,7 +817,9 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
         out.append(entry)
     base = out[0]["est_ms"] if out else None
     for e in out:
-        e["est_ms_vs_recorded"] = None if base is None or e["est_ms"] is None else _round_ms(e["est_ms"] - base)
+        e["est_ms_vs_recorded"] = (
+            None if base is None or e["est_ms"] is None else _round_ms(e["est_ms"] - base)
+        )
     return out
 
 

@@ -175,8 +175,7 @@ class _Builder:
                 continue
             if isinstance(stmt, ast.ClassDef):
                 raise self.error(
-                    "nested graph modules (higher-order ops such as checkpoint or cond) "
-                    "are not supported"
+                    "nested graph modules (higher-order ops such as checkpoint or cond) are not supported"
                 )
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "forward" and forward is None:
                 forward = stmt
@@ -285,11 +284,7 @@ class _Builder:
         if isinstance(value, ast.UnaryOp) and type(value.op) in _UNARY:
             args = (self.value(value.operand),)
             return g.create_node("call_function", _UNARY[type(value.op)], args, name=name)
-        if (
-            isinstance(value, ast.Compare)
-            and len(value.ops) == 1
-            and type(value.ops[0]) in _COMPARE
-        ):
+        if isinstance(value, ast.Compare) and len(value.ops) == 1 and type(value.ops[0]) in _COMPARE:
             args = (self.value(value.left), self.value(value.comparators[0]))
             return g.create_node("call_function", _COMPARE[type(value.ops[0])], args, name=name)
         if (
@@ -310,8 +305,10 @@ class _Builder:
         spelled = ".".join(chain)
         target = BUILTIN_TARGETS.get(spelled)
         if target is None:
-            raise self.error(f"call to {spelled[:80]!r}: only torch.ops.<ns>.<op>.<overload> "
-                             "and a few builtins (operator.getitem, ...) may be called")
+            raise self.error(
+                f"call to {spelled[:80]!r}: only torch.ops.<ns>.<op>.<overload> "
+                "and a few builtins (operator.getitem, ...) may be called"
+            )
         return target
 
     def attribute_chain(self, expr: ast.expr) -> list[str]:
@@ -338,7 +335,9 @@ class _Builder:
             if "__" in part and not (i == 1 and ns == "aten" and part in DUNDER_OPS):
                 raise self.error(f"dunder name {part!r} in {spelled[:80]!r} is refused")
         if ns == "higher_order":
-            raise self.error(f"higher-order op {spelled[:80]!r} is not supported (its subgraphs are not printed inline)")
+            raise self.error(
+                f"higher-order op {spelled[:80]!r} is not supported (its subgraphs are not printed inline)"
+            )
         cached = _OP_CACHE.get((ns, op, overload))
         if cached is not None:
             return cached
@@ -350,7 +349,9 @@ class _Builder:
             raise self.error(f"{spelled!r}: operator has no overload {overload!r}")
         namespace = getattr(torch.ops, ns, None)
         if type(namespace) is not _OpNamespace:
-            raise self.error(f"torch.ops.{ns} is not an operator namespace (higher-order ops are not supported)")
+            raise self.error(
+                f"torch.ops.{ns} is not an operator namespace (higher-order ops are not supported)"
+            )
         try:
             packet = getattr(namespace, op)
         except (AttributeError, RuntimeError):
@@ -402,7 +403,9 @@ class _Builder:
         if isinstance(expr, ast.Call):
             return self.call_value(expr, depth)
         if isinstance(expr, ast.Slice):
-            parts = [None if p is None else self.value(p, depth + 1) for p in (expr.lower, expr.upper, expr.step)]
+            parts = [
+                None if p is None else self.value(p, depth + 1) for p in (expr.lower, expr.upper, expr.step)
+            ]
             return slice(*parts)
         raise self.error(f"{type(expr).__name__} expressions are not accepted")
 
@@ -432,7 +435,11 @@ class _Builder:
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
 
 
 # --- fake values ---------------------------------------------------------------------------------

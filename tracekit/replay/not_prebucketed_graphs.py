@@ -41,8 +41,12 @@ FORWARD_GROUPS = "forward_groups"
 #: The what-if of torch's overlap scheduler bucketing (replay's ``--what-if overlap-bucketing``).
 OVERLAP_BUCKETING = "overlap_bucketing"
 KINDS = ("AG", "RS", "AR")
-_TARGET_KIND = {"all_gather_into_tensor": "AG", "all_gather_into_tensor_out": "AG",
-                "reduce_scatter_tensor": "RS", "all_reduce": "AR"}
+_TARGET_KIND = {
+    "all_gather_into_tensor": "AG",
+    "all_gather_into_tensor_out": "AG",
+    "reduce_scatter_tensor": "RS",
+    "all_reduce": "AR",
+}
 
 
 def collective_kind(node: fx.Node) -> str | None:
@@ -79,7 +83,8 @@ class GroupsWhatIf:
             "buckets": self.buckets,
             "estimated_comm_ms": _ms(self.estimated_comm_ms),
             "comm_ms_before": _ms(self.comm_ms_before),
-            "comm_ms_saved": None if self.estimated_comm_ms is None or self.comm_ms_before is None
+            "comm_ms_saved": None
+            if self.estimated_comm_ms is None or self.comm_ms_before is None
             else _ms(self.comm_ms_before - self.estimated_comm_ms),
             "applied": self.applied,
         }
@@ -108,8 +113,10 @@ class UnbucketedReplayer:
         rebuilt graph must have no FSDP group, and the collectives the logged schedule runs."""
         out = []
         if self.planner.fsdp_groups:
-            out.append(f"the rebuilt graph has FSDP groups {self.planner.fsdp_groups}: torch would have "
-                       "pre-bucketed it and logged an outcome")
+            out.append(
+                f"the rebuilt graph has FSDP groups {self.planner.fsdp_groups}: torch would have "
+                "pre-bucketed it and logged an outcome"
+            )
         have = {k: sum(1 for n in self.collectives if collective_kind(n) == k) for k in KINDS}
         want = {SHORT_NAMES[t]: self.src.final.counts.get(t, 0) for t in COLLECTIVE_TYPES}
         for k in KINDS:
@@ -122,8 +129,9 @@ class UnbucketedReplayer:
         every one: ``no_fsdp_group``)."""
         return self.planner.plan(None, explain=True).decisions
 
-    def comm_ms(self, buckets: dict[str, list[list[str]]], group_size: int | None,
-                hw: ce.Hardware | None = None) -> float | None:
+    def comm_ms(
+        self, buckets: dict[str, list[list[str]]], group_size: int | None, hw: ce.Hardware | None = None
+    ) -> float | None:
         """NCCL-model time of every collective of the graph, members of ``buckets`` costed as
         one collective each bucket (torch's fx sizes: input plus output bytes)."""
         hw = hw or ce.Hardware()
@@ -181,14 +189,26 @@ class UnbucketedReplayer:
                     register_fake_process_groups(groups, size)
             compute = getattr(self.src, "compute_estimates_us", None)
             for key, on in (("as_run", False), ("bucketed", True)):
-                s = osch.schedule(osch.copy_graph(self.gm), compute, osch.GPUS[gpu],
-                                  osch.scheduler_settings({"collective_bucketing": on}))
-                out[key] = {"collective_bucketing": on, "counts": s.counts(), "comm_ms": _ms(s.comm_ms),
-                            "exposed_ms": _ms(s.exposed_ms), "compute_ms": _ms(s.compute_ms),
-                            "est_ms": _ms(s.est_ms), "fallback": len(s.fallback)}
+                s = osch.schedule(
+                    osch.copy_graph(self.gm),
+                    compute,
+                    osch.GPUS[gpu],
+                    osch.scheduler_settings({"collective_bucketing": on}),
+                )
+                out[key] = {
+                    "collective_bucketing": on,
+                    "counts": s.counts(),
+                    "comm_ms": _ms(s.comm_ms),
+                    "exposed_ms": _ms(s.exposed_ms),
+                    "compute_ms": _ms(s.compute_ms),
+                    "est_ms": _ms(s.est_ms),
+                    "fallback": len(s.fallback),
+                }
             out["ok"] = True
         except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses is a note, never a traceback
-            out["error"] = f"torch's overlap scheduler could not run on the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+            out["error"] = (
+                f"torch's overlap scheduler could not run on the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
+            )
         return out
 
     def forward_cap(self) -> tuple[float, str] | None:
@@ -204,8 +224,9 @@ class UnbucketedReplayer:
                 return exact.cap_mb, "auto"
         return fwd.bucket_cap_mb, "forward"
 
-    def with_groups(self, cap_mb: float | None = None, *, verify: bool = False,
-                    hw: ce.Hardware | None = None) -> GroupsWhatIf | None:
+    def with_groups(
+        self, cap_mb: float | None = None, *, verify: bool = False, hw: ce.Hardware | None = None
+    ) -> GroupsWhatIf | None:
         """The what-if ``forward_groups`` at ``cap_mb`` (None: :meth:`forward_cap`); None when
         the compile id has no forward outcome with groups."""
         from bucketing import FsdpPlanner
@@ -220,15 +241,29 @@ class UnbucketedReplayer:
         key = tuple(fwd.fsdp_groups), fwd.group_size
         planner = self._with_groups.get(key)
         if planner is None:
-            planner = self._with_groups[key] = FsdpPlanner(self.gm, fsdp_groups=list(fwd.fsdp_groups),
-                                                           group_size=fwd.group_size)
+            planner = self._with_groups[key] = FsdpPlanner(
+                self.gm, fsdp_groups=list(fwd.fsdp_groups), group_size=fwd.group_size
+            )
         report = planner.plan(cap_mb)
         buckets = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
-        counts = {t: {"before": report.counts_before.get(SHORT_NAMES[t], 0),
-                      "after": report.counts_after.get(SHORT_NAMES[t], 0)} for t in COLLECTIVE_TYPES}
-        out = GroupsWhatIf(list(fwd.fsdp_groups), fwd.group_size, float(cap_mb), source, counts, buckets,
-                           self.comm_ms(buckets, fwd.group_size, hw), self.comm_ms({}, fwd.group_size, hw),
-                           report=report)
+        counts = {
+            t: {
+                "before": report.counts_before.get(SHORT_NAMES[t], 0),
+                "after": report.counts_after.get(SHORT_NAMES[t], 0),
+            }
+            for t in COLLECTIVE_TYPES
+        }
+        out = GroupsWhatIf(
+            list(fwd.fsdp_groups),
+            fwd.group_size,
+            float(cap_mb),
+            source,
+            counts,
+            buckets,
+            self.comm_ms(buckets, fwd.group_size, hw),
+            self.comm_ms({}, fwd.group_size, hw),
+            report=report,
+        )
         if verify:
             out.applied = self.apply_with_groups(cap_mb, counts)
         return out
@@ -243,15 +278,27 @@ class UnbucketedReplayer:
             gm = parse_graph_text(self.src.text, self.symbols)
             if fwd.group_size:
                 register_fake_process_groups(fwd.fsdp_groups, fwd.group_size)
-            report = pre_bucket_fsdp_collectives(gm, bucket_cap_mb=cap_mb, fsdp_groups=list(fwd.fsdp_groups),
-                                                 group_size=fwd.group_size)
+            report = pre_bucket_fsdp_collectives(
+                gm, bucket_cap_mb=cap_mb, fsdp_groups=list(fwd.fsdp_groups), group_size=fwd.group_size
+            )
             gm.graph.lint()
         except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
             return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        counts = {t: {"before": report.counts_before.get(SHORT_NAMES[t], 0),
-                      "after": report.counts_after.get(SHORT_NAMES[t], 0)} for t in COLLECTIVE_TYPES}
-        return {"ok": True, "lint": "ok", "rewritten": report.rewritten, "collectives": counts,
-                "matches_plan": counts == planned, "nodes_after": len(gm.graph.nodes)}
+        counts = {
+            t: {
+                "before": report.counts_before.get(SHORT_NAMES[t], 0),
+                "after": report.counts_after.get(SHORT_NAMES[t], 0),
+            }
+            for t in COLLECTIVE_TYPES
+        }
+        return {
+            "ok": True,
+            "lint": "ok",
+            "rewritten": report.rewritten,
+            "collectives": counts,
+            "matches_plan": counts == planned,
+            "nodes_after": len(gm.graph.nodes),
+        }
 
 
 # --- replay: many graphs, at each cap ------------------------------------------------------------
@@ -259,8 +306,13 @@ class UnbucketedReplayer:
 
 def _torch_counts(rp: UnbucketedReplayer) -> dict[str, dict[str, int]]:
     """As torch runs it: no FSDP group, so every collective stays (N->N)."""
-    return {t: {"before": n, "after": n} for t, n in
-            ((t, sum(1 for c in rp.collectives if collective_kind(c) == SHORT_NAMES[t])) for t in COLLECTIVE_TYPES)}
+    return {
+        t: {"before": n, "after": n}
+        for t, n in (
+            (t, sum(1 for c in rp.collectives if collective_kind(c) == SHORT_NAMES[t]))
+            for t in COLLECTIVE_TYPES
+        )
+    }
 
 
 def rebuild(src: Any, symbols: dict[str, int] | None = None) -> tuple[UnbucketedReplayer | None, str | None]:
@@ -285,14 +337,25 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
     (at the forward's cap when no cap is asked), ``options.apply`` running our rewrite too."""
     hw = options.hardware
     out: dict[str, Any] = {
-        "rank": src.rank, "ranks": str(src.rank if src.rank is not None else "-"),
-        "compile_id": src.compile_id, "graph_index": src.graph_index, "file": src.file, "line": src.line,
-        "outcome": OUTCOME, "error": None, "nodes": 0,
-        "recorded": {"outcome": OUTCOME,
-                     "schedule": {SHORT_NAMES[t]: n for t, n in src.final.counts.items() if n and t in SHORT_NAMES},
-                     "forward_groups": None if src.forward is None else list(src.forward.fsdp_groups),
-                     "estimated_comm_ms": None, "hardware": None},
-        "reproduced": None, "mismatches": [], "replays": [],
+        "rank": src.rank,
+        "ranks": str(src.rank if src.rank is not None else "-"),
+        "compile_id": src.compile_id,
+        "graph_index": src.graph_index,
+        "file": src.file,
+        "line": src.line,
+        "outcome": OUTCOME,
+        "error": None,
+        "nodes": 0,
+        "recorded": {
+            "outcome": OUTCOME,
+            "schedule": {SHORT_NAMES[t]: n for t, n in src.final.counts.items() if n and t in SHORT_NAMES},
+            "forward_groups": None if src.forward is None else list(src.forward.fsdp_groups),
+            "estimated_comm_ms": None,
+            "hardware": None,
+        },
+        "reproduced": None,
+        "mismatches": [],
+        "replays": [],
     }
     rp, out["error"] = rebuild(src, dict(options.symbols))
     if rp is None:
@@ -311,18 +374,33 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
         else:
             caps.append((req.mb, "override"))
     for cap_mb, source in caps:  # as torch runs it: no group at any cap
-        out["replays"].append({"bucket_cap_mb": cap_mb, "cap_source": source, "what_if": None,
-                               "collectives": _torch_counts(rp), "estimated_comm_ms": _ms(base),
-                               "comm_ms_vs_recorded": 0.0 if base is not None else None, "applied": None})
+        out["replays"].append(
+            {
+                "bucket_cap_mb": cap_mb,
+                "cap_source": source,
+                "what_if": None,
+                "collectives": _torch_counts(rp),
+                "estimated_comm_ms": _ms(base),
+                "comm_ms_vs_recorded": 0.0 if base is not None else None,
+                "applied": None,
+            }
+        )
     if FORWARD_GROUPS in what_ifs and src.forward is not None:
         for cap_mb, source in caps or [(None, None)]:
             w = rp.with_groups(cap_mb, verify=options.apply, hw=hw)
             ms = w.estimated_comm_ms
-            out["replays"].append({"bucket_cap_mb": w.bucket_cap_mb, "cap_source": source or w.cap_source,
-                                   "what_if": FORWARD_GROUPS, "fsdp_groups": list(w.fsdp_groups),
-                                   "collectives": w.collectives, "estimated_comm_ms": _ms(ms),
-                                   "comm_ms_vs_recorded": None if ms is None or base is None else _ms(ms - base),
-                                   "applied": w.applied})
+            out["replays"].append(
+                {
+                    "bucket_cap_mb": w.bucket_cap_mb,
+                    "cap_source": source or w.cap_source,
+                    "what_if": FORWARD_GROUPS,
+                    "fsdp_groups": list(w.fsdp_groups),
+                    "collectives": w.collectives,
+                    "estimated_comm_ms": _ms(ms),
+                    "comm_ms_vs_recorded": None if ms is None or base is None else _ms(ms - base),
+                    "applied": w.applied,
+                }
+            )
     if OVERLAP_BUCKETING in what_ifs:
         o = rp.overlap_bucketing(getattr(options, "gpu", None) or "H100")
         if not o["ok"]:
@@ -331,18 +409,30 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
             for key in ("as_run", "bucketed"):
                 r = o[key]
                 before = _torch_counts(rp)
-                colls = {t: {"before": c["before"], "after": r["counts"].get(t, 0)} for t, c in before.items()}
-                out["replays"].append({"bucket_cap_mb": None, "cap_source": f"collective_bucketing={r['collective_bucketing']} "
-                                                     f"(exposed {r['exposed_ms']:.4f}, est {r['est_ms']:.4f} ms)",
-                                       "what_if": OVERLAP_BUCKETING, "collectives": colls,
-                                       "estimated_comm_ms": r["comm_ms"], "exposed_ms": r["exposed_ms"],
-                                       "est_ms": r["est_ms"], "compute_ms": r["compute_ms"],
-                                       "comm_ms_vs_recorded": None if base is None else _ms(r["comm_ms"] - base),
-                                       "applied": None})
+                colls = {
+                    t: {"before": c["before"], "after": r["counts"].get(t, 0)} for t, c in before.items()
+                }
+                out["replays"].append(
+                    {
+                        "bucket_cap_mb": None,
+                        "cap_source": f"collective_bucketing={r['collective_bucketing']} "
+                        f"(exposed {r['exposed_ms']:.4f}, est {r['est_ms']:.4f} ms)",
+                        "what_if": OVERLAP_BUCKETING,
+                        "collectives": colls,
+                        "estimated_comm_ms": r["comm_ms"],
+                        "exposed_ms": r["exposed_ms"],
+                        "est_ms": r["est_ms"],
+                        "compute_ms": r["compute_ms"],
+                        "comm_ms_vs_recorded": None if base is None else _ms(r["comm_ms"] - base),
+                        "applied": None,
+                    }
+                )
     return out
 
 
-def replay_unbucketed(sources: list[Any], options: Any, what_ifs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def replay_unbucketed(
+    sources: list[Any], options: Any, what_ifs: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """:func:`replay_unbucketed_source` for each distinct graph (same directory, compile id,
     position, text, hints and forward groups), standing for every rank that shares it
     (``ranks``, as ranges)."""
@@ -352,10 +442,20 @@ def replay_unbucketed(sources: list[Any], options: Any, what_ifs: tuple[str, ...
 
     groups: dict[tuple, tuple[Any, list]] = {}
     for s in sources:
-        fwd = None if s.forward is None else (tuple(s.forward.fsdp_groups), s.forward.group_size,
-                                              s.forward.bucket_cap_mb)
-        key = (os.path.dirname(s.file), s.compile_id, s.graph_index, s.text,
-               tuple(sorted((s.symbol_hints or {}).items())), fwd, tuple(s.final.counts.items()))
+        fwd = (
+            None
+            if s.forward is None
+            else (tuple(s.forward.fsdp_groups), s.forward.group_size, s.forward.bucket_cap_mb)
+        )
+        key = (
+            os.path.dirname(s.file),
+            s.compile_id,
+            s.graph_index,
+            s.text,
+            tuple(sorted((s.symbol_hints or {}).items())),
+            fwd,
+            tuple(s.final.counts.items()),
+        )
         if key in groups:
             groups[key][1].append(s.rank)
         else:

@@ -57,11 +57,22 @@ GPUS: dict[str, Gpu] = {
 #: The ``aten_distributed_optimizations`` keys torch's ``..._from_inductor_configs`` reads for
 #: the scheduler (the pre-bucketing ones and the estimation hook are ours to set).
 _CONFIG_KEYS = (
-    "collective_bucketing", "max_compute_pre_fetch", "insert_overlap_deps", "collective_estimator",
-    "compute_estimator", "max_memory_increase_gb", "max_memory_increase_ratio",
-    "compute_overlap_multipler", "max_in_flight_gb", "max_coll_distance",
-    "log_final_collectives_estimations", "bucket_exposed_first", "bucket_only_internode_comms",
-    "enable_fusion_regions", "prioritize_bucketing_during_scheduling", "bucket_mode",
+    "collective_bucketing",
+    "max_compute_pre_fetch",
+    "insert_overlap_deps",
+    "collective_estimator",
+    "compute_estimator",
+    "max_memory_increase_gb",
+    "max_memory_increase_ratio",
+    "compute_overlap_multipler",
+    "max_in_flight_gb",
+    "max_coll_distance",
+    "log_final_collectives_estimations",
+    "bucket_exposed_first",
+    "bucket_only_internode_comms",
+    "enable_fusion_regions",
+    "prioritize_bucketing_during_scheduling",
+    "bucket_mode",
 )
 
 #: Settings the command may override (``--collective-bucketing``, ...), with their types.
@@ -110,11 +121,17 @@ def gpu_peaks(gpu: Gpu):
     import torch._inductor.utils as inductor_utils
     import torch.utils._runtime_estimation as runtime_estimation
 
-    saved = [(m, n, getattr(m, n)) for m in (inductor_utils, runtime_estimation)
-             for n in ("get_gpu_dram_gbps", "get_device_tflops") if hasattr(m, n)]
+    saved = [
+        (m, n, getattr(m, n))
+        for m in (inductor_utils, runtime_estimation)
+        for n in ("get_gpu_dram_gbps", "get_device_tflops")
+        if hasattr(m, n)
+    ]
     try:
         for m, n, _ in saved:
-            setattr(m, n, (lambda: gpu.dram_gbps) if n == "get_gpu_dram_gbps" else (lambda dtype=None: gpu.tflops))
+            setattr(
+                m, n, (lambda: gpu.dram_gbps) if n == "get_gpu_dram_gbps" else (lambda dtype=None: gpu.tflops)
+            )
         yield
     finally:
         for m, n, f in saved:
@@ -181,8 +198,15 @@ class FinalCollective:
         return (self.kind, self.group, self.bytes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "op": self.op, "group": self.group,
-                "group_size": self.group_size, "bytes": self.bytes, "est_ms": self.est_ms}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "op": self.op,
+            "group": self.group,
+            "group_size": self.group_size,
+            "bytes": self.bytes,
+            "est_ms": self.est_ms,
+        }
 
 
 @dataclass
@@ -251,21 +275,29 @@ def _group_size(node: fx.Node) -> int | None:
 
 
 def _is_collective_start(node: fx.Node) -> bool:
-    return (node.op == "call_function" and "_c10d_functional" in str(node.target)
-            and collective_op(str(node.target)) is not None)
+    return (
+        node.op == "call_function"
+        and "_c10d_functional" in str(node.target)
+        and collective_op(str(node.target)) is not None
+    )
 
 
 def _estimate_key(node: fx.Node) -> tuple:
     """What torch's NCCL model reads of a collective: its op, its plain arguments (group name,
     group size, ...) and the shapes and dtypes of its inputs and output."""
+
     def shape(v):
         return (tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else None
 
     def as_shape(a: fx.Node):
         return shape(a.meta.get("val"))
 
-    return (str(node.target), repr(fx.node.map_arg(node.args, as_shape)),
-            repr(fx.node.map_arg(node.kwargs, as_shape)), shape(node.meta.get("val")))
+    return (
+        str(node.target),
+        repr(fx.node.map_arg(node.args, as_shape)),
+        repr(fx.node.map_arg(node.kwargs, as_shape)),
+        shape(node.meta.get("val")),
+    )
 
 
 def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = None) -> list[FinalCollective]:
@@ -288,18 +320,27 @@ def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = Non
         est = cache.get(key) if key is not None else None
         if est is None:
             try:
-                est = round(float(estimate_nccl_collective_runtime_from_fx_node(n, None, use_nccl_estimator=True)), 4)
+                est = round(
+                    float(estimate_nccl_collective_runtime_from_fx_node(n, None, use_nccl_estimator=True)), 4
+                )
             except Exception:  # noqa: BLE001
                 est = float("nan")
             if key is not None:
                 cache[key] = est
-        out.append(FinalCollective(n.name, kind, op, _group_name(n), _group_size(n), _first_tensor_bytes(n), est))
+        out.append(
+            FinalCollective(n.name, kind, op, _group_name(n), _group_size(n), _first_tensor_bytes(n), est)
+        )
     return out
 
 
-def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
-             settings: dict[str, Any], members: dict[str, list[str]] | None = None,
-             estimates: dict[tuple, float] | None = None) -> ScheduledGraph:
+def schedule(
+    gm: fx.GraphModule,
+    compute_us: dict[str, float] | None,
+    gpu: Gpu,
+    settings: dict[str, Any],
+    members: dict[str, list[str]] | None = None,
+    estimates: dict[tuple, float] | None = None,
+) -> ScheduledGraph:
     """Run torch's ``OverlapScheduler`` on ``gm`` (pre-bucketed already; rewritten in place).
 
     ``members``: bucket node name -> the original collectives it merged (for the timeline).
@@ -334,17 +375,31 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
     for n in order:
         if n in infos:
             i = infos[n]
-            out.timeline.append({
-                "name": n.name, "type": "collective", "start_us": round(t * 1e3, 3),
-                "dur_us": round(i.estimated_time_ms * 1e3, 3),
-                "exposed_us": round(i.exposed_time_ms * 1e3, 3), "group": _group_name(n),
-                "kind": collective_op(str(n.target))[0], "bytes": i.size_bytes,
-                "members": members.get(n.name, [n.name]),
-                "hidden_by": [h.name for h in i.hiding_nodes]})
+            out.timeline.append(
+                {
+                    "name": n.name,
+                    "type": "collective",
+                    "start_us": round(t * 1e3, 3),
+                    "dur_us": round(i.estimated_time_ms * 1e3, 3),
+                    "exposed_us": round(i.exposed_time_ms * 1e3, 3),
+                    "group": _group_name(n),
+                    "kind": collective_op(str(n.target))[0],
+                    "bytes": i.size_bytes,
+                    "members": members.get(n.name, [n.name]),
+                    "hidden_by": [h.name for h in i.hiding_nodes],
+                }
+            )
         elif n in wait_of:
             s, i = wait_of[n]
-            out.timeline.append({"name": n.name, "type": "wait", "start_us": round(t * 1e3, 3),
-                                 "dur_us": round(i.exposed_time_ms * 1e3, 3), "collective": s.name})
+            out.timeline.append(
+                {
+                    "name": n.name,
+                    "type": "wait",
+                    "start_us": round(t * 1e3, 3),
+                    "dur_us": round(i.exposed_time_ms * 1e3, 3),
+                    "collective": s.name,
+                }
+            )
             t += i.exposed_time_ms
         elif n.op == "call_function" and est.get(n):
             ms = est[n]
@@ -352,8 +407,15 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
                 source = "recorded" if n.name in hook.used else "roofline"
             else:
                 source = "recorded" if n.name in hook.used else "fusion_region" if n in est else "roofline"
-            out.timeline.append({"name": n.name, "type": "compute", "start_us": round(t * 1e3, 3),
-                                 "dur_us": round(ms * 1e3, 3), "estimate": source})
+            out.timeline.append(
+                {
+                    "name": n.name,
+                    "type": "compute",
+                    "start_us": round(t * 1e3, 3),
+                    "dur_us": round(ms * 1e3, 3),
+                    "estimate": source,
+                }
+            )
             out.compute_ms += ms
             t += ms
         try:
@@ -370,5 +432,16 @@ def schedule(gm: fx.GraphModule, compute_us: dict[str, float] | None, gpu: Gpu,
     return out
 
 
-__all__ = ["GPUS", "OVERRIDABLE", "FinalCollective", "Gpu", "RecordedEstimates", "ScheduledGraph",
-           "copy_graph", "final_collectives", "gpu_peaks", "schedule", "scheduler_settings"]
+__all__ = [
+    "GPUS",
+    "OVERRIDABLE",
+    "FinalCollective",
+    "Gpu",
+    "RecordedEstimates",
+    "ScheduledGraph",
+    "copy_graph",
+    "final_collectives",
+    "gpu_peaks",
+    "schedule",
+    "scheduler_settings",
+]

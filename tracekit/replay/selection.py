@@ -17,7 +17,6 @@ from typing import Any
 
 from tracekit.model import Diagnostics
 
-
 #: A compile id as the logs write it (``0/0``, ``1/2_1``, ``!0/3/0``; ``-`` outside torch.compile),
 #: optionally with ``:INDEX`` (0 forward, 1 backward).
 _SELECTOR_RE = re.compile(r"(?:(?:(?:!-?\d+/)?-?\d+/-?\d+|!-?\d+)(?:_\d+)?|-)(?::\d+)?")
@@ -86,7 +85,9 @@ def replay_sources_for(
     # Ranks log the same texts: keep one copy of each (1,024 ranks hold one rank's texts).
     texts: dict[str, str] = {}
     sources = []
-    for src in (reader or graph_sources)([], diag, progress, logs=logs):  # the files found above, not found again
+    for src in (reader or graph_sources)(
+        [], diag, progress, logs=logs
+    ):  # the files found above, not found again
         if src.text is not None:
             src.text = texts.setdefault(src.text, src.text)
         sources.append(src)
@@ -100,10 +101,13 @@ def replay_sources_for(
             sources = [s for s in sources if s.rank == chosen]
     if rank is not None and not sources:
         there = sorted(set(named) | read_ranks)
-        raise SelectionError(f"rank {rank} has no recorded outcome in the logs (ranks there: "
-                             f"{format_ranks(there) or 'none'})")
+        raise SelectionError(
+            f"rank {rank} has no recorded outcome in the logs (ranks there: {format_ranks(there) or 'none'})"
+        )
     for sel in graphs or []:
         if next(select(sources, [sel]), None) is None:
             there = ", ".join(dict.fromkeys(f"{s.compile_id}:{s.graph_index}" for s in sources))
-            raise SelectionError(f"graph {_selector_text(sel)} is not in the logs (graphs there: {there or 'none'})")
+            raise SelectionError(
+                f"graph {_selector_text(sel)} is not in the logs (graphs there: {there or 'none'})"
+            )
     return list(select(sources, graphs or []))
