@@ -92,13 +92,66 @@ def format_option(formats: Sequence[str], default: str = "table", help: str = "O
     )
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A :class:`click.FloatRange` that also refuses ``nan`` and ``inf`` (a usage error, status
+    2): click's own range lets both through, ``nan`` because every comparison with it is false."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+def writable_target_problem(path: str, *, directory: bool = False) -> str | None:
+    """None when ``path`` can be written (a file, or with ``directory`` a directory to write
+    files into, made if missing); else why not, in a few words. Checked before any work, so an
+    unwritable target fails in a second, not after a replay: a missing file is created and
+    removed again (the only probe that holds for root and read-only mounts alike)."""
+    target = os.path.abspath(path)
+    if directory:
+        probe = target
+        while not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        if not os.path.isdir(probe):
+            return f"{probe} is not a directory"
+        if not os.access(probe, os.W_OK | os.X_OK):
+            return f"directory {probe} is not writable"
+        return None
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        return f"directory {os.path.dirname(path) or '.'!r} does not exist"
+    if os.path.isdir(target):
+        return f"{path} is a directory"
+    existed = os.path.exists(target)
+    try:
+        with open(target, "ab"):
+            pass
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror or e}"
+    if not existed:
+        os.unlink(target)
+    return None
+
+
 def _check_output_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value:
-        parent = os.path.dirname(os.path.abspath(value))
-        if not os.path.isdir(parent):
-            raise click.BadParameter(
-                f"directory {os.path.dirname(value) or '.'!r} does not exist", ctx=ctx, param=param
-            )
+        problem = writable_target_problem(value)
+        if problem:
+            raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
+def check_output_tree(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--trace-out DIR``: DIR, or its first existing ancestor, is a writable directory."""
+    if value:
+        problem = writable_target_problem(value, directory=True)
+        if problem:
+            raise click.BadParameter(problem, ctx=ctx, param=param)
     return value
 
 

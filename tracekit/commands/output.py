@@ -34,7 +34,10 @@ def output_sink(
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except OSError as e:
         click.echo(f"tracekit {command}: cannot write {output or 'stdout'}: {e.strerror or e}", err=True)
+        if f is not None:  # its close flushes the same buffer once more: one line is enough
+            with contextlib.suppress(OSError):
+                f.close()
         sys.exit(error_status)
     finally:
-        if f is not None:
+        if f is not None and not f.closed:
             f.close()

@@ -22,7 +22,9 @@ from tracekit.commands.options import (
     BAD_INPUT,
     FINDINGS,
     OK,
+    FiniteFloatRange,
     check_cap_mb,
+    check_output_tree,
     examples,
     fail,
     format_option,
@@ -331,12 +333,12 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     default=None,
     help="Scheduler setting: overlap-preserving bucketing (default: inductor's config).",
 )
-@click.option("--max-in-flight-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting.")
+@click.option("--max-in-flight-gb", type=FiniteFloatRange(0, None), default=None, help="Scheduler setting.")
 @click.option(
-    "--max-memory-increase-gb", type=click.FloatRange(0, None), default=None, help="Scheduler setting."
+    "--max-memory-increase-gb", type=FiniteFloatRange(0, None), default=None, help="Scheduler setting."
 )
 @click.option(
-    "--max-memory-increase-ratio", type=click.FloatRange(0, None), default=None, help="Scheduler setting."
+    "--max-memory-increase-ratio", type=FiniteFloatRange(0, None), default=None, help="Scheduler setting."
 )
 @click.option("--scheduler-bucket-mode", default=None, metavar="MODE", help="Scheduler setting: bucket_mode.")
 @click.option(
@@ -346,7 +348,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 )
 @click.option(
     "--memory-budget-gb",
-    type=click.FloatRange(0, None, min_open=True),
+    type=FiniteFloatRange(0, None, min_open=True),
     default=None,
     help="With --recommend: the largest peak memory allowed.",
 )
@@ -358,6 +360,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     "trace_out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=check_output_tree,
     metavar="DIR",
     help="Write one Chrome trace-event JSON per cap (DIR/cap_<X>MB.json) for Perfetto or chrome://tracing.",
 )

@@ -18,7 +18,14 @@ from typing import Any
 
 import click
 
-from tracekit.commands.options import BAD_INPUT, fail, jobs_option, no_log_reason, paths_argument
+from tracekit.commands.options import (
+    BAD_INPUT,
+    fail,
+    jobs_option,
+    no_log_reason,
+    paths_argument,
+    writable_target_problem,
+)
 
 SUMMARY_PREFIX = "tracekit.summary/"
 #: The replay document ``--replay`` reads (the one with per-cap step estimates).
@@ -116,6 +123,12 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
         parent = os.path.dirname(os.path.abspath(output))
         if not os.path.isdir(parent):
             fail("report", f"cannot write {output}: no directory {parent}")
+        problem = writable_target_problem(output)
+        if problem:
+            fail(
+                "report",
+                problem if problem.startswith("cannot write") else f"cannot write {output}: {problem}",
+            )
     replay = saved_replay(replay_path) if replay_path else None
     docs = [d for d in (saved_summary(p) for p in paths) if d is not None]
     no_logs = False
