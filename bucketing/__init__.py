@@ -1,6 +1,6 @@
-"""bucketing: FSDP collective pre-bucketing passes for torch.fx graphs (torch 2.13).
+"""bucketing: FSDP collective pre-bucketing passes for torch.fx graphs (torch 2.13, 2.14, 2.15).
 
-Our own implementation of torch 2.13's ``torch._inductor.fx_passes.fsdp`` pre-bucketing,
+Our own implementation of torch's ``torch._inductor.fx_passes.fsdp`` pre-bucketing,
 with the same outcomes, a graph that lints on its own, near-linear cost, a report of what
 it did, and extra log artifacts for replay. Public API::
 
@@ -15,7 +15,7 @@ it did, and extra log artifacts for replay. Public API::
     register_fake_process_groups(group_names, group_size)
 """
 
-from bucketing.compat import SUPPORTED_TORCH, UnsupportedTorch, check_torch
+from bucketing.compat import SUPPORTED_TORCH, TESTED_TORCH, UnsupportedTorch, check_torch, untested_note
 
 check_torch()
 
@@ -31,6 +31,7 @@ from bucketing.report import BucketingReport, BucketMember, Decision  # noqa: E4
 
 __all__ = [
     "SUPPORTED_TORCH",
+    "TESTED_TORCH",
     "BucketMember",
     "BucketingError",
     "BucketingReport",
@@ -40,6 +41,7 @@ __all__ = [
     "PreBucketCap",
     "UnsupportedTorch",
     "check_torch",
+    "untested_note",
     "compute_pre_bucket_cap_mb",
     "dedup_fsdp_reduce_scatter",
     "identify_fsdp_groups",

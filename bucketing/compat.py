@@ -2,7 +2,12 @@
 
 The passes lean on private building blocks of ``torch._inductor`` (functional collective ops,
 the NCCL comm model, the custom graph pass interface, the ``aten_distributed_optimizations``
-config) that move between releases. Supported: the torch 2.13 line.
+config) that move between releases. What decides is whether those building blocks are there
+(:func:`check_torch` looks for each symbol the passes call), not the version string: a release
+that has them runs, and one that was never tested (:data:`TESTED_TORCH`) gets one line saying so
+(:func:`untested_note`); a release that lacks one is refused with the list of what it lacks.
+Nothing here imports dynamo or the inductor scheduler: the checks are a few small modules'
+attributes, once per process.
 """
 
 from __future__ import annotations
@@ -10,7 +15,12 @@ from __future__ import annotations
 import functools
 import importlib
 
+#: The oldest torch line the passes support (the first with every building block below).
 SUPPORTED_TORCH = "2.13"
+
+#: The releases the whole suite ran on (.ci/run: 2.13.0 in the main install, 2.14.1 and 2.15.0
+#: in venvs of their own). Others that have the building blocks run with a note.
+TESTED_TORCH = ("2.13.0", "2.14.1", "2.15.0")
 
 #: What to run when torch is not installed: the extra that brings a supported torch.
 INSTALL_HINT = "pip install 'tracekit[replay]'"
@@ -40,20 +50,23 @@ class UnsupportedTorch(RuntimeError):
     """The installed torch lacks a building block the bucketing passes need."""
 
 
-@functools.cache
-def check_torch() -> str:
-    """Return the torch version if supported, else raise :class:`UnsupportedTorch`."""
-    try:
-        import torch
-    except ImportError as exc:  # torch is the `replay` extra, not a dependency of the base package
-        raise UnsupportedTorch(
-            f"torch is not installed (replay, explain and bucketing need torch {SUPPORTED_TORCH}.x): {INSTALL_HINT}"
-        ) from exc
-    version = torch.__version__.split("+")[0]
-    if not version.startswith(SUPPORTED_TORCH + "."):
-        raise UnsupportedTorch(
-            f"bucketing supports torch {SUPPORTED_TORCH}.x, found torch {torch.__version__}"
-        )
+def _release(version: str) -> tuple[int, ...]:
+    """``"2.15.0+cu132"`` -> ``(2, 15, 0)``; pre-release tails (``2.16.0a0``) keep their digits."""
+    out = []
+    for part in version.split("+")[0].split(".")[:3]:
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        out.append(int(digits or 0))
+    return tuple(out)
+
+
+def missing_building_blocks() -> list[str]:
+    """The symbols the passes call that the installed torch lacks (empty: it has them all)."""
+    import torch
+
     missing = []
     for module_name, attr in _REQUIRED:
         try:
@@ -67,9 +80,46 @@ def check_torch() -> str:
     for op in _REQUIRED_OPS:
         if functional is None or not hasattr(functional, op):
             missing.append(f"torch.ops._c10d_functional.{op}")
+    return missing
+
+
+@functools.cache
+def check_torch() -> str:
+    """Return the torch version (``"2.15.0"``) if the passes can run on it, else raise
+    :class:`UnsupportedTorch`: torch missing, older than :data:`SUPPORTED_TORCH`, or lacking a
+    building block (:func:`missing_building_blocks`)."""
+    try:
+        import torch
+    except ImportError as exc:  # torch is the `replay` extra, not a dependency of the base package
+        raise UnsupportedTorch(
+            f"torch is not installed (replay, explain and bucketing need torch {SUPPORTED_TORCH} "
+            f"or newer): {INSTALL_HINT}"
+        ) from exc
+    version = torch.__version__.split("+")[0]
+    if _release(version)[:2] < _release(SUPPORTED_TORCH)[:2]:
+        raise UnsupportedTorch(
+            f"bucketing needs torch {SUPPORTED_TORCH} or newer, found torch {torch.__version__}"
+        )
+    missing = missing_building_blocks()
     if missing:
         raise UnsupportedTorch(
             f"torch {torch.__version__} lacks building blocks bucketing needs "
-            f"(supported: torch {SUPPORTED_TORCH}.x): {', '.join(missing)}"
+            f"(tested: torch {', '.join(TESTED_TORCH)}): {', '.join(missing)}"
         )
     return version
+
+
+def is_tested(version: str) -> bool:
+    """Whether ``version`` (``"2.14.1"``, a local tag allowed) is one of :data:`TESTED_TORCH`."""
+    return version.split("+")[0] in TESTED_TORCH
+
+
+def untested_note() -> str | None:
+    """One line when the installed torch runs but was never tested, else None."""
+    version = check_torch()
+    if is_tested(version):
+        return None
+    return (
+        f"torch {version} is untested (tested: {', '.join(TESTED_TORCH)}); it has every building "
+        "block bucketing calls, so it runs"
+    )

@@ -6,7 +6,8 @@ the tests need. Installed from the wheel into a fresh venv without torch (its de
 from the package index), ``summarize``, ``diff`` and ``report`` give what they give in the test
 environment, ``import tracekit`` does not even look for torch, and ``replay``, ``explain`` and
 ``import bucketing`` say ``pip install 'tracekit[replay]'`` (the commands with exit 2). On a torch
-outside 2.13, replay and explain give :class:`bucketing.compat.UnsupportedTorch`'s message, exit 2.
+older than 2.13 or lacking a building block, replay and explain give the refusal (exit 2); a newer one
+with every building block runs with one note.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from conftest import FIXTURE_LOGS, ROOT
 
 AUTO = str(FIXTURE_LOGS / "spmd_auto")
 SMALL_CAP = str(FIXTURE_LOGS / "spmd_small_cap")
-NO_TORCH = ("torch is not installed (replay, explain and bucketing need torch 2.13.x): "
+NO_TORCH = ("torch is not installed (replay, explain and bucketing need torch 2.13 or newer): "
             "pip install 'tracekit[replay]'")
 # Not copied into the build's source tree: what a checkout holds besides its files.
 _JUNK = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", "build", "dist", "*.egg-info",
@@ -79,7 +80,7 @@ def test_the_wheel_holds_the_two_packages_and_no_logs_or_tests(dists):
     base = [r for r in requires if "extra ==" not in r]
     assert [r.replace(" ", "") for r in base] == ["click<9,>=8.1", "orjson>=3.9", "tabulate>=0.9"]
     torch = [r.replace(" ", "") for r in requires if r.startswith("torch")]
-    assert torch == ['torch<2.14,>=2.13.0;extra=="replay"']
+    assert torch == ['torch<2.16,>=2.13;extra=="replay"']
     assert "replay" in meta.get_all("Provides-Extra")
 
 
@@ -233,16 +234,41 @@ def test_import_tracekit_does_not_look_for_torch(venv, tmp_path):
     assert done.stdout == "[] False\n", done.stderr
 
 
-@pytest.mark.parametrize("command", ["replay", "explain"])
-def test_replay_and_explain_on_another_torch_release_give_unsupported_torch(tmp_path, command):
-    """The real torch 2.13.0, reporting itself as 2.14.0: the version check of bucketing.compat."""
-    code = ("import sys, torch\ntorch.__version__ = '2.14.0+cpu'\n"
+def _run_as(tmp_path, command, prelude):
+    """The real torch 2.13.0 after ``prelude`` (which makes it look like another release)."""
+    code = (f"import sys, torch\n{prelude}\n"
             f"sys.argv = ['tracekit', {command!r}, {AUTO!r}]\n"
             "from tracekit.cli import run\nrun()\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=tmp_path)
+
+
+@pytest.mark.parametrize("command", ["replay", "explain"])
+def test_replay_and_explain_on_an_older_torch_release_give_unsupported_torch(tmp_path, command):
+    """The real torch 2.13.0, reporting itself as 2.12.1: bucketing.compat's version floor."""
+    done = _run_as(tmp_path, command, "torch.__version__ = '2.12.1+cpu'")
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == f"tracekit {command}: bucketing supports torch 2.13.x, found torch 2.14.0+cpu\n"
+    assert done.stderr == f"tracekit {command}: bucketing needs torch 2.13 or newer, found torch 2.12.1+cpu\n"
+
+
+@pytest.mark.parametrize("command", ["replay", "explain"])
+def test_a_newer_untested_release_with_the_building_blocks_runs_with_one_note(tmp_path, command):
+    """The real torch 2.13.0, reporting itself as 2.16.0: it has every building block, so it
+    runs (exit 0 on spmd_auto), with one line on stderr saying it is untested."""
+    done = _run_as(tmp_path, command, "torch.__version__ = '2.16.0+cpu'")
+    assert done.returncode == 0, done.stderr
+    notes = [ln for ln in done.stderr.splitlines() if "untested" in ln]
+    assert notes == [f"tracekit {command}: note: torch 2.16.0 is untested (tested: 2.13.0, 2.14.1, 2.15.0); "
+                     "it has every building block bucketing calls, so it runs"]
+
+
+def test_a_release_that_lacks_a_building_block_is_refused_with_what_it_lacks(tmp_path):
+    """The real torch 2.13.0 without torch._inductor.comm_analysis.NCCL_COLL, as 2.16.0."""
+    done = _run_as(tmp_path, "replay", "torch.__version__ = '2.16.0'\n"
+                   "import torch._inductor.comm_analysis as ca\ndel ca.NCCL_COLL")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("tracekit replay: torch 2.16.0 lacks building blocks bucketing needs (tested: torch "
+                           "2.13.0, 2.14.1, 2.15.0): torch._inductor.comm_analysis.NCCL_COLL\n")
 
 
 def _setup_commands() -> list[str]:
@@ -261,11 +287,12 @@ def test_ci_runs_the_readme_set_up_exactly():
     assert [c for c in commands if c in ci] == commands
 
 
-def test_every_install_command_names_torch_2_13_0_exactly():
-    """A pip install that mentions torch spells torch==2.13.0 (the CPU wheel), never a range or bare torch."""
+def test_every_install_command_names_a_tested_torch_exactly():
+    """A pip install that mentions torch spells torch==2.13.0 (the CPU wheel) or, in .ci/run's
+    venvs, torch==2.14.1 / torch==2.15.0: never a range or a bare torch."""
     lines = [*(ROOT / "README.md").read_text().splitlines(), *(ROOT / ".ci" / "run").read_text().splitlines()]
     installs = [ln for ln in lines if "pip install" in ln]
     assert len(installs) >= 3
     for ln in installs:
         for m in re.finditer(r"\btorch\b(\S*)", ln.split("pip install", 1)[1]):
-            assert m.group(1).startswith("==2.13.0"), ln
+            assert m.group(1) in ("==2.13.0", "==2.14.1", "==2.15.0"), ln

@@ -37,7 +37,8 @@ def fail(command: str, message: str, status: int = BAD_INPUT) -> NoReturn:
 def require_torch(command: str) -> None:
     """``replay`` and ``explain`` rebuild graphs with torch: without torch, or on a release the
     passes do not support, one line (``pip install 'tracekit[replay]'``, or
-    :class:`bucketing.compat.UnsupportedTorch`'s message) and exit 2, before any work."""
+    :class:`bucketing.compat.UnsupportedTorch`'s message) and exit 2, before any work. A release
+    that runs but was never tested gets one note on stderr."""
     try:
         import bucketing  # noqa: F401 - checks the installed torch on import (bucketing.compat)
     except RuntimeError as e:
@@ -45,6 +46,11 @@ def require_torch(command: str) -> None:
         if compat is None or not isinstance(e, compat.UnsupportedTorch):
             raise
         fail(command, str(e))
+    from bucketing.compat import untested_note
+
+    note = untested_note()
+    if note:  # a release with every building block but never tested: it runs, with one line
+        click.echo(f"tracekit {command}: note: {note}", err=True)
 
 
 def has_log_entries(run: Any) -> bool:

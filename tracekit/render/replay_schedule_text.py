@@ -62,7 +62,11 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     graphs = [
         g for g in doc["graphs"] if g.get("reproduction") and g["reproduction"].get("final") is not None
     ]
-    errors = [g for g in doc["graphs"] if g.get("reproduction") and g["reproduction"].get("schedule_error")]
+    errors = [
+        g
+        for g in doc["graphs"]
+        if any(c.get("schedule_error") for c in [g.get("reproduction") or {}, *g.get("replays", [])])
+    ]
     if not graphs and not errors:
         return ""
     sched = doc.get("scheduler", {})
@@ -94,9 +98,9 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             )
         elif g.get("final_reproduced") is False:
             lines += [f"{label}: FINAL SEQUENCE NOT REPRODUCED: {m}" for m in g["final_mismatches"]]
-        err = (g.get("reproduction") or {}).get("schedule_error")
-        if err:
-            lines.append(f"{label}: {err}")
+        for c in [g.get("reproduction") or {}, *g.get("replays", [])]:
+            if c.get("schedule_error"):
+                lines.append(f"{label} cap {c['bucket_cap_mb']:g} MB: NOT SCHEDULED: {c['schedule_error']}")
     if lines:
         out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + ln for ln in lines) + "\n")
     step_rows = [
@@ -137,6 +141,9 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             fmt,
         )
     )
+    partial = [f"{s['cap']}: {s['partial']}" for s in steps if s.get("partial")]
+    if partial:  # the step's sums leave out the graphs the scheduler failed on
+        out.append("\n" + "".join(f"{p}\n" for p in partial))
     out.append(
         "\nexposed: communication the scheduler could not hide under compute; est = compute + exposed; "
         "peak: torch's MemoryTracker over the scheduled order (all devices), the largest graph's.\n"

@@ -178,10 +178,38 @@ class GraphReplay:
         False  # the recorded final's estimates were logged after overlap bucketing
     )
     replayer: Any = field(default=None, repr=False, compare=False)  # the GraphReplayer (not in JSON)
+    # why the replay is incomplete beyond its caps' scheduler failures (e.g. a group it could not
+    # register): such a graph is "partial", never "reproduced"
+    partial_reasons: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         return f"{self.compile_id}:{self.graph_index}"
+
+    def incomplete(self) -> list[str]:
+        """Why this replay is partial: the explicit reasons, then every cap whose run of torch's
+        overlap scheduler failed (a graph the scheduler refused is never "reproduced")."""
+        out = list(self.partial_reasons)
+        caps = ([self.reproduction] if self.reproduction is not None else []) + list(self.replays)
+        for i, cap in enumerate(caps):
+            if cap.schedule_error:
+                which = "recorded cap" if i == 0 and self.reproduction is not None else "cap"
+                out.append(f"{which} {cap.bucket_cap_mb:g} MB: {cap.schedule_error}")
+        return out
+
+    @property
+    def verdict(self) -> str:
+        """``not rebuilt`` (no replay), ``not reproduced`` (counts, groups or the final sequence
+        differ from the log), ``partial`` (reproduced as far as it ran, but a part did not run:
+        :meth:`incomplete`), else ``reproduced``. Totals, the last line and the exit status all
+        follow this one verdict."""
+        if self.error is not None:
+            return "not rebuilt"
+        if self.reproduced is False or self.final_reproduced is False:
+            return "not reproduced"
+        if self.incomplete():
+            return "partial"
+        return "reproduced" if self.reproduced else "not reproduced"
 
     @property
     def rank_set(self) -> list[int | None]:
@@ -216,7 +244,11 @@ class GraphReplay:
                 "estimated_comm_ms": _round_ms(self.recorded_comm_ms),
                 "hardware": self.recorded_hardware,
             },
-            "reproduced": self.reproduced,
+            # True only for a complete reproduction; "counts_reproduced" is the counts check alone
+            "reproduced": self.reproduced if self.reproduced is not True else self.verdict == "reproduced",
+            "counts_reproduced": self.reproduced,
+            "verdict": self.verdict,
+            "partial": self.incomplete(),
             "mismatches": list(self.mismatches),
             "overlap_scheduled": self.overlap_scheduled,
             "final_reproduced": self.final_reproduced,
@@ -758,8 +790,9 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
             "graphs": len(results),
             "outcomes": sum(len(r.rank_set) for r in results),  # recorded outcomes the graphs stand for
             "rebuilt": sum(1 for r in results if r.error is None),
-            "reproduced": sum(1 for r in results if r.reproduced),
-            "not_reproduced": sum(1 for r in results if r.reproduced is False),
+            "reproduced": sum(1 for r in results if r.verdict == "reproduced"),
+            "partial": sum(1 for r in results if r.verdict == "partial"),
+            "not_reproduced": sum(1 for r in results if r.verdict == "not reproduced"),
             "final_reproduced": sum(1 for r in results if r.final_reproduced),
             "final_not_reproduced": sum(1 for r in results if r.final_reproduced is False),
             "failed": sum(1 for r in results if r.error is not None),
@@ -795,6 +828,7 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
         ]
         caps = [c for c in caps if c is not None]
         scheds = [c.schedule for c in caps if c.schedule is not None]
+        failed = len([c for c in caps if c.schedule_error])
         counts: dict[str, int] = {}
         for sc in scheds:
             for k, v in sc.counts().items():
@@ -805,6 +839,14 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
             "bucket_cap_mb": sorted({c.bucket_cap_mb for c in caps}),
             "graphs": len(scheds),
             "graphs_without_schedule": len(caps) - len(scheds),
+            "graphs_scheduler_failed": failed,
+            # the step's figures leave these graphs out: say so wherever they are shown
+            "partial": (
+                f"partial: {len(scheds)} of {len(scheds) + failed} graphs (the overlap scheduler "
+                f"failed on {failed})"
+                if failed
+                else None
+            ),
             "final": {"counts": counts, "collectives": sum(counts.values())},
             "comm_ms": _round_ms(sum(sc.comm_ms for sc in scheds)) if scheds else None,
             "exposed_ms": _round_ms(sum(sc.exposed_ms for sc in scheds)) if scheds else None,
