@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from tracekit.analyze.cut import compared_items, cut_text
 from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.model import (
@@ -474,6 +475,9 @@ def _verdict(
     if w.get("unplaced"):
         k = len(w["unplaced"])
         incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")
+    cut = cut_text(run)
+    if cut:
+        incomplete.append(cut)
     tail = "; " + "; ".join(incomplete) if incomplete else ""
     if div or other:
         items = [*div, *other]
@@ -522,11 +526,13 @@ def _verdict(
             "sections": ["notes"] + (["world"] if incomplete else []),
         }
     if incomplete:
+        agree = "agree on what all of them logged" if cut else "agree"
         return {
             "status": "incomplete",
-            "text": (f"INCOMPLETE: the {n} ranks found agree" if n != 1 else "INCOMPLETE: one rank found")
+            "text": (f"INCOMPLETE: the {n} ranks found {agree}" if n != 1 else "INCOMPLETE: one rank found")
             + tail,
-            "sections": ["world", "diagnostics"],
+            # "see Diagnostics" only where it shows the cause
+            "sections": ["world"] + (["diagnostics"] if run.diagnostics.total else []),
         }
     ngraphs = len(
         {g.key for r in run.ranks for g in r.graphs}
@@ -575,8 +581,10 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     memo = DumpMemo()  # values shared between graphs: one JSON form each
     t = totals(run)
     w = world(run)
-    div = divergence(run, groups)
-    sched, comp = schedule_divergence(run), compile_divergence(run)
+    # a cut log is compared only on what it logged (tracekit.analyze.cut)
+    div = compared_items(divergence(run, groups), run)
+    sched = compared_items(schedule_divergence(run), run)
+    comp = compared_items(compile_divergence(run), run)
     dn = did_nothing(run, groups)
     doc: dict[str, Any] = {
         "schema": SCHEMA,

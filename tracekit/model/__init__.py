@@ -183,6 +183,8 @@ class Run:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     duplicated: list[int | None] = field(default_factory=list)  # ranks also found in another run
     unplaced: list[str] = field(default_factory=list)  # files read as no rank (see their diagnostics)
+    # ranks whose log is cut short: {rank, file, line, detail}, one per cut file (see tracekit.analyze.cut)
+    cut: list[dict[str, Any]] = field(default_factory=list)
 
     def rank(self, rank: int | None) -> Rank | None:
         for r in self.ranks:

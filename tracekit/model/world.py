@@ -47,13 +47,14 @@ def _ranges_text(ranges: list[tuple[int, int]]) -> str:
 
 
 def world(run: Run) -> dict[str, Any]:
-    """``{expected, found, ranks, missing, missing_count, duplicated, unplaced}``: ``ranks``,
+    """``{expected, found, ranks, missing, missing_count, duplicated, unplaced, cut}``: ``ranks``,
     ``missing`` and ``duplicated`` are rank sets as ranges (``0-1023``, ``""`` for none);
     ``unplaced`` the files read as no rank (no entries, or a rank that is not one: see the
     diagnostics)."""
     expected = expected_world(run)
     found = {r.rank for r in run.ranks}
     gaps = missing_ranges(expected, found)
+    cut = format_ranks(c["rank"] for c in run.cut)
     return {
         "expected": expected,
         "found": len(run.ranks),
@@ -62,6 +63,7 @@ def world(run: Run) -> dict[str, Any]:
         "missing_count": sum(b - a + 1 for a, b in gaps),
         "duplicated": format_ranks(r for r in run.duplicated if r is not None),
         "unplaced": list(getattr(run, "unplaced", [])),
+        **({"cut": cut} if cut else {}),
     }
 
 
@@ -99,6 +101,9 @@ def world_text(w: dict[str, Any]) -> str:
         if unplaced
         else ""
     )
+    cut = w.get("cut") or ""
+    if cut:
+        tail += f"; cut short: {'rank not logged' if cut == '-' else cut} (see Diagnostics)"
     return (
         f"{n} rank{'s' if n != 1 else ''} found ({ranks or 'none'}) {exp}; missing: {missing or 'none'}; "
         f"seen in two runs: {dup or 'none'}{tail}"

@@ -754,6 +754,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     duplicated: set[int | None] = set()
     interner = _Interner()
     unplaced: list[str] = []
+    cut: list[dict[str, Any]] = []
     for res in results:
         if (
             res.readable
@@ -776,6 +777,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             diagnostics.merge(res.diagnostics)
         if not res.readable:
             continue
+        cut.extend(cut_ends(res))
         if res.rank is None and res.bad_rank is not None:
             diagnostics.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
             unplaced.append(res.path)
@@ -851,7 +853,22 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         diagnostics=diagnostics,
         duplicated=_rank_order(duplicated),
         unplaced=unplaced,
+        cut=[c for c in cut if c["file"] not in unplaced],
     )
+
+
+#: Diagnostics kinds that say a file ends before its writer finished it.
+CUT_KINDS = ("truncated_entry", "bad_gzip")
+
+
+def cut_ends(res: FileResult) -> list[dict[str, Any]]:
+    """Where ``res``'s file is cut short (``{rank, file, line, detail}``: it ends inside an
+    entry, or its gzip stream stops), from its own diagnostics; ``[]`` for a whole file."""
+    return [
+        {"rank": res.rank, "file": res.path, "line": e["line"], "detail": e["detail"]}
+        for e in res.diagnostics.examples
+        if e["kind"] in CUT_KINDS
+    ][:1]
 
 
 def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:

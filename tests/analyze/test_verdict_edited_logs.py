@@ -1,0 +1,93 @@
+"""The verdict on real fixture logs edited at test time the way real directories get messy: a
+rank log cut mid-entry is INCOMPLETE, not divergent, and compared only on what it logged."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import FIXTURE_LOGS
+from tracekit.analyze.summarize import summary_document
+from tracekit.commands.summarize_cmd import render_text
+from tracekit.read.reader import load
+
+
+def _copy(scenario: str, tmp_path: Path) -> Path:
+    out = tmp_path / scenario
+    shutil.copytree(FIXTURE_LOGS / scenario, out)
+    return out
+
+
+def _rank_file(d: Path, rank: int) -> Path:
+    (f,) = d.glob(f"*_rank_{rank}_*.log")
+    return f
+
+
+def _cut_inside(path: Path, needle: bytes, occurrence: int) -> int:
+    """Cut ``path`` in the middle of the envelope line holding the ``occurrence``-th (0-based)
+    ``needle``; the line number of that envelope."""
+    data = path.read_bytes()
+    at = -1
+    for _ in range(occurrence + 1):
+        at = data.index(needle, at + 1)
+    path.write_bytes(data[:at])
+    return data.count(b"\n", 0, at) + 1
+
+
+SCHEDULE = b'"name": "inductor_collective_schedule"'
+
+
+def test_a_log_cut_in_the_backward_is_incomplete_not_divergent(tmp_path):
+    d = _copy("spmd_auto", tmp_path)
+    f = _rank_file(d, 3)
+    line = _cut_inside(f, SCHEDULE, 1)  # the backward's schedule, cut mid-entry
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["status"] == "incomplete"
+    assert doc["verdict"]["text"] == (
+        "INCOMPLETE: the 4 ranks found agree on what all of them logged; rank 3's log is cut "
+        f"(it ends inside an entry, at {f}:{line}): compared only on what it logged"
+    )
+    assert doc["divergence"] == [] and doc["schedule_divergence"] == [] and doc["compile_divergence"] == []
+    assert doc["world"]["cut"] == "3"
+    assert doc["diagnostics"]["counts"] == {"truncated_entry": 1}
+    text = render_text(doc, "table")
+    assert "Why: see World, Diagnostics below\n" in text
+    assert "seen in two runs: none; cut short: 3 (see Diagnostics)\n" in text
+    assert "hang or corruption risk" not in text
+    # what rank 3 did log is still compared: both outcomes agree with the others'; the
+    # backward's schedule, cut away, is not held against it
+    assert [grp["ranks"] for grp in doc["groups"]] == ["0-2", "3"]
+    cut = doc["groups"][1]["graphs"]
+    assert [(g["compile_id"], g["graph_index"], g["final"] is None) for g in cut] == [
+        ("0/0", 0, False),
+        ("0/0", 1, True),
+    ]
+
+
+def test_a_cut_log_that_also_differs_is_still_blamed_for_what_it_logged(tmp_path):
+    # diverge_rank's rank 3 has two more layers: both its outcomes (logged before the cut)
+    # differ from the others', and stay blamed; its backward's schedule, cut away, is not
+    d = _copy("diverge_rank", tmp_path)
+    _cut_inside(_rank_file(d, 3), SCHEDULE, 1)
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["status"] == "diverge"
+    assert doc["verdict"]["text"].startswith("DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs; ")
+    assert {d["graph_index"] for d in doc["divergence"]} == {0, 1}
+    assert [d["field"] for d in doc["divergence"] if d["graph_index"] == 1 and d["field"] == "final"] == []
+    assert {d["graph_index"] for d in doc["schedule_divergence"]} == {0}
+    assert "rank 3's log is cut (it ends inside an entry" in doc["verdict"]["text"]
+
+
+def test_a_whole_log_lacking_a_graph_is_still_divergent(tmp_path):
+    # the same missing backward, in a log that is not cut (the entries removed whole): that
+    # rank did not compile it, and is blamed
+    d = _copy("spmd_auto", tmp_path)
+    f = _rank_file(d, 3)
+    data = f.read_bytes()
+    at = data.index(SCHEDULE, data.index(SCHEDULE) + 1)
+    f.write_bytes(data[: data.rfind(b"\n", 0, at) + 1])
+    doc = summary_document(load(d, jobs=1))
+    assert "cut" not in doc["world"]
+    assert doc["verdict"]["text"] == (
+        "DIVERGE: 1 of 4 ranks (3) differ from the majority on 1 graph"
+    )
