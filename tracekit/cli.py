@@ -99,8 +99,8 @@ def run() -> None:
 
     Freeing every module and object at exit costs ~15 ms, a tenth of a small ``summarize``; a
     command that has flushed its output has nothing left to do, so the process ends with
-    ``os._exit`` and the status chosen. When torch was imported (``replay``), the exit is
-    the ordinary one, so that torch's exit hooks run."""
+    ``os._exit`` and the status chosen. When torch was imported (``replay``, ``explain``), its
+    exit hooks (``atexit``) run first."""
     try:
         code: object = main.main(standalone_mode=False)
         code = code if isinstance(code, int) else 0
@@ -133,13 +133,17 @@ def run() -> None:
             err=True,
         )
         code = 2
-    if "torch" in sys.modules:
-        raise SystemExit(code)
     if code is None:
         code = 0
     elif not isinstance(code, int):  # what sys.exit("message") does
         print(code, file=sys.stderr)
         code = 1
+    if "torch" in sys.modules:
+        # torch's exit hooks (and logging's) run; the teardown of its thousands of modules, a
+        # second or more after a replay, does not.
+        import atexit
+
+        atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -1,9 +1,10 @@
 """The ``tracekit`` command (``tracekit.cli.run``) ends with ``os._exit`` after flushing: the
 output is whole, the exit status is click's, a reader that leaves early is no error, and a
-process that imported torch exits the ordinary way."""
+process that imported torch runs its exit hooks first (atexit), then ends the same way."""
 
 from __future__ import annotations
 
+import atexit
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -90,13 +91,29 @@ def test_run_maps_interrupts_and_usage_errors_to_the_policy(monkeypatch, capsys,
     assert exits == [status] and capsys.readouterr().err == stderr
 
 
-def test_run_exits_the_ordinary_way_once_torch_is_imported(monkeypatch):
+def test_run_runs_the_exit_hooks_then_ends_once_torch_is_imported(monkeypatch):
     def fake_main(standalone_mode):
         raise SystemExit(4)
 
+    calls: list[object] = []
     monkeypatch.setattr(cli, "main", SimpleNamespace(main=fake_main))
-    monkeypatch.setattr(cli.os, "_exit", lambda n: pytest.fail("os._exit with torch imported"))
+    monkeypatch.setattr(cli.os, "_exit", lambda n: calls.append(("_exit", n)))
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: calls.append("exit hooks"))
     monkeypatch.setitem(sys.modules, "torch", sys)
-    with pytest.raises(SystemExit) as e:
-        cli.run()
-    assert e.value.code == 4
+    cli.run()
+    assert calls == ["exit hooks", ("_exit", 4)]
+
+
+def test_exit_hooks_registered_after_torch_run_in_a_real_process():
+    code = (
+        "import atexit, sys, torch\n"
+        "atexit.register(lambda: print('hook ran', flush=True))\n"
+        "sys.argv = ['tracekit', 'replay', '--help']\n"
+        "from tracekit.cli import run\n"
+        "run()\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=120)
+    out = p.stdout.decode()
+    assert p.returncode == 0
+    assert out.startswith("Usage: tracekit replay")
+    assert out.endswith("hook ran\n")

@@ -17,6 +17,7 @@ The options ``--format``, ``--output`` and ``--jobs`` are declared here once
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import sys
@@ -51,6 +52,9 @@ def require_torch(command: str) -> None:
     note = untested_note()
     if note:  # a release with every building block but never tested: it runs, with one line
         click.echo(f"tracekit {command}: note: {note}", err=True)
+    # torch's modules and objects live to the end: out of the collector's full passes, which
+    # otherwise walk them again and again while graphs are rebuilt and scheduled.
+    gc.freeze()
 
 
 def has_log_entries(run: Any) -> bool:

@@ -239,11 +239,20 @@ class ScheduledGraph:
 
 
 def copy_graph(gm: fx.GraphModule) -> fx.GraphModule:
-    """A copy of ``gm`` to rewrite (node meta copied shallowly: fake values are shared)."""
+    """A copy of ``gm`` to rewrite (node meta copied shallowly: fake values are shared).
+
+    The copy is torch's ``_LazyGraphModule``: its Python code is generated only if something
+    reads it or calls the module, and nothing does here (the passes and the scheduler rewrite
+    the graph; a replay never runs it). A plain ``GraphModule`` generates the code of the whole
+    graph at once, two thirds of a copy's time."""
     g = fx.Graph()
     out = g.graph_copy(gm.graph, {})
     g.output(out)
-    return fx.GraphModule(gm, g)
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:  # a release without it: the code is generated, nothing else changes
+        return fx.GraphModule(gm, g)
+    return _LazyGraphModule(gm, g)
 
 
 def _group_name(node: fx.Node) -> str | None:
