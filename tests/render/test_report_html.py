@@ -58,7 +58,7 @@ def test_diverge_rank_page():
                                                   "group 2: 1 rank 3, 2 graphs"]
     odd_backward = groups[1].find_all("tr")[2]
     assert [c.text for c in odd_backward.find_all("td")] == [
-        "0/0", "backward", "['0']", "4", "1", "27.4", "7->1", "10->1", "0->0", "0.56", "0.559", "AG 1 RS 1 AR 0"]
+        "0/0", "backward", "0", "4", "1", "27.4", "7->1", "10->1", "0->0", "0.56", "0.559", "AG 1 RS 1 AR 0"]
     # one chart per group and graph; one bar per recorded collective, before and after
     charts = tree.find("section", id="sizes").find_all("svg")
     assert [c.attrs["aria-label"] for c in charts] == [

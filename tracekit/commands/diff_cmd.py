@@ -31,7 +31,16 @@ from tracekit.commands.progress import ProgressBar
 from tracekit.model import CollectiveSize, Graph, Run
 from tracekit.read.sources import GZIP_MAGIC
 from tracekit.render.schedule_text import final_change_rows
-from tracekit.render.text import UNITS_MB, UNITS_SIZES, dumps_json, escape_controls, fmt_mb, heading, table
+from tracekit.render.text import (
+    UNITS_MB,
+    UNITS_SIZES,
+    dumps_json,
+    escape_controls,
+    fmt_mb,
+    heading,
+    plural,
+    table,
+)
 
 SUMMARY_PREFIX = "tracekit.summary/"
 #: The summary majors this version reads: /1 (per rank) and /2 (ranks grouped by outcome).
@@ -156,7 +165,7 @@ def load_run(
         if why and not run.ranks:
             extra = f" ({why})"
         else:
-            extra = f" ({_plural(bad, 'bad line')})" if bad else ""
+            extra = f" ({plural(bad, 'bad line')})" if bad else ""
         raise InputError(f"{path}: no torch.compile logs found{extra}")
     return run, "logs"
 
@@ -174,8 +183,8 @@ def render(diff: Diff, fmt: str) -> str:
     for side, info in (("A", diff.a), ("B", diff.b)):
         diag = sum(info.diagnostics.values())
         ranks = f"rank{'s' if len(info.ranks) != 1 else ''} {format_ranks(info.ranks) or '-'}"
-        extra = f", {_plural(diag, 'diagnostic')}" if diag else ""
-        graphs = _plural(info.graphs, "graph")
+        extra = f", {plural(diag, 'diagnostic')}" if diag else ""
+        graphs = plural(info.graphs, "graph")
         line = f"{side}: {info.label} ({info.kind}, {ranks}, {graphs}{extra})"
         out.append(f"- {line}\n" if md else f"{line}\n")
     out.append(f"{'- ' if md else ''}graphs compared: {diff.graphs_compared}\n\n")
@@ -253,10 +262,6 @@ def outcome_text(g: Graph | None) -> str:
         return "-"
     counts = ", ".join(f"{t} {c.before}->{c.after}" for t, c in g.collectives.items() if c.before or c.after)
     return f"cap {fmt_mb(g.bucket_cap_mb)} MB" + (f", {counts}" if counts else "")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 # --- the command ---------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from tracekit.render.text import (
     fmt_counts,
     fmt_mb,
     heading,
+    plural,
     table,
 )
 
@@ -229,7 +230,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
     out.append(render_schedule(doc, fmt))
     t = doc["totals"]
-    graphs = f"{t['graphs']} graphs"
+    graphs = plural(t["graphs"], "graph")
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
         every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
         graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"

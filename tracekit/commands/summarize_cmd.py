@@ -52,6 +52,7 @@ from tracekit.render.text import (
     fmt_counts,
     fmt_mb,
     heading,
+    plural,
     ranks_cell,
     section_line,
     table,
@@ -186,7 +187,7 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     more = [f"+ {extra['graphs']}", "not pre-bucketed"] if extra["graphs"] else ["", ""]
     row = [
         *lead,
-        f"{t['graphs']} graphs",
+        plural(t["graphs"], "graph"),
         *more,
         "",
         "",

@@ -2,8 +2,8 @@
 tables, the schedule sections, the HTML report): they work on a document's values, never on
 files.
 
-    >>> groups_text(["0"]), value_text("all_gather", {"before": 8, "after": 1})
-    ("['0']", '8->1')
+    >>> groups_text(["0", "1"]), value_text("all_gather", {"before": 8, "after": 1})
+    ('0, 1', '8->1')
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ def total_mb(sizes: list[dict[str, Any]] | None) -> float | None:
 
 
 def groups_text(groups: list[Any]) -> str:
-    """FSDP group names as torch prints them: ``['0']``."""
-    return "[" + ", ".join(repr(str(g)) for g in groups) + "]"
+    """FSDP group names as plain text, for a table cell: ``0, 1`` (torch's log line prints the
+    Python list, ``['0', '1']``; a table has no reprs); ``-`` for none."""
+    return ", ".join(str(g) for g in groups) or "-"
 
 
 def bytes_text(n: int | None) -> str:

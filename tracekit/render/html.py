@@ -36,7 +36,7 @@ from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, groups_text, total_mb, value_text
 from tracekit.render.html_assets import CSS, JS
-from tracekit.render.text import fmt_counts, fmt_mb
+from tracekit.render.text import fmt_counts, fmt_mb, plural
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -202,7 +202,9 @@ def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
         )
     if world.get("missing"):
         return "incomplete", f"rank(s) {ranks_text(world['missing'])} missing from the logs"
-    return "agree", (f"all {totals.get('ranks', 0)} ranks agree on all {_graph_count(doc)} graphs")
+    return "agree", (
+        f"all {plural(totals.get('ranks', 0), 'rank')} agree on all {plural(_graph_count(doc), 'graph')}"
+    )
 
 
 def _graph_count(doc: dict[str, Any]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES
+from tracekit.render.cells import groups_text
 from tracekit.render.text import fmt_counts, fmt_mb, heading, table
 
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded", "runs", "forward groups", "reproduced", "comm ms"]
@@ -46,7 +47,7 @@ def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
                 e["nodes"] or "-",
                 rec["outcome"],
                 ", ".join(f"{k} {n}" for k, n in rec["schedule"].items()),
-                "-" if fwd is None else "[" + ", ".join(repr(g) for g in fwd) + "]",
+                "-" if fwd is None else groups_text(fwd),
                 verdict,
                 _ms(rec.get("estimated_comm_ms")),
             ]

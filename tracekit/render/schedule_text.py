@@ -16,7 +16,7 @@ from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.model.rankset import rank_members
 from tracekit.render.cells import bytes_text, entry_text, sequence_text
-from tracekit.render.text import UNITS_BYTES, heading, ranks_cell, section_line, table
+from tracekit.render.text import UNITS_BYTES, heading, plural, ranks_cell, section_line, table
 
 FINAL_HEADERS = ["compile id", "graph", "ranks", "AG", "RS", "AR", "other", "bytes", "est ms", "sizes"]
 
@@ -162,8 +162,8 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
             "\n"
             + section_line(
                 "Schedule consensus",
-                f"all {nranks} ranks run the same collectives "
-                f"(kind, group, bytes, dtype, in order) in all {ngraphs} graphs with a schedule",
+                f"all {plural(nranks, 'rank')} run the same collectives "
+                f"(kind, group, bytes, dtype, in order) in all {plural(ngraphs, 'graph')} with a schedule",
                 fmt,
             )
         )
@@ -198,8 +198,8 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
             "\n"
             + section_line(
                 title,
-                f"all {nranks} ranks compiled the same {ids} compile id(s) in the "
-                f"same order, with the same {events} FX graph cache event(s)",
+                f"all {plural(nranks, 'rank')} compiled the same {plural(ids, 'compile id')} in the "
+                f"same order, with the same {plural(events, 'FX graph cache event')}",
                 fmt,
             )
         )

@@ -103,10 +103,14 @@ UNITS_BYTES = "bytes: one rank's input (for AG, its shard: the gathered size / g
 
 
 def fmt_mb(x: float | None) -> str:
-    """Megabytes as text, without trailing noise: 27.4, 0.25, 1024."""
+    """Megabytes as text, without trailing noise: 27.4, 0.25, 1024; a value too small for three
+    decimals keeps three significant digits (``1e-07``, ``0.000123``), never ``0``."""
     if x is None:
         return "-"
-    return f"{x:.3f}".rstrip("0").rstrip(".")
+    text = f"{x:.3f}".rstrip("0").rstrip(".")
+    if x and text in ("0", "-0"):
+        return f"{x:.3g}"
+    return text
 
 
 def exact_mb(x: float) -> str:
@@ -131,6 +135,12 @@ def fmt_caps(values: Iterable[float | None]) -> dict[float | None, str]:
     else:
         texts = {v: repr(v) for v in distinct}
     return {None: "-", **texts}
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count and its noun, in agreement: ``1 graph``, ``2 graphs`` (``many`` for an irregular
+    plural: ``plural(n, "copy", "copies")``)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def fmt_counts(c: dict[str, int] | None) -> str:
