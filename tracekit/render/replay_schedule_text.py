@@ -155,10 +155,16 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         out.append(
             table(
                 [
-                    [s["cap"], _ms(s["est_ms"]), _ms(s["exposed_ms"]), _mib(s["peak_memory_bytes"])]
+                    [
+                        s["cap"],
+                        _ms(s["est_ms"]),
+                        _ms(s["exposed_ms"]),
+                        _mib(s["peak_memory_bytes"]),
+                        ", ".join(s.get("same_as") or []) or "-",
+                    ]
                     for s in doc["pareto_front"]
                 ],
-                ["cap", "est ms", "exposed ms", "peak MiB"],
+                ["cap", "est ms", "exposed ms", "peak MiB", "same as caps"],
                 fmt,
             )
         )
@@ -167,7 +173,9 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         else:
             vs = rec["vs_recorded_ms"]
             faster = (
-                ""
+                ", the recorded cap: no cap is faster"
+                if rec.get("keep_recorded")
+                else ""
                 if vs is None
                 else (
                     f", {-vs:.4f} ms faster than the recorded cap"

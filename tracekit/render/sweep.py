@@ -213,7 +213,9 @@ def section_sweep(replay: dict[str, Any]) -> str:
     if rec and rec.get("config"):
         vs = rec.get("vs_recorded_ms")
         faster = (
-            ""
+            ", the recorded cap: no cap is faster"
+            if rec.get("keep_recorded")
+            else ""
             if not _num(vs)
             else (
                 f", {-vs:.4f} ms faster than the recorded cap"

@@ -166,7 +166,8 @@ class UnbucketedReplayer:
     def overlap_bucketing(self, gpu: str = "H100") -> dict[str, Any]:
         """torch's overlap scheduler on copies of the rebuilt graph, with
         ``collective_bucketing`` False (as torch ran it) and True: ``{"name", "ok", "error",
-        "as_run": {...}, "bucketed": {...}}``, each with ``counts`` (long kind -> n), ``comm_ms``,
+        "as_run": {...}, "bucketed": {...}}``, each with ``counts`` (long kind -> n), ``comm_ms``
+        (the NCCL estimates of the collectives left after the scheduler, buckets included),
         ``exposed_ms``, ``compute_ms``, ``est_ms`` and ``fallback`` (compute nodes without a
         recorded estimate). A graph the scheduler refuses gives ``ok`` False and ``error``."""
         from bucketing import register_fake_process_groups
@@ -198,7 +199,10 @@ class UnbucketedReplayer:
                 out[key] = {
                     "collective_bucketing": on,
                     "counts": s.counts(),
-                    "comm_ms": _ms(s.comm_ms),
+                    # the collectives that run after the scheduler, each by torch's NCCL model:
+                    # the scheduler's collective_info keeps the estimates of the collectives it
+                    # started from, the same with bucketing on or off
+                    "comm_ms": _ms(sum(c.est_ms for c in s.final)),
                     "exposed_ms": _ms(s.exposed_ms),
                     "compute_ms": _ms(s.compute_ms),
                     "est_ms": _ms(s.est_ms),
