@@ -8,7 +8,19 @@ from __future__ import annotations
 
 from tracekit.model import CollectiveSize, Counts, Diagnostics, Graph, Rank, Run, Sizes
 
-__all__ = ["Counts", "CollectiveSize", "Diagnostics", "Graph", "Rank", "Run", "Sizes", "load"]
+__all__ = [
+    "Counts",
+    "CollectiveSize",
+    "Diagnostics",
+    "Graph",
+    "Rank",
+    "Run",
+    "Sizes",
+    "load",
+    "records",
+    "recommend",
+    "replay_run",
+]
 
 
 def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None) -> Run:
@@ -20,3 +32,28 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
     from tracekit.read.reader import load as _load
 
     return _load(paths, jobs=jobs, strict=strict, progress=progress)
+
+
+def replay_run(paths, caps=(), **options):
+    """The replay of ``tracekit replay PATH... --format json`` as a ``tracekit.replay``
+    document (imports torch): see :func:`tracekit.replay.from_python.replay_run`."""
+    from tracekit.replay.from_python import replay_run as _replay_run
+
+    return _replay_run(paths, caps, **options)
+
+
+def recommend(doc, memory_budget_gb: float | None = None):
+    """The cap to use from a replay document's step (``replay_run(..., recommend=True)`` or a
+    saved ``--format json``): the recorded cap when no cap is faster, else the fastest within
+    ``memory_budget_gb``; None when nothing fits. No torch: :func:`tracekit.replay.recommend.recommend`."""
+    from tracekit.replay.recommend import recommend as _recommend
+
+    return _recommend(doc["totals"]["step"], memory_budget_gb)
+
+
+def __getattr__(name: str):
+    if name == "records":  # tracekit.records, imported on first use (no torch, no pandas)
+        import importlib
+
+        return importlib.import_module("tracekit.records")
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

@@ -1,0 +1,86 @@
+"""``tracekit.replay_run``: the replay of ``tracekit replay PATH... --format json``, called from
+Python (a notebook), returning the same ``tracekit.replay`` document; with ``recommend`` the cap
+grid, its Pareto front and the cap to use, as ``--recommend``. Imports torch when called."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def replay_run(
+    paths: str | Iterable[str],
+    caps: Iterable[float | None] = (),
+    *,
+    recommend: bool = False,
+    memory_budget_gb: float | None = None,
+    rank: int | None = None,
+    overlap: bool | None = None,
+    gpu: str = "H100",
+    interconnect: str | None = None,
+    group_size: int | None = None,
+    gpus_per_node: int | None = None,
+) -> dict[str, Any]:
+    """Replay the graphs of ``paths`` (one rank: ``rank``, default the lowest) at the recorded
+    cap, then at ``caps`` (MB; None is torch's automatic cap). ``recommend``: the cap grid
+    (1 MB..2 GB and ``caps``) with torch's overlap scheduler, then ``pareto_front`` and
+    ``recommendation`` (None when nothing fits ``memory_budget_gb``). Raises ValueError for a
+    bad value and FileNotFoundError for a missing path, as the command refuses them."""
+    import math
+    import os
+
+    import bucketing  # noqa: F401 - checks the installed torch (bucketing.compat)
+    from tracekit.model import Diagnostics
+    from tracekit.read.pairing import UnbucketedSource
+    from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.replay import comm_estimate as ce
+    from tracekit.replay.engine import CapRequest, ReplayOptions, replay_document, replay_sources
+    from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
+    from tracekit.replay.recommend import cap_grid, pareto_front
+    from tracekit.replay.recommend import recommend as pick
+    from tracekit.replay.selection import replay_sources_for
+
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+    for p in paths:
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"no such file or directory: {p}")
+    requests = [CapRequest(c) for c in caps]
+    for c in requests:
+        if c.mb is not None and not (math.isfinite(c.mb) and c.mb > 0):
+            raise ValueError(f"cap {c.mb!r} MB: a cap is a finite number of MB above 0")
+    if memory_budget_gb is not None and not (math.isfinite(memory_budget_gb) and memory_budget_gb > 0):
+        raise ValueError(f"memory_budget_gb {memory_budget_gb!r}: a finite number of GB above 0")
+    if recommend:
+        given = [c.mb for c in requests if c.mb is not None]
+        requests = [CapRequest(None)] + [CapRequest(mb) for mb in cap_grid(given)]
+    options = ReplayOptions(
+        caps=requests,
+        overlap=True if recommend and overlap is None else overlap,
+        gpu=gpu,
+        hardware=ce.Hardware(
+            interconnect=None if interconnect is None else ce.interconnect_name(interconnect),
+            group_size=group_size,
+            gpus_per_node=gpus_per_node,
+        ),
+    )
+    diag = Diagnostics()
+    mixed = replay_sources_for(paths, rank=rank, diagnostics=diag, reader=graph_and_unbucketed_sources)
+    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
+    unbucketed = replay_unbucketed(
+        [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives], options
+    )
+    doc = replay_document(
+        replay_sources(sources, options),
+        options,
+        {"paths": paths, "notes": [], "diagnostics": diag.to_dict()},
+    )
+    if unbucketed:
+        doc["not_prebucketed"] = unbucketed
+        doc["totals"]["not_prebucketed"] = len(unbucketed)
+    if recommend:
+        doc["pareto_front"] = pareto_front(doc["totals"]["step"])
+        doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
+    return doc
+
+
+__all__ = ["replay_run"]
