@@ -369,6 +369,14 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     metavar="DIR",
     help="Write one Chrome trace-event JSON per cap (DIR/cap_<X>MB.json) for Perfetto or chrome://tracing.",
 )
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes scheduling a graph's caps side by side (default: the machine's cores; "
+    "1: one after another in this process). The output is the same.",
+)
 @examples(
     "tracekit replay logs/ --cap-mb 64",
     "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
@@ -403,6 +411,7 @@ def replay(
     output,
     plot_path,
     trace_out,
+    jobs,
 ):
     """Rebuild the recorded graphs from PATH... (rank logs, .gz, directories) and replay FSDP
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
@@ -415,6 +424,7 @@ def replay(
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import UnbucketedSource
     from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.read.segments import default_jobs
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
     from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
@@ -463,6 +473,7 @@ def replay(
         mode=mode,
         symbols=symbols,
         bucket_mode=bucket_mode,
+        jobs=default_jobs() if jobs is None else jobs,
     )
 
     diag = Diagnostics()

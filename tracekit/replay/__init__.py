@@ -53,10 +53,12 @@ def replay(
     overlap: bool | None = None,
     gpu: str = "H100",
     scheduler_overrides: Mapping[str, Any] | None = None,
+    jobs: int = 1,
 ) -> Any:
     """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
 
-    Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``). Without
+    Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``; ``jobs``:
+    worker processes for each graph's distinct caps, :mod:`~tracekit.replay.parallel_caps`). Without
     torch, or on a release outside 2.13, raises :class:`bucketing.compat.UnsupportedTorch`
     (``pip install 'tracekit[replay]'``).
     """
@@ -83,6 +85,7 @@ def replay(
         overlap=overlap,
         gpu=gpu,
         scheduler_overrides=dict(scheduler_overrides or {}),
+        jobs=max(1, int(jobs)),
     )
     diag = Diagnostics()
     sources = replay_sources_for(

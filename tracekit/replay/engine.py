@@ -70,6 +70,8 @@ class ReplayOptions:
     overlap: bool | None = None
     gpu: str = "H100"  # whose roofline times nodes without a recorded estimate
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)  # OverlapScheduler settings
+    # worker processes for a graph's distinct caps (:mod:`parallel_caps`); 1: one after another
+    jobs: int = 1
 
 
 def _collective_counts(report) -> dict[str, dict[str, int]]:
@@ -363,11 +365,46 @@ class GraphReplayer:
 
         import torch._inductor.config as inductor_config
 
-        from bucketing import pre_bucket_fsdp_collectives, register_fake_process_groups
+        from bucketing import pre_bucket_fsdp_collectives
         from bucketing.gc_pause import gc_paused
         from tracekit.replay import overlap_schedule as osch
 
-        gpu = osch.GPUS[self.options.gpu]
+        key, settings = self.schedule_key(cap_mb, compute_us, what_if)
+        done = self._schedules.get(key)
+        if done is not None:
+            return dataclasses.replace(done)
+        self.register_groups()
+        mode = key[0]
+        # The collector paused: copy, pass and scheduler allocate many small objects beside a
+        # large live graph, and full collections over it were a fifth of a sweep's time.
+        with gc_paused():
+            gm = osch.copy_graph(self.gm)
+            with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
+                report = pre_bucket_fsdp_collectives(
+                    gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False
+                )
+            out = osch.schedule(
+                gm,
+                compute_us,
+                osch.GPUS[self.options.gpu],
+                settings,
+                _bucket_members(report),
+                self._estimates,
+            )
+            del gm, report
+        self.keep_schedule(key, out)
+        return dataclasses.replace(out)
+
+    def schedule_key(
+        self, cap_mb: float, compute_us: dict[str, float] | None, what_if: bool = False
+    ) -> tuple[tuple, dict[str, Any]]:
+        """What makes :meth:`scheduled`'s result at ``cap_mb`` (the key its results are kept
+        by: bucket mode, GPU, settings, the plan's partition, compute estimates), and the
+        scheduler settings."""
+        import torch._inductor.config as inductor_config
+
+        from tracekit.replay import overlap_schedule as osch
+
         planner = self.what_if_planner if what_if else self.planner
         mode = planner.bucket_mode
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
@@ -384,9 +421,21 @@ class GraphReplayer:
             ),
             None if compute_us is None else tuple(sorted(compute_us.items())),
         )
-        done = self._schedules.get(key)
-        if done is not None:
-            return dataclasses.replace(done)
+        return key, settings
+
+    def knows_schedule(self, key: tuple) -> bool:
+        return key in self._schedules
+
+    def keep_schedule(self, key: tuple, scheduled: Any) -> None:
+        """Keep a schedule made for ``key`` (here, or by a worker: :mod:`parallel_caps`)."""
+        self.scheduler_runs += 1
+        self._schedules[key] = scheduled
+
+    def register_groups(self) -> None:
+        """The graph's FSDP groups as fake process groups of its size (what the scheduler's
+        NCCL model and the pass look up)."""
+        from bucketing import register_fake_process_groups
+
         if self.planner.fsdp_groups and self.group_size:
             try:
                 register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
@@ -395,19 +444,6 @@ class GraphReplayer:
 
                 dist.destroy_process_group()
                 register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
-        # The collector paused: copy, pass and scheduler allocate many small objects beside a
-        # large live graph, and full collections over it were a fifth of a sweep's time.
-        with gc_paused():
-            gm = osch.copy_graph(self.gm)
-            with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
-                report = pre_bucket_fsdp_collectives(
-                    gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False
-                )
-            out = osch.schedule(gm, compute_us, gpu, settings, _bucket_members(report), self._estimates)
-            del gm, report
-        self.scheduler_runs += 1
-        self._schedules[key] = out
-        return dataclasses.replace(out)
 
     def comm_ms(self, report, hardware: ce.Hardware) -> float | None:
         """NCCL-model time of the FSDP collectives after bucketing (buckets cost their sum)."""
@@ -642,6 +678,19 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
             f"fsdp_groups: recorded {g.fsdp_groups}, rebuilt graph {list(rp.planner.fsdp_groups)}"
         )
     run_schedule = options.overlap if options.overlap is not None else out.overlap_scheduled
+    hw = options.hardware
+    requests = list(options.caps)
+    if (options.bucket_mode or options.scheduler_overrides) and not requests:
+        requests = [None]  # the recorded cap, in the what-if bucket mode or scheduler settings
+    if run_schedule and options.jobs > 1:
+        from tracekit.replay.parallel_caps import schedule_in_workers
+
+        try:
+            wanted = [(repro.bucket_cap_mb, False)]
+            wanted += [(float(_request_cap(rp, req, repro, hw)), True) for req in requests]
+        except Exception:  # noqa: BLE001 - the loop below meets the same error, and says it
+            wanted = []
+        schedule_in_workers(rp, wanted, out.compute_estimates_us, options.jobs)
     if run_schedule:
         _schedule_cap(rp, out, repro, what_if=False)
         if repro.schedule is not None and out.overlap_scheduled:
@@ -650,16 +699,12 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
     out.reproduction = repro
     out.reproduced = not mismatches
     out.mismatches = mismatches
-    hw = options.hardware
     base_ms, base_hw = repro.estimated_comm_ms, repro.hardware
     if hw != here:
         # Compare with the recorded buckets costed on the requested hardware.
         base_ms, base_hw = rp.comm_ms(repro.report, hw), ce.describe(hw, rp.group_size)
     out.recorded_comm_ms = base_ms
     out.recorded_hardware = base_hw
-    requests = list(options.caps)
-    if (options.bucket_mode or options.scheduler_overrides) and not requests:
-        requests = [None]  # the recorded cap, in the what-if bucket mode or scheduler settings
     for req in requests:
         if req is None:
             r = rp.at(repro.bucket_cap_mb, "recorded", hw, apply=options.apply, what_if=True)
@@ -675,6 +720,15 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
             if r.schedule is not None and repro.schedule is not None:
                 r.est_ms_vs_recorded = r.schedule.est_ms - repro.schedule.est_ms
         out.replays.append(r)
+
+
+def _request_cap(rp: GraphReplayer, req: CapRequest | None, repro: CapReplay, hw: ce.Hardware) -> float:
+    """The cap ``req`` asks for (as the loop of :func:`_replay_caps` plans it)."""
+    if req is None:
+        return repro.bucket_cap_mb
+    if req.mb is None:
+        return ce.auto_cap(rp.group_size, hw).cap_mb
+    return req.mb
 
 
 def _schedule_cap(rp: GraphReplayer, out: GraphReplay, cap: CapReplay, what_if: bool) -> None:

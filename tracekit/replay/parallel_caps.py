@@ -1,0 +1,67 @@
+"""A graph's distinct caps scheduled side by side, in worker processes (``--jobs N``).
+
+torch's overlap scheduler is most of a sweep's time, and each cap's run is independent of the
+others: the same rebuilt graph, copied, pre-bucketed at the cap and scheduled. So once the graph
+is rebuilt, :func:`schedule_in_workers` forks up to N workers (``concurrent.futures``'
+``ProcessPoolExecutor``, as the reader's), which inherit the rebuilt graph and its planners, and
+asks each for :meth:`GraphReplayer.scheduled` at some of the caps whose schedules differ. Their
+results (plain dataclasses) come back pickled and are kept by the replayer under the same key a
+run in this process keeps them under; the caps are then replayed in order, as with one job, and
+find their schedule made. The output is the same byte for byte: the same functions compute it,
+on the same inputs. A cap the scheduler refuses is left to this process, which meets the same
+error and says it as a serial run does. Without ``fork`` (not Linux or macOS), or for one
+job or one distinct schedule, nothing is forked.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+#: The replayer the forked workers inherit (set only while a pool runs).
+_REPLAYER: Any = None
+
+
+def _schedule_one(job: tuple[float, dict[str, float] | None, bool]) -> Any:
+    """In a worker: the schedule at one cap, or None when the scheduler refused it."""
+    cap_mb, compute_us, what_if = job
+    try:
+        return _REPLAYER.scheduled(cap_mb, compute_us, what_if)
+    except Exception:  # noqa: BLE001 - this process runs the cap again and reports the error
+        return None
+
+
+def schedule_in_workers(
+    replayer: Any, wanted: list[tuple[float, bool]], compute_us: dict[str, float] | None, jobs: int
+) -> int:
+    """Schedule the ``(cap_mb, what_if)`` pairs of ``wanted`` whose schedules are distinct and
+    not yet made, in up to ``jobs`` forked workers; the replayer keeps the results. Returns
+    how many were made."""
+    global _REPLAYER
+    todo: dict[tuple, tuple[float, dict[str, float] | None, bool]] = {}
+    for cap_mb, what_if in wanted:
+        key, _ = replayer.schedule_key(cap_mb, compute_us, what_if)
+        if not replayer.knows_schedule(key) and key not in todo:
+            todo[key] = (cap_mb, compute_us, what_if)
+    if jobs < 2 or len(todo) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    replayer.register_groups()  # before the fork: the workers inherit the fake process groups
+    _REPLAYER = replayer
+    made = 0
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+            for key, scheduled in zip(todo, pool.map(_schedule_one, todo.values()), strict=True):
+                if scheduled is not None:
+                    replayer.keep_schedule(key, scheduled)
+                    made += 1
+    except (BrokenProcessPool, OSError):  # a worker lost (killed, no memory), no fork: the rest here
+        pass
+    finally:
+        _REPLAYER = None
+    return made
+
+
+__all__ = ["schedule_in_workers"]
