@@ -54,6 +54,15 @@ from tracekit.render.text import (
 )
 
 REPLAY_FORMATS = ("table", "json", "markdown")
+
+#: Where the hardware what-ifs stop, said with any overlap figure: torch's overlap scheduler
+#: times collectives with its NCCL model of the logged process group, not the what-if hardware.
+WHAT_IF_REACH = (
+    "--interconnect, --group-size and --gpus-per-node reach the pre-bucketing comm estimates "
+    "and the auto cap (hence the buckets scheduled) only: the overlap figures (exposed, est, "
+    "peak), the step and the recommendation time collectives with torch's NCCL model of the "
+    "logged group"
+)
 GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
 CAP_HEADERS = [
     "ranks",
@@ -506,6 +515,11 @@ def replay(
     unbucketed = replay_unbucketed(unbucketed_sources, options, tuple(w.replace("-", "_") for w in what_ifs))
     with status:
         results = replay_sources(sources, options, progress=status)
+    scheduled = any(
+        c is not None and c.schedule is not None for r in results for c in [r.reproduction, *r.replays]
+    )
+    if (ic or group_size or gpus_per_node) and scheduled:
+        notes.append(WHAT_IF_REACH)
     if diag.total:
         notes.append(
             f"{diag.total} bad input(s) while reading: "

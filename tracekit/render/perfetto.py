@@ -38,13 +38,21 @@ def cap_file_name(step_entry: dict[str, Any]) -> str:
     return f"cap_{x}MB.json"
 
 
+#: A slice names at most this many bucket members; the rest are in its ``args.members``.
+NAMED_MEMBERS = 2
+
+
 def collective_slice_name(c: dict[str, Any]) -> str:
     """``all_gather [a, b] 1,572,864 B``: kind, bucket members, bytes (torch's ``size_bytes``:
-    input + output)."""
-    members = c.get("members") or [c.get("name")]
+    input + output). A bucket of more than :data:`NAMED_MEMBERS` is named by its first ones and
+    its count, ``all_gather [a, b, +43 more] ...``: the name stays short (a track label), the
+    slice's ``args.members`` lists them all."""
+    members = [str(m) for m in c.get("members") or [c.get("name")]]
     n = c.get("bytes")
     size = f"{n:,} B" if isinstance(n, int) else "? B"
-    return f"{c.get('kind')} [{', '.join(str(m) for m in members)}] {size}"
+    if len(members) > NAMED_MEMBERS:
+        members = [*members[:NAMED_MEMBERS], f"+{len(members) - NAMED_MEMBERS} more"]
+    return f"{c.get('kind')} [{', '.join(members)}] {size}"
 
 
 def comm_layout(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
