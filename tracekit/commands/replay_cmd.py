@@ -426,7 +426,7 @@ def replay(
     pre-bucketing: first at the recorded cap (a reproduction check), then at other caps."""
     from tracekit.commands.progress import ProgressBar, note_loading_torch
 
-    status = ProgressBar(label="replaying", unit="graphs", min_total=2)  # on a terminal only
+    status = ProgressBar(label="replaying", unit="caps", min_total=2)  # on a terminal only
     note_loading_torch()  # before the imports that load torch
     require_torch("replay")
     from bucketing.plan import resolve_mode
@@ -514,7 +514,12 @@ def replay(
         notes.append(nothing_to_do("replay", paths, status))
     unbucketed = replay_unbucketed(unbucketed_sources, options, tuple(w.replace("-", "_") for w in what_ifs))
     with status:
-        results = replay_sources(sources, options, progress=status)
+
+        def per_cap(graph: int, graphs: int, done: int, total: int) -> None:
+            status.label = f"replaying graph {graph}/{graphs}"
+            status(done, total)
+
+        results = replay_sources(sources, options, on_cap=per_cap)
     scheduled = any(
         c is not None and c.schedule is not None for r in results for c in [r.reproduction, *r.replays]
     )

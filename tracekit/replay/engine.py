@@ -595,12 +595,17 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
     return out
 
 
-def replay_source(src: Any, options: ReplayOptions, rebuilt: dict[tuple, Any] | None = None) -> GraphReplay:
+def replay_source(
+    src: Any,
+    options: ReplayOptions,
+    rebuilt: dict[tuple, Any] | None = None,
+    on_cap: Callable[[int, int], None] | None = None,
+) -> GraphReplay:
     """Replay one :class:`tracekit.read.reader.GraphSource`; never raises for a bad graph.
 
     ``rebuilt`` (optional, shared across calls) keeps each distinct graph text's rebuilt graph
     and planner, or its error: ranks normally log identical graphs, so ``--all-ranks`` parses
-    each one once.
+    each one once. ``on_cap(done, total)``: after the reproduction and after each other cap.
     """
     g: Graph = src.graph
     out = GraphReplay(
@@ -648,13 +653,18 @@ def replay_source(src: Any, options: ReplayOptions, rebuilt: dict[tuple, Any] | 
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
     try:
-        _replay_caps(rp, out, options)
+        _replay_caps(rp, out, options, on_cap)
     except Exception as e:  # noqa: BLE001
         out.error = f"replay failed: {type(e).__name__}: {str(e)[:300]}"
     return out
 
 
-def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) -> None:
+def _replay_caps(
+    rp: GraphReplayer,
+    out: GraphReplay,
+    options: ReplayOptions,
+    on_cap: Callable[[int, int], None] | None = None,
+) -> None:
     g = out.recorded
     # The recorded cap, on the recorded hardware (torch's own detection): no what-if here.
     here = ce.Hardware()
@@ -697,6 +707,8 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
             out.final_mismatches = compare_final(g, repro.schedule, out.estimates_after_overlap)
             out.final_reproduced = None if g.final is None else not out.final_mismatches
     out.reproduction = repro
+    if on_cap is not None:
+        on_cap(1, 1 + len(requests))
     out.reproduced = not mismatches
     out.mismatches = mismatches
     base_ms, base_hw = repro.estimated_comm_ms, repro.hardware
@@ -720,6 +732,8 @@ def _replay_caps(rp: GraphReplayer, out: GraphReplay, options: ReplayOptions) ->
             if r.schedule is not None and repro.schedule is not None:
                 r.est_ms_vs_recorded = r.schedule.est_ms - repro.schedule.est_ms
         out.replays.append(r)
+        if on_cap is not None:
+            on_cap(1 + len(out.replays), 1 + len(requests))
 
 
 def _request_cap(rp: GraphReplayer, req: CapRequest | None, repro: CapReplay, hw: ce.Hardware) -> float:
@@ -784,13 +798,18 @@ def same_replay_key(src: Any) -> tuple:
 
 
 def replay_sources(
-    sources: Iterable[Any], options: ReplayOptions, progress: Callable[[int, int], None] | None = None
+    sources: Iterable[Any],
+    options: ReplayOptions,
+    progress: Callable[[int, int], None] | None = None,
+    on_cap: Callable[[int, int, int, int], None] | None = None,
 ) -> list[GraphReplay]:
     """Replay many sources: each distinct replay (:func:`same_replay_key`) once, reported for
     every rank that shares it (``GraphReplay.ranks``), in the order first seen. 1,024 ranks
     that logged the same graphs cost about one rank; a rank that recorded another outcome from
     the same text is its own entry (its reproduction is checked against its own record).
-    ``progress(done, total)``: distinct replays done, after each one."""
+    ``progress(done, total)``: distinct replays done, after each one; ``on_cap(graph, graphs,
+    done, total)``: within the ``graph``-th of ``graphs`` (from 1), its caps done (the
+    reproduction first) of ``total``, after each."""
     groups: dict[tuple, tuple[Any, list[int | None]]] = {}
     for src in sources:
         key = same_replay_key(src)
@@ -801,7 +820,9 @@ def replay_sources(
     rebuilt: dict[tuple, Any] = {}  # texts shared by entries that differ in their records
     out = []
     for src, ranks in groups.values():
-        r = replay_source(src, options, rebuilt)
+        n = len(out) + 1
+        step = None if on_cap is None else (lambda done, total, n=n: on_cap(n, len(groups), done, total))
+        r = replay_source(src, options, rebuilt, step)
         r.ranks = ranks
         out.append(r)
         if progress is not None:
