@@ -3,6 +3,7 @@ rank log cut mid-entry is INCOMPLETE, not divergent, and compared only on what i
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -91,3 +92,49 @@ def test_a_whole_log_lacking_a_graph_is_still_divergent(tmp_path):
     assert doc["verdict"]["text"] == (
         "DIVERGE: 1 of 4 ranks (3) differ from the majority on 1 graph"
     )
+
+
+def test_a_rank_log_renamed_is_read_by_its_content(tmp_path):
+    # the divergent rank's log renamed node2.log: read, its rank taken from its entries
+    d = _copy("diverge_rank", tmp_path)
+    _rank_file(d, 3).rename(d / "node2.log")
+    (d / "README.txt").write_text("copied from the cluster\n")
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"
+    assert doc["world"]["ranks"] == "0-3" and doc["world"]["missing"] == ""
+    assert doc["world"]["not_logs"] == [str(d / "README.txt")]
+    assert "; not a log: 1 file (README.txt)\n" in render_text(doc, "table")
+
+
+def test_an_empty_file_named_for_a_rank_is_no_rank(tmp_path):
+    d = _copy("spmd_auto", tmp_path)
+    empty = d / "dedicated_log_torch_trace_rank_5_x.log"
+    empty.write_bytes(b"")
+    doc = summary_document(load(d, jobs=1))
+    assert doc["world"]["ranks"] == "0-3" and doc["world"]["expected"] == 4
+    assert doc["world"]["unplaced"] == [str(empty)]
+    assert doc["divergence"] == [] and doc["schedule_divergence"] == []
+    assert doc["verdict"]["text"] == (
+        "INCOMPLETE: the 4 ranks found agree; 1 file read as no rank (see Diagnostics)"
+    )
+    assert doc["diagnostics"] == {
+        "counts": {"no_entries": 1},
+        "examples": [
+            {"kind": "no_entries", "file": str(empty), "line": 0,
+             "detail": f"no log entries in {empty} (the file is empty)"}
+        ],
+    }
+
+
+def test_a_gz_of_a_plain_log_is_a_copy_not_another_run(tmp_path):
+    d = _copy("spmd_auto", tmp_path)
+    plain = _rank_file(d, 0)
+    gz = d / "rank0_backup.log.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == "OK: all 4 ranks agree on all 2 graphs"
+    assert doc["world"]["duplicated"] == "" and doc["world"]["copies"] == [str(gz)]
+    assert doc["diagnostics"]["examples"] == [
+        {"kind": "copied_file", "file": str(gz), "line": 0,
+         "detail": f"a copy (the same log once decompressed) of {plain}: read once"}
+    ]

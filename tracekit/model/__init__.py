@@ -185,6 +185,8 @@ class Run:
     unplaced: list[str] = field(default_factory=list)  # files read as no rank (see their diagnostics)
     # ranks whose log is cut short: {rank, file, line, detail}, one per cut file (see tracekit.analyze.cut)
     cut: list[dict[str, Any]] = field(default_factory=list)
+    not_logs: list[str] = field(default_factory=list)  # files in the directories that hold no log entry
+    copies: list[str] = field(default_factory=list)  # copies of a rank's log (plain or .gz), read once
 
     def rank(self, rank: int | None) -> Rank | None:
         for r in self.ranks:

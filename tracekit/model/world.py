@@ -12,6 +12,7 @@ the world still lists what is missing, as a fact, not as bad input).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from tracekit.model import Run
@@ -64,6 +65,8 @@ def world(run: Run) -> dict[str, Any]:
         "duplicated": format_ranks(r for r in run.duplicated if r is not None),
         "unplaced": list(getattr(run, "unplaced", [])),
         **({"cut": cut} if cut else {}),
+        **({"not_logs": list(run.not_logs)} if run.not_logs else {}),
+        **({"copies": list(run.copies)} if run.copies else {}),
     }
 
 
@@ -101,6 +104,13 @@ def world_text(w: dict[str, Any]) -> str:
         if unplaced
         else ""
     )
+    copies = w.get("copies") or []
+    if copies:
+        tail += f"; copies read once: {len(copies)} file{'s' if len(copies) != 1 else ''}"
+    not_logs = w.get("not_logs") or []
+    if not_logs:
+        names = ", ".join(os.path.basename(f) for f in not_logs[:3]) + (", ..." if len(not_logs) > 3 else "")
+        tail += f"; not a log: {len(not_logs)} file{'s' if len(not_logs) != 1 else ''} ({names})"
     cut = w.get("cut") or ""
     if cut:
         tail += f"; cut short: {'rank not logged' if cut == '-' else cut} (see Diagnostics)"

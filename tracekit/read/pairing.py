@@ -55,7 +55,7 @@ from tracekit.read.parsers import (
     final_schedule,
     key_table,
 )
-from tracekit.read.sources import LogFile
+from tracekit.read.sources import LogFile, open_log
 
 NO_COMPILE_ID = "-"
 
@@ -755,20 +755,19 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     interner = _Interner()
     unplaced: list[str] = []
     cut: list[dict[str, Any]] = []
+    copies: list[str] = []
     for res in results:
         if (
-            res.readable
-            and not res.entries
-            and not res.graphs
-            and res.diagnostics.total
-            and "empty_file" not in res.diagnostics.counts
-        ):  # bad lines only: no log at all
-            bad = res.diagnostics.total
+            res.readable and not res.entries and not res.graphs and res.diagnostics.total
+        ):  # bad lines only, or empty: no log at all, whatever its name
+            empty = "empty_file" in res.diagnostics.counts
+            bad = 0 if empty else res.diagnostics.total
             diagnostics.add(
                 "no_entries",
                 res.path,
                 0,
                 f"no log entries in {res.path}"
+                + (" (the file is empty)" if empty else "")
                 + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""),
             )
             unplaced.append(res.path)
@@ -815,10 +814,13 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         else:
             r = m.rank
             why = another_run(m, res)
-            if why is not None and _same_bytes(r.files[0], res.path):
-                diagnostics.add(
-                    "copied_file", res.path, 0, f"a byte-identical copy of {r.files[0]}: read once"
+            same = why is not None and _same_bytes(r.files[0], res.path)
+            if same:
+                how = (
+                    "a byte-identical copy" if same == "bytes" else "a copy (the same log once decompressed)"
                 )
+                diagnostics.add("copied_file", res.path, 0, f"{how} of {r.files[0]}: read once")
+                copies.append(res.path)
                 continue
             if why is not None:
                 who = "-" if res.rank is None else res.rank
@@ -853,7 +855,8 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         diagnostics=diagnostics,
         duplicated=_rank_order(duplicated),
         unplaced=unplaced,
-        cut=[c for c in cut if c["file"] not in unplaced],
+        cut=[c for c in cut if c["file"] not in unplaced and c["file"] not in copies],
+        copies=copies,
     )
 
 
@@ -880,12 +883,39 @@ def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:
     return out
 
 
-def _same_bytes(a: str, b: str) -> bool:
-    """Whether two files hold the same bytes (a copy of a rank's log is not another run)."""
+def _same_bytes(a: str, b: str) -> str:
+    """Whether two files hold the same log (a copy of a rank's log is not another run):
+    ``"bytes"`` for the same bytes, ``"content"`` for the same bytes once decompressed (a
+    ``.gz`` of the plain log), ``""`` otherwise."""
     try:
-        return filecmp.cmp(a, b, shallow=False)
+        if filecmp.cmp(a, b, shallow=False):
+            return "bytes"
+        return "content" if _same_content(a, b) else ""
     except OSError:
-        return False
+        return ""
+
+
+def _same_content(a: str, b: str) -> bool:
+    """Whether two logs read the same through :func:`tracekit.read.sources.open_log` (gzip
+    undone), compared 1 MiB at a time; False at once when neither is gzipped."""
+    sa, ra = open_log(a)
+    try:
+        sb, rb = open_log(b)
+        try:
+            if sa is ra and sb is rb:  # two plain files: the bytes said it
+                return False
+            while True:
+                x, y = sa.read(1 << 20), sb.read(1 << 20)
+                if x != y:
+                    return False
+                if not x:
+                    return not getattr(sa, "error", None) and not getattr(sb, "error", None)
+        finally:
+            sb.close()
+            rb.close()
+    finally:
+        sa.close()
+        ra.close()
 
 
 def _index_ends(ends: dict[str, int], graphs: list[Graph]) -> dict[str, int]:

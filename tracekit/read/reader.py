@@ -147,7 +147,8 @@ def load(
 
     paths_given = path_list(paths)
     diagnostics = Diagnostics()
-    names = find_log_names(paths_given, diagnostics)
+    not_logs: list[str] = []
+    names = find_log_names(paths_given, diagnostics, not_logs)
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     validate_all = strict if validate_all is None else validate_all
     total = done = 0
@@ -188,6 +189,7 @@ def load(
                 fb = None
 
     run = merge_files(paths_given, files(), diagnostics)
+    run.not_logs = not_logs
     check_world(run)
     if strict and run.diagnostics.total:
         raise StrictError(run)

@@ -3,7 +3,9 @@
 - A file is read as is; gzip is recognised by its magic bytes, whatever its name.
 - A directory contributes the logs directly inside it (one level, not recursive):
   ``dedicated_log_torch_trace_rank_N_*.log[.gz]`` first, by rank, then other
-  ``dedicated_log_torch_trace_*.log[.gz]``; if it holds none of those, any ``*.log[.gz]``.
+  ``dedicated_log_torch_trace_*.log[.gz]``, then any other file that holds log entries
+  (:func:`holds_entries`: files are known by their content, not their name); if it holds none
+  of those, any ``*.log[.gz]``. The other files are listed as no log (``skipped``).
 - A path that does not exist, or a directory without logs, is a diagnostic
   (``unreadable_file``, ``no_log_files``), never an exception.
 - Entries named like trace logs that are not regular files (dangling symlinks, symlink loops,
@@ -70,14 +72,37 @@ def _not_a_file(path: str) -> str:
     return "not a regular file"
 
 
+#: A glog-prefixed JSON envelope line, as torch's structured log writes each entry's first line.
+_ENVELOPE_LINE_RE = re.compile(rb"(?m)^[VIWEC]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} \d+ [^:\n]+:\d+\] \{")
+#: How much of a file (decompressed) :func:`holds_entries` looks at.
+SNIFF_BYTES = 64 << 10
+
+
+def holds_entries(path: str) -> bool:
+    """Whether a file (plain or gzip) holds a log entry: an envelope line in its first
+    :data:`SNIFF_BYTES` bytes. Unreadable files hold none."""
+    try:
+        stream, raw = open_log(path)
+        try:
+            head = stream.read(SNIFF_BYTES)
+        finally:
+            stream.close()
+            raw.close()
+    except (OSError, EOFError, ValueError):
+        return False
+    return _ENVELOPE_LINE_RE.search(head) is not None
+
+
 def _dir_names(
-    directory: str, diagnostics: Diagnostics | None = None
+    directory: str, diagnostics: Diagnostics | None = None, skipped: list[str] | None = None
 ) -> tuple[list[tuple[str, int | None]], set[str]]:
     """The names of a directory's log files, in reading order, each with the rank its name
     gives (:func:`rank_from_name`), and those of them that are symlinks (or may be). One
     ``scandir``, no ``stat`` (the entries' types tell regular files apart), one regex search a
     name, and only names are kept, never the entries: 100,000 ranks are 100,000 files, and
-    what is made here while they are listed must stay small next to what reading them keeps."""
+    what is made here while they are listed must stay small next to what reading them keeps.
+    Files not named like trace logs are opened to see whether they hold entries
+    (:func:`holds_entries`); ``skipped`` gets the paths of those that hold none."""
     regular: list[str] = []
     links: set[str] = set()
     odd: list[tuple[str, str]] = []  # (name, path) named like a trace log, not a regular file
@@ -103,9 +128,17 @@ def _dir_names(
             other.append(n)
     ranked.sort()  # by rank, then by name (names are distinct: the hints are never compared)
     other.sort()
-    chosen = [(n, hint) for _r, n, hint in ranked] + [(n, None) for n in other]
+    named = {n for _r, n, _h in ranked} | set(other)
+    rest = sorted(n for n in regular if n not in named)
+    # files are known by their content: any other file that holds log entries is read too
+    # (a rank log renamed node2.log); the rest are no log, and said (``skipped``)
+    by_content = [n for n in rest if holds_entries(os.path.join(directory, n))]
+    chosen = [(n, hint) for _r, n, hint in ranked] + [(n, None) for n in other + by_content]
     if not chosen:
-        chosen = [(n, None) for n in sorted(regular) if _ANY_LOG_RE.match(n)]
+        chosen = [(n, None) for n in rest if _ANY_LOG_RE.match(n)]
+    if skipped is not None:
+        read = {n for n, _h in chosen}
+        skipped.extend(os.path.join(directory, n) for n in rest if n not in read)
     # entries named like trace logs that are not regular files: dangling symlinks, symlink
     # loops, directories, FIFOs (reported, never opened)
     for _name, path in sorted(odd):
@@ -176,10 +209,11 @@ def listed_size(path: str) -> int:
 
 
 def find_log_names(
-    paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics
+    paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics, skipped: list[str] | None = None
 ) -> list[tuple[str, int | None]]:
     """:func:`find_logs` before the files' sizes: ``(path, rank hint)`` of each file to read,
-    in order, each once (a directory's 100,000 files are listed without a ``stat`` each)."""
+    in order, each once (a directory's 100,000 files are listed without a ``stat`` each).
+    ``skipped``: gets the directories' files that hold no log entry (not read)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[tuple[str, int | None]] = []
@@ -187,7 +221,7 @@ def find_log_names(
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
-            names, links = _dir_names(p, diagnostics)
+            names, links = _dir_names(p, diagnostics, skipped)
             if not names:
                 diagnostics.add("no_log_files", p, 0, _no_logs_detail(p))
             files: Iterable[tuple[str, str | None, int | None]] = _dir_files(p, names, links)

@@ -54,6 +54,10 @@ COLUMNS = [
 ]
 
 
+#: The world's lists of files (paths, not ranks): one cell, joined by "; ".
+WORLD_PATHS = ("unplaced", "not_logs", "copies")
+
+
 def _ranks(v: Any) -> str:
     if v is None:
         return ""
@@ -183,7 +187,11 @@ def summary_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {
             "section": "world",
             "field": k,
-            "value": _scalar(val) if not isinstance(val, list) else _ranks(val),
+            "value": _scalar(val)
+            if not isinstance(val, list)
+            else "; ".join(val)
+            if k in WORLD_PATHS
+            else _ranks(val),
         }
     yield from _outcome_rows(doc)
     t = doc.get("totals") or {}
