@@ -45,7 +45,8 @@ def test_explain_on_a_small_cap_groups_its_three_over_cap_paragraphs():
 
 def test_the_csv_holds_every_section_with_numbers_as_numbers():
     rows = list(csv.DictReader(io.StringIO(tk("summarize", str(L / "diverge_rank"), "--format", "csv"))))
-    assert {r["section"] for r in rows} == {"verdict", "world", "outcome", "total", "divergence", "schedule"}
+    assert {r["section"] for r in rows} == {"verdict", "world", "outcome", "total", "divergence", "schedule",
+                                              "collectives_run"}
     for r in rows:
         if r["section"] in ("outcome", "total"):
             counts = [r[k] for k in ("AG_before", "AG_after", "RS_before", "RS_after", "AR_before", "AR_after")]

@@ -38,6 +38,7 @@ from tracekit.render.cells import (
     differences_line,
     first_diff_text,
     groups_text,
+    not_prebucketed_totals,
     ranks_text,
     total_mb,
     value_text,
@@ -183,7 +184,7 @@ def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
 def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
     t = doc["totals"]
     lead = ["total", ""] if headers[0] == "ranks" else ["total"]
-    extra = _not_prebucketed_totals(doc)
+    extra = not_prebucketed_totals(doc)
     more = [f"+ {extra['graphs']}", "not pre-bucketed"] if extra["graphs"] else ["", ""]
     row = [
         *lead,
@@ -204,20 +205,6 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
         rounding = b is not None and a is not None and a != b and abs(a - b) <= 0.0005 * n
         row += [fmt_mb(b), f"= {fmt_mb(a)}" if rounding else fmt_mb(a)]
     return row
-
-
-def _not_prebucketed_totals(doc: dict[str, Any]) -> dict[str, Any]:
-    """Graphs never pre-bucketed, over every rank: how many, their collectives by kind, MB."""
-    out: dict[str, Any] = {"graphs": 0, "mb": 0.0, **{c: 0 for c in COLLECTIVE_TYPES}}
-    for d in doc.get("did_nothing") or []:
-        if not d.get("outcome"):
-            continue
-        n = len(rank_members(d["ranks"]))
-        out["graphs"] += n
-        out["mb"] += n * (d.get("total_bytes") or 0) / 2**20
-        for c in COLLECTIVE_TYPES:
-            out[c] += n * d["counts"].get(c, 0)
-    return out
 
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:

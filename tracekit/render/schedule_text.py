@@ -50,9 +50,10 @@ def _finals(doc: dict[str, Any]) -> list[tuple[list[Any], dict[str, Any]]]:
     return out
 
 
-def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
-    """One row per graph and group of ranks with the same final schedule (counts, sizes,
-    estimates), ranks as ranges."""
+def final_groups(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(ranks as ranges, final schedule) per graph and group of ranks with the same final
+    schedule (counts, sizes, estimates), in compile order: the rows of "Collectives that run",
+    the same in the table (:func:`final_rows`) and the CSV."""
     from tracekit.model.rankset import format_ranks
 
     groups: dict[tuple[str, int, bytes], list[Any]] = {}
@@ -65,11 +66,26 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
     order: dict[str, int] = {}
     for cid, _pos, _sig in groups:
         order.setdefault(cid, len(order))
+    return [
+        (format_ranks(groups[key]), first[key])
+        for key in sorted(
+            groups, key=lambda k: (order[k[0]], k[1], min(-1 if r is None else r for r in groups[k]))
+        )
+    ]
+
+
+def final_totals(f: dict[str, Any]) -> tuple[int | None, float | None]:
+    """A final schedule's bytes and estimated ms, summed; None where one collective lacks it."""
+    sizes = [x["bytes"] for x in f["collectives"]]
+    ms = [x["est_ms"] for x in f["collectives"]]
+    return (None if None in sizes else sum(sizes), None if None in ms else round(sum(ms), 4))
+
+
+def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
+    """One row per graph and group of ranks with the same final schedule (counts, sizes,
+    estimates), ranks as ranges (:func:`final_groups`)."""
     rows = []
-    for key in sorted(
-        groups, key=lambda k: (order[k[0]], k[1], min(-1 if r is None else r for r in groups[k]))
-    ):
-        f = first[key]
+    for ranks, f in final_groups(doc):
         c = f["counts"]
         sizes = [x["bytes"] for x in f["collectives"]]
         ms = [x["est_ms"] for x in f["collectives"]]
@@ -77,7 +93,7 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
             [
                 f["compile_id"],
                 graph_label(f["position"]),
-                ranks_cell(format_ranks(groups[key])),
+                ranks_cell(ranks),
                 *(c.get(t, 0) for t in COLLECTIVE_TYPES),
                 c.get("other", 0),
                 "?" if None in sizes else bytes_text(sum(sizes)),

@@ -9,7 +9,14 @@ apply (a spreadsheet filters on ``section``; pandas reads it with ``read_csv``):
   ``ranks``, ``count``, ``compile_id``, ``graph``, the FSDP groups, group size, machines, cap
   (MB), each type's count before and after (``AG_before``, ``AG_after``, ...) and the MB before
   and after;
-- ``total``: the same columns summed over every row's ranks (not one job's bytes);
+- ``outcome`` rows of graphs torch never pre-bucketed: ``field`` ``outcome``, ``value`` "not
+  pre-bucketed", their scheduled counts before = after and the MB their schedule logs;
+- ``total``: the same columns summed over every row's ranks (not one job's bytes), the graphs
+  never pre-bucketed included as in the table's total (a second ``total`` row, ``field``
+  ``not_prebucketed``, counts those graphs);
+- ``collectives_run``: the collectives that run per graph and group of ranks
+  (``inductor_collective_schedule``, as the table's section): ``AG_after`` ... ``AR_after`` and
+  ``other`` by kind, ``bytes`` (one rank's input) and ``est_ms`` summed, ``detail`` sizes=...;
 - ``divergence``, ``schedule``, ``compile``: one row per differing value, the ranks and value
   beside the majority's (``field`` names it: ``all_gather.before``, ``bytes``, ...), the
   position or first difference in ``detail``;
@@ -30,7 +37,8 @@ from typing import Any
 from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import format_ranks
-from tracekit.render.cells import first_diff_text, total_mb
+from tracekit.render.cells import first_diff_text, not_prebucketed_totals, total_mb
+from tracekit.render.schedule_text import final_groups, final_totals
 
 COUNT_COLUMNS = [f"{SHORT_NAMES[t]}_{when}" for t in COLLECTIVE_TYPES for when in ("before", "after")]
 COLUMNS = [
@@ -50,6 +58,9 @@ COLUMNS = [
     *COUNT_COLUMNS,
     "mb_before",
     "mb_after",
+    "other",
+    "bytes",
+    "est_ms",
     "detail",
 ]
 
@@ -119,6 +130,36 @@ def _outcome(g: dict[str, Any]) -> dict[str, Any]:
     if sz:
         row["mb_before"], row["mb_after"] = total_mb(sz.get("before")), total_mb(sz.get("after"))
     return row
+
+
+def _not_prebucketed_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The outcome rows of graphs torch never pre-bucketed, as the table's (one per rank with
+    ``--per-rank``)."""
+    from tracekit.model.rankset import rank_members
+
+    for d in doc.get("did_nothing") or []:
+        if not d.get("outcome"):
+            continue
+        mb = None if d.get("total_bytes") is None else round(d["total_bytes"] / 2**20, 3)
+        row: dict[str, Any] = {
+            "section": "outcome",
+            "compile_id": d.get("compile_id"),
+            "graph": graph_label(d.get("graph_index")),
+            "field": "outcome",
+            "value": d["outcome"],
+            "group_size": d.get("group_size"),
+            "mb_before": mb,
+            "mb_after": mb,
+        }
+        for typ in COLLECTIVE_TYPES:
+            n = (d.get("counts") or {}).get(typ, 0)
+            row[f"{SHORT_NAMES[typ]}_before"] = row[f"{SHORT_NAMES[typ]}_after"] = n
+        members = rank_members(d["ranks"])
+        if doc.get("ranks") is not None:
+            for r in sorted(members, key=lambda r: -1 if r is None else r):
+                yield {**row, "ranks": "" if r is None else str(r), "count": 1}
+        else:
+            yield {**row, "ranks": _ranks(d["ranks"]), "count": len(members)}
 
 
 def _outcome_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -194,24 +235,45 @@ def summary_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
             else _ranks(val),
         }
     yield from _outcome_rows(doc)
+    yield from _not_prebucketed_rows(doc)
     t = doc.get("totals") or {}
     if t:
+        extra = not_prebucketed_totals(doc)
         row = {
             "section": "total",
             "ranks": "",
             "count": t.get("ranks"),
             "field": "graphs",
             "value": t.get("graphs"),
-            "mb_before": t.get("mb_before"),
-            "mb_after": t.get("mb_after"),
+            **{
+                k: None if t.get(k) is None else round(t[k] + extra["mb"], 3)
+                for k in ("mb_before", "mb_after")
+            },
         }
         for typ in COLLECTIVE_TYPES:
             c = (t.get("collectives") or {}).get(typ) or {}
-            row[f"{SHORT_NAMES[typ]}_before"], row[f"{SHORT_NAMES[typ]}_after"] = (
-                c.get("before"),
-                c.get("after"),
-            )
+            for when in ("before", "after"):
+                v = c.get(when)
+                row[f"{SHORT_NAMES[typ]}_{when}"] = None if v is None else v + extra[typ]
         yield row
+        if extra["graphs"]:
+            yield {"section": "total", "field": "not_prebucketed", "value": extra["graphs"]}
+    for ranks, f in (
+        final_groups(doc) if doc.get("groups") is not None or doc.get("ranks") is not None else []
+    ):
+        nbytes, ms = final_totals(f)
+        counts = f.get("counts") or {}
+        yield {
+            "section": "collectives_run",
+            "ranks": ranks,
+            "compile_id": f["compile_id"],
+            "graph": graph_label(f["position"]),
+            **{f"{SHORT_NAMES[typ]}_after": counts.get(typ, 0) for typ in COLLECTIVE_TYPES},
+            "other": counts.get("other", 0),
+            "bytes": nbytes,
+            "est_ms": ms,
+            "detail": f"sizes={f.get('sizes')}",
+        }
     for item in doc.get("divergence") or []:
         yield from _paired("divergence", item, item.get("field", ""))
     for item in doc.get("schedule_divergence") or []:
