@@ -35,4 +35,21 @@ def test_no_note_once_torch_is_loaded(monkeypatch):
 def test_the_commands_say_it_before_importing_torch():
     for cmd, first_torch_import in ((replay_cmd.replay, "from bucketing"), (explain_cmd.explain, "from tracekit.explain.buckets")):
         src = inspect.getsource(cmd.callback)
-        assert 0 <= src.index("note_loading_torch()") < src.index(first_torch_import)
+        assert 0 <= src.index("note_loading_torch(bar=status)") < src.index(first_torch_import)
+
+
+def test_the_commands_note_is_cleared_by_what_comes_next(monkeypatch):
+    """The note is the bar's status line: the next status replaces it, a close wipes it, and
+    nothing of it is left at the end (no "loading torch" line above the output)."""
+    from tracekit.commands.progress import ProgressBar
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    tty = _Terminal()
+    bar = ProgressBar(tty, label="replaying", unit="caps", min_total=2)
+    note_loading_torch(bar=bar)
+    assert tty.getvalue() == "\rtracekit: loading torch…\r"
+    bar.say("reading the logs ...")
+    bar.close()
+    blank = "\r" + " " * (bar.width + 50) + "\r"
+    assert tty.getvalue() == f"\rtracekit: loading torch…\r{blank}\rreading the logs ...\r{blank}"
+    assert "\n" not in tty.getvalue()

@@ -283,7 +283,7 @@ def explain(paths, rank, graphs, fmt, output):
     from tracekit.commands.progress import ProgressBar, note_loading_torch
 
     status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
-    note_loading_torch()  # before the imports that load torch
+    note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("explain")
     from tracekit.explain.buckets import explain_mixed, unbucketed_of
     from tracekit.model import Diagnostics

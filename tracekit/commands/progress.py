@@ -94,12 +94,16 @@ class ProgressBar:
         self.close()
 
 
-def note_loading_torch(stream: IO[str] | None = None) -> None:
+def note_loading_torch(stream: IO[str] | None = None, bar: ProgressBar | None = None) -> None:
     """Say, on a terminal, that torch is loading (``replay`` and ``explain`` import it: a few
     seconds on a cold start, with nothing else on the screen); nothing once it is loaded, or
     when stderr is a file or a pipe. Called first thing in the command, before the imports
-    that pull torch in."""
+    that pull torch in. Given the command's ``bar``, the note is its status line, cleared by
+    what the bar shows next or by its close: no "loading torch" left on the screen."""
     if "torch" in sys.modules:
+        return
+    if bar is not None:
+        bar.say("tracekit: loading torch…")
         return
     stream = stream if stream is not None else sys.stderr
     try:

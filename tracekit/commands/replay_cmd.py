@@ -427,7 +427,7 @@ def replay(
     from tracekit.commands.progress import ProgressBar, note_loading_torch
 
     status = ProgressBar(label="replaying", unit="caps", min_total=2)  # on a terminal only
-    note_loading_torch()  # before the imports that load torch
+    note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("replay")
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
