@@ -12,9 +12,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+if TYPE_CHECKING:
+    from bucketing.report import BucketingReport
 
 _SOURCES = tuple(sorted(str(p) for p in Path(__file__).resolve().parent.glob("*.py")))
 
@@ -31,7 +35,7 @@ class FsdpPreBucketingPass(CustomGraphPass):
     def __init__(self, bucket_cap_mb: float | None = None, mode: str | None = None):
         self.bucket_cap_mb = bucket_cap_mb
         self.mode = mode
-        self.last_report = None
+        self.last_report: BucketingReport | None = None
 
     def __call__(self, graph: fx.Graph) -> None:
         import torch._inductor.config as inductor_config

@@ -182,7 +182,8 @@ def _fast_cat(args: tuple, fake_mode) -> torch.Tensor | None:
 
 def _node_name(target) -> str:
     """The name tracing gives a node: the op's name without its overload (``view``, ``cat``)."""
-    return getattr(target, "_opname", None) or getattr(target, "__name__", "node")
+    opname = getattr(target, "_opname", None)
+    return opname if opname else getattr(target, "__name__", "node")
 
 
 @functools.cache
@@ -339,10 +340,10 @@ def merge_with_torch(graph: fx.Graph, kind: str, members: list[fx.Node], mode: s
     from torch._inductor.fx_passes import bucketing as tb
 
     if kind == "AG":
-        tb.merge_all_gather_bucket(graph, members, mode)  # type: ignore[arg-type]
+        tb.merge_all_gather_bucket(graph, members, mode)
     elif kind == "RS":
         rs_mode = mode.replace("_multidtype", "")
-        tb.merge_reduce_scatter_bucket(graph, members, rs_mode)  # type: ignore[arg-type]
+        tb.merge_reduce_scatter_bucket(graph, members, rs_mode)
     else:
         tb.merge_all_reduce_bucket(graph, members)
 

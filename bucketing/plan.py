@@ -29,6 +29,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -232,7 +233,7 @@ class FsdpPlanner:
                     self.rejected[self.ids[coll]] = rejection_all_gather(sources)
                     continue
                 group = group_name_of(coll)
-                key = (group,) if multidtype else (group, coll.meta["val"].dtype)
+                key: tuple[Any, ...] = (group,) if multidtype else (group, coll.meta["val"].dtype)
             elif kind == "RS":
                 reached, breaker = reduce_scatter_chain(node)
                 if reached is None:
@@ -250,7 +251,9 @@ class FsdpPlanner:
                 key = (group_name_of(coll), reduce_op_of(coll), coll.meta["val"].dtype)
             cid = self.ids[coll]
             self.waits[cid] = self.ids[node]
-            self.candidates[kind].append(_Candidate(cid, key, bucket_bytes(coll)))
+            self.candidates[kind].append(  # type: ignore[index]  # a waited collective has a kind
+                _Candidate(cid, key, bucket_bytes(coll))
+            )
 
     def _collect_sizes(self) -> None:
         # (kind, section, position, node, reported bytes) of every collective on an FSDP group,
@@ -357,17 +360,17 @@ class FsdpPlanner:
             for k, section, position, node, n_bytes in self._sized:
                 if k != kind:
                     continue
-                bucket = bucket_of.get(node)
-                if bucket is None:
+                members = bucket_of.get(node)
+                if members is None:
                     entry = {"type": kind, "size_mb": round_mb(n_bytes), "name": node.name}
                     entries.append((section, position, entry))
-                elif node is bucket[-1]:
+                elif node is members[-1]:
                     # a merged all-gather is an "_out" one; merged nodes sit after the last member
-                    total = sum(reported[n] for n in bucket)
+                    total = sum(reported[n] for n in members)
                     entry = {
                         "type": kind,
                         "size_mb": round_mb(total),
-                        "name": f"{bucket[0].name}+{len(bucket) - 1}",
+                        "name": f"{members[0].name}+{len(members) - 1}",
                     }
                     entries.append((1 if kind == "AG" else 0, position + 0.5, entry))
             out.extend(e for _, _, e in sorted(entries, key=lambda t: (t[0], t[1])))

@@ -12,6 +12,7 @@ They follow torch 2.13's ``torch._inductor.fx_passes.fsdp`` heuristics:
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -62,12 +63,13 @@ def collective_kind(node: fx.Node) -> str | None:
 
 @functools.cache
 def _arg_positions(target: object) -> dict[str, int]:
-    schema = target._schema  # type: ignore[attr-defined]
+    schema = target._schema  # type: ignore[attr-defined]  # an OpOverload (collective targets are)
     return {arg.name: i for i, arg in enumerate(schema.arguments)}
 
 
-def collective_arg(node: fx.Node, name: str) -> object:
-    """The argument ``name`` of a collective call, given positionally or by keyword."""
+def collective_arg(node: fx.Node, name: str) -> Any:
+    """The argument ``name`` of a collective call, given positionally or by keyword (an fx
+    argument: a node, a number, a string, ...; Any, as fx's own ``Argument`` is)."""
     if name in node.kwargs:
         return node.kwargs[name]
     position = _arg_positions(node.target)[name]
@@ -88,7 +90,7 @@ def group_size_of(node: fx.Node) -> int | None:
     """The group size argument of an all-gather or reduce-scatter (all-reduce has none)."""
     if "group_size" not in _arg_positions(node.target):
         return None
-    return int(collective_arg(node, "group_size"))  # type: ignore[arg-type]
+    return int(collective_arg(node, "group_size"))
 
 
 def reduce_op_of(node: fx.Node) -> str:

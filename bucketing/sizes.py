@@ -13,7 +13,7 @@ def _hint(value: object, fallback: int | None) -> int:
         return value
     from torch.fx.experimental.symbolic_shapes import optimization_hint
 
-    hinted = optimization_hint(value, fallback=fallback)  # type: ignore[arg-type]
+    hinted = optimization_hint(value, fallback=fallback)
     if hinted is None:
         raise ValueError(f"no size hint for symbolic size {value}")
     return int(hinted)

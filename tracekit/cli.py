@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -53,7 +54,7 @@ class OneLineUsageError(click.ClickException):
 
 
 class LazyGroup(click.Group):
-    def make_context(self, *args: object, **kwargs: object) -> click.Context:
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:
             return super().make_context(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError:

@@ -96,7 +96,7 @@ def test_the_sdist_holds_what_its_tests_need(dists):
         assert needed in names
     tracked = _tracked_files()
     if tracked is not None:  # every file of the checkout but git's own
-        assert sorted(set(tracked) - names) == [".gitignore"]
+        assert sorted(set(tracked) - names) == [".git-blame-ignore-revs", ".gitignore"]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 

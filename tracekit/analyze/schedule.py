@@ -190,11 +190,19 @@ def compile_divergence(run: Run) -> list[dict[str, Any]]:
     if len(run.ranks) < 2:
         return []
     items = []
-    for what, get, as_value in (
+    fields: tuple[tuple[str, Callable[[Rank], Any], Callable[[Any], Any]], ...] = (
         ("compile_ids", lambda r: r.compile_ids, lambda x: x),
         ("cache", lambda r: r.cache_events, lambda x: {"compile_id": x[0], "state": x[1]}),
-    ):
-        same = _same_values(run.ranks, lambda r, get=get: id(get(r)), lambda r, get=get: list(get(r)))
+    )
+    for what, get, as_value in fields:
+
+        def key(r: Rank, get: Callable[[Rank], Any] = get) -> int:
+            return id(get(r))
+
+        def value(r: Rank, get: Callable[[Rank], Any] = get) -> list[Any]:
+            return list(get(r))
+
+        same = _same_values(run.ranks, key, value)
         for it in _diverging_groups(same, as_value):
             items.append({"what": what} | it)
     return items

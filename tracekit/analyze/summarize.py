@@ -15,7 +15,7 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +47,10 @@ from tracekit.model.world import world
 SCHEMA = "tracekit.summary/2"
 
 
-def graph_label(graph_index: int) -> str:
+def graph_label(graph_index: int | None) -> str:
     """``forward`` for the first outcome of a compile id, ``backward`` for the second, then N."""
-    return {0: "forward", 1: "backward"}.get(graph_index, str(graph_index))
+    labels: dict[int | None, str] = {0: "forward", 1: "backward"}
+    return labels.get(graph_index, str(graph_index))
 
 
 @dataclass
@@ -142,7 +143,7 @@ def first_difference(
             y = b[i] if i < len(b) else None
             return {
                 "index": i,
-                "type": (x or y).type
+                "type": (x or y).type  # type: ignore[union-attr]  # one of them is there (a mismatch)
                 if (x is None or y is None or x.type == y.type)
                 else f"{x.type}/{y.type}",
                 "majority_size_mb": None if x is None else x.size_mb,
@@ -440,8 +441,8 @@ def verdict(
     w: dict[str, Any],
     div: list[dict[str, Any]],
     t: dict[str, Any],
-    other: list[dict[str, Any]] = (),
-    dn: list[dict[str, Any]] = (),
+    other: Sequence[dict[str, Any]] = (),
+    dn: Sequence[dict[str, Any]] = (),
 ) -> dict[str, str]:
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
     outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
@@ -463,8 +464,8 @@ def _verdict(
     w: dict[str, Any],
     div: list[dict[str, Any]],
     t: dict[str, Any],
-    other: list[dict[str, Any]],
-    dn: list[dict[str, Any]],
+    other: Sequence[dict[str, Any]],
+    dn: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     n = len(run.ranks)
     incomplete = []
@@ -695,7 +696,9 @@ def run_from_document(doc: Any) -> Run:
     w = doc.get("world") or {}
     dup_v = w.get("duplicated") or []
     try:
-        dup = [r for r in (rank_members(dup_v) if isinstance(dup_v, str) else dup_v) if isinstance(r, int)]
+        dup: list[int | None] = [
+            r for r in (rank_members(dup_v) if isinstance(dup_v, str) else dup_v) if isinstance(r, int)
+        ]
     except (TypeError, ValueError):
         raise DocumentError("malformed summary document: world.duplicated is not a rank set") from None
     return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)

@@ -201,9 +201,9 @@ def render(diff: Diff, fmt: str) -> str:
         out.append("\n")
     if diff.groups:
         out.append(f"{UNITS_MB}; {UNITS_SIZES}.\n\n")
-    for side, ranks in (("A", diff.ranks_only_in_a), ("B", diff.ranks_only_in_b)):
-        if ranks:
-            out.append(f"{'- ' if md else ''}ranks only in {side}: {format_ranks(ranks)}\n")
+    for side, only in (("A", diff.ranks_only_in_a), ("B", diff.ranks_only_in_b)):
+        if only:
+            out.append(f"{'- ' if md else ''}ranks only in {side}: {format_ranks(only)}\n")
     if diff.notes:
         if diff.ranks_only_in_a or diff.ranks_only_in_b:
             out.append("\n")

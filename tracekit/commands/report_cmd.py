@@ -131,7 +131,7 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
             )
     replay = saved_replay(replay_path) if replay_path else None
     docs = [d for d in (saved_summary(p) for p in paths) if d is not None]
-    no_logs = False
+    no_logs: str | None = None
     if docs:
         if len(paths) > 1:
             fail("report", "a saved JSON summary must be the only PATH")

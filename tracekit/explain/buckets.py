@@ -104,7 +104,7 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
     if gr.error is not None:
         return out
     planner = gr.replayer.planner
-    cap = gr.reproduction.bucket_cap_mb
+    cap = gr.reproduction.bucket_cap_mb  # type: ignore[union-attr]  # no error: it was reproduced
     report = planner.plan(cap, explain=True)
     planned = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
     checked, members = _member_mismatches(planned, recorded)

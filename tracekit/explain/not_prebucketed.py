@@ -161,7 +161,8 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
                 "reason": d2.reason,
                 "bucket": d2.bucket,
                 "verified": out["what_ifs"][0]["verified"],
-                "text": f"given the forward's FSDP group {_groups_text(w.fsdp_groups)}: "
+                # after is empty without the what-if: w is there
+                "text": f"given the forward's FSDP group {_groups_text(w.fsdp_groups)}: "  # type: ignore[union-attr]
                 f"{d2.reason}: {d2.detail}",
             }
         collectives.append(item)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 #: Collective types, in the order torch reports them, with the short names of its size artifacts.
 COLLECTIVE_TYPES: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
@@ -321,6 +321,10 @@ def final_to_dict(f: FinalSchedule | None) -> dict[str, Any] | None:
     }
 
 
+@overload
+def final_from_dict(d: dict[str, Any]) -> FinalSchedule: ...
+@overload
+def final_from_dict(d: None) -> None: ...
 def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
     """A FinalSchedule from its JSON form (``counts`` are recounted from the collectives)."""
     if d is None:
@@ -358,13 +362,16 @@ def _final_compare(f: FinalSchedule | None) -> dict[str, Any]:
 def _scalar(
     name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same
 ) -> GraphField:
+    def compare(v: Any) -> dict[str, Any]:
+        return {name: dump(v)}
+
     return GraphField(
         name,
         "scalar",
         dump,
         load,
         default,
-        lambda v, n=name: {n: dump(v)},
+        compare,
         fact=lambda v: tuple(v) if isinstance(v, list) else v,
     )
 
@@ -406,7 +413,8 @@ def compared_values(g: Graph) -> dict[str, Any]:
     ``sizes_mb.before``, ...), in report order."""
     out: dict[str, Any] = {}
     for f in _COMPARED:
-        out.update(f.compare(getattr(g, f.name)))
+        if f.compare is not None:  # always (_COMPARED): said for the type checker
+            out.update(f.compare(getattr(g, f.name)))
     return out
 
 

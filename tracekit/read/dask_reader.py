@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from tracekit.model import Diagnostics, Run
 from tracekit.model.world import check_world
@@ -122,11 +123,11 @@ def _bounded(call: Callable[[], object], seconds: float) -> object:
     if t.is_alive():
         raise _Unanswered(f"no answer within {seconds:g} s")
     if "error" in box:
-        raise box["error"]  # type: ignore[misc]
+        raise box["error"]  # type: ignore[misc]  # the exception the thread caught
     return box["result"]
 
 
-def _connect(address: str, timeout: float, started: float) -> object:
+def _connect(address: str, timeout: float, started: float) -> Any:  # distributed.Client (imported lazily)
     """A :class:`distributed.Client` of the scheduler at ``address``, within ``timeout`` seconds
     whatever answers there: an unreachable or silent address, or a peer that speaks another
     protocol (an HTTP server, junk that distributed reads as a frame of exabytes), is one

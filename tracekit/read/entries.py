@@ -66,7 +66,9 @@ class PayloadMemo:
 
     def text(self, md5: Any, blocks: list[bytes] | None) -> str | None:
         """The checked text of this payload if it was seen (None: check it)."""
-        hit = self._seen.get(md5) if blocks and type(md5) is str else None
+        if not blocks or type(md5) is not str:
+            return None
+        hit = self._seen.get(md5)
         if hit is None:
             return None
         raw = blocks[0] if len(blocks) == 1 else b"".join(blocks)
@@ -87,7 +89,7 @@ class PayloadMemo:
         return {"limit": self.limit, "max_bytes": self.max_bytes}
 
     def __setstate__(self, state) -> None:
-        self.__init__(**state)
+        self.__init__(**state)  # type: ignore[misc]  # the fresh, empty memo __init__ makes
 
 
 def _every(entry_type: str, name: str | None) -> bool:
@@ -248,7 +250,7 @@ def decode_entries(
                 key = envelopes.key(body, rank_hint)  # that is the one rank the bytes hold
                 if key[0] != 1:
                     key = None
-        if key is not None:
+        if key is not None and envelopes is not None:  # a key only with the memo (above)
             hit = envelopes.get(key)
             if hit is not None:
                 hits += 1
@@ -259,7 +261,7 @@ def decode_entries(
         if hit is not None:
             etype, name, cid, env, ranked = hit
             if ranked and scanner.rank is None:  # known by the rank its name gives: it is that one
-                scanner.set_rank(rank_hint)
+                scanner.set_rank(rank_hint)  # type: ignore[arg-type]  # a ranked hit without a rank: keyed by the hint
             r = scanner.rank if ranked else None
         else:
             try:
@@ -309,7 +311,7 @@ def decode_entries(
                     add(e.kind, file, raw.lineno, e.detail)
                     continue
                 if memo is not None and payload and type(has) is str:
-                    memo.add(has, raw.blocks, payload)
+                    memo.add(has, raw.blocks, payload)  # type: ignore[arg-type]  # a checked payload has its blocks
         elif has is not None and not raw.payload_lines:
             add("missing_payload", file, raw.lineno, "has_payload set but no payload lines follow")
             continue

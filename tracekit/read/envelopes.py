@@ -322,7 +322,7 @@ class Scanner:
         diagnostic, as the every-line path shows)."""
         args = self._native_args
         if args is None:
-            m = self._pattern.search(buf, pos, limit)
+            m = self._pattern.search(buf, pos, limit)  # type: ignore[union-attr]  # a pattern without the C loop (_make_pattern)
             p = -1 if m is None else m.start()
             return p, buf.count(b"\n", pos, limit if p < 0 else p)
         return _native_scan(buf, pos, limit, *args)
@@ -357,7 +357,7 @@ class Scanner:
         ``buf[a]`` is a newline; ``cur_line`` is the number of the line after ``buf[cursor]``.
         """
         find = buf.find
-        mine, mine_last = self._tokens  # type: ignore[misc]
+        mine, mine_last = self._tokens  # type: ignore[misc]  # set with the rank, before any scan
         i = find(_RANK_KEY, a, b)
         while i >= 0:
             if not (buf.startswith(mine, i) or buf.startswith(mine_last, i)):
@@ -472,7 +472,7 @@ class Scanner:
         if not cls._envelope_whole(buf, i, le):
             return False
         pend = _OpenEntry(_SKIP, 0)
-        pend.line, pend.start = buf[i + 1 : le], _HEAD_RE.match(buf, i + 1, le).end(1) - (i + 1)
+        pend.line, pend.start = buf[i + 1 : le], _HEAD_RE.match(buf, i + 1, le).end(1) - (i + 1)  # type: ignore[union-attr]  # _envelope_whole matched it
         pend.nlines = buf.count(b"\n", le, limit)
         return cls._whole_at_end(pend, buf[le + 1 : limit] if le < limit else b"")
 
@@ -481,7 +481,14 @@ class Scanner:
         if kind == _KEEP:
             parts = pend.parts
             return RawEntry(
-                pend.lineno, pend.line, pend.start, pend.etype, pend.name, n, parts, parts is not None
+                pend.lineno,
+                pend.line,
+                pend.start,
+                pend.etype,  # type: ignore[arg-type]  # a kept entry has its type (_KEEP)
+                pend.name,
+                n,
+                parts,
+                parts is not None,
             )
         if kind == _SKIP:
             if n and not pend.has:
@@ -657,7 +664,7 @@ class Scanner:
             self.report("truncated_entry", cur_line - 1, "the file ends inside this entry (no final newline)")
 
 
-def _rewinder(stream: IO[bytes]) -> Callable[[int], None] | None:
+def _rewinder(stream: IO[bytes]) -> Callable[[int], object] | None:
     """``rewind(n)``: step back ``n`` bytes in ``stream``, when it can (a plain file, a
     :class:`io.BytesIO`, or a stream with a ``rewind`` method); None otherwise (gzip)."""
     rewind = getattr(stream, "rewind", None)

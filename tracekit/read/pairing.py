@@ -877,10 +877,8 @@ def cut_ends(res: FileResult) -> list[dict[str, Any]]:
 def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:
     """Ranks in order, the rank-less one (None) last (ints sorted as such: no key a rank)."""
     ranks = list(ranks)
-    out: list[int | None] = sorted(r for r in ranks if r is not None)
-    if len(out) < len(ranks):
-        out.append(None)
-    return out
+    ints = sorted(r for r in ranks if r is not None)
+    return [*ints, None] if len(ints) < len(ranks) else [*ints]
 
 
 def _same_bytes(a: str, b: str) -> str:

@@ -197,6 +197,7 @@ def parse_sizes(text: str) -> list[CollectiveSize]:
     if not isinstance(items, list):
         raise ArtifactError("sizes are not a list")
     out = []
+    mb: Any  # checked below: an int or a float
     for i, it in enumerate(items):
         if not isinstance(it, dict):
             raise ArtifactError(f"size {i} is not an object")

@@ -21,14 +21,22 @@ import re
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from tracekit.model import Diagnostics
 from tracekit.read import envelopes as ev
 from tracekit.read.entries import EnvelopeMemo, PayloadMemo, check_gzip, decode_entries
 from tracekit.read.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.read.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
-from tracekit.read.sources import GZIP_MAGIC, LogFile, listed_size, memory_log, open_log, read_small
+from tracekit.read.sources import (
+    GZIP_MAGIC,
+    LogFile,
+    TolerantGzip,
+    listed_size,
+    memory_log,
+    open_log,
+    read_small,
+)
 
 #: Uncompressed files at least this large are split into segments read in parallel.
 SPLIT_MIN_BYTES = 64 << 20
@@ -100,6 +108,7 @@ def read_segment(
     )
     pids: set[int] = set()
     try:
+        stream: IO[bytes] | TolerantGzip | _Range
         stream, raw = (
             memory_log(data)
             if data is not None
@@ -124,7 +133,7 @@ def read_segment(
                 last[0] = pos
 
         try:
-            for e in decode_entries(
+            for ent in decode_entries(
                 stream,
                 path,
                 diag,
@@ -138,19 +147,21 @@ def read_segment(
                 envelopes=None if validate_all else ps.envelopes,
                 rank_hint=seg.log.rank_hint,
             ):
-                key = canonical[e.key]  # one key object a kind, not one per event (a dense log holds
+                key = canonical[ent.key]  # one key object a kind, not one per event (a dense log holds
                 parser = table[key]  # hundreds of thousands of events until its file is built)
-                if e.pid is not None:
-                    pids.add(e.pid)
+                if ent.pid is not None:
+                    pids.add(ent.pid)
                 try:
-                    value: Any = parser.parse(e.payload if parser.needs_payload else None, e.envelope)
+                    value: Any = parser.parse(ent.payload if parser.needs_payload else None, ent.envelope)
                 except ArtifactError as err:
-                    diag.add("bad_artifact", path, e.line, f"{e.artifact_name or e.entry_type}: {err}"[:160])
+                    diag.add(
+                        "bad_artifact", path, ent.line, f"{ent.artifact_name or ent.entry_type}: {err}"[:160]
+                    )
                     continue
                 add_key(key)  # the event, column by column
                 add_value(value)
-                add_cid(e.compile_id or NO_COMPILE_ID)
-                add_line(e.line)
+                add_cid(ent.compile_id or NO_COMPILE_ID)
+                add_line(ent.line)
         except OSError as err:
             diag.add("unreadable_file", path, 0, str(err)[:120])
         check_gzip(stream if not isinstance(stream, _Range) else raw, path, diag)
@@ -281,7 +292,8 @@ def file_segments(logs: list[LogFile], jobs: int) -> Iterator[list[Segment]]:
             yield [Segment(lg)]
             continue
         edges = [0] + [c for c in cuts if 0 < c < lg.size] + [None]
-        yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:], strict=False)]
+        # only the last edge is None, and it ends a segment: it never starts one
+        yield [Segment(lg, a, b, rank) for a, b in zip(edges, edges[1:], strict=False)]  # type: ignore[arg-type]
 
 
 #: Less than this in all is read in this process, like one file of that size (SPLIT_MIN_BYTES):
@@ -386,7 +398,8 @@ def read_listed(
     del names  # the batches hold the names, each dropped once read
 
     def total() -> None:  # while the workers read
-        on_total(sum(listed_size(path) for batch in batches for path, _hint in batch))
+        # given only with on_total (below); every batch is there before the first is read
+        on_total(sum(listed_size(path) for batch in batches for path, _hint in batch))  # type: ignore[misc,union-attr]
 
     for _b, batch, part in _read_piped(
         batches, jobs, validate_all, _read_named, between=None if on_total is None else total
@@ -600,8 +613,8 @@ def _read_piped(
             batch, batches[b] = batches[b], None  # dropped once its results are used
             part = None
             if b >= here and workers:
-                k = claims.owner(b)
-                part = None if k is None else _take(workers[k][1], b, pickle.loads)
+                owner = claims.owner(b)
+                part = None if owner is None else _take(workers[owner][1], b, pickle.loads)
                 if part is None or len(part) != len(batch):  # a worker failed: the rest is read here
                     part = None
                     _kill(workers)

@@ -141,7 +141,8 @@ def _dir_names(
         skipped.extend(os.path.join(directory, n) for n in rest if n not in read)
     # entries named like trace logs that are not regular files: dangling symlinks, symlink
     # loops, directories, FIFOs (reported, never opened)
-    for _name, path in sorted(odd):
+    for _name, path in sorted(odd):  # none without diagnostics (above)
+        assert diagnostics is not None
         diagnostics.add("unreadable_file", path, 0, _not_a_file(path))
     return chosen, links
 
@@ -246,7 +247,7 @@ def find_log_names(
 WHOLE_READ_MAX = 64 << 10
 
 
-def open_log(path: str, size: int | None = None) -> tuple[IO[bytes], IO[bytes]]:
+def open_log(path: str, size: int | None = None) -> tuple[IO[bytes] | TolerantGzip, IO[bytes]]:
     """Open a log for binary reading, through gzip when it starts with the gzip magic.
 
     Returns ``(stream, raw)``: read from ``stream``; ``raw.tell()`` is the position on disk
@@ -277,7 +278,7 @@ def open_log(path: str, size: int | None = None) -> tuple[IO[bytes], IO[bytes]]:
     return raw, raw
 
 
-def memory_log(data: bytes) -> tuple[IO[bytes], IO[bytes]]:
+def memory_log(data: bytes) -> tuple[IO[bytes] | TolerantGzip, IO[bytes]]:
     """:func:`open_log` of a file's bytes, already read (through gzip when they start with its
     magic)."""
     mem = io.BytesIO(data)

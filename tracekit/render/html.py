@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -314,7 +314,7 @@ def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
         stats.append(
             f"<span>{esc(fmt_mb(t.get('mb_before')))} MB &rarr; {esc(fmt_mb(t.get('mb_after')))} MB</span>"
         )
-    v = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
+    v: Any = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
     titles = {
         "divergence": "bucketing outcome",
         "schedule_divergence": "final schedule",
@@ -382,7 +382,7 @@ def section_world(world: dict[str, Any]) -> str:
 def not_prebucketed_row(d: dict[str, Any], has_final: bool) -> list[str]:
     """A graph-table row of a graph torch never pre-bucketed (a ``did_nothing`` item with an
     ``outcome``): "not pre-bucketed", its scheduled counts N->N and MB."""
-    counts = d.get("counts") if isinstance(d.get("counts"), dict) else {}
+    counts: Any = d.get("counts") if isinstance(d.get("counts"), dict) else {}
     nbytes = d.get("total_bytes")
     mb = esc(fmt_mb(round(nbytes / 2**20, 3))) if isinstance(nbytes, int) else "-"
     row = [
@@ -400,7 +400,7 @@ def not_prebucketed_row(d: dict[str, Any], has_final: bool) -> list[str]:
     return row
 
 
-def graph_table(graphs: list[dict[str, Any]], not_prebucketed: list[dict[str, Any]] = ()) -> str:
+def graph_table(graphs: list[dict[str, Any]], not_prebucketed: Sequence[dict[str, Any]] = ()) -> str:
     """Each graph's outcome: counts before->after, MB, and the final schedule's counts; then
     the graphs never pre-bucketed (:func:`not_prebucketed_row`)."""
     has_final = any("final" in g for g in graphs) or bool(not_prebucketed)
@@ -469,7 +469,7 @@ def final_schedule(graph: dict[str, Any]) -> str:
     )
 
 
-def section_groups(groups: list[dict[str, Any]], not_prebucketed: list[dict[str, Any]] = ()) -> str:
+def section_groups(groups: list[dict[str, Any]], not_prebucketed: Sequence[dict[str, Any]] = ()) -> str:
     if not groups:
         return (
             '<section id="groups"><h2>Rank groups</h2><p class="muted">this document has '
@@ -639,10 +639,10 @@ def sizes_svg(sizes: dict[str, Any], title: str) -> str:
     """Bars of each collective's size, the list before bucketing above the one after."""
     lists = [(w, [s for s in sizes.get(w) or [] if isinstance(s, dict)]) for w in ("before", "after")]
     lists = [(w, lst) for w, lst in lists if lst or w == "before"]
-    peak = max(
-        [s.get("size_mb") for _, lst in lists for s in lst if isinstance(s.get("size_mb"), (int, float))]
-        + [1e-9]
-    )
+    known: list[Any] = [  # numbers
+        s.get("size_mb") for _, lst in lists for s in lst if isinstance(s.get("size_mb"), (int, float))
+    ]
+    peak = max(known + [1e-9])
     width, left, row_h, gap = 560, 92, 56, 18
     plot_w = width - left - 8
     height = len(lists) * (row_h + gap) + 22
@@ -662,7 +662,7 @@ def sizes_svg(sizes: dict[str, Any], title: str) -> str:
         step = plot_w / max(len(shown), 1)
         bar_w = max(min(step - 1, 28), 0.8)
         for i, s in enumerate(shown):
-            mb = s.get("size_mb") if isinstance(s.get("size_mb"), (int, float)) else 0
+            mb: Any = s.get("size_mb") if isinstance(s.get("size_mb"), (int, float)) else 0
             h = max(row_h * mb / peak, 1)
             kind = s.get("type") if s.get("type") in ("AG", "RS", "AR") else "AR"
             parts.append(

@@ -112,7 +112,7 @@ def comm_layout(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
     return _serial(out, {n.get("name"): n.get("group") for n in nodes if n.get("type") == "collective"})
 
 
-def _serial(spans: dict[str, tuple[float, float]], group: dict[str, Any]) -> dict[str, tuple[float, float]]:
+def _serial(spans: dict[str, tuple[float, float]], group: dict[Any, Any]) -> dict[str, tuple[float, float]]:
     """Spans of one group never overlap: a span that begins before the previous one's end starts at it."""
     last: dict[Any, float] = {}
     out = {}
@@ -158,7 +158,7 @@ def _graph_slices(
 ) -> float:
     """Append one graph's slices (compute, exposed, communication); returns where its compute
     stream ends."""
-    layout = comm_layout(nodes)
+    layout: dict[Any, tuple[float, float]] = comm_layout(nodes)  # looked up by a node's name, maybe None
     kinds = {n.get("name"): n.get("kind", "") for n in nodes if n.get("type") == "collective"}
     end = 0.0
     for n in nodes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from tracekit.replay.recommend import pareto_front, recommend
 
@@ -22,7 +22,7 @@ def _esc(v: Any) -> str:
     return html.escape(str(v), quote=True)
 
 
-def _num(v: Any) -> bool:
+def _num(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -169,7 +169,8 @@ def section_sweep(replay: dict[str, Any]) -> str:
         if isinstance(replay.get("recommendation"), dict)
         else recommend(step, None)
     )
-    front = replay.get("pareto_front") if isinstance(replay.get("pareto_front"), list) else pareto_front(step)
+    given = replay.get("pareto_front")
+    front = given if isinstance(given, list) else pareto_front(step)
     front = [
         s for s in front if isinstance(s, dict) and _num(s.get("est_ms")) and _num(s.get("peak_memory_bytes"))
     ]

@@ -94,7 +94,7 @@ def section_line(title: str, text: str, fmt: str = "table") -> str:
     return f"{title}: {text}\n"
 
 
-#: The unit convention, the same in every command and format (README, "Units"): said once under
+#: The unit convention, the same in every command and format (docs/output.md, "Units"): said once under
 #: each table that shows sizes.
 UNITS_MB = "MB: 2^20 bytes (MiB, as torch's bucket cap)"
 #: What an all-gather's size is, where full sizes (MB) and per-rank bytes sit side by side.
@@ -128,6 +128,7 @@ def fmt_caps(values: Iterable[float | None]) -> dict[float | None, str]:
     distinct one apart: 1.001, 1.002 and 1.0019 read ``1.001``, ``1.002``, ``1.0019``, never two
     ``1.002`` that planned differently."""
     distinct = sorted({v for v in values if v is not None})
+    texts: dict[float | None, str]
     for decimals in range(3, 16):
         texts = {v: f"{v:.{decimals}f}".rstrip("0").rstrip(".") for v in distinct}
         if len(set(texts.values())) == len(distinct):

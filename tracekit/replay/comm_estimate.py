@@ -81,13 +81,13 @@ def hardware_model(hw: Hardware) -> Iterator[None]:
         if hw.interconnect is not None:
             chosen = ca.InterconnectType[hw.interconnect]
             generation = _GENERATION[hw.interconnect]
-            ca.get_gpu_type = lambda: generation  # type: ignore[assignment]
-            ca._has_nvlink = lambda: chosen != ca.InterconnectType.PCIE  # type: ignore[assignment]
-            ca.detect_interconnect = lambda group_size: chosen  # type: ignore[assignment]
+            ca.get_gpu_type = lambda: generation
+            ca._has_nvlink = lambda: chosen != ca.InterconnectType.PCIE
+            ca.detect_interconnect = lambda group_size: chosen
         if hw.gpus_per_node is not None:
             per_node = int(hw.gpus_per_node)
-            torch.cuda.is_available = lambda: True  # type: ignore[assignment]
-            torch.cuda.device_count = lambda: per_node  # type: ignore[assignment]
+            torch.cuda.is_available = lambda: True
+            torch.cuda.device_count = lambda: per_node
         yield
     finally:
         for k, v in saved_ca.items():

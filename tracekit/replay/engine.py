@@ -546,15 +546,15 @@ def compare_final(recorded: Graph, sched: Any, after_overlap: bool = False) -> l
         h = [(c.group, c.bytes) for c in mine if c.kind == kind]
         if w != h:
             i = next((i for i, (a, b) in enumerate(zip(w, h, strict=False)) if a != b), min(len(w), len(h)))
-            a = w[i] if i < len(w) else "nothing"
-            b = h[i] if i < len(h) else "nothing"
-            out.append(f"{kind} #{i + 1} (group, bytes): recorded {a}, replayed {b}")
+            was = w[i] if i < len(w) else "nothing"
+            got = h[i] if i < len(h) else "nothing"
+            out.append(f"{kind} #{i + 1} (group, bytes): recorded {was}, replayed {got}")
             continue
         we = [c.est_ms for c in f.collectives if c.kind == kind]
         he = [c.est_ms for c in mine if c.kind == kind]
-        for i, (a, b) in enumerate(zip(we, he, strict=False)):
-            if a is not None and b == b and abs(a - b) > 5e-5:
-                out.append(f"{kind} #{i + 1}: recorded estimate {a} ms, replayed {b} ms")
+        for i, (rec_ms, rep_ms) in enumerate(zip(we, he, strict=False)):
+            if rec_ms is not None and rep_ms == rep_ms and abs(rec_ms - rep_ms) > 5e-5:
+                out.append(f"{kind} #{i + 1}: recorded estimate {rec_ms} ms, replayed {rep_ms} ms")
                 break
     return out
 
@@ -689,7 +689,7 @@ def _replay_caps(
         )
     run_schedule = options.overlap if options.overlap is not None else out.overlap_scheduled
     hw = options.hardware
-    requests = list(options.caps)
+    requests: list[CapRequest | None] = list(options.caps)
     if (options.bucket_mode or options.scheduler_overrides) and not requests:
         requests = [None]  # the recorded cap, in the what-if bucket mode or scheduler settings
     if run_schedule and options.jobs > 1:
@@ -818,7 +818,7 @@ def replay_sources(
         else:
             groups[key] = (src, [src.rank])
     rebuilt: dict[tuple, Any] = {}  # texts shared by entries that differ in their records
-    out = []
+    out: list[GraphReplay] = []
     for src, ranks in groups.values():
         n = len(out) + 1
         step = None if on_cap is None else (lambda done, total, n=n: on_cap(n, len(groups), done, total))
@@ -846,7 +846,7 @@ class ReplayRun:
 def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: dict | None = None) -> dict:
     """The ``tracekit.replay/3`` JSON document."""
     hw = options.hardware
-    doc = {
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "caps": [c.label for c in options.caps],
         "hardware": {
@@ -902,18 +902,18 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
     lowest = min(ranks) if ranks else None
     results = [r for r in results if lowest is None or lowest in r.rank_set]
     for i, label in enumerate(cap_labels(options)):
-        caps = [
+        at_cap = [
             r.reproduction if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
             for r in results
         ]
-        caps = [c for c in caps if c is not None]
+        caps = [c for c in at_cap if c is not None]
         scheds = [c.schedule for c in caps if c.schedule is not None]
         failed = len([c for c in caps if c.schedule_error])
         counts: dict[str, int] = {}
         for sc in scheds:
             for k, v in sc.counts().items():
                 counts[k] = counts.get(k, 0) + v
-        entry = {
+        entry: dict[str, Any] = {
             "cap": label,
             "rank": lowest,
             "bucket_cap_mb": sorted({c.bucket_cap_mb for c in caps}),

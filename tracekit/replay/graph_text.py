@@ -68,7 +68,7 @@ NAMED_VALUES.update(
         "torch.sparse_csc": torch.sparse_csc,
         "torch.sparse_bsr": torch.sparse_bsr,
         "torch.sparse_bsc": torch.sparse_bsc,
-        "torch._mkldnn": torch._mkldnn,  # type: ignore[attr-defined]
+        "torch._mkldnn": torch._mkldnn,
         "torch.jagged": torch.jagged,
         "torch.contiguous_format": torch.contiguous_format,
         "torch.preserve_format": torch.preserve_format,
@@ -510,7 +510,7 @@ def _parse(text: str) -> _Builder:
         raise GraphTextError(f"cannot parse graph text: {type(e).__name__}: {str(e)[:100]}") from None
     b = _Builder(lines)
     try:
-        b.class_name = b.module(tree)  # type: ignore[attr-defined]
+        b.class_name = b.module(tree)  # type: ignore[attr-defined]  # set here, read below
     except RecursionError:
         raise b.error("graph text nested too deeply") from None
     return b
@@ -553,13 +553,13 @@ def _build_graph_module(text: str, symbols: Mapping[str, int] | None) -> fx.Grap
     root = torch.nn.Module()
     for target, p in b.buffers.items():
         ann = p.annotation
-        shape = [sx.evaluate(e, values) for e in ann.shape]  # type: ignore[union-attr]
-        root.register_buffer(target, torch.empty(shape, dtype=ann.dtype, device="meta"))  # type: ignore[union-attr]
+        shape = [sx.evaluate(e, values) for e in ann.shape]  # type: ignore[union-attr]  # buffers are annotated
+        root.register_buffer(target, torch.empty(shape, dtype=ann.dtype, device="meta"))  # type: ignore[union-attr]  # as above
     try:
         b.graph.lint()
         # Lazy: fx generates the module's Python code only if it is asked for (forward, .code);
         # passes and plans only read the graph, and code generation is a third of the parse.
-        gm = _LazyGraphModule(root, b.graph, class_name=b.class_name)  # type: ignore[attr-defined]
+        gm = _LazyGraphModule(root, b.graph, class_name=b.class_name)  # type: ignore[attr-defined]  # set above
     except (RuntimeError, ValueError, TypeError, NameError, SyntaxError, AttributeError) as e:
         raise GraphTextError(f"the rebuilt graph does not lint: {type(e).__name__}: {str(e)[:200]}") from None
     gm.meta["fake_mode"] = mode

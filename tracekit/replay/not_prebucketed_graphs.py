@@ -147,7 +147,7 @@ class UnbucketedReplayer:
             if n.name in bucket_of:
                 merged[bucket_of[n.name]] = merged.get(bucket_of[n.name], 0) + n_bytes
             else:
-                units.append((kind, n_bytes))
+                units.append((kind, n_bytes))  # type: ignore[arg-type]  # a collective has a kind
         units += [(k, b) for (k, _), b in merged.items()]
         return ce.comm_ms(units, group_size, hw)
 
@@ -157,7 +157,7 @@ class UnbucketedReplayer:
 
         for n in self.collectives:
             try:
-                return int(group_size_of(n))
+                return int(group_size_of(n))  # type: ignore[arg-type]  # None: TypeError, caught below
             except Exception:  # noqa: BLE001 - a collective without the argument: try the next
                 continue
         return None
@@ -239,7 +239,7 @@ class UnbucketedReplayer:
         if fwd is None:
             return None
         if cap_mb is None:
-            cap_mb, source = self.forward_cap()
+            cap_mb, source = self.forward_cap()  # type: ignore[misc]  # a forward with groups has its cap
         else:
             source = "override"
         key = tuple(fwd.fsdp_groups), fwd.group_size
@@ -370,7 +370,7 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
     base = rp.comm_ms({}, group_size, hw)
     out["recorded"]["estimated_comm_ms"] = _ms(base)
     out["recorded"]["hardware"] = ce.describe(hw, group_size)
-    caps: list[tuple[float | None, str]] = []
+    caps: list[tuple[float | None, str | None]] = []
     for req in options.caps:
         if req.mb is None:
             cap = ce.auto_cap(group_size, hw)
@@ -392,6 +392,7 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
     if FORWARD_GROUPS in what_ifs and src.forward is not None:
         for cap_mb, source in caps or [(None, None)]:
             w = rp.with_groups(cap_mb, verify=options.apply, hw=hw)
+            assert w is not None  # src.forward is there
             ms = w.estimated_comm_ms
             out["replays"].append(
                 {

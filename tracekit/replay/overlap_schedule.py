@@ -321,7 +321,7 @@ def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = Non
     for n in gm.graph.nodes:
         if not _is_collective_start(n):
             continue
-        kind, op = collective_op(str(n.target))
+        kind, op = collective_op(str(n.target))  # type: ignore[misc]  # a collective (_is_collective_start)
         try:
             key = _estimate_key(n)
         except Exception:  # noqa: BLE001 - unbacked sizes: estimate this one without the cache
@@ -392,7 +392,7 @@ def schedule(
                     "dur_us": round(i.estimated_time_ms * 1e3, 3),
                     "exposed_us": round(i.exposed_time_ms * 1e3, 3),
                     "group": _group_name(n),
-                    "kind": collective_op(str(n.target))[0],
+                    "kind": collective_op(str(n.target))[0],  # type: ignore[index]  # a collective (in infos)
                     "bytes": i.size_bytes,
                     "members": members.get(n.name, [n.name]),
                     "hidden_by": [h.name for h in i.hiding_nodes],

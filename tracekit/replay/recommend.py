@@ -84,7 +84,7 @@ def recommend(step: list[dict[str, Any]], memory_budget_gb: float | None) -> dic
         key=lambda s: (s["peak_memory_bytes"], *prefer(s)),
     )
     keep = recorded is not None and any(s is recorded for s in pts) and recorded["est_ms"] <= fastest
-    if keep:
+    if keep and recorded is not None:  # (keep says so: for the type checker)
         best = recorded  # no cap is faster: changing the cap buys nothing
     cap = best["bucket_cap_mb"][0]
     return {

@@ -106,8 +106,8 @@ def replay_sources_for(
         )
     for sel in graphs or []:
         if next(select(sources, [sel]), None) is None:
-            there = ", ".join(dict.fromkeys(f"{s.compile_id}:{s.graph_index}" for s in sources))
+            listed = ", ".join(dict.fromkeys(f"{s.compile_id}:{s.graph_index}" for s in sources))
             raise SelectionError(
-                f"graph {_selector_text(sel)} is not in the logs (graphs there: {there or 'none'})"
+                f"graph {_selector_text(sel)} is not in the logs (graphs there: {listed or 'none'})"
             )
     return list(select(sources, graphs or []))
