@@ -28,10 +28,23 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
 
     ``jobs``: worker processes (default: the cores); ``strict``: raise
     ``tracekit.read.reader.StrictError`` on any bad input; ``progress``: see ``tracekit.read.reader.load``.
+    Raises ``FileNotFoundError`` when a path does not exist, or a directory holds no log file:
+    it never returns an empty Run for a typo.
     """
-    from tracekit.read.reader import load as _load
+    import errno
+    import os
 
-    return _load(paths, jobs=jobs, strict=strict, progress=progress)
+    from tracekit.read.reader import load as _load
+    from tracekit.read.reader import path_list
+
+    for p in path_list(paths):
+        if not os.path.lexists(p):
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", p)
+    run = _load(paths, jobs=jobs, strict=strict, progress=progress)
+    if not run.ranks and not run.unplaced and "no_log_files" in run.diagnostics.counts:
+        where = next(e for e in run.diagnostics.examples if e["kind"] == "no_log_files")
+        raise FileNotFoundError(errno.ENOENT, where["detail"], where["file"])
+    return run
 
 
 def replay_run(paths, caps=(), **options):

@@ -7,6 +7,8 @@ import gzip
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import FIXTURE_LOGS
 from tracekit.analyze.summarize import summary_document
 from tracekit.commands.summarize_cmd import render_text
@@ -138,3 +140,35 @@ def test_a_gz_of_a_plain_log_is_a_copy_not_another_run(tmp_path):
         {"kind": "copied_file", "file": str(gz), "line": 0,
          "detail": f"a copy (the same log once decompressed) of {plain}: read once"}
     ]
+
+
+def test_python_load_of_a_missing_path_raises(tmp_path):
+    import tracekit
+
+    missing = tmp_path / "no_such_dir"
+    with pytest.raises(FileNotFoundError) as e:
+        tracekit.load(missing)
+    assert e.value.filename == str(missing) and e.value.strerror == "no such file or directory"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError) as e:
+        tracekit.load(tmp_path / "empty")
+    assert e.value.filename == str(tmp_path / "empty")
+    assert e.value.strerror == "directory holds no .log or .log.gz file"
+    # one missing path among real ones raises too: no half run for a typo
+    with pytest.raises(FileNotFoundError):
+        tracekit.load([FIXTURE_LOGS / "spmd_auto", missing])
+    assert len(tracekit.load(FIXTURE_LOGS / "spmd_auto", jobs=1).ranks) == 4
+
+
+def test_an_ok_run_where_nothing_merged_says_so():
+    # overlap_cap_a: a 1.5 MB cap under 6 MB layers, every count N -> N
+    doc = summary_document(load(FIXTURE_LOGS / "overlap_cap_a", jobs=1))
+    assert doc["verdict"]["status"] == "agree"
+    assert doc["verdict"]["text"] == (
+        "OK: all 2 ranks agree on all 2 graphs; NOTHING MERGED: pre-bucketing merged no collective "
+        "in any graph (cap 1.5 MB); see Bucketing did nothing"
+    )
+    # a run that merged some says nothing of it
+    assert summary_document(load(FIXTURE_LOGS / "overlap_cap_b", jobs=1))["verdict"]["text"] == (
+        "OK: all 2 ranks agree on all 2 graphs"
+    )

@@ -539,9 +539,28 @@ def _verdict(
         {g.key for r in run.ranks for g in r.graphs}
         | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")}
     )
+    news = nothing_merged_text(run, t)
     if n == 1:
-        return {"status": "agree", "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}"}
-    return {"status": "agree", "text": f"OK: all {n} ranks agree on all {ngraphs} graphs"}
+        return {
+            "status": "agree",
+            "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}" + news,
+        }
+    return {"status": "agree", "text": f"OK: all {n} ranks agree on all {ngraphs} graphs" + news}
+
+
+def nothing_merged_text(run: Run, t: dict[str, Any]) -> str:
+    """The verdict's news when pre-bucketing merged no collective in any graph it ran on (every
+    count N -> N), e.g. ``; NOTHING MERGED: pre-bucketing merged no collective in any graph
+    (cap 0.001 MB); see Bucketing did nothing``; empty when some graph merged some, or there is
+    no collective to merge."""
+    c = t["collectives"]
+    if not t["graphs"] or not any(v["before"] for v in c.values()):
+        return ""
+    if any(v["before"] != v["after"] for v in c.values()):
+        return ""
+    caps = sorted({g.bucket_cap_mb for r in run.ranks for g in r.graphs})
+    cap = "cap " + ", ".join(f"{x:.6g}" for x in caps[:3]) + (", ..." if len(caps) > 3 else "") + " MB"
+    return f"; NOTHING MERGED: pre-bucketing merged no collective in any graph ({cap}); see Bucketing did nothing"
 
 
 def _with_ranges(items: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:
