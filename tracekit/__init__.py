@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from tracekit.model import CollectiveSize, Counts, Diagnostics, Graph, Rank, Run, Sizes
 
+#: The release, as pyproject.toml's [project] version says (tests/project/test_version.py).
+__version__ = "0.1.0"
+
 __all__ = [
+    "__version__",
     "Counts",
     "CollectiveSize",
     "Diagnostics",

@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class OneLineUsageError(click.ClickException):
-    """A usage error shown as the README promises: one line, ``tracekit COMMAND: MESSAGE``, status 2
+    """A usage error shown as docs/output.md promises: one line, ``tracekit COMMAND: MESSAGE``, status 2
     (click's own form is a four-line usage block)."""
 
     exit_code = 2

@@ -1,4 +1,4 @@
-"""The exit policy and its messages, the same from every command (README, "Exit status"):
+"""The exit policy and its messages, the same from every command (docs/output.md, "Exit status"):
 usage errors are one line on stderr (never click's usage block), the same bad input gets the
 same status from every command, nothing to replay or explain is no finding, and the numbers a
 command prints are the numbers it used (caps told apart, what-ifs at the verified precision).

@@ -1,6 +1,6 @@
 """What every command shares: the exit-status policy and the common options.
 
-Exit status, the same for every command (README, "Exit status"):
+Exit status, the same for every command (docs/output.md, "Exit status"):
 
 - ``0`` (:data:`OK`): done, nothing to report;
 - ``1`` (:data:`FINDINGS`): findings the caller asked to fail on (``--strict`` with bad input,

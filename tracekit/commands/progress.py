@@ -13,7 +13,7 @@ import sys
 import time
 from typing import IO
 
-#: MB here are those of every table: 2^20 bytes (README, "Units").
+#: MB here are those of every table: 2^20 bytes (docs/output.md, "Units").
 MB = 1 << 20
 
 

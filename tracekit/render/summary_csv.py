@@ -23,7 +23,7 @@ apply (a spreadsheet filters on ``section``; pandas reads it with ``read_csv``):
 - ``did_nothing``: the graphs where bucketing merged nothing; ``diagnostic``: each kind of bad
   input and its count; ``note``: each note.
 
-MB are 2^20 bytes, as in every format (README, "Units"). The document is the one
+MB are 2^20 bytes, as in every format (docs/output.md, "Units"). The document is the one
 :func:`tracekit.analyze.summarize.summary_document` makes; nothing here reads a file.
 """
 
