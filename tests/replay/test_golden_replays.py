@@ -11,6 +11,14 @@ from golden.make_replay_golden import load_golden, outputs
 
 GOLDEN = load_golden()
 
+torch = pytest.importorskip("torch")
+# The golden outputs are the main install's (torch 2.13.0, README): they name the replaying torch
+# and hold its scheduler's figures, so .ci/run's venvs of torch 2.14.1 and 2.15.0 skip them
+# (tests/replay/test_torch_releases.py checks replay there against the logs themselves).
+pytestmark = pytest.mark.skipif(
+    torch.__version__.split("+")[0] != "2.13.0", reason="golden outputs are torch 2.13.0's"
+)
+
 
 @pytest.fixture(scope="module")
 def now():

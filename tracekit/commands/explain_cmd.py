@@ -194,6 +194,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("no recorded pre_bucketing_fsdp_collectives outcome matched\n")
     if doc["graphs"]:
         out.append(f"\n{UNITS_MB}; {UNITS_SIZES}.\n")
+    from tracekit.replay.torch_versions import torch_lines
+
+    versions = torch_lines(doc.get("torch"))  # which torch wrote the logs, which one explains them
+    if versions:
+        out.append("\n" + "".join(f"{ln}\n" for ln in versions))
     for note in doc.get("notes", []):
         out.append(f"\nnote: {note}\n")
     return "".join(out)
@@ -327,6 +332,11 @@ def explain(paths, rank, graphs, fmt, output):
         doc = explain_mixed(
             mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()}, progress=status
         )
+    import torch
+
+    from tracekit.replay.torch_versions import torch_section
+
+    doc["torch"] = torch_section(doc["graphs"], torch.__version__)
     with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
         write(
             (

@@ -238,6 +238,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     from tracekit.render.replay_schedule_text import render_schedule
 
     out.append(render_schedule(doc, fmt))
+    from tracekit.replay.torch_versions import torch_lines
+
+    versions = torch_lines(doc.get("torch"))  # which torch wrote the logs, which one replays them
+    if versions:
+        out.append("\n" + "".join(f"{ln}\n" for ln in versions))
     t = doc["totals"]
     graphs = plural(t["graphs"], "graph")
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays

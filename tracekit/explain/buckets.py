@@ -85,6 +85,7 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
         "compile_id": src.compile_id,
         "graph_index": src.graph_index,
         "file": g.file,
+        "log_torch": getattr(src, "torch_version", None),
         "line": g.line,
         "cap_mb": g.bucket_cap_mb,
         "recorded": {

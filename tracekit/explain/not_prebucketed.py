@@ -106,6 +106,7 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
         "compile_id": src.compile_id,
         "graph_index": src.graph_index,
         "file": src.file,
+        "log_torch": getattr(src, "torch_version", None),
         "line": src.line,
         "outcome": OUTCOME,
         "cap_mb": None,

@@ -207,6 +207,8 @@ class GraphSource:
     compute_estimates_us: dict[str, float] | None = None
     estimates_after_overlap: bool = False
     post_grad: PostGradGraph | None = field(default=None, repr=False, compare=False)
+    #: the torch that wrote the log (its torch_version entry: "2.14.1+cu132"), None if not logged
+    torch_version: str | None = None
 
 
 @dataclass
@@ -232,6 +234,8 @@ class UnbucketedSource:
     text_artifact: str | None = "before_post_grad_graph"
     #: the graph's recorded compute estimates ("Benchmarked Est(us)" by node name), if logged
     compute_estimates_us: dict[str, float] | None = None
+    #: the torch that wrote the log, None if not logged
+    torch_version: str | None = None
 
 
 class RankBuilder:
@@ -332,6 +336,7 @@ class RankBuilder:
                         compute_estimates_us=None
                         if pg.compute_estimates is None
                         else pg.compute_estimates.benchmarked_us,
+                        torch_version=self.torch_version,
                     )
                 )
 
@@ -415,7 +420,17 @@ class RankBuilder:
             for kind, long in (("AG", "all_gather"), ("RS", "reduce_scatter"))
         }
         self.sources.append(
-            GraphSource(self.rank, cid, idx, g, text, art, recorded_buckets=recorded, post_grad=pg)
+            GraphSource(
+                self.rank,
+                cid,
+                idx,
+                g,
+                text,
+                art,
+                recorded_buckets=recorded,
+                post_grad=pg,
+                torch_version=self.torch_version,
+            )
         )
 
 

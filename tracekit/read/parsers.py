@@ -743,6 +743,7 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
     EstimationAfterOverlapParser(),
     ComputeEstimatesParser(),
     OverlapGraphMarkerParser(),
+    TorchVersionParser(),  # which torch wrote the log: replay and explain say it beside their own
 )
 
 

@@ -180,8 +180,10 @@ def section_sweep(replay: dict[str, Any]) -> str:
         marks["recorded"] = recorded["bucket_cap_mb"][0]
     if rec and _num(rec.get("cap_mb")):
         marks["recommended"] = rec["cap_mb"]
+    replayed_by = (replay.get("torch") or {}).get("replay") if isinstance(replay.get("torch"), dict) else None
+    who = f"torch {_esc(str(replayed_by).split('+')[0])}'s" if replayed_by else "torch's"
     out.append(
-        '<p class="muted">torch 2.13\'s estimates from the replay (recorded compute estimates, '
+        f'<p class="muted">{who} estimates from the replay (recorded compute estimates, '
         "NCCL model, roofline), not measurements: est = compute + exposed communication, summed "
         "over the step's graphs; peak: the largest graph's.</p>"
     )

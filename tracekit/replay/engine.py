@@ -183,6 +183,7 @@ class GraphReplay:
     # why the replay is incomplete beyond its caps' scheduler failures (e.g. a group it could not
     # register): such a graph is "partial", never "reproduced"
     partial_reasons: list[str] = field(default_factory=list)
+    log_torch: str | None = None  # the torch that wrote the log (its torch_version entry)
 
     @property
     def label(self) -> str:
@@ -228,6 +229,7 @@ class GraphReplay:
             "text_artifact": self.text_artifact,
             "file": g.file,
             "line": g.line,
+            "log_torch": self.log_torch,
             "error": self.error,
             "nodes": self.nodes,
             "symbols": dict(self.symbols),
@@ -618,6 +620,7 @@ def replay_source(
         overlap_scheduled=bool(getattr(src, "overlap_scheduled", False)),
         compute_estimates_us=getattr(src, "compute_estimates_us", None),
         estimates_after_overlap=bool(getattr(src, "estimates_after_overlap", False)),
+        log_torch=getattr(src, "torch_version", None),
     )
     if src.text is None:
         out.error = (
@@ -794,6 +797,7 @@ def same_replay_key(src: Any) -> tuple:
         tuple(compute.items()),
         bool(getattr(src, "overlap_scheduled", False)),
         None if final is None else tuple((c.kind, c.group, c.bytes, c.est_ms) for c in final.collectives),
+        getattr(src, "torch_version", None),
     )
 
 
@@ -879,6 +883,12 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
         },
     }
     doc["totals"]["step"] = step_totals(results, options)
+    import torch
+
+    from tracekit.replay.torch_versions import EXPOSED_BASIS, torch_section
+
+    doc["torch"] = torch_section(doc["graphs"], torch.__version__)
+    doc["scheduler"]["exposed_ms"] = EXPOSED_BASIS
     if extra:
         doc.update(extra)
     return doc

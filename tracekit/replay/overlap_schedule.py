@@ -124,14 +124,15 @@ def gpu_peaks(gpu: Gpu):
     saved = [
         (m, n, getattr(m, n))
         for m in (inductor_utils, runtime_estimation)
-        for n in ("get_gpu_dram_gbps", "get_device_tflops")
+        # torch 2.15's roofline asks get_device_dram_gbps(device); 2.13 and 2.14 get_gpu_dram_gbps()
+        for n in ("get_gpu_dram_gbps", "get_device_dram_gbps", "get_device_tflops")
         if hasattr(m, n)
     ]
     try:
         for m, n, _ in saved:
-            setattr(
-                m, n, (lambda: gpu.dram_gbps) if n == "get_gpu_dram_gbps" else (lambda dtype=None: gpu.tflops)
-            )
+            # any arguments: torch 2.15 asks get_device_tflops(dtype, device=...), 2.13 (dtype)
+            value = gpu.tflops if n == "get_device_tflops" else gpu.dram_gbps
+            setattr(m, n, lambda *args, _value=value, **kwargs: _value)
         yield
     finally:
         for m, n, f in saved:

@@ -99,8 +99,16 @@ def recommend(step: list[dict[str, Any]], memory_budget_gb: float | None) -> dic
         else round(best["est_ms"] - recorded["est_ms"], 4),
         "memory_budget_gb": memory_budget_gb,
         "config": CONFIG_LINE.format(cap=f"{cap:g}"),
-        "basis": "torch 2.13's estimates (recorded compute estimates, NCCL model, roofline), not measurements",
+        "basis": f"torch {_torch_version()}'s estimates (recorded compute estimates, NCCL model, roofline), "
+        "not measurements",
     }
+
+
+def _torch_version() -> str:
+    """The replaying torch's release (``2.15.0``): the estimates are its scheduler's."""
+    import torch
+
+    return torch.__version__.split("+")[0]
 
 
 __all__ = ["CONFIG_LINE", "cap_grid", "pareto_front", "recommend"]

@@ -1,0 +1,88 @@
+"""Replay under the running torch (2.13.0 in the main install, 2.14.1 and 2.15.0 in .ci/run's
+venvs): the logs that release wrote reproduce, with torch's own exposed ms where the log's run
+kept it (overlap_results.json), and a log of another release says what differs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import FIXTURE_LOGS
+
+torch = pytest.importorskip("torch")
+
+RUNNING = torch.__version__.split("+")[0]
+
+
+def _release_of(scenario: str) -> str:
+    """The release that wrote a scenario's logs (its torch_version entry), read without torch."""
+    from tracekit.read.reader import load
+
+    (version,) = {r.torch_version for r in load(FIXTURE_LOGS / scenario).ranks}
+    return version.split("+")[0]
+
+
+SCENARIOS = sorted(p.name for p in FIXTURE_LOGS.iterdir() if p.is_dir())
+OWN = [s for s in SCENARIOS if _release_of(s) == RUNNING]
+OTHER = [s for s in ("overlap_cap_a", "overlap_cap_a_torch2.15") if _release_of(s) != RUNNING]
+
+
+def test_the_running_release_wrote_some_fixtures():
+    assert OWN, f"no fixture log written by torch {RUNNING}"
+
+
+@pytest.mark.parametrize("scenario", OWN)
+def test_logs_of_the_running_release_reproduce_with_torchs_exposed_ms(scenario):
+    import tracekit.replay
+
+    run = tracekit.replay.replay(str(FIXTURE_LOGS / scenario))
+    doc = run.to_dict()
+    assert [g["verdict"] for g in doc["graphs"]] == ["reproduced"] * len(doc["graphs"])
+    assert doc["totals"]["partial"] == 0
+    for g in run.graphs:
+        if g.overlap_scheduled:  # the scheduler ran on every graph it ran on in the log
+            assert g.reproduction.schedule is not None, g.reproduction.schedule_error
+            assert g.final_reproduced is not False, g.final_mismatches
+    results = FIXTURE_LOGS / scenario / "overlap_results.json"
+    if results.exists():
+        want = {x["graph_index"]: x for x in json.loads(results.read_text())["graphs"]}
+        for g in run.graphs:
+            torch_ms = want[g.graph_index]["exact_total_exposed_ms"]
+            assert abs(g.reproduction.schedule.exposed_ms - torch_ms) <= max(0.02, 0.05 * torch_ms)
+
+
+@pytest.mark.parametrize("scenario", OTHER)
+def test_a_log_of_another_release_says_what_differs(scenario):
+    from tracekit.commands.replay_cmd import render_text
+    from tracekit.replay.torch_versions import differences
+
+    import tracekit.replay
+
+    doc = tracekit.replay.replay(str(FIXTURE_LOGS / scenario)).to_dict()
+    (log,) = doc["torch"]["logs"]
+    wrote = _release_of(scenario)
+    assert log["version"].split("+")[0] == wrote and doc["torch"]["replay"] == torch.__version__
+    kinds = [d.split(":", 1)[0] for d in log["differences"]]
+    crosses_214 = (wrote >= "2.14") != (RUNNING >= "2.14")
+    crosses_215 = (wrote >= "2.15") != (RUNNING >= "2.15")
+    assert kinds == ["simple_overlap"] * crosses_214 + ["bucket layouts"] * crosses_215
+    assert log["differences"] == differences(log["version"], torch.__version__)
+    # the same model at the same cap: counts and final sequence still reproduce across releases
+    assert (log["graphs"], log["counts_reproduced"], log["final_reproduced"]) == (2, 2, 2)
+    text = render_text(doc, "table")
+    assert (
+        f"torch: logs written by torch {log['version']}, replayed by torch {torch.__version__}; "
+        "counts reproduced on 2 of 2 graphs, final sequence 2 of 2\n" in text
+    )
+    assert "".join(f"  differs: {d}\n" for d in log["differences"]) in text
+
+
+def test_differences_between_releases():
+    from tracekit.replay.torch_versions import differences
+
+    assert differences("2.13.0+cpu", "2.13.1") == []
+    assert differences(None, "2.15.0") == []
+    assert [d.split(":")[0] for d in differences("2.13.0+cpu", "2.14.1+cu132")] == ["simple_overlap"]
+    assert [d.split(":")[0] for d in differences("2.14.1", "2.15.0")] == ["bucket layouts"]
+    assert [d.split(":")[0] for d in differences("2.15.0", "2.13.0")] == ["simple_overlap", "bucket layouts"]

@@ -1,0 +1,116 @@
+"""Two torches: the one that wrote a log and the one that replays it, and what differs between
+them where it changes a replay's answer.
+
+torch 2.13, 2.14 and 2.15 run the same FSDP pre-bucketing pass (``fx_passes/fsdp.py``), but:
+
+- from 2.14, inductor's ``simple_overlap`` (``aten_distributed_optimizations.enable_simple_overlap``,
+  on by default) runs in inductor's scheduler after the FX passes: it moves waits later, never
+  reorders collectives. A 2.14+ log's ``inductor_collective_schedule`` has its wait positions;
+  replay runs the FX overlap scheduler only, so its exposed ms is the figure before it;
+- 2.15 changed ``fx_passes/bucketing.py`` (foreach grouping by contiguity, duplicate waits
+  removed, padded cats matched) and ``overlap_scheduling.py`` (other scheduling decisions with
+  the same estimates), so a replay on 2.15 of an older log, or the reverse, can lay buckets out
+  otherwise and expose other times.
+
+Used by the replay document (``torch``) and its text view; never imports torch itself (the
+replaying version is handed in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: What the replayed "exposed ms" is, said in every schedule legend and in the JSON.
+EXPOSED_BASIS = (
+    "exposed ms: torch's FX overlap scheduler's figure (the one torch logs as 'Overlap scheduling "
+    "results'), before inductor's simple_overlap, which torch 2.14 and later run on lowered nodes "
+    "afterwards; replay cannot run it (it needs inductor's lowering), and since it only moves waits "
+    "later it can only hide more: on a 2.14+ run the figure is an upper bound"
+)
+
+
+def release(version: str | None) -> tuple[int, int] | None:
+    """``"2.14.1+cu132"`` -> ``(2, 14)``; None when unknown or unreadable."""
+    if not version:
+        return None
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or "x")
+    except (ValueError, IndexError):
+        return None
+
+
+def differences(log: str | None, replay: str) -> list[str]:
+    """What differs between the torch that wrote a log (``log``) and the one replaying it, where
+    it matters to a replay: [] when they are the same line or the log did not say."""
+    a, b = release(log), release(replay)
+    if a is None or b is None or a == b:
+        return []
+    out = []
+    if (a >= (2, 14)) != (b >= (2, 14)):
+        newer = log if a >= (2, 14) else replay
+        out.append(
+            f"simple_overlap: torch {newer} runs inductor's simple_overlap after the FX passes (on by "
+            "default from 2.14), the other torch does not; it moves waits later, so the recorded "
+            "inductor_collective_schedule's wait positions differ, and exposed ms here is the FX "
+            "scheduler's, before it, under both"
+        )
+    if (a >= (2, 15)) != (b >= (2, 15)):
+        out.append(
+            f"bucket layouts: torch 2.15 changed fx_passes/bucketing.py (foreach all-gather inputs "
+            f"grouped by contiguity, duplicate waits removed, padded cats matched) and the overlap "
+            f"scheduler's decisions; the replay buckets and schedules as torch {replay} does, the "
+            f"log as torch {log} did"
+        )
+    return out
+
+
+def torch_section(graphs: list[Any], replay: str) -> dict[str, Any]:
+    """The replay (and explain) document's ``torch``: the replaying torch, each log torch with
+    the graphs it wrote and how many of those reproduced (counts, and the final sequence where
+    recorded; explain's documents have no final sequence), and what differs between each log
+    torch and the replaying one. ``graphs``: the document's graph dicts (``log_torch``,
+    ``counts_reproduced`` or ``reproduced``, ``final_reproduced``)."""
+    logs: dict[str, dict[str, Any]] = {}
+    for g in graphs:
+        v = g.get("log_torch") or "not logged"
+        e = logs.setdefault(
+            v,
+            {
+                "version": None if v == "not logged" else v,
+                "graphs": 0,
+                "counts_reproduced": 0,
+                "final_recorded": 0,
+                "final_reproduced": 0,
+                "differences": differences(None if v == "not logged" else v, replay),
+            },
+        )
+        e["graphs"] += 1
+        e["counts_reproduced"] += bool(g.get("counts_reproduced", g.get("reproduced")))
+        e["final_recorded"] += g.get("final_reproduced") is not None
+        e["final_reproduced"] += bool(g.get("final_reproduced"))
+    return {"replay": replay, "logs": list(logs.values()), "exposed_ms": EXPOSED_BASIS}
+
+
+def torch_lines(section: dict[str, Any] | None) -> list[str]:
+    """The text view: one line per log torch, then one per difference with what it changed."""
+    if not section:
+        return []
+    out = []
+    for e in section["logs"]:
+        wrote = (
+            "an unknown torch (no torch_version entry)" if e["version"] is None else f"torch {e['version']}"
+        )
+        line = f"torch: logs written by {wrote}, replayed by torch {section['replay']}"
+        if e["differences"]:
+            final = (
+                f", final sequence {e['final_reproduced']} of {e['final_recorded']}"
+                if e["final_recorded"]
+                else ""
+            )
+            line += f"; counts reproduced on {e['counts_reproduced']} of {e['graphs']} graphs{final}"
+        out.append(line)
+        out += [f"  differs: {d}" for d in e["differences"]]
+    return out
+
+
+__all__ = ["EXPOSED_BASIS", "differences", "release", "torch_lines", "torch_section"]
