@@ -172,3 +172,22 @@ def test_an_ok_run_where_nothing_merged_says_so():
     assert summary_document(load(FIXTURE_LOGS / "overlap_cap_b", jobs=1))["verdict"]["text"] == (
         "OK: all 2 ranks agree on all 2 graphs"
     )
+
+
+def test_a_two_two_split_blames_no_one_and_its_tables_say_other_ranks(tmp_path):
+    # ranks 1 and 3 both hold diverge_rank's rank 3 (two more layers; rank 1's copy relabelled)
+    src = FIXTURE_LOGS / "diverge_rank"
+    d = tmp_path / "tie"
+    d.mkdir()
+    for r in (0, 2, 3):
+        shutil.copy(_rank_file(src, r), d)
+    text = _rank_file(src, 3).read_bytes().replace(b'"rank": 3,', b'"rank": 1,')
+    (d / "dedicated_log_torch_trace_rank_1_x.log").write_bytes(text)
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == "DIVERGE: ranks split into 2 groups with no majority (0,2; 1,3) on 2 graphs"
+    out = render_text(doc, "table")
+    assert "majority" not in out.split("Rank consensus\n", 1)[1].split("\n\n", 2)[1].splitlines()[0]
+    assert (
+        "compile id    graph     ranks    at    value                      other ranks    other value\n"
+    ) in out
+    assert "(tie: no majority)" not in out

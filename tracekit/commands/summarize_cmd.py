@@ -43,6 +43,7 @@ from tracekit.render.cells import (
     total_mb,
     value_text,
 )
+from tracekit.render.majority import majority_cell, majority_headers
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
     FORMATS,
@@ -275,8 +276,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                             d["field"],
                             ranks_cell(ranks_text(d["ranks"])),
                             value_text(d["field"], d["value"]),
-                            ranks_cell(ranks_text(d["majority_ranks"]))
-                            + ("" if d.get("majority", True) else " (tie: no majority)"),
+                            majority_cell(d, div, ranks_text(d["majority_ranks"])),
                             value_text(d["field"], d["majority_value"]),
                             "see Schedule consensus"
                             if d["field"] == "final"
@@ -290,8 +290,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                         "field",
                         "ranks",
                         "value",
-                        "majority ranks",
-                        "majority value",
+                        *majority_headers(div),
                         "first difference",
                     ],
                     fmt,

@@ -16,6 +16,7 @@ from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.model.rankset import rank_members
 from tracekit.render.cells import bytes_text, entry_text, sequence_text
+from tracekit.render.majority import majority_cell, majority_headers
 from tracekit.render.text import UNITS_BYTES, heading, plural, ranks_cell, section_line, table
 
 FINAL_HEADERS = ["compile id", "graph", "ranks", "AG", "RS", "AR", "other", "bytes", "est ms", "sizes"]
@@ -104,10 +105,6 @@ def final_rows(doc: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def _majority_cell(d: dict[str, Any]) -> str:
-    return ranks_cell(d["majority_ranks"]) + ("" if d.get("majority", True) else " (tie: no majority)")
-
-
 def _at(d: dict[str, Any]) -> str:
     return "no schedule" if d["length"] is None else f"#{d['position']}"
 
@@ -163,12 +160,12 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
                         ranks_cell(d["ranks"]),
                         _at(d),
                         _value(d, "value"),
-                        _majority_cell(d),
+                        majority_cell(d, div),
                         _value(d, "majority_value"),
                     ]
                     for d in div
                 ],
-                ["compile id", "graph", "ranks", "at", "value", "majority ranks", "majority value"],
+                ["compile id", "graph", "ranks", "at", "value", *majority_headers(div)],
                 fmt,
             )
         )
@@ -198,12 +195,12 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
                         ranks_cell(d["ranks"]),
                         _at(d),
                         _value(d, "value"),
-                        _majority_cell(d),
+                        majority_cell(d, cdiv),
                         _value(d, "majority_value"),
                     ]
                     for d in cdiv
                 ],
-                ["what", "ranks", "at", "value", "majority ranks", "majority value"],
+                ["what", "ranks", "at", "value", *majority_headers(cdiv)],
                 fmt,
             )
         )
