@@ -137,3 +137,52 @@ def test_a_new_entry_kind_is_one_parser():
                      (("artifact", "pre_bucketing_fsdp_collectives"), "0/0"),
                      (("artifact", "pre_bucketing_fsdp_collectives"), "0/0")]
     assert res.events[0][1] > 0 and res.diagnostics.counts == {}
+
+
+#: The stages and what each may import: data flows read -> analyze / replay / explain -> render
+#: -> commands, over the model (docs/architecture.md). The top-level modules (tracekit/__init__.py,
+#: records.py, cli.py, __main__.py) are the public API and the entry point: any stage.
+STAGE_IMPORTS = {
+    "model": set(),
+    "read": {"model"},
+    "analyze": {"model", "read"},
+    "replay": {"model", "read", "analyze", "bucketing"},
+    "explain": {"model", "read", "analyze", "replay", "bucketing"},
+    "render": {"model", "analyze", "replay", "explain"},
+    "commands": {"model", "read", "analyze", "replay", "explain", "render", "bucketing", "top"},
+}
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "bucketing":
+        return "bucketing"
+    return parts[1] if len(parts) > 1 and parts[1] in STAGE_IMPORTS else "top"
+
+
+def _against_the_flow(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for mod, targets in sorted(graph.items()):
+        stage = _stage(mod)
+        if stage not in STAGE_IMPORTS:  # bucketing (never imports tracekit) and the top level
+            continue
+        for t in sorted(targets):
+            if _stage(t) != stage and _stage(t) not in STAGE_IMPORTS[stage]:
+                out.append(f"{mod} -> {t}")
+    return out
+
+
+def test_data_flows_one_way():
+    graph = _imports()
+    stages = {_stage(m) for m in graph}
+    assert stages == {*STAGE_IMPORTS, "bucketing", "top"}  # every module is in a stage
+    assert "tracekit.analyze.summarize" in graph["tracekit.render.html"]  # the scan sees real edges
+    assert _against_the_flow(graph) == []
+
+
+def test_an_import_against_the_flow_would_be_found():
+    graph = {"tracekit.read.reader": {"tracekit.analyze.summarize", "tracekit.model"},
+             "tracekit.render.text": {"tracekit.commands.output"},
+             "tracekit.analyze.summarize": {"tracekit.read.reader"}}
+    assert _against_the_flow(graph) == ["tracekit.read.reader -> tracekit.analyze.summarize",
+                                        "tracekit.render.text -> tracekit.commands.output"]

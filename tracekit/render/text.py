@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from tracekit.model.numbers import exact_mb  # noqa: F401 - render.text.exact_mb, where the commands take it
 from tracekit.model.rankset import parse_ranks
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -111,16 +112,6 @@ def fmt_mb(x: float | None) -> str:
     if x and text in ("0", "-0"):
         return f"{x:.3g}"
     return text
-
-
-def exact_mb(x: float) -> str:
-    """Megabytes as the shortest text (3 decimals or more) that reads back as ``x`` exactly: a
-    what-if cap is shown as the number that was verified."""
-    for decimals in range(3, 18):
-        text = f"{x:.{decimals}f}".rstrip("0").rstrip(".")
-        if float(text) == x:
-            return text
-    return repr(x)
 
 
 def fmt_caps(values: Iterable[float | None]) -> dict[float | None, str]:
