@@ -6,8 +6,9 @@ schedule, divided by the cores. Measured side by side in one run:
 
 - ``imports``: a fresh interpreter that imports torch and ``overlap_scheduling``, wall clock;
 - each fixture log (``--logs``): the real command, ``python -m tracekit replay --recommend LOG``
-  in a fresh process (wall clock, output to /dev/null), with the time torch's scheduler took
-  inside it (``OverlapScheduler`` construction and ``run``, summed by a timing subclass);
+  in a fresh process (wall clock, output to /dev/null), with ``--jobs 1`` and the time torch's
+  scheduler took inside it (``OverlapScheduler`` construction and ``run``, summed by a timing
+  subclass), then with the default jobs (the cores);
 - the synthetic graph (``--layers``, default 1,000: 9,003 nodes; ``bench/graphs.py``) at the
   17 caps of ``bench_overlap_schedule.py``: its rebuild, then ``GraphReplayer.scheduled`` per
   cap (our copy, pre-bucketing, scheduler, memory walk and timeline) beside the scheduler alone,
@@ -66,7 +67,7 @@ def child(log: str, out: str) -> None:
     import atexit
 
     atexit.register(lambda: open(out, "w").write(json.dumps({"scheduler_s": sum(spent)})))
-    sys.argv = ["tracekit", "replay", "--recommend", log, "-o", os.devnull]
+    sys.argv = ["tracekit", "replay", "--recommend", log, "-o", os.devnull, "--jobs", "1"]
     from tracekit.cli import run
 
     run()
@@ -74,7 +75,9 @@ def child(log: str, out: str) -> None:
 
 def wall(cmd: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": ROOT})
+    subprocess.run(
+        cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": ROOT}
+    )
     return time.perf_counter() - t0
 
 
@@ -92,7 +95,10 @@ def main() -> None:
     print(f"{cores} cores; load {os.getloadavg()[0]:.2f} at start")
     imports = min(wall([sys.executable, "-c", IMPORTS]) for _ in range(args.repeat))
     print(f"imports (torch, overlap_scheduling): {imports:.2f} s")
-    print(f"{'log':<32} {'command s':>9} {'scheduler s':>11} {'floor s':>8} {'x floor':>8}")
+    print(
+        f"{'log':<32} {'jobs 1 s':>9} {'jobs ' + str(cores) + ' s':>9} {'scheduler s':>11} {'floor s':>8} "
+        f"{'x floor':>8} {'x floor':>8}"
+    )
     for log in [x for x in args.logs.split(",") if x]:
         best = None
         for _ in range(args.repeat):
@@ -104,9 +110,15 @@ def main() -> None:
             if best is None or t < best[0]:
                 best = (t, sched)
         t, sched = best
+        jobs = min(
+            wall([sys.executable, "-m", "tracekit", "replay", "--recommend", log, "-o", os.devnull])
+            for _ in range(args.repeat)
+        )
         # reading and rebuilding a fixture's small graphs is part of "command": counted as ours
         floor = imports + sched / cores
-        print(f"{log:<32} {t:>9.2f} {sched:>11.2f} {floor:>8.2f} {t / floor:>7.2f}x")
+        print(
+            f"{log:<32} {t:>9.2f} {jobs:>9.2f} {sched:>11.2f} {floor:>8.2f} {t / floor:>7.2f}x {jobs / floor:>7.2f}x"
+        )
     if args.layers:
         layers(args.layers, imports, cores)
     print(f"load {os.getloadavg()[0]:.2f} at end")
