@@ -9,8 +9,8 @@ results (plain dataclasses) come back pickled and are kept by the replayer under
 run in this process keeps them under; the caps are then replayed in order, as with one job, and
 find their schedule made. The output is the same byte for byte: the same functions compute it,
 on the same inputs. A cap the scheduler refuses is left to this process, which meets the same
-error and says it as a serial run does. Without ``fork`` (not Linux or macOS), or for one
-job or one distinct schedule, nothing is forked.
+error and says it as a serial run does. Without ``fork`` (not Linux or macOS), for one job,
+one distinct schedule or a small graph (:data:`MIN_NODES`), nothing is forked.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+#: Graphs smaller than this are scheduled here: their schedules take milliseconds, less than
+#: starting workers (the fixture logs' graphs of 59-110 nodes: 6.4 s with one job, 8.5 s with
+#: two; a 2,703-node graph's caps take 1-4 s each).
+MIN_NODES = 1000
 
 #: The replayer the forked workers inherit (set only while a pool runs).
 _REPLAYER: Any = None
@@ -34,12 +39,19 @@ def _schedule_one(job: tuple[float, dict[str, float] | None, bool]) -> Any:
 
 
 def schedule_in_workers(
-    replayer: Any, wanted: list[tuple[float, bool]], compute_us: dict[str, float] | None, jobs: int
+    replayer: Any,
+    wanted: list[tuple[float, bool]],
+    compute_us: dict[str, float] | None,
+    jobs: int,
+    min_nodes: int | None = None,
 ) -> int:
     """Schedule the ``(cap_mb, what_if)`` pairs of ``wanted`` whose schedules are distinct and
     not yet made, in up to ``jobs`` forked workers; the replayer keeps the results. Returns
-    how many were made."""
+    how many were made (none for a graph of fewer than ``min_nodes`` nodes, by default
+    :data:`MIN_NODES`)."""
     global _REPLAYER
+    if len(replayer.gm.graph.nodes) < (MIN_NODES if min_nodes is None else min_nodes):
+        return 0
     todo: dict[tuple, tuple[float, dict[str, float] | None, bool]] = {}
     for cap_mb, what_if in wanted:
         key, _ = replayer.schedule_key(cap_mb, compute_us, what_if)
