@@ -26,3 +26,36 @@ def bench_module(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+#: Markers (registered in pyproject.toml): ``torch`` for tests that need torch, ``slow`` for the
+#: ones of seconds or more, so that ``pytest -m "not slow"`` is a quick loop. Declared here by
+#: folder and module, in one place: a test of tests/replay, tests/explain or tests/bucketing needs
+#: torch, as does one of the modules below or one whose name or parameters run replay or explain.
+TORCH_FOLDERS = {"replay", "explain", "bucketing"}
+TORCH_MODULES = {
+    "test_reliability_graph_fuzz", "test_reliability_sandbox", "test_trace_events", "test_report_sweep",
+    "test_fixtures_regen", "test_python_api", "test_recommend_rules",
+}
+#: Modules whose tests take seconds (real compiles and replays, installs, the browser, 10,000-rank
+#: and memory runs): `--durations` of the whole suite.
+SLOW_MODULES = {
+    "test_fixtures_regen", "test_trace_events", "test_bucketing_compile", "test_report_sweep",
+    "test_exit_policy", "test_text_width", "test_report_browser", "test_world", "test_reliability_sandbox",
+    "test_reader_memory", "test_reader_ten_thousand_ranks", "test_install_no_torch", "test_replay_engine",
+    "test_dask_reader", "test_bucketing_parity", "test_reliability_fuzz_harness", "test_reliability_corpus",
+    "test_parallel_caps", "test_replay_overlap", "test_replay_all_ranks", "test_replay_unbucketed",
+    "test_explain_fixtures", "test_explain_unbucketed", "test_golden_replays", "test_what_if_reach",
+    "test_reliability_properties", "test_reader_many_ranks", "test_replay_progress", "test_replay_partial",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        module = path.stem
+        runs_torch = "replay" in item.name or "explain" in item.name
+        if path.parent.name in TORCH_FOLDERS or module in TORCH_MODULES or runs_torch:
+            item.add_marker(pytest.mark.torch)
+        if module in SLOW_MODULES or (runs_torch and path.parent.name not in TORCH_FOLDERS):
+            item.add_marker(pytest.mark.slow)
