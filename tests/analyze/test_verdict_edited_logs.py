@@ -191,3 +191,24 @@ def test_a_two_two_split_blames_no_one_and_its_tables_say_other_ranks(tmp_path):
         "compile id    graph     ranks    at    value                      other ranks    other value\n"
     ) in out
     assert "(tie: no majority)" not in out
+
+
+def test_a_rankless_log_with_compiles_but_no_collective_is_a_log(tmp_path):
+    # like tlparse's simple.log: a single-process compile, no rank, no bucketing artifact
+    from click.testing import CliRunner
+
+    from tracekit.commands.summarize_cmd import summarize
+
+    keep = ('"dynamo_start"', '"compilation_metrics"', '"str"', '"dynamo_output_graph"')
+    out, kept = [], False
+    for ln in _rank_file(FIXTURE_LOGS / "spmd_auto", 0).read_text().split("\n"):
+        if not ln.startswith("\t"):
+            kept = any(f"] {{{k}" in ln for k in keep)
+        if kept:
+            out.append(ln.replace('"rank": 0, ', "").replace(', "rank": 0', ""))
+    log = tmp_path / "simple.log"
+    log.write_text("\n".join(out) + "\n")
+    res = CliRunner().invoke(summarize, [str(log)])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("Verdict\n=======\nNO DATA: no bucketing outcome in the logs\n")
+    assert "- no bucketing recorded: 1 compile was logged, but no graph reached the post-grad passes' log" in res.output

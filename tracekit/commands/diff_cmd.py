@@ -148,10 +148,11 @@ def load_run(
             except (OSError, EOFError) as e:
                 raise InputError(f"{path}: cannot read: {e}") from None
             return run_from_summary(doc, path), "summary"
-    import tracekit
 
     try:
-        run = tracekit.load([path], jobs=jobs, progress=progress)
+        from tracekit.read.reader import load as read_logs  # says why a path holds no log itself
+
+        run = read_logs([path], jobs=jobs, progress=progress)
     except InputError:
         raise
     except Exception as e:  # the reader's errors become one line, never a traceback

@@ -59,9 +59,13 @@ def require_torch(command: str) -> None:
 
 def has_log_entries(run: Any) -> bool:
     """False when nothing in the input looked like a compile log: no rank, or only a rank-less
-    one with no graph, no compiled graph and no cache hit (an empty or foreign file). Every
-    command then exits :data:`BAD_INPUT` ("no log could be read"), whatever else it prints."""
-    return any(r.rank is not None or r.graphs or r.compiled_graphs or r.cache_hits for r in run.ranks)
+    one with no graph, no compile, no compiled graph and no cache hit (an empty or foreign
+    file). Every command then exits :data:`BAD_INPUT` ("no log could be read"), whatever else
+    it prints. A rank-less log with compiles but no collective (tlparse's ``simple.log``) is a
+    log: summarize says what it holds."""
+    return any(
+        r.rank is not None or r.graphs or r.compiles or r.compiled_graphs or r.cache_hits for r in run.ranks
+    )
 
 
 def no_log_reason(run: Any) -> str | None:
