@@ -267,7 +267,7 @@ def test_summary_1_documents_are_still_read(per_rank_summary, tmp_path):
 
 
 def test_table_cells_from_untrusted_names_cannot_break_tables():
-    from tracekit.commands.diff_cmd import cell
+    from tracekit.render.diff_text import cell
 
     assert cell("AG 0.25 MB (x|y\nz)", markdown=True) == "AG 0.25 MB (x\\|y\\nz)"
     assert cell("AG 0.25 MB (x|y\tz)", markdown=False) == "AG 0.25 MB (x|y\\tz)"
