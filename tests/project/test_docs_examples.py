@@ -51,3 +51,8 @@ def test_the_example_prints_what_the_doc_shows(command: str, printed: str, tmp_p
     done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout == printed
+
+
+def test_the_readme_stays_short():
+    """What it is for, the set-up, one example per command, where to read more: 200 lines at most."""
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
