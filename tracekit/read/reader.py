@@ -133,8 +133,8 @@ def load(
     a large uncompressed file is cut at entry boundaries into ``jobs`` segments, or whole
     rounds of ``jobs`` segments of at most 128 MiB (:func:`tracekit.read.segments.segment_count`),
     read in parallel and applied to the file's builder in order, each as it comes (pairing by
-    compile id sees the file whole). A listing of 16,384 files or more is read by workers
-    forked before the files' sizes are taken: they take them as they read, and this process
+    compile id sees the file whole), by a standard process pool over batches of files. A listing
+    of 16,384 files or more is sent to the workers before the files' sizes are taken: they take them as they read, and this process
     sums them meanwhile for ``progress`` only (:func:`tracekit.read.segments.read_listed`). Results are merged as they come (memory holds
     the model, not every file's results, nor every segment's).
     ``validate_all`` (default: ``strict``): decode and check every line, not only the entries
@@ -164,7 +164,7 @@ def load(
         total = size
 
     parts: Iterable[tuple[Segment, SegmentResult]]
-    if jobs > 1 and len(names) >= segments.EARLY_MIN_FILES and hasattr(os, "fork"):
+    if jobs > 1 and len(names) >= segments.EARLY_MIN_FILES:
         # the workers take the sizes; this process too, while they read, for a progress total
         parts = segments.read_listed(names, jobs, tick, None if progress is None else count, validate_all)
     else:

@@ -4,23 +4,28 @@ The unit of work is a :class:`Segment`: a whole file, or a byte range of a large
 one cut at an entry boundary (:func:`file_segments`). :func:`read_segment` scans one segment
 and parses its wanted entries into events (no pairing: that needs the file's segments in
 order, and happens in :class:`tracekit.read.pairing.FileBuilder`). :func:`read_segments` reads a
-list of segments with up to ``jobs`` processes: in this process for one job; otherwise
-``jobs`` forked workers, each taking the next batch of consecutive segments when it is free
-(:class:`_Claims`) and sending the results back on its own pipe (:func:`_read_piped`: no
-pool, no task messages, no queue); a few segments (of one large file) are one a child, this
-process reading the first. A long listing of files (:func:`read_listed`) is read by workers
-forked with the names only, each file sized by its read (:func:`tracekit.read.sources.read_small`).
-A batch's results come back as columns (:class:`_Batch`), in order.
+list of segments with up to ``jobs`` processes: in this process for one job or a little
+work; otherwise by a standard :class:`concurrent.futures.ProcessPoolExecutor` over batches of
+consecutive segments (:func:`_read_pooled`); a few segments (of one large file) are one a
+worker, this process reading the first. A long listing of files (:func:`read_listed`) is sent
+to the workers as names only, each file sized by its read
+(:func:`tracekit.read.sources.read_small`). A batch's results come back as columns
+(:class:`_Batch`), in order.
 """
 
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import re
 import signal
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from typing import IO, Any, NamedTuple
 
 from tracekit.model import Diagnostics
@@ -304,10 +309,6 @@ PARALLEL_MIN_BYTES = SPLIT_MIN_BYTES
 #: :data:`BATCH_SEGMENTS` segments): one message per batch, not per file.
 BATCH_BYTES = 8 << 20
 BATCH_SEGMENTS = 512
-#: What a worker's pipe holds (Linux: ``F_SETPIPE_SZ``; at most ``/proc/sys/fs/pipe-max-size``,
-#: 1 MiB by default): a worker reads that far ahead of this process (about nine batches of 512
-#: small files), then waits for it.
-PIPE_BYTES = 1 << 20
 
 
 def _batch_plan(tasks: list[Segment], total: int, jobs: int) -> list[tuple[int, int]]:
@@ -355,10 +356,9 @@ def read_segments(
     """Every segment with its result, in order, read with up to ``jobs`` processes;
     ``tick(bytes)`` after each segment (``progress``: also per chunk, when reading in this
     process). A generator: results are used (and dropped) as they come, and ``tasks`` is
-    emptied as it is read (its segments are dropped once read). Without ``os.fork`` (Windows),
-    everything is read in this process."""
+    emptied as it is read (its segments are dropped once read)."""
     total = sum(segment_bytes(seg) for seg in tasks)
-    if jobs == 1 or len(tasks) <= 1 or total < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
+    if jobs == 1 or len(tasks) <= 1 or total < PARALLEL_MIN_BYTES:
         for seg in _drain(tasks):
             yield seg, read_segment(seg, on_chunk=tick if progress else None, validate_all=validate_all)
         return
@@ -366,12 +366,12 @@ def read_segments(
     plan = [(1, segment_bytes(seg)) for seg in tasks] if few else _batch_plan(tasks, total, jobs)
     segs = _drain(tasks)
     batches: list[list[Segment] | None] = [[next(segs) for _ in range(n)] for n, _b in plan]
-    for b, batch, part in _read_piped(batches, jobs, validate_all, _read_batch, first_here=few):
+    for b, batch, part in _read_pooled(batches, jobs, validate_all, _read_batch, first_here=few):
         yield from zip(batch, (res for _size, res in part.results()), strict=False)
         tick(plan[b][1])
 
 
-#: A listing of at least this many files is read by workers forked before the files' sizes
+#: A listing of at least this many files is sent to the workers before the files' sizes
 #: are known (:func:`read_listed`): each file is sized by its worker's read.
 EARLY_MIN_FILES = 16384
 
@@ -384,7 +384,7 @@ def read_listed(
     validate_all: bool = False,
 ) -> Iterator[tuple[Segment, SegmentResult]]:
     """:func:`read_segments` of a long listing (``(path, rank hint)``, :func:`tracekit.read.sources.
-    find_log_names`), its workers forked before the files' sizes are known: batches of
+    find_log_names`), sent to the workers before the files' sizes are known: batches of
     :data:`BATCH_SEGMENTS` files, each worker reading the ones it takes, and
     sending each file's size back with its result. ``on_total(bytes)``, when given (a progress
     bar wants the total before any result), is called with the files' sizes summed, taken here
@@ -401,7 +401,7 @@ def read_listed(
         # given only with on_total (below); every batch is there before the first is read
         on_total(sum(listed_size(path) for batch in batches for path, _hint in batch))  # type: ignore[misc,union-attr]
 
-    for _b, batch, part in _read_piped(
+    for _b, batch, part in _read_pooled(
         batches, jobs, validate_all, _read_named, between=None if on_total is None else total
     ):
         done = 0
@@ -542,7 +542,7 @@ def _batch(keys, values, cids, lines, sizes, ends, ranks, nlines, pids, odd) -> 
     return out
 
 
-def _read_piped(
+def _read_pooled(
     batches: list,
     jobs: int,
     validate_all: bool,
@@ -550,241 +550,83 @@ def _read_piped(
     between: Callable[[], None] | None = None,
     first_here: bool = False,
 ) -> Iterator[tuple[int, Any, _Batch]]:
-    """``(b, batch, read(batch, validate_all))`` of each of ``batches`` in order, read in
-    ``jobs`` forked workers. A worker that is free takes the next batch there is (a
-    :class:`_Claims` ticket), says so, reads it and writes its results on its own pipe, pickled
-    (our own data, never a log's), as the batch number, a length and the bytes; this process
-    takes them in order, each from the pipe of the worker that took it. So the workers end
-    together, however the machine shares its cores between them and this process (given
-    every ``jobs``-th batch each, one ended 0.4 s before the other at 100,000 files).
-    ``between()`` runs here once the workers are forked, before the first result is taken.
-    ``first_here``: this process reads the first batch itself meanwhile (a few segments of one
-    file: no pickle of that one), the workers the others.
+    """``(b, batch, read(batch, validate_all))`` of each of ``batches`` in order, read by a
+    :class:`concurrent.futures.ProcessPoolExecutor` of ``jobs`` workers (forked where the
+    system can: they start with this process's modules, and tests' patches). A free worker
+    takes the next batch submitted; at most :data:`AHEAD` batches a worker are submitted past
+    the one taken here, so results wait in this process for a few batches only, however slow
+    the consumer. ``between()`` runs here once the first batches are submitted, before the
+    first result is taken. ``first_here``: this process reads the first batch itself meanwhile
+    (a few segments of one file: no pickle of that one), the workers the others.
 
-    Nothing is sent to a worker but batch numbers (it is forked with the batches) and nothing
-    waits in a queue here: a worker is ahead by what its pipe holds (:data:`PIPE_BYTES`) and
-    the batch it is writing, then waits; and no batch is handed out more than
-    :data:`CLAIMS_AHEAD` a worker past the one taken here. A worker that fails (killed, or a
-    pickle cut short) ends the workers: the batches not yet taken are read here, where an
-    error in the reading then shows as it would in one process."""
-    import pickle
-
+    A worker that dies (the pool is broken), or a pool that cannot start, leaves the batches
+    not yet taken to this process, where an error in the reading then shows as it would in one
+    process. The consumer gone (Ctrl-C, a broken pipe downstream): the batches not started are
+    cancelled and the pool shut down (the workers ignore Ctrl-C: the parent handles it)."""
     here = 1 if first_here else 0  # batches read here before the workers' first
-    n = min(jobs, len(batches) - here)
-    claims = _Claims(here, len(batches), CLAIMS_AHEAD * max(n, 1))
-    workers: list[tuple[int, Any]] = []  # (pid, the reading end of its pipe), by worker number
-    try:
-        for k in range(n):
-            r, w = os.pipe()
+    pool: ProcessPoolExecutor | None = None
+    pending: deque[Future] = deque()
+    window = AHEAD * jobs
+    submitted = here
+
+    def submit_upto(b: int) -> None:
+        nonlocal submitted, pool
+        while pool is not None and submitted < min(len(batches), b + window):
             try:
-                pid = os.fork()
-            except OSError:  # no more processes: the workers made read everything
-                os.close(r)
-                os.close(w)
-                break
-            if pid == 0:  # the child: Ctrl-C is the parent's to handle (it reads no result then)
-                _ignore_sigint()
-                status = 1
-                try:
-                    os.close(r)
-                    for _pid, earlier in workers:
-                        os.close(earlier.fileno())
-                    claims.in_worker()
-                    _widen_pipe(w)
-                    with os.fdopen(w, "wb") as out:
-                        for b in iter(claims.take, None):
-                            claims.claim(b, k)
-                            data = pickle.dumps(
-                                read(batches[b], validate_all), protocol=pickle.HIGHEST_PROTOCOL
-                            )
-                            out.write(b.to_bytes(8, "little") + len(data).to_bytes(8, "little"))
-                            out.write(data)
-                            out.flush()
-                            del data
-                    status = 0
-                finally:
-                    os._exit(status)
-            os.close(w)
-            workers.append((pid, os.fdopen(r, "rb")))
-        claims.in_parent(workers)
+                pending.append(pool.submit(read, batches[submitted], validate_all))
+            except (OSError, BrokenProcessPool, RuntimeError):  # no process could be made
+                _shutdown(pool, pending)
+                pool = None
+                return
+            submitted += 1
+
+    try:
+        if len(batches) > here:
+            pool = ProcessPoolExecutor(
+                min(jobs, len(batches) - here), mp_context=_fork_context(), initializer=_ignore_sigint
+            )
+            submit_upto(here)
         if between is not None:
             between()
         for b in range(len(batches)):
             batch, batches[b] = batches[b], None  # dropped once its results are used
             part = None
-            if b >= here and workers:
-                owner = claims.owner(b)
-                part = None if owner is None else _take(workers[owner][1], b, pickle.loads)
-                if part is None or len(part) != len(batch):  # a worker failed: the rest is read here
-                    part = None
-                    _kill(workers)
-                    _reap(workers)
-                    workers = []
+            if b >= here and pool is not None:
+                try:
+                    part = pending.popleft().result()
+                except BrokenProcessPool:  # a worker died: the rest is read here
+                    _shutdown(pool, pending)
+                    pool = None
                 else:
-                    claims.hand_out(b + 1)
-            if part is None:  # read here: the first, or all once a worker failed
+                    submit_upto(b + 1)
+            if part is None:  # read here: the first, or all once the pool failed
                 part = read(batch, validate_all)
             yield b, batch, part
             del part
-    except BaseException:  # Ctrl-C, or the consumer gone: the workers' work is not wanted
-        _kill(workers)
-        raise
     finally:
-        claims.close()
-        _reap(workers)
+        if pool is not None:
+            _shutdown(pool, pending)
 
 
-#: Batches handed out ahead of the one this process takes next, a worker (:class:`_Claims`).
-CLAIMS_AHEAD = 8
+#: Batches submitted ahead of the one this process takes next, a worker (:func:`_read_pooled`).
+AHEAD = 4
 
 
-class _Claims:
-    """Which worker reads which batch (:func:`_read_piped`): the workers take batch numbers
-    from one pipe, in turn (whoever is free takes the next: 4 bytes, each read whole), and
-    each says what it took on a second pipe (8 bytes: the batch, the worker; written whole),
-    which this process reads to know where batch b's results will come from. Numbers are
-    handed out up to ``window`` past the batch taken here; the workers end when all are taken.
-
-    A worker killed between taking a number and saying so leaves a batch nobody reads: this
-    process looks once a second, while it waits for a claim, whether a worker ended badly."""
-
-    def __init__(self, first: int, count: int, window: int) -> None:
-        self._numbers_r, self._numbers_w = os.pipe()
-        self._claims_r, self._claims_w = os.pipe()
-        self._next, self._count, self._window = first, count, min(window, 1000)  # one write, whole
-        self._owner: dict[int, int] = {}
-        self._pids: list[int] = []
-        self._poll: Any = None
-
-    def in_worker(self) -> None:
-        """In a forked worker: only the ends a worker uses stay open."""
-        os.close(self._numbers_w)
-        os.close(self._claims_r)
-
-    def in_parent(self, workers: list[tuple[int, Any]]) -> None:
-        """Once the workers are forked: the first numbers handed out."""
-        os.close(self._numbers_r)
-        os.close(self._claims_w)
-        self._numbers_r = self._claims_w = -1
-        self._pids = [pid for pid, _pipe in workers]
-        if not workers:  # none could be made: nothing to hand out
-            os.close(self._numbers_w)
-            self._numbers_w = -1
-        self.hand_out(self._next)
-        import select
-
-        self._poll = select.poll()
-        self._poll.register(self._claims_r, select.POLLIN)
-
-    def take(self) -> int | None:
-        """(A worker) the next batch to read; None when all are taken."""
-        got = os.read(self._numbers_r, 4)
-        return int.from_bytes(got, "little") if len(got) == 4 else None
-
-    def claim(self, b: int, k: int) -> None:
-        """(A worker) worker ``k`` reads batch ``b``."""
-        os.write(self._claims_w, b.to_bytes(4, "little") + k.to_bytes(4, "little"))
-
-    def hand_out(self, taken: int) -> None:
-        """Numbers up to ``window`` past ``taken`` (the next batch taken here), then, once all
-        are out, the end (the workers stop at it)."""
-        upto = min(self._count, taken + self._window)
-        if self._next < upto and self._numbers_w >= 0:
-            try:
-                os.write(self._numbers_w, b"".join(i.to_bytes(4, "little") for i in range(self._next, upto)))
-                self._next = upto
-            except OSError:  # every worker gone (owner() says so)
-                self._next = self._count
-        if self._next >= self._count and self._numbers_w >= 0:
-            os.close(self._numbers_w)
-            self._numbers_w = -1
-
-    def owner(self, b: int) -> int | None:
-        """The worker that took batch ``b``; None if none will (the workers ended, or one was
-        killed)."""
-        while b not in self._owner:
-            if not self._poll.poll(1000):
-                if self._one_failed():
-                    return None
-                continue
-            got = os.read(self._claims_r, 4096)
-            if not got:  # every worker ended
-                return None
-            for i in range(0, len(got) - 7, 8):
-                self._owner[int.from_bytes(got[i : i + 4], "little")] = int.from_bytes(
-                    got[i + 4 : i + 8], "little"
-                )
-        return self._owner.pop(b)
-
-    def _one_failed(self) -> bool:
-        """Whether a worker ended other than by exiting 0 (looked at, not reaped: the pid stays
-        the worker's until it is)."""
-        for pid in self._pids:
-            try:
-                st = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except (OSError, AttributeError):  # (no waitid: macOS; nothing to go by)
-                continue
-            if st is not None and (st.si_code != os.CLD_EXITED or st.si_status != 0):
-                return True
-        return False
-
-    def close(self) -> None:
-        for fd in (self._numbers_r, self._numbers_w, self._claims_r, self._claims_w):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self._numbers_r = self._numbers_w = self._claims_r = self._claims_w = -1
+def _fork_context() -> BaseContext | None:
+    """The ``fork`` start method where there is one (workers start at once, with what this
+    process has imported), else the system's default."""
+    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-def _kill(workers: list[tuple[int, Any]]) -> None:
-    """Kill the workers: their work is not wanted (reaped by :func:`_reap`)."""
-    for pid, _pipe in workers:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def _reap(workers: list[tuple[int, Any]]) -> None:
-    """Close the workers' pipes and wait for them to end."""
-    for pid, pipe in workers:
-        pipe.close()
-        try:
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
-
-
-def _take(pipe, b: int, loads: Callable[[bytes], Any]) -> _Batch | None:
-    """Batch ``b``'s results from the pipe of the worker that took it, or None when the pipe
-    ends short of them (the worker failed) or what came is not batch b's results."""
-    head = pipe.read(16)
-    if len(head) < 16 or int.from_bytes(head[:8], "little") != b:
-        return None
-    size = int.from_bytes(head[8:], "little")
-    data = pipe.read(size)
-    if len(data) < size:
-        return None
-    try:
-        part = loads(data)
-    except Exception:  # noqa: BLE001 - a broken worker: the rest is read here
-        return None
-    return part if isinstance(part, _Batch) else None
-
-
-def _widen_pipe(fd: int) -> None:
-    """Let the pipe hold :data:`PIPE_BYTES` (where the system allows it)."""
-    try:
-        import fcntl
-
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except (ImportError, AttributeError, OSError):
-        pass
+def _shutdown(pool: ProcessPoolExecutor, pending: deque[Future]) -> None:
+    """Cancel the batches not started and end the pool (a batch being read is let finish)."""
+    for fut in pending:
+        fut.cancel()
+    pending.clear()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _ignore_sigint() -> None:
     """In a worker process: Ctrl-C (sent to the whole process group) is the parent's to handle
-    (it kills the workers it no longer wants; a worker's half-written result is never read)."""
+    (it shuts the pool down; a worker's result then is never read)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
