@@ -50,7 +50,9 @@ def test_the_table_is_short_narrow_and_names_the_two_ranks_first(ranks_1024):
 def test_other_formats_print_rank_ranges_too(ranks_1024, fmt):
     r = tk("summarize", ranks_1024, "--format", fmt)
     lines = r.stdout.splitlines()
-    assert len(lines) <= (80 if fmt == "markdown" else 60) and max(map(len, lines)) <= 200
+    # a CSV's header names every column once, whatever the ranks: its rows are what must stay short
+    body = lines[1:] if fmt == "csv" else lines
+    assert len(lines) <= (80 if fmt == "markdown" else 60) and max(map(len, body)) <= 200
     assert sum(MAJORITY in ln for ln in lines) >= 2 and not any("0,1,2,3" in ln for ln in lines)
 
 

@@ -5,6 +5,7 @@ largest bucket; the step per cap; the reproduction of the recorded final sequenc
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from tracekit.render.text import fmt_mb, heading, table
@@ -148,7 +149,7 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         "\nexposed: communication the scheduler could not hide under compute; est = compute + exposed; "
         "peak: torch's MemoryTracker over the scheduled order (all devices), the largest graph's.\n"
         "These are torch's estimates, not measurements.\n"
-        + (f"{sched['exposed_ms']}.\n" if sched.get("exposed_ms") else "")
+        + (textwrap.fill(f"{sched['exposed_ms']}.", 100) + "\n" if sched.get("exposed_ms") else "")
     )
     rec = doc.get("recommendation")
     if doc.get("pareto_front") is not None:
