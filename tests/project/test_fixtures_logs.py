@@ -42,6 +42,19 @@ EXPECTED = {
         "all_gather 6->1, reduce_scatter 0->0, all_reduce 0->0",
         "all_gather 5->1, reduce_scatter 6->1, all_reduce 0->0")]] * 2,
 }
+#: 2-D meshes (issue 37): each rank's FSDP group is its shard group, of 2 ranks.
+MESH = "fsdp_groups=['{g}'], group_size=2, nNodes=1, bucket_cap_mb=10.4, all_gather {ag}, reduce_scatter {rs}, all_reduce 0->0"
+
+
+def _mesh(groups, fwd_ag, bwd_ag, rs):
+    return [[MESH.format(g=g, ag=fwd_ag, rs="0->0"), MESH.format(g=g, ag=bwd_ag, rs=rs)] for g in groups]
+
+
+EXPECTED.update(
+    hsdp=_mesh("3344", "8->1", "5->1", "8->1"),
+    fsdp_tp=_mesh("1212", "10->1", "7->1", "10->1"),  # 8 + the TP MLP's two weights
+    hsdp_diverge=_mesh("334", "8->1", "5->1", "8->1") + _mesh("4", "10->1", "7->1", "10->1"),
+)
 _RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
 
 

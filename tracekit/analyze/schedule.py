@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracekit.model import FinalSchedule, Rank, Run
+from tracekit.model.mesh import MeshGroup, is_mesh, role_names
 from tracekit.model.rankset import format_ranks
 
 #: The names of a sequence entry of :meth:`FinalSchedule.sequence`, for the JSON items.
@@ -98,18 +99,23 @@ def _same_values(
 
 
 def _diverging_groups(
-    values: list[tuple[list[int | None], Any]], as_value: Callable[[Any], Any]
+    values: list[tuple[list[int | None], Any]],
+    as_value: Callable[[Any], Any],
+    canon: Callable[[Any], Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Ranks grouped by their sequence (``values``: (ranks, list or None), in the order of
     their first rank: :func:`_same_values`); one item per group that is not the majority's:
     ranks, majority ranks, first differing position, both values there (``as_value`` makes an
     entry JSON-able; None past the end) and both lengths. ``majority`` is False when no group
     is larger than every other: ``majority_ranks`` is then the group of the lowest rank,
-    compared with, not blamed, and ``groups`` names every group."""
+    compared with, not blamed, and ``groups`` names every group. ``canon``: what a sequence
+    is compared as (in a mesh, each entry with its group name mapped to the group's role); the
+    values shown are those of each group's first rank."""
     groups: dict[Any, list[int | None]] = {}
     seqs: dict[Any, Any] = {}
     for ranks, seq in values:
-        k = None if seq is None else tuple(tuple(x) if isinstance(x, list) else x for x in seq)
+        cseq = seq if canon is None or seq is None else canon(seq)
+        k = None if cseq is None else tuple(tuple(x) if isinstance(x, list) else x for x in cseq)
         groups.setdefault(k, []).extend(ranks)
         seqs.setdefault(k, seq)
     if len(groups) < 2:
@@ -142,9 +148,25 @@ def _entry(x: list[Any]) -> dict[str, Any]:
     return dict(zip(ENTRY_KEYS, x, strict=False))
 
 
-def schedule_divergence(run: Run) -> list[dict[str, Any]]:
+def _by_role(roles: dict[str, str]) -> Callable[[list[list[Any]]], list[list[Any]]]:
+    """A sequence with each entry's group name replaced by its role (``19`` -> ``shard``)."""
+
+    def canon(seq: list[list[Any]]) -> list[list[Any]]:
+        return [[x[0], roles.get(x[1], x[1]), *x[2:]] for x in seq]
+
+    return canon
+
+
+def schedule_divergence(run: Run, mesh: list[MeshGroup] | None = None) -> list[dict[str, Any]]:
     """Ranks whose final collective sequence (kind, group, bytes, in run order) differs from
     the majority's, per compile id and post-grad position; ``[]`` when all agree.
+
+    In a mesh (``mesh``: :func:`tracekit.model.mesh.mesh_groups`, more than one group), each
+    communicator's members must agree on what runs on it; ranks in different groups of one role
+    (shard groups ``19`` and ``20``) are compared after mapping each group name to its role, so
+    a different name alone is no finding and a different sequence is one. Items then also name
+    ``group`` (the group of the first differing collective, on the odd ranks' side) and
+    ``peers`` (that group's members, as ranges).
 
     Items: ``{compile_id, graph_index, ranks, majority_ranks, majority, position, value,
     majority_value, length, majority_length}`` (and ``groups`` on a split: ``majority``
@@ -156,6 +178,9 @@ def schedule_divergence(run: Run) -> list[dict[str, Any]]:
     be matched (:func:`tracekit.read.parsers.final_schedule`)."""
     if len(run.ranks) < 2:
         return []
+    roles = role_names(mesh) if mesh and is_mesh(mesh) else {}
+    canon = _by_role(roles) if roles else None
+    members = {g.name: g.members for g in mesh or []}
     # ranks whose graphs run the same (shared) final schedules: their finals are made once
     finals = _same_values(run.ranks, _finals_key, rank_finals)
     order: dict[str, int] = {}
@@ -168,8 +193,14 @@ def schedule_divergence(run: Run) -> list[dict[str, Any]]:
         values = [
             (ranks, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence()) for ranks, fs in finals
         ]
-        for it in _diverging_groups(values, _entry):
-            items.append({"compile_id": cid, "graph_index": pos} | it)
+        for it in _diverging_groups(values, _entry, canon):
+            item = {"compile_id": cid, "graph_index": pos} | it
+            if roles:
+                side = it["value"] or it["majority_value"] or {}
+                group = side.get("group")
+                item["group"] = group
+                item["peers"] = format_ranks(members.get(group, ())) if group is not None else ""
+            items.append(item)
     return items
 
 

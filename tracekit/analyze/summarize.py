@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.cut import compared_items, cut_text
+from tracekit.analyze.mesh_unbucketed import mesh_unbucketed, mesh_unbucketed_text
 from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.model import (
@@ -41,6 +42,7 @@ from tracekit.model import (
     rank_from_dict,
     rank_to_dict,
 )
+from tracekit.model.mesh import MeshGroup, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.world import world
 
@@ -66,13 +68,42 @@ class RankGroup:
     rank: Rank  # the first rank: its compile ids, cache events, schedules without outcome
 
 
-def _graph_canon(g: Graph) -> str:
-    """The canonical text of a graph's compared values (its compile id and index apart)."""
-    return _canon(compared_values(g))
+def _graph_canon(g: Graph, roles: dict[str, str] | None = None) -> str:
+    """The canonical text of a graph's compared values (its compile id and index apart), with
+    group names mapped to their roles when ``roles`` is given (:func:`role_view`)."""
+    v = compared_values(g)
+    return _canon(role_view(v, roles) if roles else v)
 
 
-def rank_groups(run: Run) -> list[RankGroup]:
-    """The ranks of ``run`` grouped by identical outcomes, in order of their first rank."""
+def role_view(v: Any, roles: dict[str, str]) -> Any:
+    """A compared value (or a final schedule's dict) with every process-group name replaced
+    by its role (:func:`tracekit.model.mesh.role_names`): ``fsdp_groups`` entries, ``group``
+    values and the group of each ``final`` entry (``[kind, group, bytes, dtype]``). In a mesh,
+    ranks of shard group ``19`` and of shard group ``20`` then compare equal."""
+    if isinstance(v, dict):
+        out: dict[str, Any] = {}
+        for k, x in v.items():
+            if k == "fsdp_groups" and isinstance(x, list):
+                out[k] = [roles.get(n, n) for n in x]
+            elif k == "group" and isinstance(x, str):
+                out[k] = roles.get(x, x)
+            elif k == "final" and isinstance(x, list):
+                out[k] = [
+                    [e[0], roles.get(e[1], e[1]), *e[2:]] if isinstance(e, list) and len(e) > 1 else e
+                    for e in x
+                ]
+            else:
+                out[k] = role_view(x, roles)
+        return out
+    if isinstance(v, list):
+        return [role_view(x, roles) for x in v]
+    return v
+
+
+def rank_groups(run: Run, roles: dict[str, str] | None = None) -> list[RankGroup]:
+    """The ranks of ``run`` grouped by identical outcomes, in order of their first rank; in a
+    mesh (``roles``: :func:`tracekit.model.mesh.role_names`), identical up to the group names
+    of one role (ranks 0-1 on shard group ``19`` and 2-3 on ``20`` are one group)."""
     groups: dict[tuple, RankGroup] = {}
     canon: dict[tuple, str] = {}  # graph parts by identity -> canonical text
     for r in run.ranks:
@@ -83,10 +114,10 @@ def rank_groups(run: Run) -> list[RankGroup]:
             r.torch_version,
             tuple(r.compile_ids),
             tuple(map(tuple, r.cache_events)),
-            _canon([final_to_dict(f) for f in r.schedules_without_outcome])
+            _canon(role_view([final_to_dict(f) for f in r.schedules_without_outcome], roles or {}))
             if r.schedules_without_outcome
             else "",
-            tuple(_cached_canon(g, canon) for g in r.graphs),
+            tuple(_cached_canon(g, canon, roles) for g in r.graphs),
         )
         grp = groups.get(key)
         if grp is None:
@@ -96,13 +127,15 @@ def rank_groups(run: Run) -> list[RankGroup]:
     return list(groups.values())
 
 
-def _cached_canon(g: Graph, cache: dict[tuple, str]) -> tuple[str, int, str]:
+def _cached_canon(
+    g: Graph, cache: dict[tuple, str], roles: dict[str, str] | None = None
+) -> tuple[str, int, str]:
     # graphs of identical ranks, and graphs of one rank with equal outcomes, share their
     # values (tracekit.read.pairing interns them): one canonical text per distinct outcome
     k = fact_key(g)[2:]
     text = cache.get(k)
     if text is None:
-        text = cache[k] = _graph_canon(g)
+        text = cache[k] = _graph_canon(g, roles)
     return (g.compile_id, g.graph_index, text)
 
 
@@ -162,7 +195,9 @@ def first_mismatch(a: list[CollectiveSize], b: list[CollectiveSize]) -> int | No
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str, Any]]:
+def divergence(
+    run: Run, groups: list[RankGroup] | None = None, roles: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Where ranks differ from the majority, one item per graph, differing group and field.
 
     Items: ``{compile_id, graph_index, majority_ranks, majority, ranks, field, majority_value,
@@ -172,9 +207,10 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
     lack (``value`` ``"absent"``/``"present"``), else a compared value of the graph
     (:func:`tracekit.model.compared_values`). Empty when all ranks agree. Computed on
     :func:`rank_groups` (``groups``, when the caller has them), so 8,192 identical ranks cost
-    one comparison."""
+    one comparison. In a mesh (``roles``), values are compared with group names mapped to
+    their roles (:func:`role_view`); the values shown are each side's own."""
     if groups is None:
-        groups = rank_groups(run)
+        groups = rank_groups(run, roles)
     if len(run.ranks) < 2 or len(groups) < 2:
         return []
     maps = [(grp.ranks, _graph_map(grp.graphs)) for grp in groups]
@@ -214,7 +250,7 @@ def divergence(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str
             graphs: dict[str, Graph] = {}
             for rks, g, vals in holders:
                 v = vals[fname]
-                c = _canon(v)
+                c = _canon(role_view({fname: v}, roles)[fname] if roles else v)
                 by_value.setdefault(c, []).extend(rks)
                 values.setdefault(c, v)
                 graphs.setdefault(c, g)
@@ -568,10 +604,20 @@ def _with_ranges(items: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]
     return [{**it, **{k: format_ranks(it[k]) for k in keys}} for it in items]
 
 
-def group_to_dict(grp: RankGroup, memo: DumpMemo | None = None) -> dict[str, Any]:
+def group_to_dict(
+    grp: RankGroup, memo: DumpMemo | None = None, mesh: list[MeshGroup] | None = None
+) -> dict[str, Any]:
     """A rank group in the document: its ranks as ranges, and its graphs without where each
-    rank's log had them (``file``, ``line``: see ``--per-rank``)."""
+    rank's log had them (``file``, ``line``: see ``--per-rank``). In a mesh (``mesh``), a
+    group's ranks may use several groups of one role: each graph then also has
+    ``mesh_fsdp_groups``, the shard groups of the group's ranks (``["19", "20"]``)."""
     where = {f.name for f in GRAPH_FIELDS if f.kind == "where"}
+    extra: dict[str, Any] = {}
+    if mesh:
+        ranks = set(grp.ranks)
+        shard = [g.name for g in mesh if g.role == "shard" and ranks.intersection(g.members)]
+        if len(shard) > 1:
+            extra["mesh_fsdp_groups"] = shard
     per_rank = rank_to_dict(dataclasses.replace(grp.rank, graphs=[]))
     return {
         "ranks": format_ranks(grp.ranks),
@@ -588,7 +634,11 @@ def group_to_dict(grp: RankGroup, memo: DumpMemo | None = None) -> dict[str, Any
                 "schedules_without_outcome",
             )
         },
-        "graphs": [{k: v for k, v in graph_to_dict(g, memo).items() if k not in where} for g in grp.graphs],
+        "graphs": [
+            {k: v for k, v in graph_to_dict(g, memo).items() if k not in where}
+            | (extra if g.fsdp_groups else {})
+            for g in grp.graphs
+        ],
     }
 
 
@@ -597,26 +647,36 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank sets
     as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
     graph was read (``with_ranks=False`` leaves it to :func:`write_summary_json`)."""
-    groups = rank_groups(run)
+    mesh = mesh_groups(run)
+    roles = role_names(mesh) if is_mesh(mesh) else {}
+    groups = rank_groups(run, roles)
     memo = DumpMemo()  # values shared between graphs: one JSON form each
     t = totals(run)
     w = world(run)
-    # a cut log is compared only on what it logged (tracekit.analyze.cut)
-    div = compared_items(divergence(run, groups), run)
-    sched = compared_items(schedule_divergence(run), run)
+    # a cut log is compared only on what it logged (tracekit.analyze.cut); in a mesh, group
+    # names are compared by role (tracekit.model.mesh.role_names)
+    div = compared_items(divergence(run, groups, roles), run)
+    sched = compared_items(schedule_divergence(run, mesh), run)
     comp = compared_items(compile_divergence(run), run)
     dn = did_nothing(run, groups)
+    unb = mesh_unbucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
+    v: dict[str, Any] = verdict(run, w, div, t, sched + comp, dn)
+    if unb:
+        v["text"] += "; " + mesh_unbucketed_text(unb)
+        v["mesh_findings"] = len(unb)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "paths": list(run.paths),
         "world": w,
-        "verdict": verdict(run, w, div, t, sched + comp, dn),
-        "groups": [group_to_dict(g, memo) for g in groups],
+        **({"mesh": mesh_document(w["expected"], mesh)} if is_mesh(mesh) else {}),
+        "verdict": v,
+        "groups": [group_to_dict(g, memo, mesh if roles else None) for g in groups],
         "totals": t,
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),
         "schedule_divergence": sched,
         "compile_divergence": comp,
         "did_nothing": _with_ranges(dn, "ranks"),
+        **({"mesh_unbucketed": unb} if roles else {}),
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }

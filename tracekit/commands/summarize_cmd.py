@@ -44,6 +44,7 @@ from tracekit.render.cells import (
     value_text,
 )
 from tracekit.render.majority import majority_cell, majority_headers
+from tracekit.render.mesh_text import mesh_line
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
     FORMATS,
@@ -77,7 +78,9 @@ def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
     row = [
         g["compile_id"],
         graph_label(g["graph_index"]),
-        groups_text(g["fsdp_groups"]),
+        f"shard groups {' | '.join(g['mesh_fsdp_groups'])}"
+        if g.get("mesh_fsdp_groups")
+        else groups_text(g["fsdp_groups"]),
         g["group_size"],
         g["n_nodes"],
         fmt_mb(g["bucket_cap_mb"]),
@@ -233,6 +236,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             out.append(f"Why: see {', '.join(proof)} below\n")
     if doc.get("world"):
         out += ["\n", section_line("World", world_text(doc["world"]), fmt)]
+    if doc.get("mesh"):
+        out.append(section_line("Mesh", mesh_line(doc["mesh"]), fmt))
     per_rank = doc.get("ranks") is not None
     title = (
         "Bucketing per rank and graph"
@@ -302,9 +307,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
     if rows:
         dn = doc["did_nothing"]
-        if not dn:
+        if not dn and not doc.get("mesh_unbucketed"):
             out.append("\n" + section_line("Bucketing did nothing", did_nothing_none_text(doc), fmt))
-        else:
+        elif dn:
             out.append("\n" + heading("Bucketing did nothing", fmt))
             out.append(
                 table(
@@ -325,6 +330,30 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                 )
             )
             out.append(not_prebucketed_lines(dn, fmt))
+        unb = doc.get("mesh_unbucketed") or []
+        if unb:
+            out.append(
+                "\n" + heading("Bucketing did nothing on the mesh (groups pre-bucketing never sees)", fmt)
+            )
+            out.append(
+                table(
+                    [
+                        [
+                            d["compile_id"],
+                            graph_label(d["graph_index"]),
+                            f"{d['role']} {' | '.join(d['groups'])}",
+                            f"{d['kind']} {d['count']}->{d['count']}",
+                            "?" if d["bytes"] is None else f"{d['bytes']:,}",
+                            "?" if d["est_ms"] is None else f"{d['est_ms']:.4f}",
+                            ranks_cell(d["ranks"]),
+                        ]
+                        for d in unb
+                    ],
+                    ["compile id", "graph", "groups", "not merged", "bytes", "est ms", "ranks"],
+                    fmt,
+                )
+            )
+            out.append("\nwhy: " + unb[0]["reason"] + "\n")
 
     diag = doc["diagnostics"]
     if not diag["counts"]:

@@ -1,9 +1,9 @@
 """Which ranks a run should have, which it has, and which are missing or were seen twice.
 
-Pure functions of a :class:`tracekit.model.Run`. The expected world size is the largest of the
-FSDP group sizes the outcomes logged and the highest rank found plus one (a group size counts
-the ranks of one FSDP group; with hybrid sharding the job has more ranks than that, and the
-ranks found then tell). A rank below it with no log is missing; a rank whose logs hold two runs
+Pure functions of a :class:`tracekit.model.Run`. The expected world size is the ``# World size``
+line a log states (:func:`tracekit.model.mesh.log_world_size`), else the largest of the FSDP
+group sizes the outcomes logged and the highest rank found plus one (a group size counts the
+ranks of one FSDP group; in a mesh the job has more ranks than that). A rank below it with no log is missing; a rank whose logs hold two runs
 was seen twice (:func:`tracekit.read.pairing.merge_files` keeps the first run and reports the
 other). Missing ranks are ``missing_rank`` diagnostics, so ``--strict`` fails on them, when
 the logs hold two ranks or more (one rank's log read alone is a deliberate look at that rank:
@@ -16,15 +16,21 @@ import os
 from typing import Any
 
 from tracekit.model import Run
+from tracekit.model.mesh import log_world_size
 from tracekit.model.rankset import MAX_RANK, format_ranks
 
 
 def expected_world(run: Run) -> int | None:
-    """The world size the logs imply, or None when no rank or outcome says anything (group
-    sizes above :data:`tracekit.model.rankset.MAX_RANK` are not plausible and not used)."""
+    """The world size the logs imply, or None when no rank or outcome says anything: the
+    logs' ``# World size`` when one states it (and no rank found lies beyond it), else the
+    largest FSDP group size or highest rank plus one (sizes above
+    :data:`tracekit.model.rankset.MAX_RANK` are not plausible and not used)."""
+    stated = log_world_size(run)
     sizes = [g.group_size for r in run.ranks for g in r.graphs if g.group_size and g.group_size <= MAX_RANK]
     found = [r.rank for r in run.ranks if r.rank is not None]
     candidates = sizes + ([max(found) + 1] if found else [])
+    if stated is not None:
+        candidates = [stated] + ([max(found) + 1] if found else [])
     return max(candidates) if candidates else None
 
 

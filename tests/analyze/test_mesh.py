@@ -1,0 +1,115 @@
+"""Two-dimensional meshes (issue 37): the mesh read from the logs, per-communicator schedule
+checks, and the collectives pre-bucketing never handles on a mesh. Exact values from the
+fixtures ``hsdp`` (replicate 2 x shard 2), ``fsdp_tp`` (shard 2 x tp 2) and ``hsdp_diverge``
+(HSDP, rank 3 builds one more layer), made by ``fixtures/generate.py``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tracekit
+from conftest import FIXTURE_LOGS, ROOT
+from tracekit.analyze.summarize import summary_document
+from tracekit.model.mesh import mesh_groups, mesh_text, role_names
+from tracekit.model.world import expected_world
+
+HSDP = FIXTURE_LOGS / "hsdp"
+FSDP_TP = FIXTURE_LOGS / "fsdp_tp"
+HSDP_DIVERGE = FIXTURE_LOGS / "hsdp_diverge"
+#: mesh (shard, tp): the shard groups are made first (ranks 0, 2 and 1, 3), then the tp groups
+FSDP_TP_GROUPS = [("1", 2, (0, 2), "shard"), ("2", 2, (1, 3), "shard"), ("3", 2, (0, 1), "tp"), ("4", 2, (2, 3), "tp")]
+#: (graph_index, group, peers): rank 3 differs first on its shard group 4, with rank 2
+HSDP_DIVERGE_ITEMS = [(0, "4", "2-3"), (1, "4", "2-3")]
+
+
+@pytest.fixture(scope="module")
+def hsdp_doc():
+    return summary_document(tracekit.load(HSDP))
+
+
+def _groups(path):
+    return [(g.name, g.size, g.members, g.role) for g in mesh_groups(tracekit.load(path))]
+
+
+def test_hsdp_groups_members_sizes_and_roles():
+    assert _groups(HSDP) == [
+        ("1", 2, (0, 2), "replicate"),
+        ("2", 2, (1, 3), "replicate"),
+        ("3", 2, (0, 1), "shard"),
+        ("4", 2, (2, 3), "shard"),
+    ]
+
+
+def test_fsdp_tp_groups_members_sizes_and_roles():
+    assert _groups(FSDP_TP) == FSDP_TP_GROUPS
+
+
+def test_mesh_text_of_both_meshes():
+    for path, text in ((HSDP, "world 4 = replicate 2 × shard 2"), (FSDP_TP, "world 4 = shard 2 × tp 2")):
+        run = tracekit.load(path)
+        assert mesh_text(expected_world(run), mesh_groups(run)) == text
+
+
+def test_world_from_one_rank_log_is_the_world_size_line():
+    # the FSDP group has 2 ranks; the log's "# World size: 4" tells the world
+    one = sorted(HSDP.glob("*rank_1_*.log"))[0]
+    w = summary_document(tracekit.load(one))["world"]
+    assert (w["expected"], w["found"], w["missing"]) == (4, 1, "0,2-3")
+
+
+def test_healthy_hsdp_is_no_divergence_and_one_outcome_row(hsdp_doc):
+    assert hsdp_doc["verdict"]["status"] == "agree"
+    assert hsdp_doc["verdict"]["text"].startswith("OK: all 4 ranks agree on all 2 graphs; FINDING: ")
+    assert hsdp_doc["schedule_divergence"] == [] and hsdp_doc["divergence"] == []
+    assert [(g["ranks"], [x["mesh_fsdp_groups"] for x in g["graphs"]]) for g in hsdp_doc["groups"]] == [
+        ("0-3", [["3", "4"], ["3", "4"]])
+    ]
+
+
+def test_healthy_fsdp_tp_is_no_divergence():
+    doc = summary_document(tracekit.load(FSDP_TP))
+    assert doc["verdict"]["status"] == "agree"
+    assert doc["schedule_divergence"] == [] and doc["divergence"] == []
+    assert [g["ranks"] for g in doc["groups"]] == ["0-3"]
+
+
+def test_hsdp_replicate_all_reduces_never_bucketed(hsdp_doc):
+    (item,) = hsdp_doc["mesh_unbucketed"]
+    assert {k: item[k] for k in ("compile_id", "graph_index", "ranks", "role", "groups", "kind", "count")} == {
+        "compile_id": "0/0",
+        "graph_index": 1,
+        "ranks": "0-3",
+        "role": "replicate",
+        "groups": ["1", "2"],
+        "kind": "all_reduce",
+        "count": 8,
+    }
+    # 8 gradients: weights 8,192 + 65,536 + 65,536 + 8,192 B, biases 256 + 256, scales 516 + 68
+    assert (item["bytes"], item["est_ms"]) == (148_552, 0.0658)
+    assert "FINDING: collectives pre-bucketing never handles on this mesh" in hsdp_doc["verdict"]["text"]
+
+
+def test_one_rank_diverging_inside_its_shard_group_is_named_with_group_and_peers():
+    doc = summary_document(tracekit.load(HSDP_DIVERGE))
+    assert doc["verdict"]["status"] == "diverge"
+    items = doc["schedule_divergence"]
+    assert {(d["ranks"], d["majority_ranks"], d["majority"]) for d in items} == {("3", "0-2", True)}
+    assert [(d["graph_index"], d["group"], d["peers"]) for d in items] == HSDP_DIVERGE_ITEMS
+    assert doc["verdict"]["text"].startswith("DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs")
+
+
+def test_role_names_only_for_roles_with_several_groups():
+    assert role_names(mesh_groups(tracekit.load(FIXTURE_LOGS / "spmd_auto"))) == {}
+    assert role_names(mesh_groups(tracekit.load(HSDP))) == {"1": "replicate", "2": "replicate", "3": "shard", "4": "shard"}
+
+
+def test_summarize_text_shows_mesh_and_groups_by_role():
+    out = subprocess.run(
+        [sys.executable, "-m", "tracekit", "summarize", str(HSDP)], capture_output=True, text=True, cwd=ROOT
+    ).stdout
+    assert "Mesh: world 4 = replicate 2 × shard 2; replicate groups 1 (0,2) | 2 (1,3); shard groups 3 (0-1) | 4 (2-3)\n" in out
+    assert "shard groups 3 | 4" in out
+    assert "0/0           backward  replicate 1 | 2  all_reduce 8->8  148,552  0.0658    0-3" in out

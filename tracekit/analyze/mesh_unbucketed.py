@@ -1,0 +1,95 @@
+"""Collectives that pre-bucketing never handles on a mesh: found in the final schedules.
+
+Pure functions of rank groups (:func:`tracekit.analyze.summarize.rank_groups`) and the mesh
+(:func:`tracekit.model.mesh.mesh_groups`); nothing here reads a file or imports torch.
+
+torch's pre-bucketing (``torch._inductor.fx_passes.fsdp``, 2.13) buckets collectives only on the
+groups of its FSDP all-gathers (the outcome's ``fsdp_groups``). In HSDP the gradients are then
+all-reduced on the replicate group, which carries no all-gather: each all-reduce runs alone.
+Any collective of a kind that runs more than once in a graph on a group the pass never saw is
+such a finding: its count, bytes (one rank's input) and torch's estimated ms (the NCCL estimate
+of ``fx_collectives_analytical_estimation``), with the reason read off the graph.
+
+    HSDP backward, ranks 0-3: 8 all_reduce on replicate groups 1 | 2, one by one
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tracekit.model import Graph
+from tracekit.model.mesh import MeshGroup
+from tracekit.model.rankset import format_ranks
+
+_LABELS = {0: "forward", 1: "backward"}
+
+
+def mesh_unbucketed(
+    rows: Iterable[tuple[list[int | None], list[Graph]]], mesh: list[MeshGroup]
+) -> list[dict[str, Any]]:
+    """One item per (rows' graph, group role, kind) with more than one collective of that kind
+    on a group the graph's pre-bucketing never saw.
+
+    ``rows``: ``(ranks, graphs)`` of ranks with the same outcome (their first rank's graphs).
+    Items: ``{compile_id, graph_index, ranks, role, groups, kind, count, bytes, est_ms,
+    fsdp_groups, reason}``; ``groups`` the names of that role's groups the rows' ranks use
+    (``["17", "18"]``), ``count``/``bytes``/``est_ms`` one rank's (bytes and ms None when the
+    estimates were not logged or not matched)."""
+    role = {g.name: g.role for g in mesh}
+    items: list[dict[str, Any]] = []
+    for ranks, graphs in rows:
+        members = set(ranks)
+        for g in graphs:
+            if g.final is None:
+                continue
+            seen = set(g.fsdp_groups)
+            by: dict[tuple[str, str], list[Any]] = {}
+            for c in g.final.collectives:
+                if c.group is None or c.group in seen:
+                    continue
+                by.setdefault((c.group, c.kind), []).append(c)
+            for (group, kind), cs in by.items():
+                if len(cs) < 2:
+                    continue
+                r = role.get(group, "unknown")
+                names = [m.name for m in mesh if m.role == r and members.intersection(m.members)] or [group]
+                nbytes = None if any(c.bytes is None for c in cs) else sum(c.bytes for c in cs)
+                ms = None if any(c.est_ms is None for c in cs) else round(sum(c.est_ms for c in cs), 4)
+                items.append(
+                    {
+                        "compile_id": g.compile_id,
+                        "graph_index": g.graph_index,
+                        "ranks": format_ranks(ranks),
+                        "role": r,
+                        "groups": names,
+                        "kind": kind,
+                        "count": len(cs),
+                        "bytes": nbytes,
+                        "est_ms": ms,
+                        "fsdp_groups": list(g.fsdp_groups),
+                        "reason": (
+                            f"torch's pre-bucketing buckets only on its FSDP groups "
+                            f"({', '.join(g.fsdp_groups) or 'none'}); group {group} ({r}) has "
+                            f"{len(cs)} {kind} and is not one of them, so each runs alone"
+                        ),
+                    }
+                )
+    return items
+
+
+def mesh_unbucketed_text(items: list[dict[str, Any]]) -> str:
+    """The verdict's finding: ``FINDING: 8 all_reduce never bucketed (0/0 backward on ranks
+    0-3, replicate groups 1 | 2: 585,504 B, 0.0851 ms est.)``; empty when there is none."""
+    if not items:
+        return ""
+
+    what = "; ".join(
+        f"{d['count']} {d['kind']} on {d['role']} group{'s' if len(d['groups']) > 1 else ''} "
+        f"{' | '.join(d['groups'])} ({d['compile_id']} {_LABELS.get(d['graph_index'], d['graph_index'])}, ranks {d['ranks']}: "
+        f"{'?' if d['bytes'] is None else format(d['bytes'], ',')} B, "
+        f"{'?' if d['est_ms'] is None else d['est_ms']} ms est.)"
+        for d in items[:3]
+    )
+    more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
+    return f"FINDING: collectives pre-bucketing never handles on this mesh, run one by one: {what}{more}"

@@ -1,0 +1,199 @@
+"""The device mesh a run used, read from the logs: its process groups and the world.
+
+Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or imports torch.
+
+c10d names process groups in creation order and every rank creates every group of a
+DeviceMesh, so a group name means the same group on every rank. A group's members are the ranks
+whose logs use its name (in a final schedule or as an FSDP group of a bucketing outcome). Its
+role is read from what runs on it:
+
+- ``shard``: the FSDP all-gathers and reduce-scatters (an ``fsdp_groups`` entry of torch's
+  pre-bucketing outcome; without any outcome, a group with all-gathers or reduce-scatters);
+- ``tp``: collectives on activations (all-reduces in a forward graph, or all-gathers and
+  reduce-scatters on a group that is no FSDP group);
+- ``replicate``: all-reduces in backward graphs only (the gradients of HSDP or DDP).
+
+The world is the ``# World size: N`` line of ``fx_collectives_analytical_estimation``
+(:attr:`tracekit.model.FinalSchedule.world_size`) when a log has one.
+
+For an HSDP run of 4 ranks (replicate 2 x shard 2)::
+
+    >>> mesh_text(4, groups)             # doctest: +SKIP
+    'world 4 = replicate 2 × shard 2'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.model import FinalSchedule, Rank, Run
+from tracekit.model.rankset import MAX_RANK, format_ranks
+
+#: Roles in the order a mesh is written (outermost dimension first).
+ROLES: tuple[str, ...] = ("replicate", "shard", "tp")
+
+
+@dataclass(frozen=True, slots=True)
+class MeshGroup:
+    """One process group: its name (c10d's ``group_name``), size, member ranks and role, with
+    the reason the role was given."""
+
+    name: str
+    size: int | None
+    members: tuple[int, ...]
+    role: str  # "shard" | "replicate" | "tp" | "unknown"
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "size": self.size,
+            "members": format_ranks(self.members),
+            "role": self.role,
+            "reason": self.reason,
+        }
+
+
+def _finals(rank: Rank) -> list[FinalSchedule]:
+    out = [g.final for g in rank.graphs if g.final is not None]
+    return out + list(rank.schedules_without_outcome)
+
+
+def log_world_size(run: Run) -> int | None:
+    """The largest ``# World size`` any rank's log states (None when none does, or only
+    implausible ones above :data:`tracekit.model.rankset.MAX_RANK`)."""
+    sizes = [
+        f.world_size
+        for r in run.ranks
+        for f in _finals(r)
+        if f.world_size is not None and 0 < f.world_size <= MAX_RANK
+    ]
+    return max(sizes) if sizes else None
+
+
+@dataclass(slots=True)
+class _Seen:
+    members: set[int]
+    sizes: set[int]
+    fsdp: bool = False
+    forward_kinds: set[str] | None = None
+    backward_kinds: set[str] | None = None
+
+
+def _role(s: _Seen, any_fsdp: bool) -> tuple[str, str]:
+    fwd, bwd = s.forward_kinds or set(), s.backward_kinds or set()
+    sharding = {"all_gather", "reduce_scatter"}
+    if s.fsdp:
+        return "shard", "FSDP all-gathers and reduce-scatters (torch's pre-bucketing FSDP group)"
+    if not any_fsdp and (fwd | bwd) & sharding:
+        return "shard", "all-gathers and reduce-scatters (no pre-bucketing outcome names the FSDP group)"
+    if (fwd | bwd) & sharding:
+        return "tp", "all-gathers or reduce-scatters of activations on a group that is no FSDP group"
+    if "all_reduce" in fwd:
+        return "tp", "all-reduces of activations in the forward graph"
+    if "all_reduce" in bwd:
+        return "replicate", "all-reduces of gradients in backward graphs only"
+    return "unknown", "no collective on it tells"
+
+
+def mesh_groups(run: Run) -> list[MeshGroup]:
+    """Every process group the logs use, by name (numeric names in number order). Ranks
+    whose graphs are the same objects (identical ranks: :mod:`tracekit.read.pairing` shares
+    them) are looked at once."""
+    seen: dict[str, _Seen] = {}
+    any_fsdp = False
+    by_key: dict[tuple, list[tuple[str, set[int], bool, set[str], set[str]]]] = {}
+    for r in run.ranks:
+        key = (tuple(id(g) for g in r.graphs), tuple(map(id, r.schedules_without_outcome)))
+        facts = by_key.get(key)
+        if facts is None:
+            facts = by_key[key] = _rank_facts(r)
+        for name, sizes, fsdp, fwd, bwd in facts:
+            s = seen.get(name)
+            if s is None:
+                s = seen[name] = _Seen(set(), set(), forward_kinds=set(), backward_kinds=set())
+            if r.rank is not None:
+                s.members.add(r.rank)
+            s.sizes |= sizes
+            s.fsdp |= fsdp
+            any_fsdp |= fsdp
+            assert s.forward_kinds is not None and s.backward_kinds is not None
+            s.forward_kinds |= fwd
+            s.backward_kinds |= bwd
+    out = []
+    for name in sorted(seen, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)):
+        s = seen[name]
+        role, reason = _role(s, any_fsdp)
+        size = max(s.sizes) if s.sizes else (len(s.members) or None)
+        out.append(MeshGroup(name, size, tuple(sorted(s.members)), role, reason))
+    return out
+
+
+def _rank_facts(r: Rank) -> list[tuple[str, set[int], bool, set[str], set[str]]]:
+    """``(group, sizes, is_fsdp, forward kinds, backward kinds)`` of every group one rank uses."""
+    acc: dict[str, tuple[set[int], list[bool], set[str], set[str]]] = {}
+
+    def at(name: str) -> tuple[set[int], list[bool], set[str], set[str]]:
+        return acc.setdefault(name, (set(), [False], set(), set()))
+
+    for g in r.graphs:
+        for name in g.fsdp_groups:
+            sizes, fsdp, _, _ = at(name)
+            fsdp[0] = True
+            if g.group_size and 0 < g.group_size <= MAX_RANK:
+                sizes.add(g.group_size)
+    for f in _finals(r):
+        for c in f.collectives:
+            if c.group is None:
+                continue
+            sizes, _, fwd, bwd = at(c.group)
+            if c.group_size and 0 < c.group_size <= MAX_RANK:
+                sizes.add(c.group_size)
+            (fwd if f.position == 0 else bwd).add(c.kind)
+    return [(n, s, fs[0], fw, bw) for n, (s, fs, fw, bw) in acc.items()]
+
+
+def is_mesh(groups: Iterable[MeshGroup]) -> bool:
+    """True when the groups form more than one communicator: a mesh (2-D or more), or
+    groups of one role that split the ranks (each rank's FSDP group is another group)."""
+    return len(list(groups)) > 1
+
+
+def role_names(groups: list[MeshGroup]) -> dict[str, str]:
+    """Group name -> its role, for the groups whose role has more than one group (``shard``
+    groups ``19`` and ``20`` both map to ``shard``): the names cross-rank checks compare
+    instead of the names themselves. Empty on a 1-D run (one group)."""
+    by_role: dict[str, list[str]] = {}
+    for g in groups:
+        if g.role != "unknown":
+            by_role.setdefault(g.role, []).append(g.name)
+    return {n: role for role, names in by_role.items() if len(names) > 1 for n in names}
+
+
+def dimensions(groups: list[MeshGroup]) -> list[tuple[str, int | None, list[str]]]:
+    """``(role, size, group names)`` per role, in :data:`ROLES` order (others last)."""
+    by_role: dict[str, list[MeshGroup]] = {}
+    for g in groups:
+        by_role.setdefault(g.role, []).append(g)
+    order = [r for r in ROLES if r in by_role] + sorted(r for r in by_role if r not in ROLES)
+    return [
+        (role, max((g.size or 0 for g in by_role[role]), default=0) or None, [g.name for g in by_role[role]])
+        for role in order
+    ]
+
+
+def mesh_text(world: int | None, groups: list[MeshGroup]) -> str:
+    """``world 4 = replicate 2 × shard 2`` (sizes per role; ``?`` where one is unknown)."""
+    dims = " × ".join(f"{role} {size if size else '?'}" for role, size, _ in dimensions(groups))
+    return f"world {world if world else '?'} = {dims}"
+
+
+def mesh_document(world: int | None, groups: list[MeshGroup]) -> dict[str, Any]:
+    """The ``mesh`` section of the summary document: its text, dimensions and groups."""
+    return {
+        "text": mesh_text(world, groups),
+        "dimensions": [{"role": r, "size": s, "groups": names} for r, s, names in dimensions(groups)],
+        "groups": [g.to_dict() for g in groups],
+    }
