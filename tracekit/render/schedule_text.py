@@ -151,6 +151,7 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
             f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, dtype, "
             f"in order) {whom}: a hang or corruption risk\n\n"
         )
+        in_group = any("group" in d for d in div)  # a mesh: the group and its members
         out.append(
             table(
                 [
@@ -158,6 +159,7 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
                         d["compile_id"],
                         graph_label(d["graph_index"]),
                         ranks_cell(d["ranks"]),
+                        *([f"{d['group']} ({d['peers']})" if d.get("group") else "-"] if in_group else []),
                         _at(d),
                         _value(d, "value"),
                         majority_cell(d, div),
@@ -165,10 +167,15 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
                     ]
                     for d in div
                 ],
-                ["compile id", "graph", "ranks", "at", "value", *majority_headers(div)],
+                ["compile id", "graph", "ranks", *(["in group (members)"] if in_group else []), "at", "value", *majority_headers(div)],
                 fmt,
             )
         )
+        if in_group:
+            out.append(
+                "\nmesh: group names are compared by role (two shard groups alike); "
+                "a rank is named with the group where it first differs and that group's members\n"
+            )
     elif nranks > 1:
         ngraphs = len({(f["compile_id"], f["position"]) for _r, f in _finals(doc)})
         out.append(
