@@ -77,7 +77,7 @@ def test_healthy_fsdp_tp_is_no_divergence():
 
 
 def test_hsdp_replicate_all_reduces_never_bucketed(hsdp_doc):
-    (item,) = hsdp_doc["mesh_unbucketed"]
+    (item,) = hsdp_doc["mesh_not_prebucketed"]
     assert {k: item[k] for k in ("compile_id", "graph_index", "ranks", "role", "groups", "kind", "count")} == {
         "compile_id": "0/0",
         "graph_index": 1,

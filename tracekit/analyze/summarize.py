@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.cut import compared_items, cut_text
-from tracekit.analyze.mesh_unbucketed import mesh_unbucketed, mesh_unbucketed_text
+from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed, mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.model import (
@@ -659,10 +659,10 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     sched = compared_items(schedule_divergence(run, mesh), run)
     comp = compared_items(compile_divergence(run), run)
     dn = did_nothing(run, groups)
-    unb = mesh_unbucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
+    unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     v: dict[str, Any] = verdict(run, w, div, t, sched + comp, dn)
     if unb:
-        v["text"] += "; " + mesh_unbucketed_text(unb)
+        v["text"] += "; " + mesh_not_prebucketed_text(unb)
         v["mesh_findings"] = len(unb)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -676,7 +676,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "schedule_divergence": sched,
         "compile_divergence": comp,
         "did_nothing": _with_ranges(dn, "ranks"),
-        **({"mesh_unbucketed": unb} if roles else {}),
+        **({"mesh_not_prebucketed": unb} if roles else {}),
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }

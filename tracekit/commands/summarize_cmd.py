@@ -307,7 +307,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
     if rows:
         dn = doc["did_nothing"]
-        if not dn and not doc.get("mesh_unbucketed"):
+        if not dn and not doc.get("mesh_not_prebucketed"):
             out.append("\n" + section_line("Bucketing did nothing", did_nothing_none_text(doc), fmt))
         elif dn:
             out.append("\n" + heading("Bucketing did nothing", fmt))
@@ -330,7 +330,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                 )
             )
             out.append(not_prebucketed_lines(dn, fmt))
-        unb = doc.get("mesh_unbucketed") or []
+        unb = doc.get("mesh_not_prebucketed") or []
         if unb:
             out.append(
                 "\n" + heading("Bucketing did nothing on the mesh (groups pre-bucketing never sees)", fmt)

@@ -167,7 +167,15 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
                     ]
                     for d in div
                 ],
-                ["compile id", "graph", "ranks", *(["in group (members)"] if in_group else []), "at", "value", *majority_headers(div)],
+                [
+                    "compile id",
+                    "graph",
+                    "ranks",
+                    *(["in group (members)"] if in_group else []),
+                    "at",
+                    "value",
+                    *majority_headers(div),
+                ],
                 fmt,
             )
         )

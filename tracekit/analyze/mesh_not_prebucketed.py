@@ -25,7 +25,7 @@ from tracekit.model.rankset import format_ranks
 _LABELS = {0: "forward", 1: "backward"}
 
 
-def mesh_unbucketed(
+def mesh_not_prebucketed(
     rows: Iterable[tuple[list[int | None], list[Graph]]], mesh: list[MeshGroup]
 ) -> list[dict[str, Any]]:
     """One item per (rows' graph, group role, kind) with more than one collective of that kind
@@ -78,7 +78,7 @@ def mesh_unbucketed(
     return items
 
 
-def mesh_unbucketed_text(items: list[dict[str, Any]]) -> str:
+def mesh_not_prebucketed_text(items: list[dict[str, Any]]) -> str:
     """The verdict's finding: ``FINDING: 8 all_reduce never bucketed (0/0 backward on ranks
     0-3, replicate groups 1 | 2: 585,504 B, 0.0851 ms est.)``; empty when there is none."""
     if not items:
