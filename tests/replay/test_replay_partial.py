@@ -54,7 +54,7 @@ def test_totals_and_step_count_the_partial_graph(partial_run):
 
 
 def test_the_table_says_partial_and_its_last_line_agrees(partial_run):
-    from tracekit.commands.replay_cmd import render_text
+    from tracekit.render.replay_text import render_text
 
     _, doc = partial_run
     text = render_text(doc, "table")

@@ -54,7 +54,7 @@ def test_logs_of_the_running_release_reproduce_with_torchs_exposed_ms(scenario):
 
 @pytest.mark.parametrize("scenario", OTHER)
 def test_a_log_of_another_release_says_what_differs(scenario):
-    from tracekit.commands.replay_cmd import render_text
+    from tracekit.render.replay_text import render_text
     from tracekit.replay.torch_versions import differences
 
     import tracekit.replay

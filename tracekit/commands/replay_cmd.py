@@ -16,7 +16,6 @@ error.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
@@ -38,20 +37,8 @@ from tracekit.commands.options import (
     require_torch,
 )
 from tracekit.commands.output import output_sink
-from tracekit.model import COLLECTIVE_TYPES
-from tracekit.model.rankset import format_ranks, parse_ranks
-from tracekit.render.text import (
-    UNITS_MB,
-    UNITS_SIZES,
-    dumps_json,
-    escape_controls,
-    fmt_caps,
-    fmt_counts,
-    fmt_mb,
-    heading,
-    plural,
-    table,
-)
+from tracekit.render.replay_text import render_text
+from tracekit.render.text import dumps_json, escape_controls
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 
@@ -63,20 +50,6 @@ WHAT_IF_REACH = (
     "peak), the step and the recommendation time collectives with torch's NCCL model of the "
     "logged group"
 )
-GRAPH_HEADERS = ["ranks", "graph", "fx nodes", "recorded cap MB", "AG", "RS", "AR", "reproduced", "comm ms"]
-CAP_HEADERS = [
-    "ranks",
-    "graph",
-    "cap MB",
-    "cap from",
-    "AG",
-    "RS",
-    "AR",
-    "buckets",
-    "largest MB",
-    "comm ms",
-    "vs recorded",
-]
 
 
 def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
@@ -97,167 +70,6 @@ def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
             seen.add(c)
             uniq.append(c)
     return uniq
-
-
-def _ms(x: float | None, signed: bool = False) -> str:
-    if x is None:
-        return "-"
-    return f"{x:+.4f}" if signed else f"{x:.4f}"
-
-
-def _applied_text(applied: dict[str, Any] | None) -> str:
-    if not applied:
-        return "-"
-    if not applied.get("ok"):
-        return f"FAILED: {applied.get('error', '')[:80]}"
-    return "lint ok, " + ("same counts as plan" if applied.get("matches_plan") else "COUNTS DIFFER FROM PLAN")
-
-
-def _ranks(g: dict[str, Any]) -> str:
-    """The ranks an entry stands for, as ranges (a /1 document has one ``rank``)."""
-    return g.get("ranks") or ("rank not logged" if g["rank"] is None else str(g["rank"]))
-
-
-def hardware_line(doc: dict[str, Any], which: str) -> str:
-    """What the comm-ms column of a table assumes, said above it: ``which`` is ``"recorded"``
-    (the recorded buckets) or ``"replays"`` (the other caps)."""
-    seen: list[dict[str, Any]] = []
-    for g in doc["graphs"]:
-        hws = (
-            [g["recorded"].get("hardware")]
-            if which == "recorded"
-            else [r.get("hardware") for r in g["replays"]]
-        )
-        for hw in hws:
-            if hw and hw not in seen:
-                seen.append(hw)
-    if not seen:
-        return "comm ms: torch's NCCL model (no graph was costed)\n"
-    parts = [
-        f"{hw['interconnect']}, group size {hw['group_size']}, "
-        f"{hw['n_nodes']} machine{'s' if hw['n_nodes'] != 1 else ''}"
-        for hw in seen
-    ]
-    return f"comm ms: torch's NCCL model, assuming {'; '.join(parts)}\n"
-
-
-def render_text(doc: dict[str, Any], fmt: str) -> str:
-    """The table / markdown view of a ``tracekit.replay/3`` document: one row per distinct
-    replay, with the ranks it stands for."""
-    import os
-
-    if not doc["graphs"] and doc.get("not_prebucketed"):  # only graphs torch never pre-bucketed
-        from tracekit.render.not_prebucketed_text import unbucketed_only_text
-
-        return unbucketed_only_text(doc, fmt)
-    types = COLLECTIVE_TYPES
-    out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc, "recorded")]
-    runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}
-
-    def run_of(g: dict[str, Any]) -> list[str]:
-        # Several runs side by side: say which directory each row comes from.
-        return [os.path.basename(os.path.dirname(g["file"])) or "."] if len(runs) > 1 else []
-
-    rows = []
-    for g in doc["graphs"]:
-        rec = g["recorded"]
-        verdict = {"reproduced": "yes", "not reproduced": "NO", "partial": "PARTIAL"}.get(
-            g["verdict"], g["verdict"]
-        )
-        rows.append(
-            [
-                *run_of(g),
-                _ranks(g),
-                f"{g['compile_id']}:{g['graph_index']}",
-                g["nodes"] or "-",
-                fmt_mb(rec["bucket_cap_mb"]),
-                *(fmt_counts(rec["collectives"].get(t)) for t in types),
-                verdict,
-                _ms(rec["estimated_comm_ms"]),
-            ]
-        )
-    out.append(table(rows, (["run"] if len(runs) > 1 else []) + GRAPH_HEADERS, fmt))
-    problems = []
-    for g in doc["graphs"]:
-        label = f"{g['file']}: ranks {_ranks(g)} graph {g['compile_id']}:{g['graph_index']}"
-        if g["error"]:
-            problems.append(f"{label}: {g['error']}")
-        for m in g["mismatches"]:
-            problems.append(f"{label}: NOT REPRODUCED: {m}")
-        for m in g.get("partial", []):
-            problems.append(f"{label}: PARTIAL: {m}")
-        if g.get("note"):
-            problems.append(f"{label}: {g['note']}")
-    if problems:
-        out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + p for p in problems) + "\n")
-    cap_rows = []
-    cap_text = fmt_caps(r["bucket_cap_mb"] for g in doc["graphs"] for r in g["replays"])
-    for g in doc["graphs"]:
-        for r in g["replays"]:
-            buckets = r["bucket_sizes_mb"]
-            n_after = sum(len(v) for v in buckets.values())
-            row = [
-                *run_of(g),
-                _ranks(g),
-                f"{g['compile_id']}:{g['graph_index']}",
-                cap_text[r["bucket_cap_mb"]],
-                r["cap_source"],
-                *(fmt_counts(r["collectives"].get(t)) for t in types),
-                f"{n_after} ({r['merged_buckets']} merged)",
-                fmt_mb(r["largest_bucket_mb"]),
-                _ms(r["estimated_comm_ms"]),
-                _ms(r["comm_ms_vs_recorded"], signed=True),
-            ]
-            if doc.get("apply"):
-                row.append(_applied_text(r.get("applied")))
-            cap_rows.append(row)
-    if doc["caps"] or cap_rows:
-        hw = doc["hardware"]
-        what_if = ", ".join(
-            f"{k}={v}" for k, v in [*hw.items(), ("bucket_mode", doc.get("bucket_mode"))] if v is not None
-        )
-        title = "Other caps" + (f" ({what_if})" if what_if else "")
-        out.append("\n" + heading(title, fmt))
-        out.append(hardware_line(doc, "replays"))
-        out.append(
-            table(
-                cap_rows,
-                (["run"] if len(runs) > 1 else []) + CAP_HEADERS + (["--apply"] if doc.get("apply") else []),
-                fmt,
-            )
-        )
-        out.append(
-            "\nbuckets: collectives left after bucketing (merged: buckets of 2 or more); "
-            f"largest: the biggest one, the memory it pins;\n{UNITS_MB}; {UNITS_SIZES}; comm ms: torch's "
-            "NCCL model of the FSDP collectives, vs the recorded buckets on the same hardware.\n"
-        )
-    from tracekit.render.not_prebucketed_text import unbucketed_section
-
-    out.append(unbucketed_section(doc, fmt))  # graphs torch never pre-bucketed
-
-    from tracekit.render.replay_schedule_text import render_schedule
-
-    out.append(render_schedule(doc, fmt))
-    from tracekit.replay.torch_versions import torch_lines
-
-    versions = torch_lines(doc.get("torch"))  # which torch wrote the logs, which one replays them
-    if versions:
-        out.append("\n" + "".join(f"{ln}\n" for ln in versions))
-    t = doc["totals"]
-    graphs = plural(t["graphs"], "graph")
-    if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
-        every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
-        graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
-    out.append(
-        f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
-        + (f"partial: {t['partial']} of {t['graphs']} graphs, " if t.get("partial") else "")
-        + f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
-        + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "")
-        + ".\n"
-    )
-    for note in doc.get("notes", []):
-        out.append(f"note: {note}\n")
-    return "".join(out)
 
 
 @click.command("replay")
