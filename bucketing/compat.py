@@ -3,7 +3,9 @@
 The passes lean on private building blocks of ``torch._inductor`` (functional collective ops,
 the NCCL comm model, the custom graph pass interface, the ``aten_distributed_optimizations``
 config) that move between releases. What decides is whether those building blocks are there
-(:func:`check_torch` looks for each symbol the passes call), not the version string: a release
+(:func:`check_torch` looks for each symbol the passes call, and checks that each torch function
+we call takes the arguments we pass: :class:`Call`, :func:`check_calls`), not the version
+string: a release
 that has them runs, and one that was never tested (:data:`TESTED_TORCH`) gets one line saying so
 (:func:`untested_note`); a release that lacks one is refused with the list of what it lacks.
 Nothing here imports dynamo or the inductor scheduler: the checks are a few small modules'
@@ -14,6 +16,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
+import sys
+from dataclasses import dataclass
 
 #: The oldest torch line the passes support (the first with every building block below).
 SUPPORTED_TORCH = "2.13"
@@ -50,6 +55,38 @@ class UnsupportedTorch(RuntimeError):
     """The installed torch lacks a building block the bucketing passes need."""
 
 
+@dataclass(frozen=True)
+class Call:
+    """One call we make into torch: ``module.name`` with ``positional`` arguments, then
+    ``keywords`` by name. :func:`call_mismatches` checks it against the installed function's
+    ``inspect.signature``: a parameter renamed, removed or newly required is found before any
+    work, not as a ``TypeError`` halfway through a replay."""
+
+    module: str
+    name: str
+    positional: int
+    keywords: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        args = ["_"] * self.positional + [f"{k}=" for k in self.keywords]
+        return f"{self.module}.{self.name}({', '.join(args)})"
+
+
+#: The calls into torch's comm model the passes make (the cap: :mod:`bucketing.cap`).
+BUCKETING_CALLS = (
+    Call("torch._inductor.comm_analysis", "compute_min_saturation_bytes", 2, ("target_efficiency",)),
+)
+
+#: torch's own merge functions, the fallback for buckets we do not merge ourselves
+#: (:func:`bucketing.merge.merge_with_torch`); checked when first used, as their module is
+#: imported only then.
+TORCH_MERGE_CALLS = (
+    Call("torch._inductor.fx_passes.bucketing", "merge_all_gather_bucket", 3),
+    Call("torch._inductor.fx_passes.bucketing", "merge_reduce_scatter_bucket", 3),
+    Call("torch._inductor.fx_passes.bucketing", "merge_all_reduce_bucket", 2),
+)
+
+
 def _release(version: str) -> tuple[int, ...]:
     """``"2.15.0+cu132"`` -> ``(2, 15, 0)``; pre-release tails (``2.16.0a0``) keep their digits."""
     out = []
@@ -83,11 +120,52 @@ def missing_building_blocks() -> list[str]:
     return missing
 
 
+def call_mismatches(calls: tuple[Call, ...]) -> list[str]:
+    """What in ``calls`` the installed torch would refuse: a module or function it lacks, or a
+    signature that does not take the arguments (``"torch...f(_, x=): got an unexpected keyword
+    argument 'x'"``). Empty when every call fits. Imports each call's module."""
+    out = []
+    for call in calls:
+        try:
+            module = sys.modules.get(call.module) or importlib.import_module(call.module)
+        except ImportError:
+            out.append(call.module)
+            continue
+        func = getattr(module, call.name, None)
+        if func is None:
+            out.append(f"{call.module}.{call.name}")
+            continue
+        try:
+            signature = inspect.signature(func)
+        except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+            continue
+        try:
+            signature.bind(*([None] * call.positional), **dict.fromkeys(call.keywords))
+        except TypeError as exc:
+            out.append(f"{call}: {exc}")
+    return out
+
+
+@functools.cache
+def check_calls(calls: tuple[Call, ...]) -> None:
+    """Raise :class:`UnsupportedTorch` when the installed torch would refuse one of ``calls``
+    (:func:`call_mismatches`), naming each; once per tuple of calls and process."""
+    mismatches = call_mismatches(calls)
+    if mismatches:
+        import torch
+
+        raise UnsupportedTorch(
+            f"torch {torch.__version__} does not take the calls bucketing makes "
+            f"(tested: torch {', '.join(TESTED_TORCH)}): {'; '.join(mismatches)}"
+        )
+
+
 @functools.cache
 def check_torch() -> str:
     """Return the torch version (``"2.15.0"``) if the passes can run on it, else raise
-    :class:`UnsupportedTorch`: torch missing, older than :data:`SUPPORTED_TORCH`, or lacking a
-    building block (:func:`missing_building_blocks`)."""
+    :class:`UnsupportedTorch`: torch missing, older than :data:`SUPPORTED_TORCH`, lacking a
+    building block (:func:`missing_building_blocks`) or not taking a call of
+    :data:`BUCKETING_CALLS` (:func:`check_calls`)."""
     try:
         import torch
     except ImportError as exc:  # torch is the `replay` extra, not a dependency of the base package
@@ -106,6 +184,7 @@ def check_torch() -> str:
             f"torch {torch.__version__} lacks building blocks bucketing needs "
             f"(tested: torch {', '.join(TESTED_TORCH)}): {', '.join(missing)}"
         )
+    check_calls(BUCKETING_CALLS)
     return version
 
 

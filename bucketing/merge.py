@@ -39,6 +39,7 @@ from collections import defaultdict
 import torch
 import torch.fx as fx
 
+from bucketing.compat import TORCH_MERGE_CALLS, check_calls
 from bucketing.predicates import WAIT_TARGET, collective_arg, group_name_of, reduce_op_of
 
 aten = torch.ops.aten
@@ -339,6 +340,7 @@ def merge_with_torch(graph: fx.Graph, kind: str, members: list[fx.Node], mode: s
     """Merge one bucket with torch 2.13's own functions (slow provenance; used as fallback)."""
     from torch._inductor.fx_passes import bucketing as tb
 
+    check_calls(TORCH_MERGE_CALLS)
     if kind == "AG":
         tb.merge_all_gather_bucket(graph, members, mode)
     elif kind == "RS":

@@ -35,11 +35,13 @@ def fail(command: str, message: str, status: int = BAD_INPUT) -> NoReturn:
     sys.exit(status)
 
 
-def require_torch(command: str) -> None:
+def require_torch(command: str, scheduler: bool = False) -> None:
     """``replay`` and ``explain`` rebuild graphs with torch: without torch, or on a release the
     passes do not support, one line (``pip install 'tracekit[replay]'``, or
     :class:`bucketing.compat.UnsupportedTorch`'s message) and exit 2, before any work. A release
-    that runs but was never tested gets one note on stderr."""
+    whose comm model (or, with ``scheduler``, overlap scheduler) does not take the arguments we
+    pass is refused the same way. A release that runs but was never tested gets one note on
+    stderr."""
     try:
         import bucketing  # noqa: F401 - checks the installed torch on import (bucketing.compat)
     except RuntimeError as e:
@@ -47,7 +49,18 @@ def require_torch(command: str) -> None:
         if compat is None or not isinstance(e, compat.UnsupportedTorch):
             raise
         fail(command, str(e))
-    from bucketing.compat import untested_note
+    from bucketing.compat import Call, UnsupportedTorch, check_calls, untested_note
+    from tracekit.replay.comm_estimate import COMM_MODEL_CALLS
+
+    calls: tuple[Call, ...] = COMM_MODEL_CALLS
+    if scheduler:
+        from tracekit.replay.overlap_schedule import SCHEDULER_CALLS
+
+        calls += SCHEDULER_CALLS
+    try:
+        check_calls(calls)
+    except UnsupportedTorch as e:
+        fail(command, str(e))
 
     note = untested_note()
     if note:  # a release with every building block but never tested: it runs, with one line

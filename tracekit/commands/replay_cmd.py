@@ -245,7 +245,7 @@ def replay(
 
     status = ProgressBar(label="replaying", unit="caps", min_total=2)  # on a terminal only
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
-    require_torch("replay")
+    require_torch("replay", scheduler=True)
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import UnbucketedSource

@@ -23,6 +23,19 @@ import torch
 import torch.fx as fx
 from torch._inductor import comm_analysis as ca
 
+from bucketing.compat import Call
+
+_CA = "torch._inductor.comm_analysis"
+
+#: The comm model's functions replay and explain call, with the arguments they pass
+#: (checked before any work: :func:`bucketing.compat.check_calls`).
+COMM_MODEL_CALLS = (
+    Call(_CA, "estimate_nccl_collective_runtime_impl", 3),
+    Call(_CA, "estimate_nccl_collective_runtime_from_fx_node", 2, ("use_nccl_estimator",)),
+    Call(_CA, "estimate_fx_collective_size", 1),
+    Call(_CA, "detect_interconnect", 1),
+)
+
 #: Interconnect profiles torch's model knows, by the names accepted on the command line.
 INTERCONNECTS: tuple[str, ...] = tuple(t.name for t in ca.InterconnectType)
 

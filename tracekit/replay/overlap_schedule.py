@@ -35,6 +35,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from bucketing.compat import Call
 from tracekit.read.parsers import collective_op
 
 
@@ -73,6 +74,19 @@ _CONFIG_KEYS = (
     "enable_fusion_regions",
     "prioritize_bucketing_during_scheduling",
     "bucket_mode",
+)
+
+#: The scheduler's classes and functions replay calls, with the arguments it passes (checked
+#: before any work: :func:`bucketing.compat.check_calls`).
+SCHEDULER_CALLS = (
+    Call(
+        "torch._inductor.fx_passes.overlap_scheduling",
+        "OverlapScheduler",
+        1,
+        ("custom_runtime_estimation", *_CONFIG_KEYS, "max_off_bucket_gb"),
+    ),
+    Call("torch._inductor.fx_passes.overlap_scheduling", "is_compute_node", 1),
+    Call("torch._inductor.fx_passes.memory_estimator", "MemoryTracker", 1, ("device_filter",)),
 )
 
 #: Settings the command may override (``--collective-bucketing``, ...), with their types.
