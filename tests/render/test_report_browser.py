@@ -125,3 +125,17 @@ def test_cap_sweep_in_chromium(tmp_path):
     assert v["svg_box"] == 560
     dom = parse(seen.dom)
     assert len(dom.find("section", id="sweep").find_all("tr", **{"class": "rec"})) == 1
+
+
+def test_hsdp_mesh_in_chromium(tmp_path):
+    """A healthy 2-D run: one rank group (no divergence), the mesh's groups shown under World,
+    and a rank looked up is found in its group and in the replicate all-reduces' row."""
+    seen = open_page(tmp_path, fixture_doc("hsdp"), steps=[TYPE_RANK.format(2)])
+    v = seen.values
+    assert v["js"] == "ready"
+    assert v["sections"] == ["verdict", "world", "groups", "divergence", "sizes", "did-nothing",
+                             "diagnostics"]
+    assert v["cells"] == ["c0", "c0", "c0 sel", "c0"]
+    assert v["found"] == "rank 2: group 1; mesh not pre-bucketed"
+    dom = parse(seen.dom)
+    assert dom.find("p", id="mesh").text.startswith("Mesh: world 4 = replicate 2 × shard 2;")

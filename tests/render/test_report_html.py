@@ -286,3 +286,29 @@ def test_no_html_into_a_terminal(tmp_path):
         os.close(leader)
     assert (p.returncode, p.stderr) == (
         2, "tracekit report: the page is HTML: give -o FILE (or redirect stdout)\n")
+
+
+def test_hsdp_page_shows_the_mesh_and_the_all_reduces_never_bucketed():
+    """A 2-D mesh (hsdp: replicate 2 x shard 2): the World section's Mesh line and its groups
+    by role, the outcome rows' shard groups, and the replicate all-reduces under Bucketing did
+    nothing, with their bytes and est ms."""
+    tree = parse(render_html(fixture_doc("hsdp")))
+    world = tree.find("section", id="world")
+    assert world.find("p", id="mesh").text == (
+        "Mesh: world 4 = replicate 2 × shard 2; replicate groups 1 (0,2) | 2 (1,3); shard groups 3 (0-1) | 4 (2-3)")
+    rows = [[c.text for c in r.find_all("td")] for r in world.find("table").find_all("tr")[1:]]
+    assert [r[:4] for r in rows] == [["replicate", "1", "2", "0,2"], ["replicate", "2", "2", "1,3"],
+                                     ["shard", "3", "2", "0-1"], ["shard", "4", "2", "2-3"]]
+    assert rows[0][4] == "all-reduces of gradients in backward graphs only"
+    group = tree.find("div", class_="group")
+    assert [c.text for c in group.find_all("tr")[1].find_all("td")][:3] == ["0/0", "forward", "shard groups 3 | 4"]
+    dn = tree.find("section", id="did-nothing")
+    (row,) = dn.find_all("tr", data_where="mesh not pre-bucketed")
+    assert row.attrs["data-ranks"] == "0-3"
+    assert [c.text for c in row.find_all("td")][:7] == [
+        "0/0", "backward", "replicate 1 | 2", "all_reduce 8->8", "148,552 B", "0.0658", "0-3"]
+
+
+def test_one_d_page_has_no_mesh():
+    tree = parse(render_html(fixture_doc("diverge_rank")))
+    assert tree.find_all("p", id="mesh") == [] and tree.find_all("h3", id="mesh-not-prebucketed") == []

@@ -43,3 +43,23 @@ def test_csv_has_the_collectives_that_run():
     per_rank = [r for r in csv.DictReader(io.StringIO(_run("--format", "csv", "--per-rank")))
                 if r["section"] == "outcome" and r["value"] == "not pre-bucketed"]
     assert [r["ranks"] for r in per_rank] == ["0", "1", "2", "3"]
+
+
+def test_csv_has_the_mesh_and_what_pre_bucketing_never_handles_on_it():
+    """hsdp (replicate 2 x shard 2): the mesh rows (its text, then each group with role, members
+    and size), the outcome rows' shard groups, and the 8 replicate all-reduces as a row."""
+    r = CliRunner().invoke(summarize, [str(FIXTURE_LOGS / "hsdp"), "--jobs", "1", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    mesh = [(x["field"], x["value"], x["ranks"], x["group_size"]) for x in rows if x["section"] == "mesh"]
+    assert mesh == [("world", "world 4 = replicate 2 × shard 2", "", ""), ("replicate", "1", "0,2", "2"),
+                    ("replicate", "2", "1,3", "2"), ("shard", "3", "0-1", "2"), ("shard", "4", "2-3", "2")]
+    assert [x["fsdp_groups"] for x in rows if x["section"] == "outcome"] == ["3 4", "3 4"]
+    (unb,) = [x for x in rows if x["section"] == "mesh_not_prebucketed"]
+    assert (unb["ranks"], unb["graph"], unb["field"], unb["value"], unb["fsdp_groups"], unb["bytes"], unb["est_ms"]) == (
+        "0-3", "backward", "all_reduce", "8", "3", "148552", "0.0658")
+    assert unb["detail"].startswith("groups=1 2; role=replicate; torch's pre-bucketing buckets only on its FSDP groups")
+
+
+def test_a_one_d_csv_has_no_mesh_rows():
+    assert not [x for x in csv.DictReader(io.StringIO(_run("--format", "csv"))) if x["section"].startswith("mesh")]

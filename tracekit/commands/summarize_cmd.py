@@ -37,14 +37,13 @@ from tracekit.render.cells import (
     did_nothing_none_text,
     differences_line,
     first_diff_text,
-    groups_text,
     not_prebucketed_totals,
     ranks_text,
     total_mb,
     value_text,
 )
 from tracekit.render.majority import majority_cell, majority_headers
-from tracekit.render.mesh_text import mesh_line
+from tracekit.render.mesh_text import fsdp_groups_cell, mesh_line
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
     FORMATS,
@@ -78,9 +77,7 @@ def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
     row = [
         g["compile_id"],
         graph_label(g["graph_index"]),
-        f"shard groups {' | '.join(g['mesh_fsdp_groups'])}"
-        if g.get("mesh_fsdp_groups")
-        else groups_text(g["fsdp_groups"]),
+        fsdp_groups_cell(g),
         g["group_size"],
         g["n_nodes"],
         fmt_mb(g["bucket_cap_mb"]),

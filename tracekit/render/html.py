@@ -34,8 +34,9 @@ from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
-from tracekit.render.cells import did_nothing_none_text, first_diff_text, groups_text, total_mb, value_text
+from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text
 from tracekit.render.html_assets import CSS, JS
+from tracekit.render.mesh_text import fsdp_groups_cell, groups_by_role, mesh_line
 from tracekit.render.text import fmt_counts, fmt_mb, plural
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
@@ -333,7 +334,30 @@ def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
     )
 
 
-def section_world(world: dict[str, Any]) -> str:
+def mesh_rows(mesh: dict[str, Any]) -> str:
+    """The World section's mesh: one line (``world 4 = replicate 2 × shard 2``), then a table of
+    its process groups by role (name, size, members, why that role)."""
+    if not mesh:
+        return ""
+    rows = [
+        [
+            esc(role),
+            esc(g["name"]),
+            cell(g.get("size")),
+            f'<span class="mono">{esc(g["members"])}</span>',
+            esc(g.get("reason", "")),
+        ]
+        for role, groups in groups_by_role(mesh)
+        for g in groups
+    ]
+    return f'<p id="mesh" class="mono">Mesh: {esc(mesh_line(mesh))}</p>' + table(
+        ["role", "group", "size", "members", "why this role"], rows, numeric=range(2, 3)
+    )
+
+
+def section_world(world: dict[str, Any], mesh: dict[str, Any] | None = None) -> str:
+    """The world: expected, found, missing and duplicated ranks, the mesh (:func:`mesh_rows`)
+    when the ranks form one, and a rank map."""
     rows = []
     expected = world.get("expected")
     rows.append(("expected", esc(expected) if expected is not None else "unknown"))
@@ -376,7 +400,7 @@ def section_world(world: dict[str, Any]) -> str:
             'title="one cell per rank, coloured by rank group; click to look a rank up">'
             "</div>"
         )
-    return f'<section id="world"><h2>World</h2><dl class="world">{dl}</dl>{rank_map}</section>'
+    return f'<section id="world"><h2>World</h2><dl class="world">{dl}</dl>{mesh_rows(mesh or {})}{rank_map}</section>'
 
 
 def not_prebucketed_row(d: dict[str, Any], has_final: bool) -> list[str]:
@@ -423,7 +447,7 @@ def graph_table(graphs: list[dict[str, Any]], not_prebucketed: Sequence[dict[str
         sizes = g.get("sizes_mb")
         row = [
             *_where(g),
-            esc(groups_text(g.get("fsdp_groups") or [])),
+            esc(fsdp_groups_cell(g)),
             cell(g.get("group_size")),
             cell(g.get("n_nodes")),
             esc(fmt_mb(g.get("bucket_cap_mb"))),
@@ -714,14 +738,50 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
+def mesh_not_prebucketed_table(doc: dict[str, Any]) -> str:
+    """The collectives pre-bucketing never handles on a mesh (``mesh_not_prebucketed``): per
+    graph and role, the groups, the kind's count, one rank's bytes and estimated ms, the ranks
+    and the reason read off the graph."""
+    items = [d for d in doc.get("mesh_not_prebucketed") or [] if isinstance(d, dict)]
+    if not items:
+        return ""
+    items, more = _cut(items)
+    rows = [
+        [
+            *_where(d),
+            esc(f"{d.get('role', '?')} {' | '.join(str(g) for g in d.get('groups') or [])}"),
+            esc(f"{d.get('kind', '?')} {d.get('count', '?')}->{d.get('count', '?')}"),
+            esc(fmt_bytes(d.get("bytes"))),
+            esc("-" if d.get("est_ms") is None else d["est_ms"]),
+            _ranks_cell(d.get("ranks")),
+            esc(d.get("reason", "")),
+        ]
+        for d in items
+    ]
+    return (
+        '<h3 id="mesh-not-prebucketed">On the mesh: groups pre-bucketing never sees</h3>'
+        + table(
+            ["compile id", "graph", "groups", "not merged", "bytes", "est ms", "ranks", "why"],
+            rows,
+            row_attrs=_row_ranks(items, "mesh not pre-bucketed"),
+            numeric=(4, 5),
+        )
+        + more
+    )
+
+
 def section_did_nothing(doc: dict[str, Any]) -> str:
     out = ['<section id="did-nothing"><h2>Bucketing did nothing</h2>']
     items = [d for d in doc.get("did_nothing") or [] if isinstance(d, dict)]
+    on_mesh = mesh_not_prebucketed_table(doc)
     if not items:
-        if not (doc.get("totals") or {}).get("graphs"):
-            out.append('<p class="muted">no bucketing outcome recorded (see the notes)</p></section>')
+        if on_mesh:
+            out.append(on_mesh)
+        elif not (doc.get("totals") or {}).get("graphs"):
+            out.append('<p class="muted">no bucketing outcome recorded (see the notes)</p>')
         else:
-            out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p></section>')
+            out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p>')
+        out.append("</section>")
         return "".join(out)
     items, more = _cut(items)
     with_explain = any(d.get("explain") for d in items)
@@ -748,6 +808,7 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
         rows.append(row)
     headers = ["compile id", "graph", "not merged", "cap MB", "ranks"] + (["explain"] if with_explain else [])
     out.append(table(headers, rows, row_attrs=_row_ranks(items, "did nothing")) + more)
+    out.append(on_mesh)
     out.append("</section>")
     return "".join(out)
 
@@ -812,7 +873,7 @@ def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> st
             "</header>\n<main>",
             section_verdict(doc, status, line),
             "\n",
-            section_world(world),
+            section_world(world, doc.get("mesh")),
             "\n",
             section_groups(
                 groups, [d for d in doc.get("did_nothing") or [] if isinstance(d, dict) and d.get("outcome")]

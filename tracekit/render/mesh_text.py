@@ -1,19 +1,76 @@
-"""The mesh of a summary document (its ``mesh`` section) as one line of text."""
+"""The mesh of a summary document (its ``mesh`` and ``mesh_not_prebucketed`` sections) as text:
+one line for the mesh, one cell for a row's FSDP groups, and the mesh's CSV rows."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+
+from tracekit.analyze.summarize import graph_label
+from tracekit.render.cells import groups_text
+
+
+def groups_by_role(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The ``mesh`` section's groups by role, in the order of its dimensions (roles without a
+    dimension last): ``[("replicate", [{name: "17", members: "0,2", ...}, ...]), ...]``."""
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for g in doc.get("groups") or []:
+        if isinstance(g, dict) and {"role", "name", "members"} <= g.keys():
+            by_role.setdefault(str(g["role"]), []).append(g)
+    roles = [str(d.get("role")) for d in doc.get("dimensions") or [] if isinstance(d, dict)]
+    roles += [r for r in by_role if r not in roles]
+    return [(r, by_role.get(r, [])) for r in roles]
 
 
 def mesh_line(doc: dict[str, Any]) -> str:
     """The ``mesh`` section in one line: ``world 4 = replicate 2 × shard 2; replicate groups
     17 (0,2) | 18 (1,3); shard groups 19 (0-1) | 20 (2-3)``."""
-    by_role: dict[str, list[str]] = {}
-    for g in doc.get("groups") or []:
-        by_role.setdefault(g["role"], []).append(f"{g['name']} ({g['members']})")
-    roles = [d["role"] for d in doc.get("dimensions") or []]
+    dims = {str(d.get("role")) for d in doc.get("dimensions") or [] if isinstance(d, dict)}
     parts = [
-        f"{r} group{'s' if len(by_role.get(r, [])) != 1 else ''} {' | '.join(by_role.get(r, []))}"
-        for r in roles
+        f"{r} group{'s' if len(gs) != 1 else ''} " + " | ".join(f"{g['name']} ({g['members']})" for g in gs)
+        for r, gs in groups_by_role(doc)
+        if r in dims
     ]
     return "; ".join([doc.get("text", ""), *parts])
+
+
+def fsdp_groups_cell(graph: dict[str, Any]) -> str:
+    """An outcome row's FSDP groups: ``shard groups 19 | 20`` when the row's ranks use several
+    shard groups of a mesh (``mesh_fsdp_groups``), else the graph's own (``0``, ``-``)."""
+    if graph.get("mesh_fsdp_groups"):
+        return f"shard groups {' | '.join(graph['mesh_fsdp_groups'])}"
+    return groups_text(graph.get("fsdp_groups") or [])
+
+
+def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The CSV rows of the mesh: ``mesh`` (field ``world``: the mesh's text; then one row per
+    group: field its role, value its name, ranks its members, group_size, detail the reason
+    for the role) and ``mesh_not_prebucketed`` (one row per finding: field the kind, value the
+    count, fsdp_groups the FSDP groups pre-bucketing saw, bytes and est_ms one rank's, detail
+    the groups it never saw and the reason)."""
+    mesh = doc.get("mesh") or {}
+    if mesh:
+        yield {"section": "mesh", "field": "world", "value": mesh.get("text", "")}
+    for role, groups in groups_by_role(mesh):
+        for g in groups:
+            yield {
+                "section": "mesh",
+                "ranks": g["members"],
+                "field": role,
+                "value": g["name"],
+                "group_size": g.get("size"),
+                "detail": g.get("reason", ""),
+            }
+    for it in doc.get("mesh_not_prebucketed") or []:
+        yield {
+            "section": "mesh_not_prebucketed",
+            "ranks": it["ranks"],
+            "compile_id": it["compile_id"],
+            "graph": graph_label(it["graph_index"]),
+            "field": it["kind"],
+            "value": it["count"],
+            "fsdp_groups": " ".join(it.get("fsdp_groups") or []),
+            "bytes": it.get("bytes"),
+            "est_ms": it.get("est_ms"),
+            "detail": f"groups={' '.join(it['groups'])}; role={it['role']}; {it['reason']}",
+        }

@@ -5,6 +5,11 @@ apply (a spreadsheet filters on ``section``; pandas reads it with ``read_csv``):
 
 - ``verdict``: ``field`` status (``value`` agree|diverge|incomplete|no_data) and text;
 - ``world``: ``field`` expected, found, ranks, missing, duplicated (rank sets as ranges);
+- ``mesh`` (a 2-D mesh only): field ``world`` with the mesh's text, then one row per process group:
+  field its role (shard, replicate, tp), value its name, ranks its members, group_size, detail
+  why that role; ``mesh_not_prebucketed``: collectives pre-bucketing never handles on the mesh,
+  field the kind, value the count, fsdp_groups the FSDP groups the pass saw, bytes and est_ms one
+  rank's, detail the groups it never saw and the reason;
 - ``outcome``: one row per graph and distinct outcome (or per rank and graph with ``--per-rank``):
   ``ranks``, ``count``, ``compile_id``, ``graph``, the FSDP groups, group size, machines, cap
   (MB), each type's count before and after (``AG_before``, ``AG_after``, ...) and the MB before
@@ -38,6 +43,7 @@ from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import format_ranks
 from tracekit.render.cells import first_diff_text, not_prebucketed_totals, total_mb
+from tracekit.render.mesh_text import mesh_csv_rows
 from tracekit.render.schedule_text import final_groups, final_totals
 
 COUNT_COLUMNS = [f"{SHORT_NAMES[t]}_{when}" for t in COLLECTIVE_TYPES for when in ("before", "after")]
@@ -118,7 +124,7 @@ def _outcome(g: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "compile_id": g.get("compile_id"),
         "graph": graph_label(g.get("graph_index")),
-        "fsdp_groups": " ".join(str(x) for x in g.get("fsdp_groups") or []),
+        "fsdp_groups": " ".join(str(x) for x in g.get("mesh_fsdp_groups") or g.get("fsdp_groups") or []),
         "group_size": g.get("group_size"),
         "machines": g.get("n_nodes"),
         "cap_mb": g.get("bucket_cap_mb"),
@@ -234,6 +240,7 @@ def summary_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if k in WORLD_PATHS
             else _ranks(val),
         }
+    yield from mesh_csv_rows(doc)
     yield from _outcome_rows(doc)
     yield from _not_prebucketed_rows(doc)
     t = doc.get("totals") or {}
