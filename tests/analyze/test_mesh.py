@@ -89,7 +89,28 @@ def test_hsdp_replicate_all_reduces_never_bucketed(hsdp_doc):
     }
     # 8 gradients: weights 8,192 + 65,536 + 65,536 + 8,192 B, biases 256 + 256, scales 516 + 68
     assert (item["bytes"], item["est_ms"]) == (148_552, 0.0658)
-    assert "FINDING: collectives pre-bucketing never handles on this mesh" in hsdp_doc["verdict"]["text"]
+    assert hsdp_doc["verdict"]["text"] == (
+        "OK: all 4 ranks agree on all 2 graphs; FINDING: collectives pre-bucketing never handles on this mesh, "
+        "run one by one: 8 all_reduce on replicate groups 1 | 2 (0/0 backward, ranks 0-3: 148,552 B, 0.0658 ms est.)")
+    # the reason, read off the graph: no all-gather on the replicate group, FSDP group 3 only
+    assert item["fsdp_groups"] == ["3"]
+    assert item["reason"] == (
+        "group 1 (replicate) runs no all-gather in this graph, and torch's pre-bucketing buckets only on the "
+        "groups of its FSDP all-gathers (3): its 8 all_reduce run one by one")
+
+
+def test_fsdp_tp_tp_all_reduces_run_once_per_graph_and_are_no_finding():
+    """FSDP x TP: each graph runs one all-reduce of activations on each rank's tp group (the
+    Megatron pair's g in the forward, f in the backward). The issue's rule asks for a kind that
+    runs more than once on a group the pass never saw: one alone has nothing to be bucketed with."""
+    run = tracekit.load(FSDP_TP)
+    tp = {"3", "4"}
+    for r in run.ranks:
+        assert [sum(1 for c in g.final.collectives if c.group in tp) for g in r.graphs] == [1, 1]
+        assert {c.kind for g in r.graphs for c in g.final.collectives if c.group in tp} == {"all_reduce"}
+    doc = summary_document(run)
+    assert doc["mesh_not_prebucketed"] == []
+    assert doc["verdict"]["text"] == "OK: all 4 ranks agree on all 2 graphs"
 
 
 def test_one_rank_diverging_inside_its_shard_group_is_named_with_group_and_peers():
@@ -98,7 +119,9 @@ def test_one_rank_diverging_inside_its_shard_group_is_named_with_group_and_peers
     items = doc["schedule_divergence"]
     assert {(d["ranks"], d["majority_ranks"], d["majority"]) for d in items} == {("3", "0-2", True)}
     assert [(d["graph_index"], d["group"], d["peers"]) for d in items] == HSDP_DIVERGE_ITEMS
-    assert doc["verdict"]["text"].startswith("DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs")
+    assert doc["verdict"]["text"].startswith(
+        "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs inside shard group 4 (members 2-3); FINDING")
+    assert [d["role"] for d in items] == ["shard", "shard"]
 
 
 def test_role_names_only_for_roles_with_several_groups():

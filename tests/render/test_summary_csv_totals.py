@@ -58,7 +58,7 @@ def test_csv_has_the_mesh_and_what_pre_bucketing_never_handles_on_it():
     (unb,) = [x for x in rows if x["section"] == "mesh_not_prebucketed"]
     assert (unb["ranks"], unb["graph"], unb["field"], unb["value"], unb["fsdp_groups"], unb["bytes"], unb["est_ms"]) == (
         "0-3", "backward", "all_reduce", "8", "3", "148552", "0.0658")
-    assert unb["detail"].startswith("groups=1 2; role=replicate; torch's pre-bucketing buckets only on its FSDP groups")
+    assert unb["detail"].startswith("groups=1 2; role=replicate; group 1 (replicate) runs no all-gather in this graph")
 
 
 def test_a_one_d_csv_has_no_mesh_rows():

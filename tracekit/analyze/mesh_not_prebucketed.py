@@ -68,14 +68,30 @@ def mesh_not_prebucketed(
                         "bytes": nbytes,
                         "est_ms": ms,
                         "fsdp_groups": list(g.fsdp_groups),
-                        "reason": (
-                            f"torch's pre-bucketing buckets only on its FSDP groups "
-                            f"({', '.join(g.fsdp_groups) or 'none'}); group {group} ({r}) has "
-                            f"{len(cs)} {kind} and is not one of them, so each runs alone"
-                        ),
+                        "reason": _reason(g, group, r, kind, len(cs)),
                     }
                 )
     return items
+
+
+def _reason(g: Graph, group: str, role: str, kind: str, count: int) -> str:
+    """Why pre-bucketing left these ``count`` collectives alone, read off the graph: torch's
+    pass finds its FSDP groups from the graph's FSDP all-gathers and buckets on those only;
+    ``group`` either runs no all-gather in this graph or runs all-gathers the pass did not take
+    for FSDP ones."""
+    gathers = (
+        sum(1 for c in g.final.collectives if c.group == group and c.kind == "all_gather") if g.final else 0
+    )
+    on = (
+        f"group {group} ({role}) runs no all-gather in this graph"
+        if not gathers
+        else f"group {group} ({role}) runs {gathers} all-gather(s) the pass did not take for FSDP ones"
+    )
+    fsdp = ", ".join(g.fsdp_groups) or "none"
+    return (
+        f"{on}, and torch's pre-bucketing buckets only on the groups of its FSDP all-gathers "
+        f"({fsdp}): its {count} {kind} run one by one"
+    )
 
 
 def mesh_not_prebucketed_text(items: list[dict[str, Any]]) -> str:

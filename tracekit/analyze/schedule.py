@@ -165,8 +165,8 @@ def schedule_divergence(run: Run, mesh: list[MeshGroup] | None = None) -> list[d
     communicator's members must agree on what runs on it; ranks in different groups of one role
     (shard groups ``19`` and ``20``) are compared after mapping each group name to its role, so
     a different name alone is no finding and a different sequence is one. Items then also name
-    ``group`` (the group of the first differing collective, on the odd ranks' side) and
-    ``peers`` (that group's members, as ranges).
+    ``group`` (the group of the first differing collective, on the odd ranks' side), its
+    ``role`` (``shard``) and ``peers`` (that group's members, as ranges).
 
     Items: ``{compile_id, graph_index, ranks, majority_ranks, majority, position, value,
     majority_value, length, majority_length}`` (and ``groups`` on a split: ``majority``
@@ -199,6 +199,7 @@ def schedule_divergence(run: Run, mesh: list[MeshGroup] | None = None) -> list[d
                 side = it["value"] or it["majority_value"] or {}
                 group = side.get("group")
                 item["group"] = group
+                item["role"] = roles.get(group, "") if group is not None else ""
                 item["peers"] = format_ranks(members.get(group, ())) if group is not None else ""
             items.append(item)
     return items

@@ -495,6 +495,15 @@ def verdict(
     return v
 
 
+def _in_groups(items: Sequence[dict[str, Any]]) -> str:
+    """Where, in a mesh, the blamed ranks first differ: `` inside shard group 4 (members
+    2-3)``; empty outside a mesh (schedule items without ``group``)."""
+    where = sorted({(d.get("role") or "", d["group"], d.get("peers") or "") for d in items if d.get("group")})
+    if not where:
+        return ""
+    return " inside " + ", ".join(f"{(r + ' ') if r else ''}group {g} (members {p})" for r, g, p in where)
+
+
 def _verdict(
     run: Run,
     w: dict[str, Any],
@@ -534,6 +543,7 @@ def _verdict(
             graphs = {(d["compile_id"], d["graph_index"]) for d in blamed if "graph_index" in d}
             parts.append(
                 f"{len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority {on(graphs)}"
+                + _in_groups(blamed)
             )
         splits: dict[tuple[str, ...], set] = {}
         for d in items:
