@@ -91,6 +91,21 @@ def main() -> None:
     bucket cap would have done, read from the structured compile logs (TORCH_TRACE)."""
 
 
+def end_children() -> None:
+    """End any worker process still running (multiprocessing's, as concurrent.futures' pools
+    start them), waiting for each: ``os._exit`` skips the exit hooks that would otherwise join
+    them, and a forked worker holds its pool's pipes open, so it would never see its parent
+    go. Pools shut themselves down (:func:`tracekit.replay.parallel_caps.end_pool`, the
+    reader's); this only makes sure nothing outlives the command. Nothing to do (and nothing
+    imported) when no process was started."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    for child in mp.active_children():
+        child.terminate()
+        child.join(5)
+
+
 def run() -> None:
     """The ``tracekit`` command: :func:`main`, then an exit without the interpreter's teardown.
 
@@ -139,6 +154,7 @@ def run() -> None:
     elif not isinstance(code, int):  # what sys.exit("message") does
         print(code, file=sys.stderr)
         code = 1
+    end_children()
     if "torch" in sys.modules:
         # torch's exit hooks (and logging's) run; the teardown of its thousands of modules, a
         # second or more after a replay, does not.

@@ -10,7 +10,10 @@ run in this process keeps them under; the caps are then replayed in order, as wi
 find their schedule made. The output is the same byte for byte: the same functions compute it,
 on the same inputs. A cap the scheduler refuses is left to this process, which meets the same
 error and says it as a serial run does. Without ``fork`` (not Linux or macOS), for one job,
-one distinct schedule or a small graph (:data:`MIN_NODES`), nothing is forked.
+one distinct schedule or a small graph (:data:`MIN_NODES`), nothing is forked. The pool is
+always shut down before :func:`schedule_in_workers` returns or raises (:func:`end_pool`; on an
+error or Ctrl-C its workers are terminated first): no worker outlives the call, so none is
+left when the command ends with ``os._exit`` (which would skip concurrent.futures' own exit hook).
 """
 
 from __future__ import annotations
@@ -62,18 +65,38 @@ def schedule_in_workers(
     replayer.register_groups()  # before the fork: the workers inherit the fake process groups
     _REPLAYER = replayer
     made = 0
+    pool = None
+    finished = False
     try:
         ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            for key, scheduled in zip(todo, pool.map(_schedule_one, todo.values()), strict=True):
-                if scheduled is not None:
-                    replayer.keep_schedule(key, scheduled)
-                    made += 1
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx)
+        for key, scheduled in zip(todo, pool.map(_schedule_one, todo.values()), strict=True):
+            if scheduled is not None:
+                replayer.keep_schedule(key, scheduled)
+                made += 1
+        finished = True
     except (BrokenProcessPool, OSError):  # a worker lost (killed, no memory), no fork: the rest here
-        pass
+        finished = True
     finally:
         _REPLAYER = None
+        if pool is not None:
+            end_pool(pool, kill=not finished)
     return made
 
 
-__all__ = ["schedule_in_workers"]
+def end_pool(pool: ProcessPoolExecutor, kill: bool) -> None:
+    """Shut ``pool`` down and wait for its workers to exit, so that none outlives the call.
+
+    ``kill`` (an error or Ctrl-C in this process while workers still run): the queued caps are
+    cancelled and the workers terminated first, as their schedules would only be thrown away.
+    Otherwise the workers are idle and exit when told."""
+    if kill:
+        # concurrent.futures has no public way to stop a running task before Python 3.14's
+        # terminate_workers(): its processes, as the executor keeps them
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            if process.is_alive():
+                process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+__all__ = ["end_pool", "schedule_in_workers"]
