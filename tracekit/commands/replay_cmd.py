@@ -350,15 +350,10 @@ def replay(
     doc = replay_document(
         results, options, {"paths": list(paths), "notes": notes, "diagnostics": diag.to_dict()}
     )
-    if unbucketed:  # graphs torch never pre-bucketed (tracekit.replay.not_prebucketed_graphs)
-        doc["not_prebucketed"] = unbucketed
-        doc["totals"]["not_prebucketed"] = len(unbucketed)
-    if recommend:
-        from tracekit.replay.recommend import pareto_front
-        from tracekit.replay.recommend import recommend as pick
+    # graphs torch never pre-bucketed (tracekit.replay.not_prebucketed_graphs), in the step too
+    from tracekit.replay.step_coverage import finish_document
 
-        doc["pareto_front"] = pareto_front(doc["totals"]["step"])
-        doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
+    finish_document(doc, unbucketed, recommend, memory_budget_gb)
     with output_sink(output, command="replay", error_status=BAD_INPUT) as write:
         write(
             (

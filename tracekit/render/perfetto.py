@@ -5,7 +5,8 @@ Reads only the document (each graph's ``timeline: {nodes, memory}`` per cap); ne
 torch. Layout, the same in every cap file (so two files compare side by side):
 
 - one process per rank group (``pid``; ``process_name`` "ranks 0-3"), the graphs of a step one
-  after another on the time axis (each starts where the previous graph's compute stream ended);
+  after another on the time axis (each starts where the previous graph's compute stream ended),
+  graphs torch never pre-bucketed included (after the others; the same at every cap);
 - per graph, one compute track (``thread_name`` "0/0:0 compute": the nodes as torch's overlap
   scheduler ordered them, then each collective's exposed part where its wait holds the stream,
   a slice named "exposed ...") and one communication track per process group
@@ -130,6 +131,8 @@ def _graph_label(g: dict[str, Any]) -> str:
 
 
 def _cap_entry(g: dict[str, Any], i: int) -> dict[str, Any] | None:
+    if "schedule" in g:  # a graph never pre-bucketed: one schedule at every cap (what-if settings apart)
+        return (g.get("schedule_what_if") if i > 0 else None) or g.get("schedule")
     if i == 0:
         return g.get("reproduction")
     reps = g.get("replays") or []
@@ -140,7 +143,8 @@ def _groups_of(graphs: list[dict[str, Any]]) -> list[Any]:
     """The process groups of each graph's collectives over every cap (the same tracks per file)."""
     out: list[Any] = []
     for g in graphs:
-        for e in [g.get("reproduction")] + list(g.get("replays") or []):
+        runs = [g.get("schedule"), g.get("schedule_what_if")] if "schedule" in g else []
+        for e in [g.get("reproduction"), *(g.get("replays") or []), *runs]:
             for n in ((e or {}).get("timeline") or {}).get("nodes") or []:
                 if n.get("type") == "collective" and n.get("group") not in out:
                     out.append(n.get("group"))
@@ -228,7 +232,9 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
     label = step[i].get("cap") if i < len(step) else str(i)
     events: list[dict[str, Any]] = []
     by_ranks: dict[str, list[dict[str, Any]]] = {}
-    for g in doc.get("graphs") or []:
+    # the whole step: the pre-bucketed graphs, then those torch never pre-bucketed (scheduled)
+    scheduled_never = [e for e in doc.get("not_prebucketed") or [] if "schedule" in e]
+    for g in [*(doc.get("graphs") or []), *scheduled_never]:
         by_ranks.setdefault(str(g.get("ranks", g.get("rank"))), []).append(g)
     for pid, (ranks, graphs) in enumerate(by_ranks.items(), start=1):
         events.append(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from tracekit.render.text import fmt_mb, heading, table
+from tracekit.render.text import fmt_mb, heading, plural, table
 
 HEADERS = [
     "ranks",
@@ -142,6 +142,12 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             fmt,
         )
     )
+    never = max((s.get("graphs_never_prebucketed") or 0 for s in steps), default=0)
+    if never:  # the step is every graph: say that the ones torch never pre-bucketed are in it
+        out.append(
+            f"\nThe step includes {plural(never, 'graph')} torch never pre-bucketed "
+            "(the same at every cap: pre-bucketing merges nothing there).\n"
+        )
     partial = [f"{s['cap']}: {s['partial']}" for s in steps if s.get("partial")]
     if partial:  # the step's sums leave out the graphs the scheduler failed on
         out.append("\n" + "".join(f"{p}\n" for p in partial))
@@ -191,6 +197,11 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
                 f"\nrecommended cap: {rec['cap_mb']:g} MB (est {rec['est_ms']:.4f} ms, exposed "
                 f"{rec['exposed_ms']:.4f} ms, peak {_mib(rec['peak_memory_bytes'])} MiB{faster}); set\n"
                 f"    {rec['config']}\n(torch's estimates, not measurements.)\n"
+                + (
+                    f"The recommendation is drawn from a step that is {rec['partial']}.\n"
+                    if rec.get("partial")
+                    else ""
+                )
             )
     return "".join(out)
 

@@ -36,9 +36,9 @@ def replay_run(
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import CapRequest, ReplayOptions, replay_document, replay_sources
     from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
-    from tracekit.replay.recommend import cap_grid, pareto_front
-    from tracekit.replay.recommend import recommend as pick
+    from tracekit.replay.recommend import cap_grid
     from tracekit.replay.selection import replay_sources_for
+    from tracekit.replay.step_coverage import finish_document
 
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
     for p in paths:
@@ -74,12 +74,7 @@ def replay_run(
         options,
         {"paths": paths, "notes": [], "diagnostics": diag.to_dict()},
     )
-    if unbucketed:
-        doc["not_prebucketed"] = unbucketed
-        doc["totals"]["not_prebucketed"] = len(unbucketed)
-    if recommend:
-        doc["pareto_front"] = pareto_front(doc["totals"]["step"])
-        doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
+    finish_document(doc, unbucketed, recommend, memory_budget_gb)  # the whole step, every graph
     return doc
 
 

@@ -170,24 +170,11 @@ class UnbucketedReplayer:
         (the NCCL estimates of the collectives left after the scheduler, buckets included),
         ``exposed_ms``, ``compute_ms``, ``est_ms`` and ``fallback`` (compute nodes without a
         recorded estimate). A graph the scheduler refuses gives ``ok`` False and ``error``."""
-        from bucketing import register_fake_process_groups
         from tracekit.replay import overlap_schedule as osch
 
         out: dict[str, Any] = {"name": OVERLAP_BUCKETING, "ok": False, "error": None}
         try:
-            fwd = self.src.forward
-            groups = list(fwd.fsdp_groups) if fwd is not None and fwd.fsdp_groups else None
-            size = (fwd.group_size if fwd is not None else None) or self.group_size_in_graph()
-            if groups is None:
-                groups = sorted({g for g in (osch._group_name(n) for n in self.collectives) if g is not None})
-            if groups and size:
-                try:
-                    register_fake_process_groups(groups, size)
-                except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
-                    import torch.distributed as dist
-
-                    dist.destroy_process_group()
-                    register_fake_process_groups(groups, size)
+            self.register_groups()
             compute = getattr(self.src, "compute_estimates_us", None)
             for key, on in (("as_run", False), ("bucketed", True)):
                 s = osch.schedule(
@@ -214,6 +201,41 @@ class UnbucketedReplayer:
                 f"torch's overlap scheduler could not run on the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
             )
         return out
+
+    def register_groups(self) -> None:
+        """The graph's process groups as fake ones of the forward's group size (or the graph's
+        own): what torch's scheduler and its NCCL model look up."""
+        from bucketing import register_fake_process_groups
+        from tracekit.replay import overlap_schedule as osch
+
+        fwd = self.src.forward
+        groups = list(fwd.fsdp_groups) if fwd is not None and fwd.fsdp_groups else None
+        size = (fwd.group_size if fwd is not None else None) or self.group_size_in_graph()
+        if groups is None:
+            groups = sorted({g for g in (osch._group_name(n) for n in self.collectives) if g is not None})
+        if groups and size:
+            try:
+                register_fake_process_groups(groups, size)
+            except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
+                import torch.distributed as dist
+
+                dist.destroy_process_group()
+                register_fake_process_groups(groups, size)
+
+    def scheduled(self, gpu: str = "H100", overrides: dict[str, Any] | None = None) -> Any:
+        """torch's overlap scheduler on a copy of the rebuilt graph as torch ran it (nothing
+        pre-bucketed, the same at every cap), with inductor's settings then ``overrides``: an
+        :class:`tracekit.replay.overlap_schedule.ScheduledGraph`, the graph's part of the whole
+        step. Raises what the scheduler raises."""
+        from tracekit.replay import overlap_schedule as osch
+
+        self.register_groups()
+        return osch.schedule(
+            osch.copy_graph(self.gm),
+            getattr(self.src, "compute_estimates_us", None),
+            osch.GPUS[gpu],
+            osch.scheduler_settings(overrides),
+        )
 
     def forward_cap(self) -> tuple[float, str] | None:
         """The cap the what-if uses: the forward's recorded one (its config holds for the
@@ -333,6 +355,47 @@ def rebuild(src: Any, symbols: dict[str, int] | None = None) -> tuple[Unbucketed
         return None, f"cannot plan the rebuilt graph: {type(e).__name__}: {str(e)[:300]}"
 
 
+def _in_step(src: Any, options: Any) -> bool:
+    """Whether the graph's overlap schedule is wanted (as for a pre-bucketed graph): always with
+    ``overlap`` True, never with False, and by default when its log shows the scheduler ran
+    (it logged the graph's compute estimates)."""
+    overlap = getattr(options, "overlap", None)
+    return bool(overlap) or (overlap is None and getattr(src, "compute_estimates_us", None) is not None)
+
+
+def _schedule_dict(rp: UnbucketedReplayer, gpu: str, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The graph's figures after torch's overlap scheduler, in the shape of a cap's
+    (``final``, ``comm_ms``, ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``,
+    ``estimates``, ``timeline``, ``schedule_error``); a refusal is ``schedule_error``."""
+    try:
+        sc = rp.scheduled(gpu, overrides)
+    except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses is a note, never a traceback
+        return {
+            "final": None,
+            "comm_ms": None,
+            "exposed_ms": None,
+            "compute_ms": None,
+            "est_ms": None,
+            "peak_memory_bytes": None,
+            "schedule_error": f"overlap scheduler failed: {type(e).__name__}: {str(e)[:300]}",
+        }
+    return {
+        "final": {"counts": sc.counts(), "collectives": [c.to_dict() for c in sc.final]},
+        "comm_ms": _ms(sc.comm_ms),
+        "exposed_ms": _ms(sc.exposed_ms),
+        "compute_ms": _ms(sc.compute_ms),
+        "est_ms": _ms(sc.est_ms),
+        "peak_memory_bytes": sc.peak_memory_bytes,
+        "estimates": {
+            "compute_nodes": sc.compute_nodes,
+            "fallback_nodes": len(sc.fallback),
+            "fallback": list(sc.fallback),
+        },
+        "timeline": {"nodes": sc.timeline, "memory": sc.memory},
+        "schedule_error": None,
+    }
+
+
 def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] = ()) -> dict[str, Any]:
     """One graph never pre-bucketed, replayed (a ``tracekit.replay/2`` document's
     ``not_prebucketed`` entry): rebuilt, torch's outcome reproduced ("not pre-bucketed": no
@@ -389,6 +452,10 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
                 "applied": None,
             }
         )
+    if _in_step(src, options):  # the graph's part of the whole step, as torch ran it
+        out["schedule"] = _schedule_dict(rp, options.gpu, None)
+        if options.scheduler_overrides:  # the other caps run with the what-if settings
+            out["schedule_what_if"] = _schedule_dict(rp, options.gpu, options.scheduler_overrides)
     if FORWARD_GROUPS in what_ifs and src.forward is not None:
         for cap_mb, source in caps or [(None, None)]:
             w = rp.with_groups(cap_mb, verify=options.apply, hw=hw)
