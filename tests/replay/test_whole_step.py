@@ -116,7 +116,7 @@ def test_a_step_leaving_the_backward_out_says_it_is_partial(tmp_path):
 
 def test_a_recommendation_from_a_partial_step_says_so(tmp_path):
     import tracekit
-    from tracekit.commands.replay_cmd import render_text
+    from tracekit.render.replay_text import render_text
     from tracekit.replay.recommend import pareto_front, recommend
     from tracekit.replay.step_coverage import mark_recommendation
 
