@@ -136,3 +136,17 @@ def test_summarize_text_shows_mesh_and_groups_by_role():
     assert "Mesh: world 4 = replicate 2 × shard 2; replicate groups 1 (0,2) | 2 (1,3); shard groups 3 (0-1) | 4 (2-3)\n" in out
     assert "shard groups 3 | 4" in out
     assert "0/0           backward  replicate 1 | 2  all_reduce 8->8  148,552  0.0658    0-3" in out
+
+
+def test_one_rank_log_gives_the_whole_mesh():
+    """One HSDP rank's log: the replicate all-reduces' estimate rows say group_size:None, so the
+    replicate size is the log's world (4) over the shard groups' size (2), not the 1 rank seen."""
+    one = sorted(HSDP.glob("*rank_1_*.log"))[0]
+    doc = summary_document(tracekit.load(one))
+    assert doc["mesh"]["text"] == "world 4 = replicate 2 × shard 2"
+    assert [(g["name"], g["size"], g["members"], g["role"]) for g in doc["mesh"]["groups"]] == [
+        ("2", 2, "1", "replicate"), ("3", 2, "1", "shard")]
+    out = subprocess.run(
+        [sys.executable, "-m", "tracekit", "summarize", str(one)], capture_output=True, text=True, cwd=ROOT
+    ).stdout
+    assert "Mesh: world 4 = replicate 2 × shard 2; replicate group 2 (1, 1 of 2 seen); shard group 3 (1, 1 of 2 seen)\n" in out

@@ -25,6 +25,7 @@ def tk(*args: str) -> str:
 @pytest.mark.parametrize("args", [
     ["summarize", str(L / "diverge_rank")],
     ["summarize", str(L / "diverge_rank"), "--per-rank"],
+    ["summarize", str(L / "hsdp_diverge")],
     ["explain", str(L / "spmd_small_cap")],
     ["explain", str(L / "diverge_rank"), "--rank", "3"],
     ["replay", str(L / "diverge_rank"), "--all-ranks", "--cap-mb", "0.1,1.0019", "--cap", "auto"],

@@ -58,6 +58,7 @@ from tracekit.render.text import (
     ranks_cell,
     section_line,
     table,
+    wrap_clauses,
 )
 
 #: Headers of the outcome tables. "machines" is torch's nNodes: the machines the FSDP group spans.
@@ -218,7 +219,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     headers, rows = graph_rows(doc)
     out = []
     if doc.get("verdict"):
-        out += [heading("Verdict", fmt), doc["verdict"]["text"] + "\n"]
+        out += [heading("Verdict", fmt), wrap_clauses(doc["verdict"]["text"]) + "\n"]
         proof = [
             f"{SECTION_TITLES[k]} ({len(doc.get(k) or [])} row{'s' if len(doc.get(k) or []) != 1 else ''})"
             for k in doc["verdict"].get("sections") or []

@@ -122,13 +122,41 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
             assert s.forward_kinds is not None and s.backward_kinds is not None
             s.forward_kinds |= fwd
             s.backward_kinds |= bwd
+    names = sorted(seen, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
+    roles = {name: _role(seen[name], any_fsdp) for name in names}
+    inferred = _inferred_size(run, seen, {n: r for n, (r, _) in roles.items()})
     out = []
-    for name in sorted(seen, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)):
+    for name in names:
         s = seen[name]
-        role, reason = _role(s, any_fsdp)
-        size = max(s.sizes) if s.sizes else (len(s.members) or None)
+        role, reason = roles[name]
+        size = max(s.sizes) if s.sizes else (inferred.get(role) or len(s.members) or None)
         out.append(MeshGroup(name, size, tuple(sorted(s.members)), role, reason))
     return out
+
+
+def _inferred_size(run: Run, seen: dict[str, _Seen], roles: dict[str, str]) -> dict[str, int]:
+    """The size of the one role whose groups' sizes no log states (an all-reduce's estimate
+    row says ``group_size:None``), as the world (``# World size``) over the other roles' sizes:
+    one HSDP rank's log (world 4, shard groups of 2) gives replicate 2, not the 1 rank it
+    shows. Empty when the world is unknown, more than one role's size is, or it does not
+    divide."""
+    read: dict[str, int] = {}
+    unread: set[str] = set()
+    for name, s in seen.items():
+        if roles[name] == "unknown":
+            continue
+        if s.sizes:
+            read[roles[name]] = max(read.get(roles[name], 0), max(s.sizes))
+        else:
+            unread.add(roles[name])
+    unread -= read.keys()
+    world = log_world_size(run)
+    product = 1
+    for v in read.values():
+        product *= v
+    if world is None or len(unread) != 1 or world % product:
+        return {}
+    return {unread.pop(): world // product}
 
 
 def _rank_facts(r: Rank) -> list[tuple[str, set[int], bool, set[str], set[str]]]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracekit.analyze.summarize import graph_label
+from tracekit.model.rankset import rank_members
 from tracekit.render.cells import groups_text
 
 
@@ -22,12 +23,22 @@ def groups_by_role(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]
     return [(r, by_role.get(r, [])) for r in roles]
 
 
+def _members(g: dict[str, Any]) -> str:
+    """A group's members, with how many of its size the logs show when some are missing:
+    ``1, 1 of 2 seen``."""
+    seen = len(rank_members(str(g["members"])))
+    size = g.get("size")
+    if isinstance(size, int) and not isinstance(size, bool) and seen < size:
+        return f"{g['members']}, {seen} of {size} seen"
+    return str(g["members"])
+
+
 def mesh_line(doc: dict[str, Any]) -> str:
     """The ``mesh`` section in one line: ``world 4 = replicate 2 × shard 2; replicate groups
     17 (0,2) | 18 (1,3); shard groups 19 (0-1) | 20 (2-3)``."""
     dims = {str(d.get("role")) for d in doc.get("dimensions") or [] if isinstance(d, dict)}
     parts = [
-        f"{r} group{'s' if len(gs) != 1 else ''} " + " | ".join(f"{g['name']} ({g['members']})" for g in gs)
+        f"{r} group{'s' if len(gs) != 1 else ''} " + " | ".join(f"{g['name']} ({_members(g)})" for g in gs)
         for r, gs in groups_by_role(doc)
         if r in dims
     ]

@@ -87,6 +87,32 @@ def heading(text: str, fmt: str = "table") -> str:
     return f"{text}\n{'=' * len(text)}\n"
 
 
+#: No line of text output is wider (tests/render/test_text_width.py).
+MAX_COLUMNS = 200
+
+
+def wrap_clauses(text: str, width: int = MAX_COLUMNS) -> str:
+    r"""A one-line text of ``; ``-separated clauses (a verdict) kept to ``width`` columns: when
+    longer, it breaks after a ``;`` and goes on two spaces in; a clause longer than ``width``
+    stays whole. Short texts come back unchanged.
+
+    >>> wrap_clauses("OK: a; FINDING: b", width=10)
+    'OK: a;\n  FINDING: b'
+    """
+    if len(text) <= width:
+        return text
+    lines: list[str] = []
+    for clause in text.split("; "):
+        if lines and len(lines[-1]) + 2 + len(clause) <= width:
+            lines[-1] += "; " + clause
+        elif lines:
+            lines[-1] += ";"
+            lines.append("  " + clause)
+        else:
+            lines.append(clause)
+    return "\n".join(lines)
+
+
 def section_line(title: str, text: str, fmt: str = "table") -> str:
     """A section that is one line (nothing to report): ``Title: text`` in a table report, a
     heading and the line in markdown."""
