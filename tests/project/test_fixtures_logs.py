@@ -41,6 +41,9 @@ EXPECTED = {
     "overlap_cap_b": [[f"fsdp_groups=['0'], group_size=2, nNodes=1, bucket_cap_mb=64.0, {c}" for c in (
         "all_gather 6->1, reduce_scatter 0->0, all_reduce 0->0",
         "all_gather 5->1, reduce_scatter 6->1, all_reduce 0->0")]] * 2,
+    # FSDP2: its collectives run in eager code, no graph is pre-bucketed (check_logs: no pre_bucketing_*
+    # artifact at all, and a dynamo_graph_break_reason)
+    "fsdp2": [[]] * 2,
 }
 #: 2-D meshes (issue 37): each rank's FSDP group is its shard group, of 2 ranks.
 MESH = "fsdp_groups=['{g}'], group_size=2, nNodes=1, bucket_cap_mb=10.4, all_gather {ag}, reduce_scatter {rs}, all_reduce 0->0"

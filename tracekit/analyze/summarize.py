@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from tracekit.analyze.compiled_regions import compiled_regions, fsdp2_text, no_collective_text
 from tracekit.analyze.cut import compared_items, cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed, mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
@@ -417,6 +418,8 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
                 "(the cache skips the post-grad passes); re-run with caches disabled "
                 "(torch._inductor.config.force_disable_caches = True)"
             )
+        elif t["compiled_graphs"] and _no_collective(run):
+            out += _no_collective(run)
         elif t["compiled_graphs"]:
             out.append(
                 f"no bucketing recorded: {t['compiled_graphs']} graph{'' if t['compiled_graphs'] == 1 else 's'} went through the post-grad "
@@ -460,12 +463,31 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     return out
 
 
+def _no_collective(run: Run) -> list[str]:
+    """The notes of a run whose compiled graphs hold no collective (:mod:`tracekit.analyze.compiled_regions`):
+    that, and what FSDP2's graph breaks say; empty when some graph holds one."""
+    regions = compiled_regions(run)
+    text = None if regions is None else no_collective_text(regions)
+    if regions is None or text is None:
+        return []
+    fsdp2 = fsdp2_text(regions)
+    return [f"no bucketing recorded: {text}; see Compiled regions"] + ([fsdp2] if fsdp2 else [])
+
+
 def why_no_outcome(run: Run) -> str:
     """Why ``run`` gives replay or explain no recorded bucketing outcome to work on: the cause
     :func:`notes` finds (cache hits, no FSDP pre-bucketing, an older torch, no compile)."""
-    found = [n for n in notes(run) if n.startswith(("no bucketing recorded", "no rank read", "no log"))]
+    all_notes = notes(run)
+    found = [n for n in all_notes if n.startswith(("no bucketing recorded", "no rank read", "no log"))]
     if found:
-        return found[0]
+        # summarize's section, named as the command that has it; FSDP2's reason said with it
+        fsdp2 = [n for n in all_notes if n.startswith("FSDP2")]
+        return "; ".join(
+            [
+                found[0].replace("; see Compiled regions", "; see Compiled regions in tracekit summarize"),
+                *fsdp2,
+            ]
+        )
     return (
         "no recorded pre_bucketing_fsdp_collectives outcome matched the selection "
         "(--rank, --graph): see tracekit summarize for the graphs there are"
@@ -567,10 +589,21 @@ def _verdict(
         ]
         return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
     if t["graphs"] == 0:
+        regions = compiled_regions(run)
+        none_held = regions is not None and no_collective_text(regions)
+        fsdp2 = (
+            " (FSDP2: its collectives run in eager code)"
+            if none_held and regions and regions["fsdp2_breaks"]
+            else ""
+        )
         return {
             "status": "no_data",
-            "text": "NO DATA: no bucketing outcome in the logs" + tail,
-            "sections": ["notes"] + (["world"] if incomplete else []),
+            "text": "NO DATA: no bucketing outcome in the logs"
+            + ("; no compiled graph holds a collective" + fsdp2 if none_held else "")
+            + tail,
+            "sections": (["compiled_regions"] if regions is not None else [])
+            + ["notes"]
+            + (["world"] if incomplete else []),
         }
     if incomplete:
         agree = "agree on what all of them logged" if cut else "agree"
@@ -690,6 +723,10 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }
+    if t["graphs"] == 0:  # what the logs hold instead: the frames dynamo compiled
+        regions = compiled_regions(run)
+        if regions is not None:
+            doc["compiled_regions"] = regions
     if per_rank and with_ranks:
         doc["ranks"] = [rank_to_dict(r) for r in run.ranks]
     return doc

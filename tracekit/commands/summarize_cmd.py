@@ -42,6 +42,7 @@ from tracekit.render.cells import (
     total_mb,
     value_text,
 )
+from tracekit.render.compiled_regions_text import render_compiled_regions
 from tracekit.render.majority import majority_cell, majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, mesh_line
 from tracekit.render.schedule_text import render_schedule_sections
@@ -71,7 +72,12 @@ SECTION_TITLES = {
     "compile_divergence": "Compile ids and cache consensus",
 }
 #: The sections that tell why a run is incomplete or has no data.
-OTHER_TITLES = {"world": "World", "diagnostics": "Diagnostics", "notes": "Notes"}
+OTHER_TITLES = {
+    "world": "World",
+    "compiled_regions": "Compiled regions",
+    "diagnostics": "Diagnostics",
+    "notes": "Notes",
+}
 
 
 def _outcome_cells(g: dict[str, Any], with_sizes: bool) -> list[Any]:
@@ -228,7 +234,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         proof += [
             OTHER_TITLES[k]
             for k in doc["verdict"].get("sections") or []
-            if k in OTHER_TITLES and (k != "notes" or doc.get("notes"))
+            if k in OTHER_TITLES and (k not in ("notes", "compiled_regions") or doc.get(k))
         ]
         if proof:
             out.append(f"Why: see {', '.join(proof)} below\n")
@@ -245,6 +251,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     out.append("\n" + heading(title, fmt))
     if not rows:
         out.append("no bucketing outcome recorded (see Notes)\n")
+        if doc.get("compiled_regions"):
+            out.append(render_compiled_regions(doc["compiled_regions"], fmt))
     else:
         out.append(table(rows + [_total_row(doc, headers)], headers, fmt))
         legend = [UNITS_MB] + ([UNITS_SIZES] if headers[-1] == SIZE_HEADERS[-1] else [])

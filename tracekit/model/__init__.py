@@ -10,7 +10,9 @@ from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
      │    │                          ``final``: the collectives that run (a FinalSchedule)
      │    ├─ schedules_without_outcome: [FinalSchedule]   post-grad graphs with a collective
      │    │                          schedule but no pre-bucketing outcome (no FSDP collectives)
-     │    └─ compile_ids, cache_events   the compile ids in order, fx graph cache hits/misses
+     │    ├─ compile_ids, cache_events   the compile ids in order, fx graph cache hits/misses
+     │    └─ frames: [FrameCompile]  each frame dynamo compiled: compiled, fell back to eager or
+     │                               failed, where it broke, the parameters its graph takes in
      └─ diagnostics: Diagnostics     every bad line, counted by kind, first few with file:line
 """
 
@@ -127,6 +129,33 @@ class Graph:
         return [t for t, c in self.collectives.items() if c.before > 1 and c.after == c.before]
 
 
+#: A frame compile's status (:class:`FrameCompile`).
+COMPILED, EAGER, FAILED = "compiled", "eager", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class FrameCompile:
+    """One frame compile (one compile id) as the log tells it: ``compilation_metrics`` (the
+    frame's name and place, whether it failed and why), ``dynamo_graph_break_reason`` (where
+    a graph break made dynamo skip it) and ``dynamo_output_graph`` (the graph's inputs).
+
+    ``status``: ``compiled`` (a graph was made), ``eager`` (dynamo skipped the frame at a graph
+    break: it runs in eager code) or ``failed`` (a compile error). ``param_bytes``: bytes of the
+    graph's parameter inputs (None when a size is symbolic or there is no graph);
+    ``collectives``: collective calls in that graph."""
+
+    compile_id: str
+    name: str | None = None  # the frame's function (co_name)
+    where: str | None = None  # its file:line (co_filename, co_firstlineno)
+    status: str = COMPILED
+    reason: str | None = None  # first line of the failure or graph-break reason
+    break_at: str | None = None  # file:line where the graph broke or the failure was raised
+    params: int = 0  # parameter inputs of the compiled graph
+    param_bytes: int | None = None
+    collectives: int = 0  # collective calls (all-gather, reduce-scatter, all-reduce, ...) in it
+    has_graph: bool = False  # a dynamo_output_graph was logged for it
+
+
 @dataclass(slots=True)
 class Rank:
     rank: int | None
@@ -139,6 +168,7 @@ class Rank:
     schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
     compile_ids: list[str] = field(default_factory=list)  # dynamo_start order, each once
     cache_events: list[list[str]] = field(default_factory=list)  # [compile_id, hit|miss|bypass]
+    frames: list[FrameCompile] = field(default_factory=list)  # each frame compile, in log order
 
     def graph(self, compile_id: str, graph_index: int = 0) -> Graph | None:
         for g in self.graphs:

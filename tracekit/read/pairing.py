@@ -44,7 +44,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.model import CollectiveSize, Diagnostics, FinalSchedule, Graph, Rank, Run, Sizes
+from tracekit.model import (
+    COMPILED,
+    EAGER,
+    FAILED,
+    CollectiveSize,
+    Diagnostics,
+    FinalSchedule,
+    FrameCompile,
+    Graph,
+    Rank,
+    Run,
+    Sizes,
+)
 from tracekit.model.rankset import MAX_RANK
 from tracekit.read.parsers import (
     ComputeEstimates,
@@ -265,6 +277,8 @@ class RankBuilder:
         #: when the schedule parser runs: tracekit.read.reader.graph_and_unbucketed_sources)
         self.unbucketed: list[UnbucketedSource] | None = [] if keep_sources else None
         self.graph_text_line = 0  # line of the last before_post_grad_graph, when a parser sets it
+        self.frames: list[FrameCompile] = []  # frame compiles, as compilation_metrics ends them
+        self._frame_facts: dict[str, dict[str, Any]] = {}  # compile id -> graph, break seen so far
 
     def _new_position(self, cache_hit: bool = False) -> PostGradGraph:
         n = self.positions.get(self.cid, 0)
@@ -374,6 +388,34 @@ class RankBuilder:
         if input_graph is not None:
             p.tracekit_text = input_graph
 
+    def set_frame_fact(self, kind: str, value: Any) -> None:
+        """A fact of the current frame compile (``graph``: its GraphInputs, ``break``: where and
+        why its graph broke), kept until its ``compilation_metrics`` ends it."""
+        self._frame_facts.setdefault(self.cid, {})[kind] = value
+
+    def end_frame(self, metrics: dict[str, Any]) -> None:
+        """The frame compile of the current compile id ends (``compilation_metrics``)."""
+        facts = self._frame_facts.pop(self.cid, {})
+        graph, brk = facts.get("graph"), facts.get("break")
+        fail = metrics.get("fail_type")
+        status = COMPILED if fail is None else EAGER if fail == "Unsupported" else FAILED
+        break_at, reason = brk if brk is not None else (None, None)
+        reason = reason or (f"{fail}: {metrics['reason']}" if fail and metrics.get("reason") else fail)
+        self.frames.append(
+            FrameCompile(
+                self.cid,
+                metrics.get("name"),
+                metrics.get("where"),
+                status,
+                reason,
+                break_at or metrics.get("fail_at"),
+                graph.params if graph is not None else 0,
+                graph.param_bytes if graph is not None else None,
+                graph.collectives if graph is not None else 0,
+                graph is not None,
+            )
+        )
+
     def set_torch_version(self, version: str) -> None:
         if self.torch_version is None:
             self.torch_version = version
@@ -457,6 +499,7 @@ class FileResult:
     positions: dict[str, int] = field(default_factory=dict)  # post-grad positions per compile id
     entries: int = 0  # entries tracekit read from the file (0: not a log, whatever its name)
     bad_rank: str | None = None  # why the file's rank cannot be placed (out of range), if so
+    frames: list[FrameCompile] = field(default_factory=list)  # frame compiles (compilation_metrics)
 
 
 @dataclass
@@ -595,6 +638,7 @@ class FileBuilder:
             positions=b.positions,
             entries=self._entries,
             bad_rank=bad_rank,
+            frames=b.frames,
         )
 
 
@@ -816,6 +860,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                 res.schedules_without_outcome,
                 res.compile_ids,
                 res.cache_events,
+                res.frames,
             )
             pids = next(iter(res.pids)) if len(res.pids) == 1 else res.pids
             positions = tuple(res.positions.items())
@@ -966,3 +1011,4 @@ def _continue_rank(m: _Merging, res: FileResult) -> None:
     seen = set(r.compile_ids)
     r.compile_ids = r.compile_ids + [c for c in res.compile_ids if c not in seen]
     r.cache_events = r.cache_events + res.cache_events
+    r.frames = r.frames + res.frames

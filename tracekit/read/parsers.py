@@ -113,6 +113,8 @@ class ModelBuilder(Protocol):
     def add_symbol_hint(self, symbol: str, value: int) -> None: ...
     def set_bucket_members(self, kind: str, buckets: list[list[str]]) -> None: ...
     def set_torch_version(self, version: str) -> None: ...
+    def set_frame_fact(self, kind: str, value: Any) -> None: ...
+    def end_frame(self, metrics: dict[str, Any]) -> None: ...
 
 
 class EntryParser:
@@ -712,6 +714,133 @@ class SymbolHintParser(EntryParser):
             builder.add_symbol_hint(*value)
 
 
+# --- frame compiles: compilation_metrics, dynamo_graph_break_reason, dynamo_output_graph ---------
+
+#: Bytes per element of the dtypes in graph annotations (``f32[128, 32][32, 1]cpu``).
+DTYPE_BYTES: dict[str, int] = {
+    "f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "b8": 1,
+    "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1,
+}  # fmt: skip
+_SIGNATURE_RE = re.compile(r"def forward\(self(?P<args>[^)]*)\)")
+_PARAM_ARG_RE = re.compile(r"(?P<name>\w+): \"(?P<dtype>[a-z0-9]+)\[(?P<shape>[^\]]*)\]")
+_COLLECTIVE_CALL_RE = re.compile(
+    r"= torch\.ops\._c10d_functional\.(?!wait_tensor)\w+|torch\.distributed\.\w+\("
+)
+_BREAK_AT_RE = re.compile(r"Graph break in user code at (?P<at>\S+:\d+)")
+
+
+@dataclass(frozen=True)
+class GraphInputs:
+    """What a ``dynamo_output_graph`` says of its frame: parameter inputs (``L_..._parameters_...``
+    placeholders) and their bytes (None when a size is symbolic or a dtype unknown), and the
+    collective calls in its body."""
+
+    params: int
+    param_bytes: int | None
+    collectives: int
+
+
+def parse_graph_inputs(text: str) -> GraphInputs:
+    """The parameter inputs of a dynamo graph, read off its ``forward`` signature::
+
+        def forward(self, L_s_modules_lin_parameters_weight_: "f32[128, 32][32, 1]cpu", L_x_: ...)
+
+    gives one parameter of 128 * 32 * 4 = 16,384 bytes (``L_x_`` is no parameter)."""
+    m = _SIGNATURE_RE.search(text)
+    params, total = 0, 0
+    known = True
+    for a in _PARAM_ARG_RE.finditer(m["args"] if m else ""):
+        if "_parameters_" not in a["name"]:
+            continue
+        params += 1
+        size = DTYPE_BYTES.get(a["dtype"])
+        dims = [d.strip() for d in a["shape"].split(",") if d.strip()]
+        if size is None or not all(d.isdigit() for d in dims):
+            known = False
+            continue
+        for d in dims:
+            size *= int(d)
+        total += size
+    return GraphInputs(params, total if known else None, len(_COLLECTIVE_CALL_RE.findall(text)))
+
+
+class GraphInputsParser(EntryParser):
+    """``{"dynamo_output_graph": ...}``: the graph dynamo made of a frame (:func:`parse_graph_inputs`)."""
+
+    entry_types = frozenset({"dynamo_output_graph"})
+
+    def parse(self, payload, envelope):
+        return parse_graph_inputs(payload or "")
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_frame_fact("graph", value)
+
+
+def _first_line(text: Any, limit: int = 160) -> str | None:
+    if not isinstance(text, str) or not text.strip():
+        return None
+    line = text.strip().splitlines()[0].strip()
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class GraphBreakParser(EntryParser):
+    """``dynamo_graph_break_reason`` (string): ``Graph break in user code at PATH:LINE``, then
+    ``Graph Break Reason: ...`` and the reason's first line; kept as ``(at, reason)``."""
+
+    artifacts = frozenset({"dynamo_graph_break_reason"})
+
+    def parse(self, payload, envelope):
+        text = payload or ""
+        m = _BREAK_AT_RE.search(text)
+        lines = [x.strip() for x in text.splitlines() if x.strip()]
+        reason = None
+        for i, x in enumerate(lines):
+            if x.startswith("Graph Break Reason:"):
+                tail = x.removeprefix("Graph Break Reason:").strip()
+                # "Failed to handle graph break gracefully. ... Graph break encountered:" then the cause
+                reason = lines[i + 1] if tail.endswith("encountered:") and i + 1 < len(lines) else tail
+                break
+        return (m["at"] if m else None, _first_line(reason))
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_frame_fact("break", value)
+
+
+class CompilationMetricsParser(EntryParser):
+    """``{"compilation_metrics": {...}}``, the end of a frame compile: the frame's ``co_name``,
+    ``co_filename``:``co_firstlineno``, and ``fail_type`` / ``fail_reason`` /
+    ``fail_user_frame_filename``:``_lineno`` when it did not compile (``Unsupported``: dynamo
+    skipped the frame, it runs in eager code; any other type: a compile failure)."""
+
+    entry_types = frozenset({"compilation_metrics"})
+    needs_payload = False
+
+    def parse(self, payload, envelope):
+        m = envelope.get("compilation_metrics")
+        if not isinstance(m, dict):
+            return None
+
+        def text(k: str) -> str | None:
+            v = m.get(k)
+            return v if isinstance(v, str) else None
+
+        def at(file_key: str, line_key: str) -> str | None:
+            f, n = text(file_key), m.get(line_key)
+            return None if f is None else f"{f}:{n}" if isinstance(n, int) and not isinstance(n, bool) else f
+
+        return {
+            "name": text("co_name"),
+            "where": at("co_filename", "co_firstlineno"),
+            "fail_type": text("fail_type"),
+            "reason": _first_line(m.get("fail_reason")),
+            "fail_at": at("fail_user_frame_filename", "fail_user_frame_lineno"),
+        }
+
+    def apply(self, builder, key, value, file, line):
+        if value is not None:
+            builder.end_frame(value)
+
+
 #: The parsers summarize uses.
 SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     OutcomeParser(),
@@ -727,6 +856,12 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     GraphDtypeParser(),
     EstimationAfterOverlapParser(),
 )
+
+#: The parsers of frame compiles (:class:`tracekit.model.FrameCompile`), read in a second pass
+#: only when no rank logged a bucketing outcome (:func:`tracekit.read.reader.load`): their
+#: entries are large (``compilation_metrics`` carries configs and tracebacks), and a run with
+#: outcomes does not need them.
+FRAME_PARSERS: tuple[EntryParser, ...] = (GraphInputsParser(), GraphBreakParser(), CompilationMetricsParser())
 
 #: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.
 SOURCE_PARSERS: tuple[EntryParser, ...] = (
@@ -778,6 +913,7 @@ __all__ = [
     "ComputeEstimates",
     "EntryParser",
     "Estimation",
+    "FRAME_PARSERS",
     "ModelBuilder",
     "Outcome",
     "SOURCE_PARSERS",

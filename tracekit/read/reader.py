@@ -76,7 +76,7 @@ from tracekit.read.pairing import (
     build_file,
     merge_files,
 )
-from tracekit.read.parsers import SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
+from tracekit.read.parsers import FRAME_PARSERS, SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
 from tracekit.read.segments import Segment, default_jobs, file_segments, read_segment, read_segments
 from tracekit.read.sources import LogFile, find_log_names, find_logs, rank_from_name, sized
 
@@ -190,10 +190,28 @@ def load(
 
     run = merge_files(paths_given, files(), diagnostics)
     run.not_logs = not_logs
+    read_frame_compiles(run)
     check_world(run)
     if strict and run.diagnostics.total:
         raise StrictError(run)
     return run
+
+
+def read_frame_compiles(run: Run) -> None:
+    """When no rank logged a bucketing outcome but some compiled, read each rank's files again
+    for its frame compiles (``Rank.frames``, :data:`tracekit.read.parsers.FRAME_PARSERS`): what
+    the logs hold instead (summarize's Compiled regions). A second pass in that case only, so a
+    run with outcomes pays nothing for it; its bad lines were counted by the first."""
+    if any(r.graphs for r in run.ranks) or not any(r.compiles for r in run.ranks):
+        return
+    for r in run.ranks:
+        frames = []
+        for path in r.files:
+            log = LogFile(path, 0, rank_from_name(path))
+            res = build_file(log, [read_segment(Segment(log), FRAME_PARSERS)], FRAME_PARSERS)
+            if res.rank == r.rank:  # a file with lines of other ranks: this rank's frames only
+                frames += res.frames
+        r.frames = frames
 
 
 def graph_sources(

@@ -129,10 +129,15 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
         out.append(table(rows, FINAL_HEADERS, fmt))
         out.append(f"\n{UNITS_BYTES}\n")
     else:
-        out.append(
-            "no inductor_collective_schedule logged (no collective left after "
-            "compilation, or graphs loaded from the inductor cache)\n"
-        )
+        # the cache is named only where the logs show a cache hit (torch logs no schedule then)
+        hits = any(e[1] == "hit" for _r, holder in _holders(doc) for e in holder.get("cache_events") or [])
+        regions = doc.get("compiled_regions")
+        why = (
+            "no compiled graph holds a collective: see Compiled regions"
+            if regions and not regions["collectives"]
+            else "no collective left after compilation"
+        ) + (", or graphs loaded from the inductor cache" if hits else "")
+        out.append(f"no inductor_collective_schedule logged ({why})\n")
 
     div = doc.get("schedule_divergence") or []
     if div:

@@ -1,0 +1,110 @@
+"""What the logs hold when no compiled graph has a bucketing outcome: the frames dynamo compiled.
+
+A run with compiles but no ``pre_bucketing_fsdp_collectives`` outcome is not empty: each frame
+compile (:class:`tracekit.model.FrameCompile`) says whether it compiled, fell back to eager at a
+graph break, or failed, and the graph of a compiled region says which parameters it takes in.
+Under FSDP2 (``fully_shard``), dynamo skips FSDP's hooks (graph breaks at
+``torch/distributed/fsdp/_fully_shard/``): its all-gathers and reduce-scatters run in eager code,
+one ``fully_shard`` unit at a time, and the compiled regions take in parameters already gathered.
+
+- :func:`compiled_regions`: the frame compiles, ranks with identical ones together, and totals.
+- :func:`no_collective_text`: the sentence that says so; :func:`fsdp2_text`: why, where the graph
+  breaks show it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracekit.model import COMPILED, EAGER, FAILED, FrameCompile, Run
+from tracekit.model.rankset import format_ranks
+
+#: Where FSDP2's code lives; a graph break there is dynamo skipping FSDP2's hooks.
+FSDP2_PATH = "torch/distributed/fsdp/_fully_shard/"
+
+
+def short_path(where: str | None) -> str | None:
+    """A ``file:line`` as text: torch's files from ``torch/`` on (the part after
+    ``site-packages/``), other files as written.
+
+    >>> short_path("/usr/lib/python3.11/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_common.py:30")
+    'torch/distributed/fsdp/_fully_shard/_fsdp_common.py:30'
+    """
+    if where is None:
+        return None
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in where:
+            return where.split(marker, 1)[1]
+    return where
+
+
+def frame_to_dict(f: FrameCompile) -> dict[str, Any]:
+    return {
+        "compile_id": f.compile_id,
+        "name": f.name,
+        "where": f.where,
+        "status": f.status,
+        "reason": f.reason,
+        "break_at": short_path(f.break_at),
+        "params": f.params,
+        "param_bytes": f.param_bytes,
+        "collectives": f.collectives,
+    }
+
+
+def is_fsdp2_break(f: FrameCompile) -> bool:
+    """A frame that broke (or failed) in FSDP2's code."""
+    return f.break_at is not None and FSDP2_PATH in f.break_at.replace("\\", "/")
+
+
+def compiled_regions(run: Run) -> dict[str, Any] | None:
+    """The frame compiles of ``run``, ranks with identical ones in one group (in order of their
+    first rank), with the counts of the first group: ``compiled``, ``eager``, ``failed``
+    frames, ``param_bytes`` taken in by its compiled regions (None when one is not known),
+    ``collectives`` in their graphs, and ``fsdp2_breaks`` (frames that broke in FSDP2's code).
+    None when no rank logged a frame compile."""
+    groups: dict[tuple[FrameCompile, ...], list[int | None]] = {}
+    for r in run.ranks:
+        if r.frames:
+            groups.setdefault(tuple(r.frames), []).append(r.rank)
+    if not groups:
+        return None
+    frames = next(iter(groups))
+    compiled = [f for f in frames if f.status == COMPILED]
+    sizes = [f.param_bytes for f in compiled if f.has_graph]
+    return {
+        "groups": [
+            {"ranks": format_ranks(ranks), "frames": [frame_to_dict(f) for f in fs]}
+            for fs, ranks in groups.items()
+        ],
+        "compiled": len(compiled),
+        "eager": sum(f.status == EAGER for f in frames),
+        "failed": sum(f.status == FAILED for f in frames),
+        "param_bytes": None if any(b is None for b in sizes) else sum(b for b in sizes if b is not None),
+        "collectives": sum(f.collectives for fs in groups for f in fs),
+        "fsdp2_breaks": sum(is_fsdp2_break(f) for f in frames),
+    }
+
+
+def no_collective_text(regions: dict[str, Any]) -> str | None:
+    """Why there is nothing to pre-bucket, when no compiled graph holds a collective: e.g.
+    ``no compiled graph holds a collective (2 compiled regions, 1 frame fell back to eager), so
+    pre-bucketing has nothing to merge``. None when some graph holds one, or none compiled."""
+    if regions["collectives"] or not (regions["compiled"] or regions["eager"] or regions["failed"]):
+        return None
+    parts = [f"{regions['compiled']} compiled region{'' if regions['compiled'] == 1 else 's'}"]
+    if regions["eager"]:
+        parts.append(f"{regions['eager']} frame{'' if regions['eager'] == 1 else 's'} fell back to eager")
+    if regions["failed"]:
+        parts.append(f"{regions['failed']} failed to compile")
+    return f"no compiled graph holds a collective ({', '.join(parts)}), so pre-bucketing has nothing to merge"
+
+
+def fsdp2_text(regions: dict[str, Any]) -> str | None:
+    """What the graph breaks in FSDP2's code say, when there are some; else None."""
+    if not regions["fsdp2_breaks"]:
+        return None
+    return (
+        f"FSDP2 (fully_shard): dynamo skips its hooks (graph breaks at {FSDP2_PATH}), so its "
+        "collectives run in eager code, one fully_shard unit at a time"
+    )
