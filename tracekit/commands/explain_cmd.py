@@ -115,5 +115,6 @@ def explain(paths, rank, graphs, fmt, output):
                 else escape_controls(render_text(doc, fmt), keep_newlines=True)
             ).encode("utf-8")
         )
-    ok = all(g["error"] is None and g["reproduced"] for g in doc["graphs"])
+    # a graph of a log where pre-bucketing never ran is not compared (reproduced None), never blamed
+    ok = all(g["error"] is None and (g["reproduced"] or g.get("not_compared")) for g in doc["graphs"])
     sys.exit(OK if ok else FINDINGS)

@@ -169,6 +169,7 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
         collectives.append(item)
     out.update(
         reproduced=reproduced,
+        not_compared=reproduced is None,  # pre-bucketing never ran in the log: no evidence either way
         mismatches=mismatches,
         bucket_mode=rp.planner.bucket_mode,
         buckets={k: [] for k in ("AG", "RS", "AR")},

@@ -248,6 +248,9 @@ class UnbucketedSource:
     compute_estimates_us: dict[str, float] | None = None
     #: the torch that wrote the log, None if not logged
     torch_version: str | None = None
+    #: whether its file logged any pre_bucketing_fsdp_collectives outcome: False when
+    #: pre-bucketing never ran there (an older torch, the pass off, overlap scheduling off)
+    prebucketing_logged: bool = True
 
 
 class RankBuilder:
@@ -617,6 +620,7 @@ class FileBuilder:
         if b.unbucketed is not None and unbucketed_sink is not None:
             for u in b.unbucketed:
                 u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
+                u.prebucketing_logged = bool(b.graphs)
                 unbucketed_sink(u)
         bad_rank = None if b.rank is not None else unplaceable_rank(log.path, diag)
         return FileResult(

@@ -198,6 +198,12 @@ def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
             f"recorded: {g['outcome']} ({runs} run one by one); the planner reproduces it: "
             f"{g['reason_text']}\n"
         )
+    elif g.get("not_compared"):
+        out.append(
+            f"recorded: {g['outcome']} ({runs}); "
+            + "".join(f"{m}\n  " for m in g["mismatches"]).rstrip()
+            + "\n"
+        )
     else:
         out.append(
             f"recorded: {g['outcome']} ({runs}); NOT REPRODUCED:\n"

@@ -38,7 +38,13 @@ def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
     rows = []
     for e in entries:
         rec = e["recorded"]
-        verdict = "not rebuilt" if e["error"] else ("yes" if e["reproduced"] else "NO")
+        verdict = (
+            "not rebuilt"
+            if e["error"]
+            else "not compared"
+            if e["reproduced"] is None
+            else ("yes" if e["reproduced"] else "NO")
+        )
         fwd = rec.get("forward_groups")
         rows.append(
             [
@@ -96,8 +102,11 @@ def unbucketed_only_text(doc: dict[str, Any], fmt: str) -> str:
     their section, the count and the notes."""
     n = len(doc["not_prebucketed"])
     ok = sum(1 for e in doc["not_prebucketed"] if e["reproduced"])
+    nc = sum(1 for e in doc["not_prebucketed"] if e["reproduced"] is None and not e["error"])
     return (
         unbucketed_section(doc, fmt).lstrip("\n")
-        + f"\n{n} graph{'s' if n != 1 else ''} never pre-bucketed: {ok} reproduced.\n"
+        + f"\n{n} graph{'s' if n != 1 else ''} never pre-bucketed: {ok} reproduced"
+        + (f", {nc} not compared (pre-bucketing never ran in the log)" if nc else "")
+        + ".\n"
         + "".join(f"note: {note}\n" for note in doc.get("notes", []))
     )

@@ -36,6 +36,11 @@ from tracekit.replay.graph_text import GraphTextError, parse_graph_text
 
 #: The recorded outcome of such a graph, as summarize names it.
 OUTCOME = "not pre-bucketed"
+#: Why a graph of a log where pre-bucketing never ran is not compared (reproduced None).
+NOT_RUN = (
+    "not compared: pre-bucketing never ran in this log (no pre_bucketing_fsdp_collectives outcome in "
+    "it: an older torch, the pass off, or overlap scheduling off), so its outcome is no evidence"
+)
 #: The what-if's name (replay's ``--what-if forward-groups``).
 FORWARD_GROUPS = "forward_groups"
 #: The what-if of torch's overlap scheduler bucketing (replay's ``--what-if overlap-bucketing``).
@@ -108,17 +113,35 @@ class UnbucketedReplayer:
         self._with_groups: dict[tuple, Any] = {}
 
     # -- as torch ran it -------------------------------------------------------------------
-    def reproduce(self) -> tuple[bool, list[str]]:
+    def reproduce(self) -> tuple[bool | None, list[str]]:
         """``(reproduced, mismatches)``: torch's outcome is "nothing merged, no group": the
-        rebuilt graph must have no FSDP group, and the collectives the logged schedule runs."""
+        rebuilt graph must have no FSDP group, and the collectives the logged schedule runs.
+
+        In a log where pre-bucketing never ran (``src.prebucketing_logged`` False), nothing is
+        blamed: ``(None, notes)``, the notes saying why (:data:`NOT_RUN`) and what the rebuilt
+        graph holds (its FSDP groups; collectives merged by a pass the log does not record)."""
+        have = {k: sum(1 for n in self.collectives if collective_kind(n) == k) for k in KINDS}
+        want = {SHORT_NAMES[t]: self.src.final.counts.get(t, 0) for t in COLLECTIVE_TYPES}
+        if not getattr(self.src, "prebucketing_logged", True):
+            notes = [NOT_RUN]
+            if self.planner.fsdp_groups:
+                notes.append(
+                    f"the rebuilt graph has FSDP groups {self.planner.fsdp_groups}: torch's pre-bucketing "
+                    "would group its collectives where it runs"
+                )
+            notes += [
+                f"{k}: the schedule runs {want[k]}, the rebuilt graph has {have[k]} (a pass the log "
+                "does not record changed them)"
+                for k in KINDS
+                if have[k] != want[k]
+            ]
+            return None, notes
         out = []
         if self.planner.fsdp_groups:
             out.append(
                 f"the rebuilt graph has FSDP groups {self.planner.fsdp_groups}: torch would have "
                 "pre-bucketed it and logged an outcome"
             )
-        have = {k: sum(1 for n in self.collectives if collective_kind(n) == k) for k in KINDS}
-        want = {SHORT_NAMES[t]: self.src.final.counts.get(t, 0) for t in COLLECTIVE_TYPES}
         for k in KINDS:
             if have[k] != want[k]:
                 out.append(f"{k}: the schedule runs {want[k]}, the rebuilt graph has {have[k]}")
