@@ -32,14 +32,37 @@ def register_fake_process_groups(
     world = dist.get_world_size()
     if world < group_size:
         raise ValueError(f"torch.distributed world has {world} ranks, fewer than group_size={group_size}")
-    for name in group_names:
+
+    def registered(name: str):
         try:
-            existing = _resolve_process_group(name)
+            return _resolve_process_group(name)
         except Exception:  # noqa: BLE001 - not registered
-            existing = None
+            return None
+
+    for name in group_names:
+        existing = registered(name)
         if existing is not None and existing.size() == group_size:
             continue
-        group = dist.group.WORLD if world == group_size else dist.new_group(list(range(group_size)))
+        group = dist.group.WORLD if world == group_size else new_fake_group(group_size)
+        # the new group may have taken this very name (c10d names new groups by its counter)
+        existing = registered(name)
+        if existing is not None and existing.size() == group_size:
+            continue
         if existing is not None:
             _unregister_process_group(name)
         _register_process_group(name, group)
+
+
+def new_fake_group(group_size: int, attempts: int = 64):
+    """A new group of ranks ``0..group_size-1`` in the fake world. c10d names a new group by
+    its counter and refuses a name already registered (by us, for a logged graph); each refusal
+    moves the counter on, so the next name is tried, up to ``attempts`` times."""
+    import torch.distributed as dist
+
+    for _ in range(attempts - 1):
+        try:
+            return dist.new_group(list(range(group_size)))
+        except (RuntimeError, ValueError) as e:
+            if "already registered" not in str(e):
+                raise
+    return dist.new_group(list(range(group_size)))

@@ -178,6 +178,24 @@ def test_register_fake_process_groups() -> None:
     )
 
 
+def test_register_the_name_c10d_would_give_the_next_group() -> None:
+    """A mesh's logged names are c10d's counter names ('1', '2', ...): registering the one the
+    counter gives next must not collide with the fake group made for it (it did: 'A process
+    group is already registered under the name')."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    ensure_fake_pg()
+    probe = dist.new_group(list(range(2)))
+    following = str(int(probe.group_name) + 1)
+    bucketing.register_fake_process_groups([following], 2)
+    assert _resolve_process_group(following).size() == 2
+    after = str(int(following) + 1)
+    bucketing.register_fake_process_groups([after], 2)  # c10d's next name taken by us first
+    bucketing.register_fake_process_groups(["replay_other_pair"], 2)
+    assert _resolve_process_group(after).size() == _resolve_process_group("replay_other_pair").size() == 2
+
+
 # -- planner sweeps ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("cap", "after"), [(0.001, 40), (0.02, 40), (0.05, 14), (0.1, 7), (1000.0, 1)]

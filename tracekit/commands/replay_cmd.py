@@ -326,6 +326,9 @@ def replay(
     reading.close()
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
     unbucketed_sources = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
+    from tracekit.replay.process_groups import table_for
+
+    options.groups = table_for(list(paths), mixed)  # a mesh: every group's size and members
     notes = []
     if not sources and not unbucketed_sources:  # status 2 when no log, else the note (exit 0)
         notes.append(nothing_to_do("replay", paths, status))

@@ -126,6 +126,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             problems.append(f"{label}: {g['note']}")
     if problems:
         out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + p for p in problems) + "\n")
+    from tracekit.render.mesh_replay_text import process_groups_section
+
+    out.append(process_groups_section(doc, fmt))  # on a mesh: the groups registered
     cap_rows = []
     cap_text = fmt_caps(r["bucket_cap_mb"] for g in doc["graphs"] for r in g["replays"])
     for g in doc["graphs"]:

@@ -95,6 +95,9 @@ def replay(
         graphs=[parse_graph_selector(g) for g in graphs],
         diagnostics=diag,
     )
+    from tracekit.replay.process_groups import table_for
+
+    options.groups = table_for([os.fspath(p) for p in paths], sources)
     return ReplayRun(replay_sources(sources, options), options, diag)
 
 

@@ -72,6 +72,9 @@ class ReplayOptions:
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)  # OverlapScheduler settings
     # worker processes for a graph's distinct caps (:mod:`parallel_caps`); 1: one after another
     jobs: int = 1
+    # the run's process groups read from every rank's logs (:mod:`process_groups`): sizes and
+    # members of the groups a graph names without a size (a mesh's all-reduce groups); None: none read
+    groups: Any = None
 
 
 def _collective_counts(report) -> dict[str, dict[str, int]]:
@@ -184,6 +187,8 @@ class GraphReplay:
     # register): such a graph is "partial", never "reproduced"
     partial_reasons: list[str] = field(default_factory=list)
     log_torch: str | None = None  # the torch that wrote the log (its torch_version entry)
+    #: the process groups the graph uses, as registered (process_groups.GraphGroup)
+    groups: list[Any] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -213,6 +218,10 @@ class GraphReplay:
         if self.incomplete():
             return "partial"
         return "reproduced" if self.reproduced else "not reproduced"
+
+    def on_mesh(self) -> bool:
+        """The graph uses more than one group, or groups whose members were read from the logs."""
+        return len(self.groups) > 1 or any(g.members for g in self.groups)
 
     @property
     def rank_set(self) -> list[int | None]:
@@ -261,6 +270,8 @@ class GraphReplay:
             "note": self.note,
             "reproduction": None if self.reproduction is None else self.reproduction.to_dict(),
             "replays": [r.to_dict() for r in self.replays],
+            # on a mesh only (the run's groups were read): a 1-D document is unchanged
+            **({"process_groups": [g.to_dict() for g in self.groups]} if self.on_mesh() else {}),
         }
 
 
@@ -317,6 +328,8 @@ class GraphReplayer:
         )
         self.by_name: dict[str, fx.Node] = {n.name: n for n in self.gm.graph.nodes}
         self.group_size = self.planner.group_size
+        #: every process group the graph uses, with its size and members (:mod:`process_groups`)
+        self.groups = _graph_groups(self.gm, options)
         self._bytes: dict[str, int] = {}  # collective name -> torch's fx size, computed once
         #: distinct scheduler inputs -> their ScheduledGraph (see :meth:`scheduled`)
         self._schedules: dict[tuple, Any] = {}
@@ -434,18 +447,23 @@ class GraphReplayer:
         self._schedules[key] = scheduled
 
     def register_groups(self) -> None:
-        """The graph's FSDP groups as fake process groups of its size (what the scheduler's
-        NCCL model and the pass look up)."""
-        from bucketing import register_fake_process_groups
+        """Every process group the graph uses, as a fake process group of its size (what the
+        pass, the scheduler and its NCCL model look up): the FSDP groups, and on a mesh the
+        others (:mod:`tracekit.replay.process_groups`). A group of unknown size is left out
+        (the replay says so: :meth:`unsized_groups`)."""
+        from tracekit.replay import process_groups
 
-        if self.planner.fsdp_groups and self.group_size:
-            try:
-                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
-            except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
-                import torch.distributed as dist
+        table = self.options.groups
+        process_groups.register(self.groups, None if table is None else table.world)
 
-                dist.destroy_process_group()
-                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
+    def unsized_groups(self) -> list[str]:
+        """Why a group of the graph could not be registered, one line each."""
+        return [
+            f"process group {g.name!r} ({', '.join(g.kinds)}): size unknown (the graph names none; "
+            "read every rank's logs for its members)"
+            for g in self.groups
+            if g.size is None
+        ]
 
     def comm_ms(self, report, hardware: ce.Hardware) -> float | None:
         """NCCL-model time of the FSDP collectives after bucketing (buckets cost their sum)."""
@@ -478,12 +496,11 @@ class GraphReplayer:
         """The full rewrite on a fresh rebuild; its counts, whether they match the plan, lint."""
         import torch._inductor.config as inductor_config
 
-        from bucketing import pre_bucket_fsdp_collectives, register_fake_process_groups
+        from bucketing import pre_bucket_fsdp_collectives
 
         try:
             gm = parse_graph_text(self.text, self.options.symbols)
-            if self.planner.fsdp_groups and self.group_size:
-                register_fake_process_groups(self.planner.fsdp_groups, self.group_size)
+            self.register_groups()
             mode_patch = {"aten_distributed_optimizations.bucket_mode": self.what_if_planner.bucket_mode}
             with inductor_config.patch(mode_patch):
                 report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
@@ -499,6 +516,12 @@ class GraphReplayer:
             "matches_plan": counts == planned,
             "nodes_after": len(gm.graph.nodes),
         }
+
+
+def _graph_groups(gm: fx.GraphModule, options: ReplayOptions) -> list[Any]:
+    from tracekit.replay import process_groups
+
+    return process_groups.graph_groups(gm, options.groups or process_groups.GroupTable.empty())
 
 
 def _bucket_members(report) -> dict[str, list[str]]:
@@ -652,6 +675,7 @@ def replay_source(
         out.error = rp
         return out
     out.replayer = rp
+    out.groups = list(rp.groups)
     out.nodes = len(rp.gm.graph.nodes)
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
@@ -691,6 +715,8 @@ def _replay_caps(
             f"fsdp_groups: recorded {g.fsdp_groups}, rebuilt graph {list(rp.planner.fsdp_groups)}"
         )
     run_schedule = options.overlap if options.overlap is not None else out.overlap_scheduled
+    if run_schedule:
+        out.partial_reasons += rp.unsized_groups()
     hw = options.hardware
     requests: list[CapRequest | None] = list(options.caps)
     if (options.bucket_mode or options.scheduler_overrides) and not requests:

@@ -110,6 +110,8 @@ class UnbucketedReplayer:
         self.gm = parse_graph_text(src.text, self.symbols)
         self.planner = FsdpPlanner(self.gm)
         self.collectives = [n for n in self.gm.graph.nodes if collective_kind(n)]
+        #: the run's process groups (process_groups.GroupTable) on a mesh, None on a 1-D run
+        self.table: Any = None
         self._with_groups: dict[tuple, Any] = {}
 
     # -- as torch ran it -------------------------------------------------------------------
@@ -186,17 +188,21 @@ class UnbucketedReplayer:
         return None
 
     # -- the what-ifs ---------------------------------------------------------------------
-    def overlap_bucketing(self, gpu: str = "H100") -> dict[str, Any]:
+    def overlap_bucketing(self, gpu: str = "H100", table: Any = None) -> dict[str, Any]:
         """torch's overlap scheduler on copies of the rebuilt graph, with
         ``collective_bucketing`` False (as torch ran it) and True: ``{"name", "ok", "error",
         "as_run": {...}, "bucketed": {...}}``, each with ``counts`` (long kind -> n), ``comm_ms``
         (the NCCL estimates of the collectives left after the scheduler, buckets included),
         ``exposed_ms``, ``compute_ms``, ``est_ms`` and ``fallback`` (compute nodes without a
-        recorded estimate). A graph the scheduler refuses gives ``ok`` False and ``error``."""
+        recorded estimate). A graph the scheduler refuses gives ``ok`` False and ``error``.
+        ``table``: the run's process groups (:class:`tracekit.replay.process_groups.GroupTable`),
+        for the sizes of groups the graph names without one (a mesh's all-reduce groups)."""
         from tracekit.replay import overlap_schedule as osch
 
         out: dict[str, Any] = {"name": OVERLAP_BUCKETING, "ok": False, "error": None}
         try:
+            if table is not None:
+                self.table = table
             self.register_groups()
             compute = getattr(self.src, "compute_estimates_us", None)
             for key, on in (("as_run", False), ("bucketed", True)):
@@ -226,24 +232,23 @@ class UnbucketedReplayer:
         return out
 
     def register_groups(self) -> None:
-        """The graph's process groups as fake ones of the forward's group size (or the graph's
-        own): what torch's scheduler and its NCCL model look up."""
-        from bucketing import register_fake_process_groups
-        from tracekit.replay import overlap_schedule as osch
+        """Every process group the graph uses as a fake one of its size (what torch's scheduler
+        and its NCCL model look up): sizes from the graph, else from the run's groups
+        (``self.table``, :mod:`tracekit.replay.process_groups`: a mesh's all-reduce groups),
+        else the forward's group size for a group of the forward's FSDP groups."""
+        from tracekit.replay import process_groups
 
+        table = self.table or process_groups.GroupTable.empty()
+        groups = process_groups.graph_groups(self.gm, table)
         fwd = self.src.forward
-        groups = list(fwd.fsdp_groups) if fwd is not None and fwd.fsdp_groups else None
-        size = (fwd.group_size if fwd is not None else None) or self.group_size_in_graph()
-        if groups is None:
-            groups = sorted({g for g in (osch._group_name(n) for n in self.collectives) if g is not None})
-        if groups and size:
-            try:
-                register_fake_process_groups(groups, size)
-            except ValueError:  # a fake world of an earlier, smaller graph: start a bigger one
-                import torch.distributed as dist
-
-                dist.destroy_process_group()
-                register_fake_process_groups(groups, size)
+        if fwd is not None and fwd.group_size:  # as before: the forward's size for its groups
+            groups = [
+                process_groups.GraphGroup(g.name, fwd.group_size, "forward", g.members, g.role, g.kinds)
+                if g.size is None and g.name in fwd.fsdp_groups
+                else g
+                for g in groups
+            ]
+        process_groups.register(groups, table.world)
 
     def scheduled(self, gpu: str = "H100", overrides: dict[str, Any] | None = None) -> Any:
         """torch's overlap scheduler on a copy of the rebuilt graph as torch ran it (nothing
@@ -450,6 +455,7 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
     rp, out["error"] = rebuild(src, dict(options.symbols))
     if rp is None:
         return out
+    rp.table = getattr(options, "groups", None)  # a mesh: the sizes of groups the graph names without
     out["nodes"] = len(rp.gm.graph.nodes)
     out["reproduced"], out["mismatches"] = rp.reproduce()
     group_size = src.forward.group_size if src.forward is not None else rp.group_size_in_graph()
@@ -497,7 +503,7 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
                 }
             )
     if OVERLAP_BUCKETING in what_ifs:
-        o = rp.overlap_bucketing(getattr(options, "gpu", None) or "H100")
+        o = rp.overlap_bucketing(getattr(options, "gpu", None) or "H100", getattr(options, "groups", None))
         if not o["ok"]:
             out["mismatches"].append(f"what-if {OVERLAP_BUCKETING}: {o['error']}")
         else:

@@ -1,0 +1,142 @@
+"""Replay on 2-D meshes (issue 37): every process group a graph uses is registered (name, size,
+members, read from the logs) before torch's passes and overlap scheduler run, so every graph of
+the hsdp, fsdp_tp and hsdp_diverge fixtures (replicate 2 x shard 2, shard 2 x tp 2, and HSDP
+with rank 3 one layer more) is scheduled, the HSDP backward included, and its final collective
+sequence is the recorded one. Figures are the replays' own (torch's NCCL model and the logs'
+compute estimates); these runs timed collectives at 1 ms per MB in the compile, a figure the log
+does not record, so torch's own exposed ms is not there to compare with."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import FIXTURE_LOGS
+
+pytest.importorskip("torch")
+
+HSDP, FSDP_TP, HSDP_DIVERGE = (FIXTURE_LOGS / s for s in ("hsdp", "fsdp_tp", "hsdp_diverge"))
+HSDP_RANK1 = next(HSDP.glob("*rank_1_*.log"))
+
+
+def _replay(path, **kw):
+    import tracekit.replay
+
+    return tracekit.replay.replay(str(path), **kw)
+
+
+def _groups(g):
+    return [(p["name"], p["role"], p["size"], p["size_from"], p["members"]) for p in g["process_groups"]]
+
+
+@pytest.fixture(scope="module")
+def hsdp_all():
+    return _replay(HSDP, all_ranks=True).to_dict()
+
+
+def test_the_hsdp_backward_is_scheduled_with_its_replicate_group_registered(hsdp_all):
+    doc = hsdp_all
+    assert [(g["ranks"], g["graph_index"], g["verdict"], g["final_reproduced"]) for g in doc["graphs"]] == [
+        ("0-1", 0, "reproduced", True),
+        ("0", 1, "reproduced", True),
+        ("1", 1, "reproduced", True),
+        ("2-3", 0, "reproduced", True),
+        ("2", 1, "reproduced", True),
+        ("3", 1, "reproduced", True),
+    ]
+    bwd = doc["graphs"][1]
+    assert _groups(bwd) == [("3", "shard", 2, "graph", "0-1"), ("1", "replicate", 2, "members", "0,2")]
+    assert _groups(doc["graphs"][2])[1] == ("2", "replicate", 2, "members", "1,3")
+    rep = bwd["reproduction"]
+    assert rep["final"]["counts"] == {"all_gather": 1, "reduce_scatter": 1, "all_reduce": 8}
+    assert [c["bytes"] for c in rep["final"]["collectives"] if c["kind"] == "all_reduce"] == [
+        68,
+        8192,
+        256,
+        65536,
+        516,
+        65536,
+        256,
+        8192,
+    ]
+    assert (rep["comm_ms"], rep["exposed_ms"], rep["compute_ms"], rep["est_ms"]) == (
+        0.0851,
+        0.0851,
+        0.0705,
+        0.1557,
+    )
+    fwd = doc["graphs"][0]["reproduction"]
+    assert (fwd["exposed_ms"], fwd["est_ms"]) == (0.0097, 0.0501)
+    t = doc["totals"]
+    assert (t["graphs"], t["reproduced"], t["partial"], t["final_reproduced"]) == (6, 6, 0, 6)
+
+
+def test_the_whole_step_counts_the_backward(hsdp_all):
+    (step,) = hsdp_all["totals"]["step"]
+    assert (step["graphs"], step["graphs_scheduler_failed"], step["partial"]) == (2, 0, None)
+    assert step["final"]["counts"] == {"all_gather": 2, "reduce_scatter": 1, "all_reduce": 8}
+    assert (step["exposed_ms"], step["est_ms"]) == (0.0949, 0.2058)
+
+
+def test_one_ranks_log_sizes_the_replicate_group_from_the_world():
+    doc = _replay(HSDP_RANK1).to_dict()
+    assert [g["verdict"] for g in doc["graphs"]] == ["reproduced", "reproduced"]
+    # one log: members are that rank; the all-reduce group's size is '# World size' 4 / shard 2
+    assert _groups(doc["graphs"][1]) == [("3", "shard", 2, "graph", "1"), ("2", "replicate", 2, "world", "1")]
+    assert doc["graphs"][1]["reproduction"]["exposed_ms"] == 0.0851
+
+
+@pytest.mark.parametrize(
+    ("path", "graphs", "exposed"),
+    [
+        (FSDP_TP, 8, [0.0176] * 8),
+        (HSDP_DIVERGE, 7, [0.0097, 0.0851, 0.0851, 0.0097, 0.0851, 0.0098, 0.1008]),
+    ],
+)
+def test_every_graph_of_the_other_meshes_is_scheduled_and_reproduced(path, graphs, exposed):
+    doc = _replay(path, all_ranks=True).to_dict()
+    assert len(doc["graphs"]) == graphs
+    assert all(g["verdict"] == "reproduced" and g["final_reproduced"] for g in doc["graphs"])
+    assert [g["reproduction"]["exposed_ms"] for g in doc["graphs"]] == exposed
+
+
+def test_fsdp_tp_registers_the_tp_group_of_its_activation_all_reduces():
+    doc = _replay(FSDP_TP, rank=3).to_dict()
+    assert [_groups(g) for g in doc["graphs"]] == [
+        [("2", "shard", 2, "graph", "1,3"), ("4", "tp", 2, "members", "2-3")]
+    ] * 2
+    assert [g["reproduction"]["final"]["counts"] for g in doc["graphs"]] == [
+        {"all_gather": 1, "all_reduce": 1},
+        {"all_gather": 1, "all_reduce": 1, "reduce_scatter": 1},
+    ]
+
+
+def test_a_group_of_unknown_size_makes_the_graph_partial():
+    """Without the run's groups (no table: the engine alone), the backward's all-reduce group
+    has no size: it cannot be registered, the graph is partial and says why."""
+    from tracekit.model import Diagnostics
+    from tracekit.replay.engine import ReplayOptions, replay_sources
+    from tracekit.replay.selection import replay_sources_for
+
+    sources = replay_sources_for([str(HSDP)], rank=0, diagnostics=Diagnostics())
+    results = replay_sources(sources, ReplayOptions(groups=None))
+    assert [r.verdict for r in results] == ["reproduced", "partial"]
+    assert results[1].incomplete()[0] == (
+        "process group '1' (all_reduce): size unknown (the graph names none; read every rank's logs "
+        "for its members)"
+    )
+
+
+def test_the_table_shows_the_groups_and_a_1d_run_shows_none():
+    from tracekit.render.replay_text import render_text
+
+    text = render_text(_replay(HSDP).to_dict(), "table")
+    assert (
+        "group    role       size    size from    members    collectives                 graphs\n"
+        "-------  ---------  ------  -----------  ---------  --------------------------  ------------\n"
+        "1        replicate  2       members      0,2        all_reduce                  0/0:1\n"
+        "3        shard      2       graph        0-1        all_gather, reduce_scatter  0/0:0, 0/0:1\n"
+    ) in text
+    assert text.rstrip().endswith("2 graphs: 2 rebuilt, 2 reproduced, 0 not reproduced, 0 not rebuilt.")
+    one_d = _replay(FIXTURE_LOGS / "spmd_auto").to_dict()
+    assert all("process_groups" not in g for g in one_d["graphs"])
+    assert "Process groups registered" not in render_text(one_d, "table")
