@@ -140,3 +140,119 @@ def test_the_table_shows_the_groups_and_a_1d_run_shows_none():
     one_d = _replay(FIXTURE_LOGS / "spmd_auto").to_dict()
     assert all("process_groups" not in g for g in one_d["graphs"])
     assert "Process groups registered" not in render_text(one_d, "table")
+
+
+# -- collectives pre-bucketing never handles on the mesh, and the what-ifs ---------------------------
+
+
+@pytest.fixture(scope="module")
+def hsdp_rank0():
+    return _replay(HSDP).to_dict()
+
+
+def test_the_replicate_all_reduces_are_found_with_count_bytes_ms_and_reason(hsdp_rank0):
+    fwd, bwd = hsdp_rank0["graphs"]
+    assert "not_prebucketed_on_mesh" not in fwd
+    m = bwd["not_prebucketed_on_mesh"]
+    assert m["collectives"] == [
+        {
+            "group": "1",
+            "role": "replicate",
+            "members": "0,2",
+            "kind": "all_reduce",
+            "count": 8,
+            "bytes": 148552,
+            "est_ms": 0.0658,
+            "reason": "replicate group '1' (ranks 0,2) has no FSDP all-gather: torch's pre-bucketing buckets "
+            "all-reduces only on the groups of its FSDP all-gathers ('3')",
+        }
+    ]
+    assert m["as_run"] == {
+        "bucket_cap_mb": 10.4,
+        "left": 8,
+        "left_est_ms": 0.0658,
+        "comm_ms": 0.0851,
+        "exposed_ms": 0.0851,
+        "est_ms": 0.1557,
+    }
+
+
+def test_our_pass_given_the_replicate_group_buckets_the_all_reduces(hsdp_rank0):
+    ours, _ = hsdp_rank0["graphs"][1]["not_prebucketed_on_mesh"]["what_ifs"]
+    assert (ours["name"], ours["ok"], ours["fsdp_groups"]) == ("our_pass_with_groups", True, ["3", "1"])
+    assert ours["counts"] == {"all_gather": 1, "reduce_scatter": 1, "all_reduce": 1}
+    assert (ours["left"], ours["left_est_ms"], ours["comm_ms"], ours["exposed_ms"], ours["est_ms"]) == (
+        1,
+        0.0112,
+        0.0305,
+        0.0305,
+        0.1011,
+    )
+
+
+def test_torchs_scheduler_with_collective_bucketing_buckets_them_but_not_its_exposed_figure(hsdp_rank0):
+    """torch 2.13, 2.14.1 and 2.15.0 alike: the overlap-preserving bucketer merges the 8
+    all-reduces into 1, after the scheduler computed its exposed figure (so that stays)."""
+    _, theirs = hsdp_rank0["graphs"][1]["not_prebucketed_on_mesh"]["what_ifs"]
+    assert (theirs["name"], theirs["ok"], theirs["collective_bucketing"]) == ("overlap_bucketing", True, True)
+    assert theirs["counts"] == {"all_gather": 1, "reduce_scatter": 1, "all_reduce": 1}
+    assert (
+        theirs["left"],
+        theirs["left_est_ms"],
+        theirs["comm_ms"],
+        theirs["exposed_ms"],
+        theirs["est_ms"],
+    ) == (
+        1,
+        0.0112,
+        0.0305,
+        0.0851,
+        0.1557,
+    )
+
+
+def test_the_table_shows_the_finding_and_the_what_ifs(hsdp_rank0):
+    from tracekit.render.replay_text import render_text
+
+    text = render_text(hsdp_rank0, "table")
+    assert "0        0/0:1    1        replicate  all_reduce  8        148,552  0.0658\n" in text
+    assert (
+        "0        0/0:1    as run                                      8                0.0658          0.0851     0.0851        0.1557\n"
+        in text
+    )
+    assert (
+        "0        0/0:1    our pass given '1' as well                  1                0.0112          0.0305     0.0305        0.1011\n"
+        in text
+    )
+    assert (
+        "0        0/0:1    torch's scheduler, collective_bucketing on  1                0.0112          0.0305     0.0851*       0.1557\n"
+        in text
+    )
+
+
+def test_no_finding_for_a_tp_group_that_runs_one_all_reduce_per_graph():
+    doc = _replay(FSDP_TP).to_dict()
+    assert [g.get("not_prebucketed_on_mesh") for g in doc["graphs"]] == [None, None]
+
+
+def test_explain_gives_each_replicate_all_reduce_its_reason_and_what_if():
+    from tracekit.explain.buckets import explain
+
+    doc = explain([str(HSDP)], graphs=["0/0:1"])
+    (g,) = doc["graphs"]
+    ars = [c for c in g["collectives"] if c["kind"] == "AR"]
+    assert [c["name"] for c in ars] == ["all_reduce"] + [f"all_reduce_{i}" for i in range(1, 8)]
+    assert {c["reason"] for c in ars} == {"other_group"}
+    assert {c["detail"] for c in ars} == {
+        "replicate group '1' (ranks 0,2) has no FSDP all-gather: torch's pre-bucketing buckets all-reduces only "
+        "on the groups of its FSDP all-gathers ('3')"
+    }
+    assert [c["what_if"] for c in ars] == [
+        {
+            "fsdp_groups": ["3", "1"],
+            "bucket": 0,
+            "verified": True,
+            "text": "our pass given group '1' as well buckets it (AR bucket 0, of 8)",
+        }
+    ] * 8
+    assert g["reproduced"] is True

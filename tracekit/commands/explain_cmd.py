@@ -98,9 +98,14 @@ def explain(paths, rank, graphs, fmt, output):
             + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
         )
     # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs
+    from tracekit.replay.process_groups import table_for
+
     with status:
         doc = explain_mixed(
-            mixed, extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()}, progress=status
+            mixed,
+            extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()},
+            progress=status,
+            groups=table_for(paths, mixed),  # a mesh: each group's role and members
         )
     import torch
 

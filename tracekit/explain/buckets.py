@@ -114,6 +114,10 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
     collectives = [
         {**d.to_dict(), "what_if": _what_if(d, whatif, cap, planner.bucket_mode)} for d in report.decisions
     ]
+    if len(gr.groups) > 1:  # a mesh: collectives on groups the pass never saw
+        from tracekit.explain.on_mesh import add_mesh_reasons
+
+        add_mesh_reasons(gr, cap, collectives)
     notes = [gr.note] if gr.note else []
     if whatif.exhausted:
         notes.append(f"what-ifs stopped after {whatif.budget} plans: the collectives left have none")
@@ -136,14 +140,16 @@ def explain_document(
     symbols: Mapping[str, int] | None = None,
     extra: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    groups: Any = None,
 ) -> dict[str, Any]:
     """The ``tracekit.explain/1`` document of ``sources`` (each with its recorded bucket members,
-    ``GraphSource.recorded_buckets``); ``progress(done, total)`` after each graph."""
+    ``GraphSource.recorded_buckets``); ``progress(done, total)`` after each graph; ``groups``:
+    the run's process groups on a mesh (:func:`tracekit.replay.process_groups.table_for`)."""
     from tracekit.replay.engine import ReplayOptions
 
     # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
     # configured bucket_mode, as when it ran
-    options = ReplayOptions(symbols=dict(symbols or {}), overlap=False)  # explain: pre-bucketing only
+    options = ReplayOptions(symbols=dict(symbols or {}), overlap=False, groups=groups)  # pre-bucketing only
     rebuilt: dict = {}
     sources = list(sources)
     graphs = []
@@ -157,18 +163,21 @@ def explain_document(
 
 
 def explain_mixed(
-    mixed: list[Any], extra: dict[str, Any] | None = None, progress: Callable[[int, int], None] | None = None
+    mixed: list[Any],
+    extra: dict[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    groups: Any = None,
 ) -> dict[str, Any]:
     """The ``tracekit.explain/1`` document of ``mixed``: recorded outcomes
     (:class:`tracekit.read.reader.GraphSource`, :func:`explain_document`) and graphs never
     pre-bucketed (:class:`tracekit.read.pairing.UnbucketedSource` with a schedule that runs
     collectives: :func:`tracekit.explain.not_prebucketed.explain_unbucketed`), each in its place
-    in the logs; ``progress`` as in :func:`explain_document`."""
+    in the logs; ``progress`` and ``groups`` as in :func:`explain_document`."""
     from tracekit.explain.not_prebucketed import explain_unbucketed
     from tracekit.read.pairing import UnbucketedSource
 
     sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    doc = explain_document(sources, extra=extra, progress=progress)
+    doc = explain_document(sources, extra=extra, progress=progress, groups=groups)
     order = {id(s): i for i, s in enumerate(mixed)}
     entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"], strict=False)]
     entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed_of(mixed)]
@@ -199,7 +208,13 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
         diagnostics=diag,
         reader=graph_and_unbucketed_sources,
     )
-    return explain_mixed(mixed, extra={"paths": list(paths), "diagnostics": diag.to_dict()})
+    from tracekit.replay.process_groups import table_for
+
+    return explain_mixed(
+        mixed,
+        extra={"paths": list(paths), "diagnostics": diag.to_dict()},
+        groups=table_for(list(paths), mixed),
+    )
 
 
 __all__ = ["SCHEMA", "explain", "explain_document", "explain_graph", "explain_mixed", "unbucketed_of"]

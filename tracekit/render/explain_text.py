@@ -24,6 +24,8 @@ def _what_if_text(w: dict[str, Any] | None) -> str:
         return "-"
     if "cap_mb" in w:
         return f"cap {exact_mb(w['cap_mb'])} MB"
+    if "fsdp_groups" in w:  # on a mesh: our pass given the groups it never saw
+        return f"groups {', '.join(map(repr, w['fsdp_groups']))}: bucket {w['bucket']}"
     return f"bucket_mode={w['bucket_mode']}"
 
 

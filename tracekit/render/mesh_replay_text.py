@@ -45,8 +45,117 @@ def process_groups_section(doc: dict[str, Any], fmt: str) -> str:
     )
 
 
+UNHANDLED_HEADERS = ["ranks", "graph", "group", "role", "kind", "count", "bytes", "est ms"]
+WHAT_IF_HEADERS = [
+    "ranks",
+    "graph",
+    "what-if (recorded cap)",
+    "left on group",
+    "their est ms",
+    "comm ms",
+    "exposed ms",
+    "est ms",
+]
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def _what_if_label(w: dict[str, Any], groups: list[str]) -> str:
+    names = ", ".join(map(repr, groups))
+    if w["name"] == "our_pass_with_groups":
+        return f"our pass given {names} as well"
+    return "torch's scheduler, collective_bucketing on"
+
+
+def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
+    """Collectives pre-bucketing never handles on the mesh (``not_prebucketed_on_mesh``), the
+    reason, and the what-ifs run on each graph; empty when no graph has any."""
+    entries = [(g, g["not_prebucketed_on_mesh"]) for g in doc["graphs"] if g.get("not_prebucketed_on_mesh")]
+    if not entries:
+        return ""
+    rows, reasons, what_rows, errors = [], [], [], []
+    torch_figure = False
+    for g, m in entries:
+        label = f"{g['compile_id']}:{g['graph_index']}"
+        for c in m["collectives"]:
+            rows.append(
+                [
+                    g["ranks"],
+                    label,
+                    c["group"],
+                    c["role"] or "-",
+                    c["kind"],
+                    c["count"],
+                    f"{c['bytes']:,}",
+                    _ms(c["est_ms"]),
+                ]
+            )
+            if c["reason"] not in reasons:
+                reasons.append(c["reason"])
+        groups = list(dict.fromkeys(c["group"] for c in m["collectives"]))
+        a = m["as_run"]
+        what_rows.append(
+            [
+                g["ranks"],
+                label,
+                "as run",
+                _n(a["left"]),
+                _ms(a["left_est_ms"]),
+                _ms(a["comm_ms"]),
+                _ms(a["exposed_ms"]),
+                _ms(a["est_ms"]),
+            ]
+        )
+        for w in m["what_ifs"]:
+            if not w["ok"]:
+                errors.append(
+                    f"ranks {g['ranks']} graph {label}: {_what_if_label(w, groups)}: could not run: {w['error']}"
+                )
+                continue
+            exposed = _ms(w["exposed_ms"])
+            if w["name"] == "overlap_bucketing":
+                exposed += "*"
+                torch_figure = True
+            what_rows.append(
+                [
+                    g["ranks"],
+                    label,
+                    _what_if_label(w, groups),
+                    _n(w["left"]),
+                    _ms(w["left_est_ms"]),
+                    _ms(w["comm_ms"]),
+                    exposed,
+                    _ms(w["est_ms"]),
+                ]
+            )
+    out = [
+        "\n" + heading("Collectives pre-bucketing never handles on the mesh", fmt),
+        table(rows, UNHANDLED_HEADERS, fmt),
+        "\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{r}\n" for r in reasons),
+        "\n" + table(what_rows, WHAT_IF_HEADERS, fmt),
+    ]
+    if errors:
+        out.append("\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{e}\n" for e in errors))
+    out.append(
+        "\nwhat-ifs: run on the rebuilt graph at the recorded cap, then torch's overlap scheduler; left on\n"
+        "group: the collectives left on those groups after it, their est ms torch's NCCL model.\n"
+    )
+    if torch_figure:
+        out.append(
+            "*: torch's own exposed figure, computed from the estimates of the collectives before its\n"
+            "bucketing: it does not move when the scheduler buckets them (the comm ms beside it does).\n"
+        )
+    return "".join(out)
+
+
+def _n(x: int | None) -> str:
+    return "-" if x is None else str(x)
+
+
 def _name_key(name: str) -> tuple[bool, int, str]:
     return (not name.isdigit(), int(name) if name.isdigit() else 0, name)
 
 
-__all__ = ["process_groups_section"]
+__all__ = ["process_groups_section", "unhandled_section"]

@@ -189,6 +189,8 @@ class GraphReplay:
     log_torch: str | None = None  # the torch that wrote the log (its torch_version entry)
     #: the process groups the graph uses, as registered (process_groups.GraphGroup)
     groups: list[Any] = field(default_factory=list)
+    #: on a mesh: collectives pre-bucketing never handles and the what-ifs (:mod:`mesh_what_ifs`)
+    mesh_unbucketed: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -272,6 +274,7 @@ class GraphReplay:
             "replays": [r.to_dict() for r in self.replays],
             # on a mesh only (the run's groups were read): a 1-D document is unchanged
             **({"process_groups": [g.to_dict() for g in self.groups]} if self.on_mesh() else {}),
+            **({"not_prebucketed_on_mesh": self.mesh_unbucketed} if self.mesh_unbucketed else {}),
         }
 
 
@@ -735,6 +738,10 @@ def _replay_caps(
         if repro.schedule is not None and out.overlap_scheduled:
             out.final_mismatches = compare_final(g, repro.schedule, out.estimates_after_overlap)
             out.final_reproduced = None if g.final is None else not out.final_mismatches
+        if repro.schedule is not None and len(rp.groups) > 1:  # a mesh: what pre-bucketing leaves
+            from tracekit.replay.mesh_what_ifs import mesh_unbucketed
+
+            out.mesh_unbucketed = mesh_unbucketed(rp, repro, out.compute_estimates_us)
     out.reproduction = repro
     if on_cap is not None:
         on_cap(1, 1 + len(requests))
