@@ -136,6 +136,21 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
         "\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{r}\n" for r in reasons),
         "\n" + table(what_rows, WHAT_IF_HEADERS, fmt),
     ]
+    whole = (doc.get("totals") or {}).get("step_mesh_what_ifs") or []
+    if whole:
+        step = doc["totals"]["step"][0]
+        out.append(
+            f"\nwhole step (rank {step['rank']}'s graphs) at the recorded cap: exposed {_ms(step['exposed_ms'])}, est {_ms(step['est_ms'])} ms as run\n"
+        )
+        for w in whole:
+            label = (
+                "our pass given the groups as well"
+                if w["name"] == "our_pass_with_groups"
+                else "torch's scheduler, collective_bucketing on"
+            )
+            out.append(
+                f"  {label}: exposed {_ms(w['exposed_ms'])}, est {_ms(w['est_ms'])} ms ({w['est_ms_vs_recorded']:+.4f})\n"
+            )
     if errors:
         out.append("\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{e}\n" for e in errors))
     out.append(

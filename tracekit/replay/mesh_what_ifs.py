@@ -175,4 +175,41 @@ def mesh_unbucketed(rp: Any, cap: Any, compute_us: dict[str, float] | None) -> d
     }
 
 
-__all__ = ["OUR_PASS", "OVERLAP_BUCKETING", "mesh_unbucketed", "reason", "unhandled", "what_ifs"]
+def step_what_ifs(results: list[Any], recorded_step: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The whole step (the graphs of ``recorded_step``'s rank, as :func:`engine.step_totals`)
+    at the recorded cap with each what-if applied to every graph that has one (the others as
+    run): exposed and estimated ms, against the recorded cap's. None without any what-if."""
+    rank = recorded_step.get("rank")
+    graphs = [r for r in results if rank is None or rank in r.rank_set]
+    found = [r.mesh_unbucketed for r in graphs if r.mesh_unbucketed]
+    if not found or recorded_step.get("exposed_ms") is None:
+        return None
+    out = []
+    for name in (OUR_PASS, OVERLAP_BUCKETING):
+        runs = [(m["as_run"], next(w for w in m["what_ifs"] if w["name"] == name)) for m in found]
+        if not all(w["ok"] and a["exposed_ms"] is not None for a, w in runs):
+            continue
+        exposed = recorded_step["exposed_ms"] + sum(w["exposed_ms"] - a["exposed_ms"] for a, w in runs)
+        est = recorded_step["est_ms"] + sum(w["est_ms"] - a["est_ms"] for a, w in runs)
+        out.append(
+            {
+                "name": name,
+                "rank": rank,
+                "graphs_changed": len(runs),
+                "exposed_ms": _ms(exposed),
+                "est_ms": _ms(est),
+                "est_ms_vs_recorded": _ms(est - recorded_step["est_ms"]),
+            }
+        )
+    return out
+
+
+__all__ = [
+    "OUR_PASS",
+    "OVERLAP_BUCKETING",
+    "mesh_unbucketed",
+    "reason",
+    "step_what_ifs",
+    "unhandled",
+    "what_ifs",
+]
