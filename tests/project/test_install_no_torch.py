@@ -5,7 +5,7 @@ and nothing else (not the fixtures' 13 MB of logs, not the tests); the sdist car
 the tests need. Installed from the wheel into a fresh venv without torch (its dependencies come
 from the package index), ``summarize``, ``diff`` and ``report`` give what they give in the test
 environment, ``import tracekit`` does not even look for torch, and ``replay``, ``explain`` and
-``import bucketing`` say ``pip install 'tracekit[replay]'`` (the commands with exit 2). On a torch
+the bucketing passes (``from bucketing import ...``) say ``pip install 'tracekit[replay]'`` (the commands with exit 2). On a torch
 older than 2.13 or lacking a building block, replay and explain give the refusal (exit 2); a newer one
 with every building block runs with one note.
 """
@@ -209,7 +209,7 @@ def test_replay_and_explain_help_needs_no_torch(venv, tmp_path, command):
 
 
 def test_import_bucketing_and_the_replay_api_without_torch_say_what_to_install(venv, tmp_path):
-    for code in ("import bucketing", f"import tracekit.replay; tracekit.replay.replay({AUTO!r})"):
+    for code in ("from bucketing import plan_fsdp_buckets", f"import tracekit.replay; tracekit.replay.replay({AUTO!r})"):
         out = _python_in_venv(venv, f"try:\n {code}\nexcept Exception as e:\n"
                                     " print(type(e).__name__, e, sep=': ')", tmp_path)
         assert out == f"UnsupportedTorch: {NO_TORCH}\n"

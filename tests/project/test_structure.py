@@ -5,6 +5,9 @@ path (``create_symbol`` read in the same pass as the graph texts)."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import FIXTURE_LOGS, ROOT
@@ -142,19 +145,24 @@ def test_a_new_entry_kind_is_one_parser():
 #: The stages and what each may import: data flows read -> analyze / replay / explain -> render
 #: -> commands, over the model (docs/architecture.md). The top-level modules (tracekit/__init__.py,
 #: records.py, cli.py, __main__.py) are the public API and the entry point: any stage.
+#: The modules of ``bucketing`` that import no torch (its ``__init__`` loads the passes on first use)
+#: are one more stage under all: the reader pauses the collector with ``bucketing.gc_pause``.
+TORCH_FREE_BUCKETING = {"bucketing", "bucketing.compat", "bucketing.gc_pause"}
 STAGE_IMPORTS = {
     "model": set(),
-    "read": {"model"},
-    "analyze": {"model", "read"},
-    "replay": {"model", "read", "analyze", "bucketing"},
-    "explain": {"model", "read", "analyze", "replay", "bucketing"},
-    "render": {"model", "analyze", "replay", "explain"},
-    "commands": {"model", "read", "analyze", "replay", "explain", "render", "bucketing", "top"},
+    "read": {"model", "torch-free bucketing"},
+    "analyze": {"model", "read", "torch-free bucketing"},
+    "replay": {"model", "read", "analyze", "bucketing", "torch-free bucketing"},
+    "explain": {"model", "read", "analyze", "replay", "bucketing", "torch-free bucketing"},
+    "render": {"model", "analyze", "replay", "explain", "torch-free bucketing"},
+    "commands": {"model", "read", "analyze", "replay", "explain", "render", "bucketing", "torch-free bucketing", "top"},
 }
 
 
 def _stage(module: str) -> str:
     parts = module.split(".")
+    if module in TORCH_FREE_BUCKETING:
+        return "torch-free bucketing"
     if parts[0] == "bucketing":
         return "bucketing"
     return parts[1] if len(parts) > 1 and parts[1] in STAGE_IMPORTS else "top"
@@ -175,7 +183,7 @@ def _against_the_flow(graph: dict[str, set[str]]) -> list[str]:
 def test_data_flows_one_way():
     graph = _imports()
     stages = {_stage(m) for m in graph}
-    assert stages == {*STAGE_IMPORTS, "bucketing", "top"}  # every module is in a stage
+    assert stages == {*STAGE_IMPORTS, "bucketing", "torch-free bucketing", "top"}  # every module is in a stage
     assert "tracekit.analyze.summarize" in graph["tracekit.render.html"]  # the scan sees real edges
     assert _against_the_flow(graph) == []
 
@@ -186,3 +194,12 @@ def test_an_import_against_the_flow_would_be_found():
              "tracekit.analyze.summarize": {"tracekit.read.reader"}}
     assert _against_the_flow(graph) == ["tracekit.read.reader -> tracekit.analyze.summarize",
                                         "tracekit.render.text -> tracekit.commands.output"]
+
+
+def test_the_torch_free_part_of_bucketing_imports_no_torch():
+    """The reader's stage may import them, so they must stay torch-free; the passes load on use."""
+    code = ("import sys\nimport " + ", ".join(sorted(TORCH_FREE_BUCKETING)) + "\n"
+            "print('torch' in sys.modules)\nbucketing.plan_fsdp_buckets\nprint('torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.stdout == "False\nTrue\n", done.stderr

@@ -116,12 +116,12 @@ def test_the_any_rank_pattern_skips_lines_of_every_rank():
 def test_the_collector_is_paused_while_reading_and_resumed_after():
     import gc
 
-    from tracekit.read.gc_paused import gc_paused
+    from bucketing.gc_pause import gc_paused
     from tracekit.read.reader import load
 
     seen = []
 
-    @gc_paused
+    @gc_paused()
     def read(fail: bool) -> int:
         seen.append(gc.isenabled())
         if fail:

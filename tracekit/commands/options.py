@@ -42,14 +42,13 @@ def require_torch(command: str, scheduler: bool = False) -> None:
     whose comm model (or, with ``scheduler``, overlap scheduler) does not take the arguments we
     pass is refused the same way. A release that runs but was never tested gets one note on
     stderr."""
+    from bucketing.compat import Call, UnsupportedTorch, check_calls, check_torch, untested_note
+
     try:
-        import bucketing  # noqa: F401 - checks the installed torch on import (bucketing.compat)
-    except RuntimeError as e:
-        compat = sys.modules.get("bucketing.compat")
-        if compat is None or not isinstance(e, compat.UnsupportedTorch):
-            raise
+        check_torch()
+    except UnsupportedTorch as e:
         fail(command, str(e))
-    from bucketing.compat import Call, UnsupportedTorch, check_calls, untested_note
+    import bucketing.prebucket  # noqa: F401 - the passes (and torch's modules) load before gc.freeze()
     from tracekit.replay.comm_estimate import COMM_MODEL_CALLS
 
     calls: tuple[Call, ...] = COMM_MODEL_CALLS

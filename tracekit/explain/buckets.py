@@ -195,8 +195,12 @@ def unbucketed_of(mixed: list[Any]) -> list[Any]:
 def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
     """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
     ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``), graphs torch never
-    pre-bucketed included (:mod:`tracekit.explain.not_prebucketed`)."""
+    pre-bucketed included (:mod:`tracekit.explain.not_prebucketed`). Without a supported
+    torch, raises :class:`bucketing.compat.UnsupportedTorch` before any work."""
+    from bucketing.compat import check_torch
     from tracekit.model import Diagnostics
+
+    check_torch()
     from tracekit.read.reader import graph_and_unbucketed_sources
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 

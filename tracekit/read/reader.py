@@ -63,9 +63,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 
+from bucketing.gc_pause import gc_paused
 from tracekit.model import Diagnostics, Run
 from tracekit.read import segments
-from tracekit.read.gc_paused import gc_paused
 from tracekit.read.pairing import (
     BuildMemo,
     FileBuilder,
@@ -118,7 +118,7 @@ def path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[st
     return [os.fspath(p) for p in paths]
 
 
-@gc_paused
+@gc_paused()
 def load(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     *,

@@ -62,7 +62,9 @@ def replay(
     torch, or on a release outside 2.13, raises :class:`bucketing.compat.UnsupportedTorch`
     (``pip install 'tracekit[replay]'``).
     """
-    import bucketing  # noqa: F401 - checks the installed torch first (bucketing.compat)
+    from bucketing.compat import check_torch
+
+    check_torch()  # without a supported torch: UnsupportedTorch, before any work
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import CapRequest, ReplayOptions, ReplayRun, replay_sources

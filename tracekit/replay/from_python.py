@@ -29,7 +29,9 @@ def replay_run(
     import math
     import os
 
-    import bucketing  # noqa: F401 - checks the installed torch (bucketing.compat)
+    from bucketing.compat import check_torch
+
+    check_torch()  # without a supported torch: UnsupportedTorch, before any work
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import UnbucketedSource
     from tracekit.read.reader import graph_and_unbucketed_sources

@@ -25,8 +25,6 @@ wrapped in a ``FakeTensor``), so ``f32[99999999999999]`` allocates nothing.
 from __future__ import annotations
 
 import ast
-import contextlib
-import gc
 import math
 import operator
 import re
@@ -41,6 +39,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph import dtype_abbrs
 
+from bucketing.gc_pause import gc_paused
 from tracekit.replay import symbols as sx
 from tracekit.replay.annotations import (
     Annotation,
@@ -516,20 +515,6 @@ def _parse(text: str) -> _Builder:
     return b
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cycle collector while building: it re-scans the growing AST and graph again
-    and again (about 2.5x of the parse time on a 5,000-collective graph). Reference counting
-    still frees memory; the previous state is restored on exit."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def parse_graph_text(text: str, symbols: Mapping[str, int] | None = None) -> fx.GraphModule:
     """Build a linted ``GraphModule`` whose nodes carry fake ``meta["val"]`` from ``text``.
 
@@ -537,7 +522,7 @@ def parse_graph_text(text: str, symbols: Mapping[str, int] | None = None) -> fx.
     a size symbol without a value raises :class:`UnresolvedSymbolsError` naming all of them.
     Raises :class:`GraphTextError` (with the line) for anything it does not accept.
     """
-    with _gc_paused():
+    with gc_paused():  # the collector re-scans the growing AST and graph: 2.5x the parse time
         return _build_graph_module(text, symbols)
 
 
