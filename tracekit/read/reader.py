@@ -61,7 +61,7 @@ skips, when the envelope still has the shape of one.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 
 from bucketing.gc_pause import gc_paused
 from tracekit.model import Diagnostics, Run
@@ -163,7 +163,7 @@ def load(
         nonlocal total
         total = size
 
-    parts: Iterable[tuple[Segment, SegmentResult]]
+    parts: Generator[tuple[Segment, SegmentResult], None, None]
     if jobs > 1 and len(names) >= segments.EARLY_MIN_FILES:
         # the workers take the sizes; this process too, while they read, for a progress total
         parts = segments.read_listed(names, jobs, tick, None if progress is None else count, validate_all)
@@ -188,7 +188,10 @@ def load(
                 yield fb.finish()
                 fb = None
 
-    run = merge_files(paths_given, files(), diagnostics)
+    try:
+        run = merge_files(paths_given, files(), diagnostics)
+    finally:  # the workers end here, also on an error or Ctrl-C: the caller holding the error
+        parts.close()  # (its traceback holds this frame, and so the pool) holds no process
     run.not_logs = not_logs
     read_frame_compiles(run)
     check_world(run)

@@ -21,7 +21,7 @@ import os
 import re
 import signal
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -352,7 +352,7 @@ def read_segments(
     tick: Callable[[int], None],
     progress: bool = False,
     validate_all: bool = False,
-) -> Iterator[tuple[Segment, SegmentResult]]:
+) -> Generator[tuple[Segment, SegmentResult], None, None]:
     """Every segment with its result, in order, read with up to ``jobs`` processes;
     ``tick(bytes)`` after each segment (``progress``: also per chunk, when reading in this
     process). A generator: results are used (and dropped) as they come, and ``tasks`` is
@@ -382,7 +382,7 @@ def read_listed(
     tick: Callable[[int], None],
     on_total: Callable[[int], None] | None,
     validate_all: bool = False,
-) -> Iterator[tuple[Segment, SegmentResult]]:
+) -> Generator[tuple[Segment, SegmentResult], None, None]:
     """:func:`read_segments` of a long listing (``(path, rank hint)``, :func:`tracekit.read.sources.
     find_log_names`), sent to the workers before the files' sizes are known: batches of
     :data:`BATCH_SEGMENTS` files, each worker reading the ones it takes, and
@@ -619,11 +619,22 @@ def _fork_context() -> BaseContext | None:
 
 
 def _shutdown(pool: ProcessPoolExecutor, pending: deque[Future]) -> None:
-    """Cancel the batches not started and end the pool (a batch being read is let finish)."""
+    """Cancel the batches not started and end the pool (a batch being read is let finish),
+    and every worker it made. A pool that could fork only some of its workers never started
+    the thread that ends them (``shutdown`` then leaves them waiting for work, and the
+    interpreter's exit waits for them forever): those are terminated here. Python 3.14 has
+    ``terminate_workers``; before it, the pool's processes are only in ``_processes``."""
     for fut in pending:
         fut.cancel()
     pending.clear()
-    pool.shutdown(wait=True, cancel_futures=True)
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    try:
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        for proc in workers:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
 
 
 def _ignore_sigint() -> None:
