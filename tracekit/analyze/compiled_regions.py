@@ -9,7 +9,7 @@ one ``fully_shard`` unit at a time, and the compiled regions take in parameters 
 
 - :func:`compiled_regions`: the frame compiles, ranks with identical ones together, and totals.
 - :func:`no_collective_text`: the sentence that says so; :func:`fsdp2_text`: why, where the graph
-  breaks show it.
+  breaks show it; :func:`failures_text`: the frame compiles that failed, what and where.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def compiled_regions(run: Run) -> dict[str, Any] | None:
     """The frame compiles of ``run``, ranks with identical ones in one group (in order of their
     first rank), with the counts of the first group: ``compiled``, ``eager``, ``failed``
     frames, ``param_bytes`` taken in by its compiled regions (None when one is not known),
-    ``collectives`` in their graphs, and ``fsdp2_breaks`` (frames that broke in FSDP2's code).
+    ``collectives`` in their graphs (of every group), and ``fsdp2_breaks`` (frames that broke in FSDP2's code).
     None when no rank logged a frame compile."""
     groups: dict[tuple[FrameCompile, ...], list[int | None]] = {}
     for r in run.ranks:
@@ -81,7 +81,7 @@ def compiled_regions(run: Run) -> dict[str, Any] | None:
         "eager": sum(f.status == EAGER for f in frames),
         "failed": sum(f.status == FAILED for f in frames),
         "param_bytes": None if any(b is None for b in sizes) else sum(b for b in sizes if b is not None),
-        "collectives": sum(f.collectives for fs in groups for f in fs),
+        "collectives": sum(f.collectives for fs in groups for f in fs if f.status == COMPILED),
         "fsdp2_breaks": sum(is_fsdp2_break(f) for f in frames),
     }
 
@@ -89,8 +89,9 @@ def compiled_regions(run: Run) -> dict[str, Any] | None:
 def no_collective_text(regions: dict[str, Any]) -> str | None:
     """Why there is nothing to pre-bucket, when no compiled graph holds a collective: e.g.
     ``no compiled graph holds a collective (2 compiled regions, 1 frame fell back to eager), so
-    pre-bucketing has nothing to merge``. None when some graph holds one, or none compiled."""
-    if regions["collectives"] or not (regions["compiled"] or regions["eager"] or regions["failed"]):
+    pre-bucketing has nothing to merge``. None when some graph holds one, or none compiled (a
+    failed compile is said by :func:`failures_text`)."""
+    if regions["collectives"] or not regions["compiled"]:
         return None
     parts = [f"{regions['compiled']} compiled region{'' if regions['compiled'] == 1 else 's'}"]
     if regions["eager"]:
@@ -108,3 +109,20 @@ def fsdp2_text(regions: dict[str, Any]) -> str | None:
         f"FSDP2 (fully_shard): dynamo skips its hooks (graph breaks at {FSDP2_PATH}), so its "
         "collectives run in eager code, one fully_shard unit at a time"
     )
+
+
+def failures_text(regions: dict[str, Any], limit: int = 3) -> str | None:
+    """The frame compiles that failed (the first group's), what and where: e.g. ``1 frame compile
+    failed: 0/0 fn (test_misc.py:9589): BackendCompilerFailed: backend='broken_backend' raised:
+    RuntimeError: broken backend``; the first ``limit``, then how many more. None if none failed."""
+    failed = [f for f in regions["groups"][0]["frames"] if f["status"] == FAILED]
+    if not failed:
+        return None
+    items = []
+    for f in failed[:limit]:
+        where = (f["where"] or "").replace("\\", "/").rsplit("/", 1)[-1]
+        frame = f"{f['name'] or '?'} ({where})" if where else f["name"] or "?"
+        items.append(f"{f['compile_id']} {frame}: {f['reason'] or 'no reason logged'}")
+    more = f"; and {len(failed) - limit} more" if len(failed) > limit else ""
+    n = len(failed)
+    return f"{n} frame compile{' failed' if n == 1 else 's failed'}: " + "; ".join(items) + more

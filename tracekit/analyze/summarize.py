@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from tracekit.analyze.compiled_regions import compiled_regions, fsdp2_text, no_collective_text
+from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
 from tracekit.analyze.cut import compared_items, cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed, mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
@@ -455,6 +455,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
                 "no bucketing recorded: the logs hold no compile (no dynamo_start entry); "
                 "were they written with TORCH_TRACE set?"
             )
+        out += _failure_notes(run)
     elif t["cache_hits"]:
         out.append(
             f"{t['cache_hits']} graphs were inductor cache hits and have no bucketing record; "
@@ -472,6 +473,13 @@ def _no_collective(run: Run) -> list[str]:
         return []
     fsdp2 = fsdp2_text(regions)
     return [f"no bucketing recorded: {text}; see Compiled regions"] + ([fsdp2] if fsdp2 else [])
+
+
+def _failure_notes(run: Run) -> list[str]:
+    """One note on the frame compiles that failed, when some did (:func:`tracekit.analyze.compiled_regions.failures_text`)."""
+    regions = compiled_regions(run)
+    text = None if regions is None else failures_text(regions)
+    return [f"{text}; see Compiled regions"] if text else []
 
 
 def why_no_outcome(run: Run) -> str:
@@ -600,6 +608,11 @@ def _verdict(
             "status": "no_data",
             "text": "NO DATA: no bucketing outcome in the logs"
             + ("; no compiled graph holds a collective" + fsdp2 if none_held else "")
+            + (
+                f"; {regions['failed']} frame compile{' failed' if regions['failed'] == 1 else 's failed'}"
+                if regions is not None and regions["failed"]
+                else ""
+            )
             + tail,
             "sections": (["compiled_regions"] if regions is not None else [])
             + ["notes"]

@@ -777,10 +777,23 @@ class GraphInputsParser(EntryParser):
 
 
 def _first_line(text: Any, limit: int = 160) -> str | None:
+    """The first line of a reason, with the next one when the first only introduces it
+    (``backend='broken_backend' raised:`` / ``RuntimeError: broken backend``), cut at ``limit``."""
     if not isinstance(text, str) or not text.strip():
         return None
-    line = text.strip().splitlines()[0].strip()
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    line = lines[0] if not (lines[0].endswith(":") and len(lines) > 1) else f"{lines[0]} {lines[1]}"
     return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+_CLASS_RE = re.compile(r"<class '(?:[\w.]*\.)?(?P<name>\w+)'>")
+
+
+def exception_name(fail_type: str) -> str:
+    """``fail_type`` as a class name: ``<class 'torch._dynamo.exc.BackendCompilerFailed'>``
+    (older torch) and ``BackendCompilerFailed`` both give ``BackendCompilerFailed``."""
+    m = _CLASS_RE.fullmatch(fail_type.strip())
+    return m["name"] if m else fail_type.strip().rsplit(".", 1)[-1]
 
 
 class GraphBreakParser(EntryParser):
@@ -831,7 +844,7 @@ class CompilationMetricsParser(EntryParser):
         return {
             "name": text("co_name"),
             "where": at("co_filename", "co_firstlineno"),
-            "fail_type": text("fail_type"),
+            "fail_type": None if text("fail_type") is None else exception_name(text("fail_type") or ""),
             "reason": _first_line(m.get("fail_reason")),
             "fail_at": at("fail_user_frame_filename", "fail_user_frame_lineno"),
         }

@@ -43,7 +43,8 @@ def render_compiled_regions(regions: dict[str, Any], fmt: str) -> str:
     many = len(regions["groups"]) > 1
     for g in regions["groups"]:
         if many or fmt == "table":
-            out.append(f"ranks {ranks_cell(g['ranks'])}:\n")
+            cell = ranks_cell(g["ranks"])
+            out.append(f"{cell if cell == 'rank not logged' else 'ranks ' + cell}:\n")
         rows = [
             [
                 f["compile_id"],
