@@ -331,3 +331,32 @@ def test_hsdp_overlap_what_ifs_on_the_backward():
         ("our_pass_with_groups", 0.1186, 0.3619, -0.076),
         ("overlap_bucketing", 0.1946, 0.4379, 0.0),
     ]
+
+
+def test_recommend_covers_every_graph_of_the_mesh_step():
+    """--recommend on hsdp_overlap: every cap's whole step holds both graphs (the backward was
+    left out when its replicate group could not be resolved), and the exit status is 0."""
+    import json
+
+    from click.testing import CliRunner
+
+    from tracekit.commands.replay_cmd import replay
+
+    r = CliRunner().invoke(
+        replay, ["--recommend", "--format", "json", str(HSDP_OVERLAP)], catch_exceptions=False
+    )
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert {(s["graphs"], s["graphs_scheduler_failed"], s["partial"]) for s in doc["totals"]["step"]} == {
+        (2, 0, None)
+    }
+    assert [(p["cap"], p["graphs"], p["exposed_ms"], p["est_ms"]) for p in doc["pareto_front"]] == [
+        ("1", 2, 0.0744, 0.3064)
+    ]
+    rec = doc["recommendation"]
+    assert (rec["cap"], rec["exposed_ms"], rec["est_ms"], rec["vs_recorded_ms"]) == (
+        "1",
+        0.0744,
+        0.3064,
+        -0.1315,
+    )
