@@ -158,3 +158,50 @@ def test_block_end_is_the_regex_search_and_count():
         assert native.block_end(buf, a, limit) == (-1 if m is None else m.start(), buf.count(b"\n", a + 1, e))
         checked += 1
     assert checked > 3000
+
+
+def _text(path: Path) -> bytes | None:
+    """A log's bytes as the reader sees them (a ``.gz`` decompressed as far as it can be), None
+    for a file that cannot be read (the corpus's unreadable one)."""
+    from tracekit.read.sources import open_log
+
+    try:
+        stream, raw = open_log(str(path))
+    except OSError:
+        return None
+    with raw:
+        out = []
+        try:
+            while chunk := stream.read(1 << 20):
+                out.append(chunk)
+        except OSError:
+            pass
+    return b"".join(out)
+
+
+def _corpus_logs(tmp_path_factory) -> list[Path]:
+    from corpus.make_corpus import build_corpus
+
+    out = tmp_path_factory.mktemp("corpus")
+    build_corpus(out, FIXTURE_LOGS / "spmd_auto", big_mb=2)  # the long line: 2 MB, not 50
+    return sorted(p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json")
+
+
+def test_the_c_loop_and_the_regex_read_alike_on_every_fixture_and_the_damaged_corpus(tmp_path_factory):
+    """The one grammar kept twice (issue 40): a Scanner with the C loop and one with the regex
+    alone read the same entries, payloads, line numbers, diagnostics and rank, on every fixture
+    log and on every file of the damaged corpus (tests/corpus/make_corpus.py), at the reader's
+    chunk size and at 4 KiB (lines cut across chunks)."""
+    corpus = _corpus_logs(tmp_path_factory)
+    assert len(LOGS) >= 30 and len(corpus) >= 20
+    reports = unreadable = 0
+    for path in LOGS + corpus:
+        data = _text(path)
+        if data is None:
+            unreadable += 1
+            continue
+        for chunk in (4096, ev.CHUNK_SIZE):
+            with_c = _scan(data, True, chunk, NAMES)
+            assert with_c == _scan(data, False, chunk, NAMES), path
+        reports += len(with_c[1])
+    assert reports > 50 and unreadable == 1  # damaged: both report its damage alike

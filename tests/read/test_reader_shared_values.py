@@ -4,9 +4,8 @@ what is distinct, not with how many times it repeats).
 - :class:`tracekit.read.pairing.BuildMemo`: a long log's graphs of one schedule share its counts
   and collectives (and of the same size lists, one ``Sizes``) in the builder, not only once the files are merged (and a read's files
   share one memo).
-- :class:`tracekit.read.pairing._Interner`: the merge knows a shared value by identity, and an equal
-  value that came as another object (another worker's batch) by an alias, without a key made
-  of its contents each graph; what it gives is the value the key gives.
+- :class:`tracekit.read.pairing._Interner`: the merge knows a shared value by a key made of its
+  contents; what it gives is the value the key gives.
 
 Logs are the spmd_auto fixture's rank 0, cut to the entries summarize reads (bench/make_ranks.py
 --small), repeated with new compile ids (bench/make_large_log.py), written at test time; bytes are counted with tracemalloc, never timed.
@@ -22,7 +21,7 @@ import pytest
 
 from conftest import FIXTURE_LOGS, bench_module
 from tracekit.model import Diagnostics, rank_to_dict
-from tracekit.read.pairing import FileBuilder, _Interner, build_file, merge_files
+from tracekit.read.pairing import FileBuilder, build_file, merge_files
 from tracekit.read.parsers import SUMMARY_PARSERS
 from tracekit.read.reader import load
 from tracekit.read.segments import Segment, read_segment
@@ -131,22 +130,6 @@ def test_the_merge_shares_equal_values_that_came_from_separate_batches():
     assert run.ranks[0].graphs[0].final.collectives is not run.ranks[0].graphs[1].final.collectives
     plain = load(RUN, jobs=1)
     assert [rank_to_dict(r) for r in run.ranks] == [rank_to_dict(r) for r in plain.ranks]
-
-
-def test_an_interners_aliases_are_bounded_and_give_the_value_the_key_gives(monkeypatch):
-    monkeypatch.setattr(_Interner, "ALIASES", 4)
-    it = _Interner()
-    first = ["g0", "g1"]
-    key = lambda groups: ("groups", *groups)  # noqa: E731
-    assert it._canonical(first, key) is first
-    assert it._canonical(first, key) is first  # known by identity
-    equal = [["g0", "g1"] for _ in range(10)]
-    for v in equal:
-        assert it._canonical(v, key) is first
-        assert it._canonical(v, key) is first  # by its alias, or by its key once forgotten
-        assert len(it._aliases) <= 4
-    other = ["g2"]
-    assert it._canonical(other, key) is other and it._canonical(["g2"], key) is other
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -98,68 +98,6 @@ def _every(entry_type: str, name: str | None) -> bool:
     return True
 
 
-class EnvelopeMemo:
-    """Envelopes decoded before, known by their bytes with the file's own rank masked.
-
-    A job's ranks log the same envelopes but for their rank: rank 7's
-    ``{"artifact": {"name": "pre_bucketing_fsdp_collectives", ...}, "rank": 7, "frame_id": 0,
-    ...}`` is rank 300's with 7 for 300. An envelope whose bytes, with each ``"rank": R,`` and
-    ``"rank": R}`` of its file's rank R written ``"rank":,`` (and as many of them), are those of
-    one decoded before, in any file, is that envelope with this file's rank for the other's:
-    its entry type, artifact name and compile id are the same, its rank is its file's where the
-    other's was its file's, and it is not decoded (orjson), checked and read again::
-
-        rank 7:   {..., "rank": 7, "frame_id": 0, ...}    -> (1, b'{..., "rank":, "frame_id": 0, ...}')
-        rank 300: {..., "rank": 300, "frame_id": 0, ...}  -> the same key: decoded once
-
-    ``"rank":,`` is no JSON: in a key made of a valid envelope it stands only where a rank was
-    masked, and the count tells apart a line that holds it itself. Before a file's rank is
-    known (its first entry, ``torch_version``, logs none), an envelope with no ``"rank"`` in
-    its bytes is known by them as they are, ``(0, bytes)``: the key a file of any rank makes
-    of it. Only envelopes that decoded
-    and passed every check are kept, and only those of no rank, or of their file's rank written
-    as torch writes it, once: the one ``"rank"`` of the envelope is the one masked. An envelope
-    of another rank, or whose rank is written otherwise (``"rank":7,``), is decoded each time.
-
-    The :class:`Entry` then holds the earlier envelope, equal to its own but for the values of
-    its ``"rank"`` keys (its :attr:`Entry.rank` is its own). Bounded: cleared when it holds
-    ``limit`` envelopes (~1.4 KB each, 1.4 MiB in all)."""
-
-    __slots__ = ("_seen", "limit", "_rank", "_tokens", "_step")
-
-    #: Misses in one file after which it stops looking, unless a fifth of its lookups hit
-    #: (:func:`decode_entries`): a long log's envelopes are new copy after copy.
-    MISSES_BEFORE_GIVING_UP = 64
-
-    def __init__(self, limit: int = 1024) -> None:
-        self._seen: dict[tuple[int, bytes], tuple] = {}
-        self.limit = limit
-        self._rank: int | None = None
-        self._tokens = (b"", b"")
-        self._step = 1
-
-    def key(self, body: bytes, rank: int) -> tuple[int, bytes]:
-        """``(ranks masked, the bytes masked)`` of an envelope of a file of ``rank``."""
-        if rank != self._rank:
-            self._rank = rank
-            self._tokens = (b'"rank": %d,' % rank, b'"rank": %d}' % rank)
-            self._step = len(self._tokens[0]) - len(_MASK[0])  # 2 or more: '"rank": 0,' is the shortest
-        masked = body.replace(self._tokens[0], _MASK[0]).replace(self._tokens[1], _MASK[1])
-        return ((len(body) - len(masked)) // self._step, masked)
-
-    def get(self, key: tuple[int, bytes]) -> tuple | None:
-        """``(entry type, artifact name, compile id, envelope, ranked)`` or None."""
-        return self._seen.get(key)
-
-    def put(self, key: tuple[int, bytes], value: tuple) -> None:
-        if len(self._seen) >= self.limit:
-            self._seen.clear()
-        self._seen[key] = value
-
-
-_MASK = (b'"rank":,', b'"rank":}')
-
-
 @functools.lru_cache(maxsize=16)
 def _names_and_types(keys: frozenset[tuple[str, str | None]]) -> tuple[frozenset[str], frozenset[str]]:
     """The artifact names and the other entry types among entry keys (once per key set, not
@@ -193,8 +131,6 @@ def decode_entries(
     scanner_out: list | None = None,
     validate_all: bool = False,
     memo: PayloadMemo | None = None,
-    envelopes: EnvelopeMemo | None = None,
-    rank_hint: int | None = None,
 ) -> Iterator[Entry]:
     """Decoded entries of one stream: those with one of the entry ``keys`` (fast path) or those
     ``want(entry_type, name)`` selects; everything else is checked cheaply (see
@@ -205,11 +141,7 @@ def decode_entries(
     ``scanner_out``, when given, receives the scanner (its ``rank`` and ``lines_read``).
     ``validate_all``: every envelope is decoded and every payload MD5-checked, whatever is
     selected (``--strict``: slower, and nothing bad goes unseen); only the selected entries are
-    yielded. ``memo``: payloads checked before (:class:`PayloadMemo`), not checked again.
-    ``envelopes``: envelopes decoded before, in this file or another rank's
-    (:class:`EnvelopeMemo`), not decoded again once the file's rank is known, or before, when
-    its bytes hold no rank, or the one ``rank_hint`` (the rank its name gives) gives them; a
-    file that finds few there stops looking (a long log: each copy its own compile id)."""
+    yielded. ``memo``: payloads checked before (:class:`PayloadMemo`), not checked again."""
     add = diagnostics.add
 
     def report(kind: str, lineno: int, detail: str) -> None:
@@ -237,69 +169,36 @@ def decode_entries(
     )
     if scanner_out is not None:
         scanner_out.append(scanner)
-    hits = misses = 0
     for raw in scanner.entries(stream):
-        key = hit = None
-        if envelopes is not None:
-            body = raw.line[raw.start :]
-            if scanner.rank is not None:
-                key = envelopes.key(body, scanner.rank)
-            elif b'"rank"' not in body:  # before the file's rank is known (its torch_version):
-                key = (0, body)  # nothing to mask, the bytes themselves
-            elif rank_hint is not None:  # its first ranked entry: the rank its name gives, if
-                key = envelopes.key(body, rank_hint)  # that is the one rank the bytes hold
-                if key[0] != 1:
-                    key = None
-        if key is not None and envelopes is not None:  # a key only with the memo (above)
-            hit = envelopes.get(key)
-            if hit is not None:
-                hits += 1
-            else:
-                misses += 1
-                if misses > envelopes.MISSES_BEFORE_GIVING_UP and misses > 4 * hits:
-                    envelopes = None  # mostly new envelopes: this file stops looking
-        if hit is not None:
-            etype, name, cid, env, ranked = hit
-            if ranked and scanner.rank is None:  # known by the rank its name gives: it is that one
-                scanner.set_rank(rank_hint)  # type: ignore[arg-type]  # a ranked hit without a rank: keyed by the hint
-            r = scanner.rank if ranked else None
-        else:
-            try:
-                env = ev.decode_envelope(raw.line[raw.start :])
-                etype = _TYPE_NAMES.get(raw.entry_type)
-                if etype is None:
-                    etype = raw.entry_type.decode("utf-8")
-                    if len(_TYPE_NAMES) < 256:  # the entry types wanted: a handful
-                        _TYPE_NAMES[raw.entry_type] = etype
-                if etype not in env:
-                    raise ev.EntryError("bad_json", "entry-type key not found after decoding")
-                name = None
-                if etype == "artifact":
-                    meta = env[etype]
-                    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-                        raise ev.EntryError("bad_field_type", "artifact without a string name")
-                    name = meta["name"]
-                    if raw.name is not None and name.encode("utf-8", "replace") != raw.name:
-                        # duplicate keys: the bytes named one artifact, the decoded object another
-                        raise ev.EntryError("bad_json", "the artifact name is given twice")
-                r = ev.envelope_rank(env)
-                cid = ev.compile_id(env)
-            except (ev.EntryError, UnicodeDecodeError) as e:
-                add(getattr(e, "kind", "bad_utf8"), file, raw.lineno, getattr(e, "detail", ""))
+        try:
+            env = ev.decode_envelope(raw.line[raw.start :])
+            etype = _TYPE_NAMES.get(raw.entry_type)
+            if etype is None:
+                etype = raw.entry_type.decode("utf-8")
+                if len(_TYPE_NAMES) < 256:  # the entry types wanted: a handful
+                    _TYPE_NAMES[raw.entry_type] = etype
+            if etype not in env:
+                raise ev.EntryError("bad_json", "entry-type key not found after decoding")
+            name = None
+            if etype == "artifact":
+                meta = env[etype]
+                if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                    raise ev.EntryError("bad_field_type", "artifact without a string name")
+                name = meta["name"]
+                if raw.name is not None and name.encode("utf-8", "replace") != raw.name:
+                    # duplicate keys: the bytes named one artifact, the decoded object another
+                    raise ev.EntryError("bad_json", "the artifact name is given twice")
+            r = ev.envelope_rank(env)
+            cid = ev.compile_id(env)
+        except (ev.EntryError, UnicodeDecodeError) as e:
+            add(getattr(e, "kind", "bad_utf8"), file, raw.lineno, getattr(e, "detail", ""))
+            continue
+        if r is not None:
+            if scanner.rank is None:
+                scanner.set_rank(r)
+            elif r != scanner.rank:
+                add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
                 continue
-            if r is not None:
-                if scanner.rank is None:
-                    scanner.set_rank(r)
-                elif r != scanner.rank:
-                    add("other_rank", file, raw.lineno, f"rank {r} in a file of rank {scanner.rank}")
-                    continue
-            if (
-                key is not None
-                and envelopes is not None
-                and (r is None or (key[0] == 1 and body.count(b'"rank"') == 1))
-            ):
-                # of no rank, or of the file's, written where the mask stands: its only "rank"
-                envelopes.put(key, (etype, name, cid, env, r is not None))
         payload = None
         has = env.get("has_payload")
         if raw.payload_wanted:  # the scanner asked payload_for once per entry type and name

@@ -692,40 +692,17 @@ class _Interner:
     lists, empty lists of schedules without outcome) are read-only: the model's users copy one
     before they change it."""
 
-    #: Aliases kept at most (then forgotten; see :meth:`_canonical`).
-    ALIASES = 4096
-
     def __init__(self) -> None:
         self._seen: dict[Any, Any] = {}
-        # The ids of the shared values (each held in _seen: an id here is that object's while
-        # the merge lasts), and aliases: {id: (an equal object, the shared one)}, the object held
-        # by its entry. A value the parsers' memos or the builder (:class:`BuildMemo`) share
-        # between graphs, or a worker's batch of results shares, is one object: it is known by
-        # identity, without a key made of its contents each graph.
-        self._shared_ids: set[int] = set()
-        self._aliases: dict[Any, tuple[Any, Any]] = {}
         self._parts: dict[tuple, int] = {}  # a final's shared parts -> their number
         self._finals: dict[tuple[str, int, int], FinalSchedule] = {}  # (compile id, position, parts)
 
     def share(self, key: Any, value: Any) -> Any:
         return self._seen.setdefault(key, value)
 
-    def _canonical(self, value: Any, key_of: Callable[[Any], Any], alias: Any = None) -> Any:
-        """The shared value equal to ``value`` (``key_of(value)``: its key, made only when
-        ``value`` is not known by identity; ``alias``: what it is known by, default its id)."""
-        if alias is None:
-            alias = id(value)
-            if alias in self._shared_ids:
-                return value
-        hit = self._aliases.get(alias)
-        if hit is not None:
-            return hit[1]
-        shared = self._seen.setdefault(key_of(value), value)
-        self._shared_ids.add(id(shared))
-        if len(self._aliases) >= self.ALIASES:
-            self._aliases.clear()
-        self._aliases[alias] = (value, shared)
-        return shared
+    def _canonical(self, value: Any, key_of: Callable[[Any], Any]) -> Any:
+        """The shared value equal to ``value`` (``key_of(value)``: its key)."""
+        return self._seen.setdefault(key_of(value), value)
 
     def rank_lists(self, r: Rank) -> None:
         """The rank's compile-id and cache-event lists, its torch version, and its list of
@@ -743,7 +720,7 @@ class _Interner:
         g.collectives = self._canonical(g.collectives, _counts_key)
         s = g.sizes_mb
         if s is not None:  # a Sizes a graph, of shared lists: known by its lists
-            g.sizes_mb = self._canonical(s, _sizes_key, ("sizes", id(s.before), id(s.after)))
+            g.sizes_mb = self._canonical(s, _sizes_key)
         f = g.final
         if f is not None:
             # within a rank too: a long log repeats a schedule under thousands of compile ids

@@ -131,8 +131,7 @@ class EntryParser:
 
     def parse(self, payload: str | None, envelope: dict[str, Any]) -> Any:
         """The value of one entry (``payload`` is None when :attr:`needs_payload` is false).
-        ``envelope`` may be an equal envelope of another rank's file, its ``"rank"`` values
-        that rank's (:class:`tracekit.read.entries.EnvelopeMemo`): a parser never reads the rank."""
+        A parser never reads the rank out of ``envelope``."""
         return payload
 
     def apply(self, builder: ModelBuilder, key: EntryKey, value: Any, file: str, line: int) -> None:

@@ -30,7 +30,8 @@ from typing import IO, Any, NamedTuple
 
 from tracekit.model import Diagnostics
 from tracekit.read import envelopes as ev
-from tracekit.read.entries import EnvelopeMemo, PayloadMemo, check_gzip, decode_entries
+from tracekit.read import machinery
+from tracekit.read.entries import PayloadMemo, check_gzip, decode_entries
 from tracekit.read.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.read.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
 from tracekit.read.sources import (
@@ -149,8 +150,6 @@ def read_segment(
                 scanner_out=scanner_box,
                 validate_all=validate_all,
                 memo=ps.memo,
-                envelopes=None if validate_all else ps.envelopes,
-                rank_hint=seg.log.rank_hint,
             ):
                 key = canonical[ent.key]  # one key object a kind, not one per event (a dense log holds
                 parser = table[key]  # hundreds of thousands of events until its file is built)
@@ -185,7 +184,6 @@ class _ParserSet(NamedTuple):
     payload_for: Callable[[str, str | None], bool]  # one function, so the Scanners of every
     # file share what they decided of each key
     memo: PayloadMemo  # the payloads checked before (a job's ranks check one they share once)
-    envelopes: EnvelopeMemo  # the envelopes decoded before (a job's ranks log them but for the rank)
 
 
 @functools.lru_cache(maxsize=8)
@@ -197,7 +195,6 @@ def _parser_set(parsers: tuple[EntryParser, ...]) -> _ParserSet:
         {k: k for k in table},
         lambda etype, name: table[(etype, name)].needs_payload,
         PayloadMemo(),
-        EnvelopeMemo(),
     )
 
 
@@ -270,7 +267,7 @@ def segment_count(size: int, jobs: int) -> int:
     """How many segments a plain file of ``size`` bytes is read in: one under
     :data:`SPLIT_MIN_BYTES`; else ``jobs`` (at least 32 MiB each), or more, a multiple of
     ``jobs``, to keep each under :data:`SEGMENT_MAX_BYTES`."""
-    if size < SPLIT_MIN_BYTES:
+    if size < SPLIT_MIN_BYTES or not machinery.SEGMENTS:
         return 1
     per_round = jobs * SEGMENT_MAX_BYTES  # a round: a segment a job
     if size <= per_round:
