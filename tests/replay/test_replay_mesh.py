@@ -360,3 +360,18 @@ def test_recommend_covers_every_graph_of_the_mesh_step():
         0.3064,
         -0.1315,
     )
+
+
+def test_copies_of_one_ranks_log_beyond_the_world_do_not_size_a_group(tmp_path):
+    """8 rank logs made from hsdp_overlap's rank 0 (bench/make_ranks.py, as the scale tests
+    do) while each says '# World size: 4': the members read (8) are copies, not a group's
+    ranks, so the replicate group's size is the world over the shard size (2), not 8."""
+    from tests.conftest import bench_module
+
+    bench_module("make_ranks").make_ranks(tmp_path / "run", 8, base="hsdp_overlap")
+    doc = _replay(tmp_path / "run").to_dict()
+    assert [(p["name"], p["size"], p["size_from"]) for p in doc["graphs"][1]["process_groups"]] == [
+        ("3", 2, "graph"),
+        ("1", 2, "world"),
+    ]
+    assert doc["graphs"][1]["reproduction"]["exposed_ms"] == 0.1631

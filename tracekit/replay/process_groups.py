@@ -127,7 +127,7 @@ def group_table(paths: Iterable[str]) -> GroupTable:
     world = log_world_size(run)
     ranks = {r.rank for r in run.ranks if r.rank is not None}
     groups = {g.name: LogGroup(g.name, g.size, tuple(g.members), g.role) for g in mesh_groups(run)}
-    complete = world is not None and len(ranks) >= world
+    complete = world is not None and len(ranks) == world  # more ranks than the world: copies, not a mesh
     return GroupTable(groups, world, complete)
 
 
