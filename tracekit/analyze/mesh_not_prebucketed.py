@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tracekit.model import Graph
-from tracekit.model.mesh import MeshGroup
+from tracekit.model.mesh import MeshGroup, names_text
 from tracekit.model.rankset import format_ranks
 
 _LABELS = {0: "forward", 1: "backward"}
@@ -102,7 +102,7 @@ def mesh_not_prebucketed_text(items: list[dict[str, Any]]) -> str:
 
     what = "; ".join(
         f"{d['count']} {d['kind']} on {d['role']} group{'s' if len(d['groups']) > 1 else ''} "
-        f"{' | '.join(d['groups'])} ({d['compile_id']} {_LABELS.get(d['graph_index'], d['graph_index'])}, ranks {d['ranks']}: "
+        f"{names_text(d['groups'])} ({d['compile_id']} {_LABELS.get(d['graph_index'], d['graph_index'])}, ranks {d['ranks']}: "
         f"{'?' if d['bytes'] is None else format(d['bytes'], ',')} B, "
         f"{'?' if d['est_ms'] is None else d['est_ms']} ms est.)"
         for d in items[:3]

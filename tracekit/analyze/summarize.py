@@ -94,9 +94,14 @@ def role_view(v: Any, roles: dict[str, str]) -> Any:
                     for e in x
                 ]
             else:
-                out[k] = role_view(x, roles)
+                out[k] = role_view(x, roles) if isinstance(x, (dict, list)) else x
         return out
     if isinstance(v, list):
+        first = v[0] if v else None
+        if not isinstance(first, (dict, list)) or (
+            isinstance(first, list) and first and not isinstance(first[0], (dict, list))
+        ):
+            return v  # scalars, or rows of scalars (sizes): each list here is of one shape, no group name
         return [role_view(x, roles) for x in v]
     return v
 

@@ -31,6 +31,7 @@ from tracekit.commands.options import (
     paths_argument,
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.mesh import names_text
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.world import world_text
 from tracekit.render.cells import (
@@ -347,7 +348,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                         [
                             d["compile_id"],
                             graph_label(d["graph_index"]),
-                            f"{d['role']} {' | '.join(d['groups'])}",
+                            f"{d['role']} {names_text(d['groups'])}",
                             f"{d['kind']} {d['count']}->{d['count']}",
                             "?" if d["bytes"] is None else f"{d['bytes']:,}",
                             "?" if d["est_ms"] is None else f"{d['est_ms']:.4f}",

@@ -351,54 +351,79 @@ _KEY_RE = re.compile(
 
 def _int_or_none(text: str) -> int | None:
     """A plain decimal count (ASCII digits, at most 19 of them), else None ("None", garbage)."""
-    return int(text) if re.fullmatch(r"[0-9]{1,19}", text) else None
+    return int(text) if len(text) <= 19 and text.isascii() and text.isdigit() else None
 
 
-def parse_estimation(text: str) -> Estimation:
+_WORLD_RE = re.compile(r"# World size: ([0-9]{1,9})\s*")
+#: :func:`parse_estimation`'s lines remembered (a job's ranks log the same rows in payloads that
+#: differ elsewhere, e.g. by a mesh's group names); cleared past this many.
+LINE_MEMO_LIMIT = 8192
+
+
+def parse_estimation(
+    text: str, line_memo: dict[tuple[str, int, int], tuple[ScheduledCollective, ...]] | None = None
+) -> Estimation:
     """Parse ``# World size: 4`` / ``Collective Key,NCCL Est(ms),Inductor Est(ms)`` / lines
     ``_c10d_functional.all_gather_into_tensor_out.default group_size:4 group_name:0
     input_bytes:75596,0.0116,0.0116`` (with benchmarks, more columns: the NCCL estimate is found
-    by its header). ``None`` in a key (a size torch could not tell) gives None."""
+    by its header). ``None`` in a key (a size torch could not tell) gives None. ``line_memo``:
+    each row's collective (shared, read-only, as the parsers' values are) by its text and the
+    header's shape, kept across calls."""
     world: int | None = None
     header: list[str] | None = None
+    nccl = 0
     out: list[ScheduledCollective] = []
+    memo: dict[tuple[str, int, int], tuple[ScheduledCollective, ...]] = {} if line_memo is None else line_memo
     for ln in text.split("\n"):
         if not ln.strip():
             continue
         if ln.startswith("#"):
-            m = re.fullmatch(r"# World size: ([0-9]{1,9})\s*", ln)
+            m = _WORLD_RE.fullmatch(ln)
             world = int(m[1]) if m else world
             continue
         if header is None:
             header = ln.split(",")
             if header[0] != "Collective Key" or "NCCL Est(ms)" not in header:
                 raise ArtifactError(f"not a collectives estimation header: {ln[:80]!r}")
+            nccl = header.index("NCCL Est(ms)")
             continue
-        cells = ln.rsplit(",", len(header) - 1)
-        m = _KEY_RE.fullmatch(cells[0])
-        if len(cells) != len(header) or m is None:
-            raise ArtifactError(f"not a collectives estimation line: {ln[:80]!r}")
-        op = collective_op(m["target"])
-        if op is None:
-            continue
-        try:
-            ms: float | None = float(cells[header.index("NCCL Est(ms)")])
-        except ValueError:
-            ms = None
-        name = m["name"]
-        out.append(
-            ScheduledCollective(
-                kind=op[0],
-                op=op[1],
-                group=None if name == "None" else _intern(name),
-                group_size=_int_or_none(m["size"]),
-                bytes=_int_or_none(m["bytes"]),
-                est_ms=ms,
-            )
-        )
+        key = (ln, len(header), nccl)
+        row = memo.get(key)
+        if row is None:
+            row = _estimation_row(ln, len(header), nccl)
+            if len(memo) >= LINE_MEMO_LIMIT:
+                memo.clear()
+            memo[key] = row
+        out.extend(row)
     if header is None:
         raise ArtifactError("no collectives estimation header")
     return Estimation(world, out)
+
+
+def _estimation_row(ln: str, ncols: int, nccl: int) -> tuple[ScheduledCollective, ...]:
+    """One row of the estimation CSV: its collective, or none for an op that is no collective."""
+    cells = ln.rsplit(",", ncols - 1)
+    m = _KEY_RE.fullmatch(cells[0])
+    if len(cells) != ncols or m is None:
+        raise ArtifactError(f"not a collectives estimation line: {ln[:80]!r}")
+    op = collective_op(m["target"])
+    if op is None:
+        return ()
+    try:
+        ms: float | None = float(cells[nccl])
+    except ValueError:
+        ms = None
+    name = m["name"]
+    return (
+        ScheduledCollective(
+            kind=op[0],
+            op=op[1],
+            group=None if name == "None" else _intern(name),
+            group_size=_int_or_none(m["size"]),
+            bytes=_int_or_none(m["bytes"]),
+            est_ms=ms,
+        ),
+    )
 
 
 class EstimationParser(EntryParser):
@@ -408,7 +433,7 @@ class EstimationParser(EntryParser):
     artifacts = frozenset({"fx_collectives_analytical_estimation"})
 
     def __init__(self) -> None:
-        self._memo = ValueMemo(parse_estimation)
+        self._memo = ValueMemo(functools.partial(parse_estimation, line_memo={}))
 
     def parse(self, payload, envelope):
         return self._memo(payload or "")

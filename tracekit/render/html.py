@@ -32,6 +32,7 @@ import orjson
 
 from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.mesh import names_text
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text
@@ -344,14 +345,17 @@ def mesh_rows(mesh: dict[str, Any]) -> str:
             esc(role),
             esc(g["name"]),
             cell(g.get("size")),
-            f'<span class="mono">{esc(g["members"])}</span>',
+            f'<span class="mono">{esc(ranks_text(g["members"]))}</span>',
             esc(g.get("reason", "")),
         ]
         for role, groups in groups_by_role(mesh)
         for g in groups
     ]
-    return f'<p id="mesh" class="mono">Mesh: {esc(mesh_line(mesh))}</p>' + table(
-        ["role", "group", "size", "members", "why this role"], rows, numeric=range(2, 3)
+    rows, more = _cut(rows)
+    return (
+        f'<p id="mesh" class="mono">Mesh: {esc(mesh_line(mesh))}</p>'
+        + table(["role", "group", "size", "members", "why this role"], rows, numeric=range(2, 3))
+        + more
     )
 
 
@@ -749,7 +753,7 @@ def mesh_not_prebucketed_table(doc: dict[str, Any]) -> str:
     rows = [
         [
             *_where(d),
-            esc(f"{d.get('role', '?')} {' | '.join(str(g) for g in d.get('groups') or [])}"),
+            esc(f"{d.get('role', '?')} {names_text([str(g) for g in d.get('groups') or []])}"),
             esc(f"{d.get('kind', '?')} {d.get('count', '?')}->{d.get('count', '?')}"),
             esc(fmt_bytes(d.get("bytes"))),
             esc("-" if d.get("est_ms") is None else d["est_ms"]),

@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracekit.analyze.summarize import graph_label
+from tracekit.model.mesh import names_text
 from tracekit.model.rankset import rank_members
 from tracekit.render.cells import groups_text
+from tracekit.render.text import ranks_cell
 
 
 def groups_by_role(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -23,14 +25,20 @@ def groups_by_role(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]
     return [(r, by_role.get(r, [])) for r in roles]
 
 
+#: Members of a group shown in the Mesh line (a cut range string past it: ``render.text.ranks_cell``).
+MAX_MEMBERS_CELL = 24
+
+
 def _members(g: dict[str, Any]) -> str:
-    """A group's members, with how many of its size the logs show when some are missing:
-    ``1, 1 of 2 seen``."""
-    seen = len(rank_members(str(g["members"])))
+    """A group's members (cut past :data:`MAX_MEMBERS_CELL` characters), with how many of its
+    size the logs show when some are missing: ``1, 1 of 2 seen``."""
+    members = str(g["members"])
+    seen = len(rank_members(members))
     size = g.get("size")
+    text = ranks_cell(members, MAX_MEMBERS_CELL)
     if isinstance(size, int) and not isinstance(size, bool) and seen < size:
-        return f"{g['members']}, {seen} of {size} seen"
-    return str(g["members"])
+        return f"{text}, {seen} of {size} seen"
+    return text
 
 
 def mesh_line(doc: dict[str, Any]) -> str:
@@ -38,7 +46,7 @@ def mesh_line(doc: dict[str, Any]) -> str:
     17 (0,2) | 18 (1,3); shard groups 19 (0-1) | 20 (2-3)``."""
     dims = {str(d.get("role")) for d in doc.get("dimensions") or [] if isinstance(d, dict)}
     parts = [
-        f"{r} group{'s' if len(gs) != 1 else ''} " + " | ".join(f"{g['name']} ({_members(g)})" for g in gs)
+        f"{r} group{'s' if len(gs) != 1 else ''} " + names_text([f"{g['name']} ({_members(g)})" for g in gs])
         for r, gs in groups_by_role(doc)
         if r in dims
     ]
@@ -49,7 +57,7 @@ def fsdp_groups_cell(graph: dict[str, Any]) -> str:
     """An outcome row's FSDP groups: ``shard groups 19 | 20`` when the row's ranks use several
     shard groups of a mesh (``mesh_fsdp_groups``), else the graph's own (``0``, ``-``)."""
     if graph.get("mesh_fsdp_groups"):
-        return f"shard groups {' | '.join(graph['mesh_fsdp_groups'])}"
+        return f"shard groups {names_text([str(n) for n in graph['mesh_fsdp_groups']])}"
     return groups_text(graph.get("fsdp_groups") or [])
 
 
