@@ -86,3 +86,35 @@ def test_differences_between_releases():
     assert [d.split(":")[0] for d in differences("2.13.0+cpu", "2.14.1+cu132")] == ["simple_overlap"]
     assert [d.split(":")[0] for d in differences("2.14.1", "2.15.0")] == ["bucket layouts"]
     assert [d.split(":")[0] for d in differences("2.15.0", "2.13.0")] == ["simple_overlap", "bucket layouts"]
+
+
+@pytest.mark.parametrize("scenario", ["saved_params", "saved_params_torch2.14"])
+def test_a_log_of_graphs_never_pre_bucketed_only_still_says_which_torch(scenario):
+    """``--graph 0/0:1`` picks saved_params' backward only, which torch never pre-bucketed: the
+    text and the JSON still say which torch wrote the log and which one replays it."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    from tracekit.replay.torch_versions import differences
+
+    wrote = {"saved_params": "2.13.0+cpu", "saved_params_torch2.14": "2.14.1+cu130"}[scenario]
+    args = ["replay", str(FIXTURE_LOGS / scenario), "--graph", "0/0:1"]
+    text = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert text.exit_code == 0
+    want = f"torch: logs written by torch {wrote}, replayed by torch {torch.__version__}\n" + "".join(
+        f"  differs: {d}\n" for d in differences(wrote, torch.__version__)
+    )
+    assert text.stdout.endswith(f"\n{want}\n1 graph never pre-bucketed: 1 reproduced.\n")
+    doc = json.loads(CliRunner().invoke(main, [*args, "--format", "json"], catch_exceptions=False).stdout)
+    assert doc["graphs"] == [] and len(doc["not_prebucketed"]) == 1
+    assert doc["torch"]["replay"] == torch.__version__
+    assert doc["torch"]["logs"] == [
+        {
+            "version": wrote,
+            "graphs": 0,
+            "counts_reproduced": 0,
+            "final_recorded": 0,
+            "final_reproduced": 0,
+            "differences": differences(wrote, torch.__version__),
+        }
+    ]

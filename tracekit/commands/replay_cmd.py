@@ -353,6 +353,14 @@ def replay(
     doc = replay_document(
         results, options, {"paths": list(paths), "notes": notes, "diagnostics": diag.to_dict()}
     )
+    if unbucketed:  # which torch wrote the graphs never pre-bucketed: a log of them only says it
+        import torch
+
+        from tracekit.replay.torch_versions import torch_section
+
+        doc["torch"] = torch_section(
+            doc["graphs"], torch.__version__, tuple(s.torch_version for s in unbucketed_sources)
+        )
     # graphs torch never pre-bucketed (tracekit.replay.not_prebucketed_graphs), in the step too
     from tracekit.replay.step_coverage import finish_document
 

@@ -99,12 +99,16 @@ def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
 
 def unbucketed_only_text(doc: dict[str, Any], fmt: str) -> str:
     """A replay document whose only graphs are never pre-bucketed (``--graph`` picked them):
-    their section, the count and the notes."""
+    their section, which torch wrote them and which one replays them, the count and the notes."""
+    from tracekit.replay.torch_versions import torch_lines
+
     n = len(doc["not_prebucketed"])
     ok = sum(1 for e in doc["not_prebucketed"] if e["reproduced"])
     nc = sum(1 for e in doc["not_prebucketed"] if e["reproduced"] is None and not e["error"])
+    versions = torch_lines(doc.get("torch"))
     return (
         unbucketed_section(doc, fmt).lstrip("\n")
+        + ("\n" + "".join(f"{ln}\n" for ln in versions) if versions else "")
         + f"\n{n} graph{'s' if n != 1 else ''} never pre-bucketed: {ok} reproduced"
         + (f", {nc} not compared (pre-bucketing never ran in the log)" if nc else "")
         + ".\n"

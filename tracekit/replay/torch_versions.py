@@ -64,12 +64,17 @@ def differences(log: str | None, replay: str) -> list[str]:
     return out
 
 
-def torch_section(graphs: list[Any], replay: str) -> dict[str, Any]:
+def torch_section(
+    graphs: list[Any], replay: str, never_prebucketed: tuple[str | None, ...] = ()
+) -> dict[str, Any]:
     """The replay (and explain) document's ``torch``: the replaying torch, each log torch with
     the graphs it wrote and how many of those reproduced (counts, and the final sequence where
     recorded; explain's documents have no final sequence), and what differs between each log
     torch and the replaying one. ``graphs``: the document's graph dicts (``log_torch``,
-    ``counts_reproduced`` or ``reproduced``, ``final_reproduced``)."""
+    ``counts_reproduced`` or ``reproduced``, ``final_reproduced``). ``never_prebucketed``: the
+    log torch of each graph torch never pre-bucketed that replay rebuilt beside them; a torch
+    that wrote only such graphs is listed too (with 0 graphs), so the section says which torch
+    wrote every log even when none was pre-bucketed."""
     logs: dict[str, dict[str, Any]] = {}
     for g in graphs:
         v = g.get("log_torch") or "not logged"
@@ -88,6 +93,16 @@ def torch_section(graphs: list[Any], replay: str) -> dict[str, Any]:
         e["counts_reproduced"] += bool(g.get("counts_reproduced", g.get("reproduced")))
         e["final_recorded"] += g.get("final_reproduced") is not None
         e["final_reproduced"] += bool(g.get("final_reproduced"))
+    for v in dict.fromkeys(v or "not logged" for v in never_prebucketed):
+        if v not in logs:
+            logs[v] = {
+                "version": None if v == "not logged" else v,
+                "graphs": 0,
+                "counts_reproduced": 0,
+                "final_recorded": 0,
+                "final_reproduced": 0,
+                "differences": differences(None if v == "not logged" else v, replay),
+            }
     return {"replay": replay, "logs": list(logs.values()), "exposed_ms": EXPOSED_BASIS}
 
 
@@ -101,7 +116,7 @@ def torch_lines(section: dict[str, Any] | None) -> list[str]:
             "an unknown torch (no torch_version entry)" if e["version"] is None else f"torch {e['version']}"
         )
         line = f"torch: logs written by {wrote}, replayed by torch {section['replay']}"
-        if e["differences"]:
+        if e["differences"] and e["graphs"]:
             final = (
                 f", final sequence {e['final_reproduced']} of {e['final_recorded']}"
                 if e["final_recorded"]
