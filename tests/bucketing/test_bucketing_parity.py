@@ -66,7 +66,7 @@ _ORIGINAL_VALUES: dict[str, list[torch.Tensor]] = {}
 
 
 def _original_values(name: str, gm, inputs) -> list[torch.Tensor]:
-    """Simulated outputs of the unbucketed graph (computed once per graph: it is the slow part)."""
+    """Simulated outputs of the graph before bucketing (computed once per graph: it is the slow part)."""
     if name not in _ORIGINAL_VALUES:
         _ORIGINAL_VALUES[name] = simulate(gm, inputs)
     return _ORIGINAL_VALUES[name]

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURE_LOGS
 from tracekit.cli import main
-from tracekit.read.pairing import UnbucketedSource
+from tracekit.read.pairing import NotPrebucketedSource
 
 LOGS = str(FIXTURE_LOGS / "saved_params")
 RS_NAMES = ["reduce_scatter_tensor"] + [f"reduce_scatter_tensor_{i}" for i in range(1, 8)]
@@ -105,16 +105,16 @@ def test_the_explain_command_of_summarize_selects_it():
     assert missing.exit_code == 2 and "graphs there: 0/0:0, 0/0:1" in missing.output
 
 
-def test_a_graph_with_groups_found_in_it_is_not_reproduced_as_unbucketed():
+def test_a_graph_with_groups_found_in_it_is_not_reproduced_as_never_prebucketed():
     # the forward's text posing as an outcome-less graph: the planner finds group '0' there
-    from tracekit.read.reader import graph_and_unbucketed_sources
-    from tracekit.replay.not_prebucketed_graphs import UnbucketedReplayer
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
+    from tracekit.replay.not_prebucketed_graphs import NotPrebucketedReplayer
 
-    found = list(graph_and_unbucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
-    fwd = next(s for s in found if not isinstance(s, UnbucketedSource))
-    bwd = next(s for s in found if isinstance(s, UnbucketedSource))
+    found = list(graph_and_not_prebucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
+    fwd = next(s for s in found if not isinstance(s, NotPrebucketedSource))
+    bwd = next(s for s in found if isinstance(s, NotPrebucketedSource))
     bwd.text = fwd.text
-    ok, mismatches = UnbucketedReplayer(bwd).reproduce()
+    ok, mismatches = NotPrebucketedReplayer(bwd).reproduce()
     assert not ok
     assert mismatches == ["the rebuilt graph has FSDP groups ['0']: torch would have pre-bucketed it and "
                           "logged an outcome", "AG: the schedule runs 0, the rebuilt graph has 8",
@@ -132,11 +132,11 @@ def test_python_api_includes_the_backward():
 def test_overlap_bucketing_that_cannot_run_is_a_note_not_a_traceback():
     # a GPU the roofline table does not know: the what-if fails, and says so in one line
     from tracekit.explain.not_prebucketed import overlap_text
-    from tracekit.read.reader import graph_and_unbucketed_sources
-    from tracekit.replay.not_prebucketed_graphs import UnbucketedReplayer
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
+    from tracekit.replay.not_prebucketed_graphs import NotPrebucketedReplayer
 
-    found = list(graph_and_unbucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
-    bwd = next(s for s in found if isinstance(s, UnbucketedSource))
-    o = UnbucketedReplayer(bwd).overlap_bucketing(gpu="V100")
+    found = list(graph_and_not_prebucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
+    bwd = next(s for s in found if isinstance(s, NotPrebucketedSource))
+    o = NotPrebucketedReplayer(bwd).overlap_bucketing(gpu="V100")
     assert (o["ok"], o["error"]) == (False, "torch's overlap scheduler could not run on the rebuilt graph: KeyError: 'V100'")
     assert overlap_text(o) == o["error"]

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from conftest import FIXTURE_LOGS
 from tracekit.cli import main
-from tracekit.read.pairing import UnbucketedSource
-from tracekit.read.reader import graph_and_unbucketed_sources
+from tracekit.read.pairing import NotPrebucketedSource
+from tracekit.read.reader import graph_and_not_prebucketed_sources
 from tracekit.replay.not_prebucketed_graphs import NOT_RUN
 
 _DROPPED = re.compile(r'"name": "(pre_bucketing_\w+|fx_bucketing_passes_\w+)"')
@@ -37,13 +37,13 @@ def _never_ran(tmp_path: Path, scenario: str = "spmd_auto") -> Path:
 
 
 def test_the_reader_says_the_file_logged_no_prebucketing(tmp_path):
-    mixed = graph_and_unbucketed_sources([str(_never_ran(tmp_path))])
-    unbucketed = [s for s in mixed if isinstance(s, UnbucketedSource)]
-    assert len(unbucketed) == 8  # 4 ranks, forward and backward, none with an outcome
-    assert {s.prebucketing_logged for s in unbucketed} == {False}
+    mixed = graph_and_not_prebucketed_sources([str(_never_ran(tmp_path))])
+    not_prebucketed = [s for s in mixed if isinstance(s, NotPrebucketedSource)]
+    assert len(not_prebucketed) == 8  # 4 ranks, forward and backward, none with an outcome
+    assert {s.prebucketing_logged for s in not_prebucketed} == {False}
     # saved_params's backward: its file logged the forward's outcome, so it is compared
-    (saved,) = [s for s in graph_and_unbucketed_sources([str(FIXTURE_LOGS / "saved_params")])
-                if isinstance(s, UnbucketedSource) and s.rank == 0]  # fmt: skip
+    (saved,) = [s for s in graph_and_not_prebucketed_sources([str(FIXTURE_LOGS / "saved_params")])
+                if isinstance(s, NotPrebucketedSource) and s.rank == 0]  # fmt: skip
     assert saved.prebucketing_logged is True
 
 

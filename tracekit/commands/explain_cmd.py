@@ -60,10 +60,10 @@ def explain(paths, rank, graphs, fmt, output):
     status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("explain")
-    from tracekit.explain.buckets import explain_mixed, unbucketed_of
+    from tracekit.explain.buckets import explain_mixed, not_prebucketed_of
     from tracekit.model import Diagnostics
-    from tracekit.read.pairing import UnbucketedSource
-    from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.read.pairing import NotPrebucketedSource
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
 
     paths = list(paths)
@@ -80,7 +80,7 @@ def explain(paths, rank, graphs, fmt, output):
             rank=rank,
             graphs=selectors,
             diagnostics=diag,
-            reader=graph_and_unbucketed_sources,
+            reader=graph_and_not_prebucketed_sources,
             progress=reading,
         )
     except SelectionError as e:
@@ -88,9 +88,9 @@ def explain(paths, rank, graphs, fmt, output):
         status.close()
         fail("explain", str(e), BAD_INPUT)
     reading.close()
-    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
+    sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
     notes = []
-    if not sources and not unbucketed_of(mixed):  # status 2 when no log, else the note (exit 0)
+    if not sources and not not_prebucketed_of(mixed):  # status 2 when no log, else the note (exit 0)
         notes.append(nothing_to_do("explain", paths, status))
     if diag.total:
         notes.append(

@@ -248,12 +248,12 @@ def replay(
     require_torch("replay", scheduler=True)
     from bucketing.plan import resolve_mode
     from tracekit.model import Diagnostics
-    from tracekit.read.pairing import UnbucketedSource
-    from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.read.pairing import NotPrebucketedSource
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.read.segments import default_jobs
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
-    from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
+    from tracekit.replay.not_prebucketed_graphs import replay_not_prebucketed
     from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
 
@@ -316,7 +316,7 @@ def replay(
             all_ranks=all_ranks,
             graphs=selectors,
             diagnostics=diag,
-            reader=graph_and_unbucketed_sources,
+            reader=graph_and_not_prebucketed_sources,
             progress=reading,
         )
     except SelectionError as e:
@@ -324,15 +324,19 @@ def replay(
         status.close()
         fail("replay", str(e), BAD_INPUT)
     reading.close()
-    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    unbucketed_sources = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
+    sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
+    not_prebucketed_sources = [
+        s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives
+    ]
     from tracekit.replay.process_groups import table_for
 
     options.groups = table_for(list(paths), mixed)  # a mesh: every group's size and members
     notes = []
-    if not sources and not unbucketed_sources:  # status 2 when no log, else the note (exit 0)
+    if not sources and not not_prebucketed_sources:  # status 2 when no log, else the note (exit 0)
         notes.append(nothing_to_do("replay", paths, status))
-    unbucketed = replay_unbucketed(unbucketed_sources, options, tuple(w.replace("-", "_") for w in what_ifs))
+    not_prebucketed = replay_not_prebucketed(
+        not_prebucketed_sources, options, tuple(w.replace("-", "_") for w in what_ifs)
+    )
     with status:
 
         def per_cap(graph: int, graphs: int, done: int, total: int) -> None:
@@ -353,18 +357,18 @@ def replay(
     doc = replay_document(
         results, options, {"paths": list(paths), "notes": notes, "diagnostics": diag.to_dict()}
     )
-    if unbucketed:  # which torch wrote the graphs never pre-bucketed: a log of them only says it
+    if not_prebucketed:  # which torch wrote the graphs never pre-bucketed: a log of them only says it
         import torch
 
         from tracekit.replay.torch_versions import torch_section
 
         doc["torch"] = torch_section(
-            doc["graphs"], torch.__version__, tuple(s.torch_version for s in unbucketed_sources)
+            doc["graphs"], torch.__version__, tuple(s.torch_version for s in not_prebucketed_sources)
         )
     # graphs torch never pre-bucketed (tracekit.replay.not_prebucketed_graphs), in the step too
     from tracekit.replay.step_coverage import finish_document
 
-    finish_document(doc, unbucketed, recommend, memory_budget_gb)
+    finish_document(doc, not_prebucketed, recommend, memory_budget_gb)
     with output_sink(output, command="replay", error_status=BAD_INPUT) as write:
         write(
             (
@@ -389,7 +393,7 @@ def replay(
         except OSError as e:
             fail("replay", f"cannot write traces to {trace_out}: {e.strerror or e}", BAD_INPUT)
         click.echo(f"{len(written)} trace file(s) written to {trace_out}", err=True)
-    if not sources and not unbucketed:
+    if not sources and not not_prebucketed:
         click.echo(
             "tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True
         )
@@ -398,6 +402,6 @@ def replay(
     ok = all(r.verdict == "reproduced" for r in results) and all(
         # a graph of a log where pre-bucketing never ran is not compared (None), never blamed
         e["error"] is None and e["reproduced"] is not False
-        for e in unbucketed
+        for e in not_prebucketed
     )
     sys.exit(OK if ok else FINDINGS)

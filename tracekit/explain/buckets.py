@@ -170,26 +170,26 @@ def explain_mixed(
 ) -> dict[str, Any]:
     """The ``tracekit.explain/1`` document of ``mixed``: recorded outcomes
     (:class:`tracekit.read.reader.GraphSource`, :func:`explain_document`) and graphs never
-    pre-bucketed (:class:`tracekit.read.pairing.UnbucketedSource` with a schedule that runs
-    collectives: :func:`tracekit.explain.not_prebucketed.explain_unbucketed`), each in its place
+    pre-bucketed (:class:`tracekit.read.pairing.NotPrebucketedSource` with a schedule that runs
+    collectives: :func:`tracekit.explain.not_prebucketed.explain_not_prebucketed`), each in its place
     in the logs; ``progress`` and ``groups`` as in :func:`explain_document`."""
-    from tracekit.explain.not_prebucketed import explain_unbucketed
-    from tracekit.read.pairing import UnbucketedSource
+    from tracekit.explain.not_prebucketed import explain_not_prebucketed
+    from tracekit.read.pairing import NotPrebucketedSource
 
-    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
+    sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
     doc = explain_document(sources, extra=extra, progress=progress, groups=groups)
     order = {id(s): i for i, s in enumerate(mixed)}
     entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"], strict=False)]
-    entries += [(order[id(u)], explain_unbucketed(u)) for u in unbucketed_of(mixed)]
+    entries += [(order[id(u)], explain_not_prebucketed(u)) for u in not_prebucketed_of(mixed)]
     doc["graphs"] = [g for _, g in sorted(entries, key=lambda e: e[0])]
     return doc
 
 
-def unbucketed_of(mixed: list[Any]) -> list[Any]:
+def not_prebucketed_of(mixed: list[Any]) -> list[Any]:
     """The graphs never pre-bucketed among ``mixed`` that run collectives."""
-    from tracekit.read.pairing import UnbucketedSource
+    from tracekit.read.pairing import NotPrebucketedSource
 
-    return [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
+    return [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives]
 
 
 def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
     from tracekit.model import Diagnostics
 
     check_torch()
-    from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     diag = Diagnostics()
@@ -210,7 +210,7 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
         rank=rank,
         graphs=[parse_graph_selector(g) for g in graphs],
         diagnostics=diag,
-        reader=graph_and_unbucketed_sources,
+        reader=graph_and_not_prebucketed_sources,
     )
     from tracekit.replay.process_groups import table_for
 
@@ -221,4 +221,4 @@ def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[s
     )
 
 
-__all__ = ["SCHEMA", "explain", "explain_document", "explain_graph", "explain_mixed", "unbucketed_of"]
+__all__ = ["SCHEMA", "explain", "explain_document", "explain_graph", "explain_mixed", "not_prebucketed_of"]

@@ -1,9 +1,9 @@
 """``tracekit explain`` for a graph torch never pre-bucketed: why, per collective, and what the
 forward's FSDP groups would have done (one entry of the ``tracekit.explain/1`` document).
 
-A :class:`tracekit.read.pairing.UnbucketedSource` (a graph with a collective schedule and no
+A :class:`tracekit.read.pairing.NotPrebucketedSource` (a graph with a collective schedule and no
 pre-bucketing outcome, e.g. a backward that keeps the forward's gathered parameters) is rebuilt
-from its ``before_post_grad_graph`` (:class:`tracekit.replay.not_prebucketed_graphs.UnbucketedReplayer`);
+from its ``before_post_grad_graph`` (:class:`tracekit.replay.not_prebucketed_graphs.NotPrebucketedReplayer`);
 then:
 
 1. reproduce: planned as torch runs it, the graph has no FSDP group, so nothing is merged (the
@@ -96,7 +96,7 @@ def overlap_text(o: dict[str, Any]) -> str:
     )
 
 
-def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[str, Any]:
+def explain_not_prebucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[str, Any]:
     """One graph entry of the explain document for ``src`` (see the module docstring); a graph
     that cannot be rebuilt has ``error`` set and the rest empty."""
     from tracekit.replay.not_prebucketed_graphs import rebuild
@@ -178,4 +178,4 @@ def explain_unbucketed(src: Any, symbols: dict[str, int] | None = None) -> dict[
     return out
 
 
-__all__ = ["OUTCOME", "explain_unbucketed", "graph_reason", "overlap_text", "what_if_text"]
+__all__ = ["OUTCOME", "explain_not_prebucketed", "graph_reason", "overlap_text", "what_if_text"]

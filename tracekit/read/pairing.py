@@ -224,11 +224,11 @@ class GraphSource:
 
 
 @dataclass
-class UnbucketedSource:
+class NotPrebucketedSource:
     """A post-grad graph that runs collectives but has no pre-bucketing outcome (torch found no
     FSDP group in it: a backward without FSDP all-gather), with the graph text it was compiled
     from: what ``explain`` and ``replay`` rebuild for a graph never pre-bucketed
-    (:func:`tracekit.read.reader.graph_and_unbucketed_sources`).
+    (:func:`tracekit.read.reader.graph_and_not_prebucketed_sources`).
 
     ``graph_index`` is its post-grad position (0 forward, 1 backward); ``forward`` the outcome
     of the same compile id, read before it, that identified FSDP groups (None if none);
@@ -277,8 +277,8 @@ class RankBuilder:
         self._post_grad: dict[str, PostGradGraph] = {}  # compile id -> its current position
         self.positions: dict[str, int] = {}  # compile id -> positions started
         #: graphs with a schedule but no outcome, with their texts (kept with ``keep_sources``
-        #: when the schedule parser runs: tracekit.read.reader.graph_and_unbucketed_sources)
-        self.unbucketed: list[UnbucketedSource] | None = [] if keep_sources else None
+        #: when the schedule parser runs: tracekit.read.reader.graph_and_not_prebucketed_sources)
+        self.not_prebucketed: list[NotPrebucketedSource] | None = [] if keep_sources else None
         self.graph_text_line = 0  # line of the last before_post_grad_graph, when a parser sets it
         self.frames: list[FrameCompile] = []  # frame compiles, as compilation_metrics ends them
         self._frame_facts: dict[str, dict[str, Any]] = {}  # compile id -> graph, break seen so far
@@ -337,11 +337,11 @@ class RankBuilder:
             pg.graph.final = pg.final
         else:
             self.schedules_without_outcome.append(pg.final)
-            if self.unbucketed is not None:
+            if self.not_prebucketed is not None:
                 p = self._pending.get(self.cid)
                 forward = next((g for g in self.graphs if g.compile_id == self.cid and g.fsdp_groups), None)
-                self.unbucketed.append(
-                    UnbucketedSource(
+                self.not_prebucketed.append(
+                    NotPrebucketedSource(
                         self.rank,
                         self.cid,
                         pg.position,
@@ -523,14 +523,14 @@ def build_file(
     parts: list[SegmentResult],
     parsers: tuple[EntryParser, ...],
     sink: Callable[[GraphSource], None] | None = None,
-    unbucketed_sink: Callable[[UnbucketedSource], None] | None = None,
+    not_prebucketed_sink: Callable[[NotPrebucketedSource], None] | None = None,
 ) -> FileResult:
     """Build one file's graphs from its segments' events, in order (pairing happens here).
 
     ``sink`` receives the file's :class:`GraphSource` values, with their symbol hints, once the
-    whole file is applied; ``unbucketed_sink`` its :class:`UnbucketedSource` values (when the
+    whole file is applied; ``not_prebucketed_sink`` its :class:`NotPrebucketedSource` values (when the
     parsers read schedules)."""
-    fb = FileBuilder(log, parsers, sink, unbucketed_sink)
+    fb = FileBuilder(log, parsers, sink, not_prebucketed_sink)
     for part in parts:
         fb.add(part)
     return fb.finish()
@@ -550,15 +550,15 @@ class FileBuilder:
         log: LogFile,
         parsers: tuple[EntryParser, ...],
         sink: Callable[[GraphSource], None] | None = None,
-        unbucketed_sink: Callable[[UnbucketedSource], None] | None = None,
+        not_prebucketed_sink: Callable[[NotPrebucketedSource], None] | None = None,
         memo: BuildMemo | None = None,
     ) -> None:
         self.log = log
         self._table = key_table(parsers)
-        self._sink, self._unbucketed_sink = sink, unbucketed_sink
+        self._sink, self._not_prebucketed_sink = sink, not_prebucketed_sink
         self.diag = Diagnostics()
         self._b = RankBuilder(
-            log.path, keep_sources=sink is not None or unbucketed_sink is not None, memo=memo
+            log.path, keep_sources=sink is not None or not_prebucketed_sink is not None, memo=memo
         )
         self._ranked = False  # the builder's rank is decided
         self._held: list[SegmentResult] = []  # segments before a rank is known
@@ -605,7 +605,7 @@ class FileBuilder:
         if not self._ranked:
             self._decide(self.log.rank_hint)
         b, diag, log = self._b, self.diag, self.log
-        sink, unbucketed_sink = self._sink, self._unbucketed_sink
+        sink, not_prebucketed_sink = self._sink, self._not_prebucketed_sink
         if b.sources is not None and sink is not None:
             for src in b.sources:
                 src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
@@ -617,11 +617,11 @@ class FileBuilder:
                     )
                     src.estimates_after_overlap = pg.estimation_after_overlap is not None
                 sink(src)
-        if b.unbucketed is not None and unbucketed_sink is not None:
-            for u in b.unbucketed:
+        if b.not_prebucketed is not None and not_prebucketed_sink is not None:
+            for u in b.not_prebucketed:
                 u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
                 u.prebucketing_logged = bool(b.graphs)
-                unbucketed_sink(u)
+                not_prebucketed_sink(u)
         bad_rank = None if b.rank is not None else unplaceable_rank(log.path, diag)
         return FileResult(
             log.path,

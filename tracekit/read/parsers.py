@@ -252,7 +252,7 @@ class GraphTextParser(CompiledGraphCounter):
 
 class GraphTextLineParser(GraphTextParser):
     """``before_post_grad_graph`` with its text and line kept, for graphs never pre-bucketed
-    (:func:`tracekit.read.reader.graph_and_unbucketed_sources`)."""
+    (:func:`tracekit.read.reader.graph_and_not_prebucketed_sources`)."""
 
     def apply(self, builder, key, value, file, line):
         builder.graph_text_line = line
@@ -920,8 +920,8 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
 
 
 #: The source parsers, with the graph texts' lines, the schedules and the estimations: graph
-#: sources and the graphs never pre-bucketed (:class:`tracekit.read.pairing.UnbucketedSource`).
-UNBUCKETED_PARSERS: tuple[EntryParser, ...] = tuple(
+#: sources and the graphs never pre-bucketed (:class:`tracekit.read.pairing.NotPrebucketedSource`).
+NOT_PREBUCKETED_PARSERS: tuple[EntryParser, ...] = tuple(
     GraphTextLineParser() if isinstance(p, GraphTextParser) else p for p in SOURCE_PARSERS
 )
 
@@ -955,7 +955,7 @@ __all__ = [
     "Outcome",
     "SOURCE_PARSERS",
     "SUMMARY_PARSERS",
-    "UNBUCKETED_PARSERS",
+    "NOT_PREBUCKETED_PARSERS",
     "by_key",
     "key_table",
     "collective_op",

@@ -71,20 +71,20 @@ from tracekit.read.pairing import (
     FileBuilder,
     FileResult,
     GraphSource,
+    NotPrebucketedSource,
     SegmentResult,
-    UnbucketedSource,
     build_file,
     merge_files,
 )
-from tracekit.read.parsers import FRAME_PARSERS, SOURCE_PARSERS, SUMMARY_PARSERS, UNBUCKETED_PARSERS
+from tracekit.read.parsers import FRAME_PARSERS, NOT_PREBUCKETED_PARSERS, SOURCE_PARSERS, SUMMARY_PARSERS
 from tracekit.read.segments import Segment, default_jobs, file_segments, read_segment, read_segments
 from tracekit.read.sources import LogFile, find_log_names, find_logs, rank_from_name, sized
 
 __all__ = [
     "GraphSource",
     "StrictError",
-    "UnbucketedSource",
-    "graph_and_unbucketed_sources",
+    "NotPrebucketedSource",
+    "graph_and_not_prebucketed_sources",
     "graph_sources",
     "load",
     "read_file",
@@ -243,37 +243,37 @@ def graph_sources(
     already found (:func:`tracekit.read.sources.find_logs`), so they are not looked for again
     (``paths`` is then ignored).
     """
-    yield from _sources(paths, diagnostics, progress, logs, SOURCE_PARSERS, unbucketed=False)
+    yield from _sources(paths, diagnostics, progress, logs, SOURCE_PARSERS, not_prebucketed=False)
 
 
-def graph_and_unbucketed_sources(
+def graph_and_not_prebucketed_sources(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     diagnostics: Diagnostics | None = None,
     progress: Callable[[int, int], None] | None = None,
     *,
     logs: list[LogFile] | None = None,
-) -> Iterator[GraphSource | UnbucketedSource]:
+) -> Iterator[GraphSource | NotPrebucketedSource]:
     """:func:`graph_sources`, and every graph never pre-bucketed (a schedule without outcome:
-    :class:`tracekit.read.pairing.UnbucketedSource`, with its ``before_post_grad_graph`` text and
+    :class:`tracekit.read.pairing.NotPrebucketedSource`, with its ``before_post_grad_graph`` text and
     the forward outcome of its compile id), each file read once, in file order; ``progress``
     and ``logs`` as in :func:`graph_sources`."""
-    yield from _sources(paths, diagnostics, progress, logs, UNBUCKETED_PARSERS, unbucketed=True)
+    yield from _sources(paths, diagnostics, progress, logs, NOT_PREBUCKETED_PARSERS, not_prebucketed=True)
 
 
-def _sources(paths, diagnostics, progress, logs, parsers, *, unbucketed: bool):
-    """The loop of :func:`graph_sources` and :func:`graph_and_unbucketed_sources`: each file
+def _sources(paths, diagnostics, progress, logs, parsers, *, not_prebucketed: bool):
+    """The loop of :func:`graph_sources` and :func:`graph_and_not_prebucketed_sources`: each file
     read once with ``parsers``; a file whose rank cannot be placed is left out, and said."""
     diag = diagnostics if diagnostics is not None else Diagnostics()
     logs = find_logs(path_list(paths), diag) if logs is None else logs
     total, done = sum(lg.size for lg in logs), 0
     for lg in logs:
-        out: list[GraphSource | UnbucketedSource] = []
+        out: list[GraphSource | NotPrebucketedSource] = []
         res = build_file(
             lg,
             [read_segment(Segment(lg), parsers)],
             parsers,
             sink=out.append,
-            **({"unbucketed_sink": out.append} if unbucketed else {}),
+            **({"not_prebucketed_sink": out.append} if not_prebucketed else {}),
         )
         diag.merge(res.diagnostics)
         done += lg.size

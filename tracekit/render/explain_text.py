@@ -135,7 +135,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         if out:
             out.append("\n")
         if g.get("outcome"):
-            out.append(unbucketed_text(g, fmt))
+            out.append(not_prebucketed_graph_text(g, fmt))
             continue
         out.append(heading(_graph_title(g), fmt))
         out.append(_verdict(g))
@@ -179,7 +179,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     return "".join(out)
 
 
-def unbucketed_text(g: dict[str, Any], fmt: str) -> str:
+def not_prebucketed_graph_text(g: dict[str, Any], fmt: str) -> str:
     """A graph torch never pre-bucketed (:mod:`tracekit.explain.not_prebucketed`): its reason, each
     collective's, and the forward-groups what-if."""
     rank = "-" if g["rank"] is None else g["rank"]

@@ -1,5 +1,5 @@
 """Text for the graphs torch never pre-bucketed in a ``tracekit.replay/2`` document (its
-``not_prebucketed`` entries, :func:`tracekit.replay.not_prebucketed_graphs.replay_unbucketed`): one row per
+``not_prebucketed`` entries, :func:`tracekit.replay.not_prebucketed_graphs.replay_not_prebucketed`): one row per
 graph rebuilt (the reproduction of "not pre-bucketed") and one per cap and what-if. Renderers
 only: they work from the document."""
 
@@ -29,7 +29,7 @@ def _applied(a: dict[str, Any] | None) -> str:
     return "lint ok, " + ("same counts as plan" if a.get("matches_plan") else "COUNTS DIFFER FROM PLAN")
 
 
-def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
+def not_prebucketed_section(doc: dict[str, Any], fmt: str) -> str:
     """The section of the graphs never pre-bucketed; empty when the document has none."""
     entries = doc.get("not_prebucketed") or []
     if not entries:
@@ -97,7 +97,7 @@ def unbucketed_section(doc: dict[str, Any], fmt: str) -> str:
     return "".join(out)
 
 
-def unbucketed_only_text(doc: dict[str, Any], fmt: str) -> str:
+def not_prebucketed_only_text(doc: dict[str, Any], fmt: str) -> str:
     """A replay document whose only graphs are never pre-bucketed (``--graph`` picked them):
     their section, which torch wrote them and which one replays them, the count and the notes."""
     from tracekit.replay.torch_versions import torch_lines
@@ -107,7 +107,7 @@ def unbucketed_only_text(doc: dict[str, Any], fmt: str) -> str:
     nc = sum(1 for e in doc["not_prebucketed"] if e["reproduced"] is None and not e["error"])
     versions = torch_lines(doc.get("torch"))
     return (
-        unbucketed_section(doc, fmt).lstrip("\n")
+        not_prebucketed_section(doc, fmt).lstrip("\n")
         + ("\n" + "".join(f"{ln}\n" for ln in versions) if versions else "")
         + f"\n{n} graph{'s' if n != 1 else ''} never pre-bucketed: {ok} reproduced"
         + (f", {nc} not compared (pre-bucketing never ran in the log)" if nc else "")

@@ -83,9 +83,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     import os
 
     if not doc["graphs"] and doc.get("not_prebucketed"):  # only graphs torch never pre-bucketed
-        from tracekit.render.not_prebucketed_text import unbucketed_only_text
+        from tracekit.render.not_prebucketed_text import not_prebucketed_only_text
 
-        return unbucketed_only_text(doc, fmt)
+        return not_prebucketed_only_text(doc, fmt)
     types = COLLECTIVE_TYPES
     out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc, "recorded")]
     runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}
@@ -171,9 +171,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             f"largest: the biggest one, the memory it pins;\n{UNITS_MB}; {UNITS_SIZES}; comm ms: torch's "
             "NCCL model of the FSDP collectives, vs the recorded buckets on the same hardware.\n"
         )
-    from tracekit.render.not_prebucketed_text import unbucketed_section
+    from tracekit.render.not_prebucketed_text import not_prebucketed_section
 
-    out.append(unbucketed_section(doc, fmt))  # graphs torch never pre-bucketed
+    out.append(not_prebucketed_section(doc, fmt))  # graphs torch never pre-bucketed
 
     from tracekit.render.replay_schedule_text import render_schedule
 

@@ -115,13 +115,13 @@ def not_prebucketed(
     graphs: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """The graphs of ``paths`` torch never pre-bucketed, replayed (``replay``'s
-    ``not_prebucketed`` entries, :func:`tracekit.replay.not_prebucketed_graphs.replay_unbucketed`): at each
+    ``not_prebucketed`` entries, :func:`tracekit.replay.not_prebucketed_graphs.replay_not_prebucketed`): at each
     cap as torch runs them and, with ``forward_groups``, given the forward's FSDP groups."""
     from tracekit.model import Diagnostics
-    from tracekit.read.pairing import UnbucketedSource
-    from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.read.pairing import NotPrebucketedSource
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay.engine import CapRequest, ReplayOptions
-    from tracekit.replay.not_prebucketed_graphs import FORWARD_GROUPS, replay_unbucketed
+    from tracekit.replay.not_prebucketed_graphs import FORWARD_GROUPS, replay_not_prebucketed
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):
@@ -135,10 +135,10 @@ def not_prebucketed(
         all_ranks=all_ranks,
         graphs=[parse_graph_selector(g) for g in graphs],
         diagnostics=Diagnostics(),
-        reader=graph_and_unbucketed_sources,
+        reader=graph_and_not_prebucketed_sources,
     )
-    sources = [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives]
-    return replay_unbucketed(sources, options, (FORWARD_GROUPS,) if forward_groups else ())
+    sources = [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives]
+    return replay_not_prebucketed(sources, options, (FORWARD_GROUPS,) if forward_groups else ())
 
 
 __all__ = ["not_prebucketed", "replay"]

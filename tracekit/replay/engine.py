@@ -190,7 +190,7 @@ class GraphReplay:
     #: the process groups the graph uses, as registered (process_groups.GraphGroup)
     groups: list[Any] = field(default_factory=list)
     #: on a mesh: collectives pre-bucketing never handles and the what-ifs (:mod:`mesh_what_ifs`)
-    mesh_unbucketed: dict[str, Any] | None = None
+    mesh_not_prebucketed: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -274,7 +274,7 @@ class GraphReplay:
             "replays": [r.to_dict() for r in self.replays],
             # on a mesh only (the run's groups were read): a 1-D document is unchanged
             **({"process_groups": [g.to_dict() for g in self.groups]} if self.on_mesh() else {}),
-            **({"not_prebucketed_on_mesh": self.mesh_unbucketed} if self.mesh_unbucketed else {}),
+            **({"not_prebucketed_on_mesh": self.mesh_not_prebucketed} if self.mesh_not_prebucketed else {}),
         }
 
 
@@ -739,9 +739,9 @@ def _replay_caps(
             out.final_mismatches = compare_final(g, repro.schedule, out.estimates_after_overlap)
             out.final_reproduced = None if g.final is None else not out.final_mismatches
         if repro.schedule is not None and len(rp.groups) > 1:  # a mesh: what pre-bucketing leaves
-            from tracekit.replay.mesh_what_ifs import mesh_unbucketed
+            from tracekit.replay.mesh_what_ifs import mesh_not_prebucketed
 
-            out.mesh_unbucketed = mesh_unbucketed(rp, repro, out.compute_estimates_us)
+            out.mesh_not_prebucketed = mesh_not_prebucketed(rp, repro, out.compute_estimates_us)
     out.reproduction = repro
     if on_cap is not None:
         on_cap(1, 1 + len(requests))
@@ -916,7 +916,7 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
         },
     }
     doc["totals"]["step"] = step_totals(results, options)
-    if any(r.mesh_unbucketed for r in results) and doc["totals"]["step"]:
+    if any(r.mesh_not_prebucketed for r in results) and doc["totals"]["step"]:
         from tracekit.replay.mesh_what_ifs import step_what_ifs
 
         whole = step_what_ifs(results, doc["totals"]["step"][0])

@@ -33,11 +33,11 @@ def replay_run(
 
     check_torch()  # without a supported torch: UnsupportedTorch, before any work
     from tracekit.model import Diagnostics
-    from tracekit.read.pairing import UnbucketedSource
-    from tracekit.read.reader import graph_and_unbucketed_sources
+    from tracekit.read.pairing import NotPrebucketedSource
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import CapRequest, ReplayOptions, replay_document, replay_sources
-    from tracekit.replay.not_prebucketed_graphs import replay_unbucketed
+    from tracekit.replay.not_prebucketed_graphs import replay_not_prebucketed
     from tracekit.replay.recommend import cap_grid
     from tracekit.replay.selection import replay_sources_for
     from tracekit.replay.step_coverage import finish_document
@@ -66,17 +66,17 @@ def replay_run(
         ),
     )
     diag = Diagnostics()
-    mixed = replay_sources_for(paths, rank=rank, diagnostics=diag, reader=graph_and_unbucketed_sources)
-    sources = [s for s in mixed if not isinstance(s, UnbucketedSource)]
-    unbucketed = replay_unbucketed(
-        [s for s in mixed if isinstance(s, UnbucketedSource) and s.final.collectives], options
+    mixed = replay_sources_for(paths, rank=rank, diagnostics=diag, reader=graph_and_not_prebucketed_sources)
+    sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
+    not_prebucketed = replay_not_prebucketed(
+        [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives], options
     )
     doc = replay_document(
         replay_sources(sources, options),
         options,
         {"paths": paths, "notes": [], "diagnostics": diag.to_dict()},
     )
-    finish_document(doc, unbucketed, recommend, memory_budget_gb)  # the whole step, every graph
+    finish_document(doc, not_prebucketed, recommend, memory_budget_gb)  # the whole step, every graph
     return doc
 
 

@@ -151,7 +151,7 @@ def what_ifs(
     return out
 
 
-def mesh_unbucketed(rp: Any, cap: Any, compute_us: dict[str, float] | None) -> dict[str, Any] | None:
+def mesh_not_prebucketed(rp: Any, cap: Any, compute_us: dict[str, float] | None) -> dict[str, Any] | None:
     """The ``not_prebucketed_on_mesh`` entry of a replayed graph (None when every collective
     is on an FSDP group or runs once): what pre-bucketing leaves and the what-ifs, with the
     replay at the recorded cap (``cap``, a :class:`CapReplay`) as the baseline."""
@@ -181,7 +181,7 @@ def step_what_ifs(results: list[Any], recorded_step: dict[str, Any]) -> list[dic
     run): exposed and estimated ms, against the recorded cap's. None without any what-if."""
     rank = recorded_step.get("rank")
     graphs = [r for r in results if rank is None or rank in r.rank_set]
-    found = [r.mesh_unbucketed for r in graphs if r.mesh_unbucketed]
+    found = [r.mesh_not_prebucketed for r in graphs if r.mesh_not_prebucketed]
     if not found or recorded_step.get("exposed_ms") is None:
         return None
     out = []
@@ -207,7 +207,7 @@ def step_what_ifs(results: list[Any], recorded_step: dict[str, Any]) -> list[dic
 __all__ = [
     "OUR_PASS",
     "OVERLAP_BUCKETING",
-    "mesh_unbucketed",
+    "mesh_not_prebucketed",
     "reason",
     "step_what_ifs",
     "unhandled",

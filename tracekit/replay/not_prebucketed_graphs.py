@@ -3,21 +3,21 @@ would have done to it.
 
 A backward that keeps the forward's gathered parameters runs reduce-scatters only; torch's
 pre-bucketing finds its FSDP groups from all-gathers, so it finds none there, logs nothing
-and every reduce-scatter runs on its own (:class:`tracekit.read.pairing.UnbucketedSource`: the
+and every reduce-scatter runs on its own (:class:`tracekit.read.pairing.NotPrebucketedSource`: the
 graph's ``before_post_grad_graph`` and its collective schedule, with the forward outcome of the
 same compile id). Here:
 
-- :meth:`UnbucketedReplayer.reproduce`: the rebuilt graph planned as torch would (groups
+- :meth:`NotPrebucketedReplayer.reproduce`: the rebuilt graph planned as torch would (groups
   identified in the graph itself): it must find no FSDP group, so nothing is merged, as
   recorded ("not pre-bucketed"); the collectives the rebuilt graph holds are checked against
   the logged schedule's counts;
-- :meth:`UnbucketedReplayer.with_groups`: the what-if ``forward_groups``: the pass given the
+- :meth:`NotPrebucketedReplayer.with_groups`: the what-if ``forward_groups``: the pass given the
   forward's FSDP groups and group size (``bucketing.FsdpPlanner(gm, fsdp_groups=...)``), at a
   cap, with the NCCL-model time before and after (:mod:`tracekit.replay.comm_estimate`);
   ``verify=True`` also runs our rewrite (``bucketing.pre_bucket_fsdp_collectives`` given those
   groups) on a fresh rebuild, lints it and checks its counts equal the plan's.
 
-- :meth:`UnbucketedReplayer.overlap_bucketing`: the what-if ``overlap_bucketing``: torch's
+- :meth:`NotPrebucketedReplayer.overlap_bucketing`: the what-if ``overlap_bucketing``: torch's
   overlap scheduler (:mod:`tracekit.replay.overlap_schedule`, the graph's recorded compute
   estimates) run on the rebuilt graph with ``collective_bucketing`` True and False (as torch
   ran it): the final collectives, comm, exposed and estimated ms of each.
@@ -99,7 +99,7 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-class UnbucketedReplayer:
+class NotPrebucketedReplayer:
     """One rebuilt graph never pre-bucketed, with planners asked as torch and with groups."""
 
     def __init__(self, src: Any, symbols: dict[str, int] | None = None):
@@ -358,7 +358,7 @@ class UnbucketedReplayer:
 # --- replay: many graphs, at each cap ------------------------------------------------------------
 
 
-def _torch_counts(rp: UnbucketedReplayer) -> dict[str, dict[str, int]]:
+def _torch_counts(rp: NotPrebucketedReplayer) -> dict[str, dict[str, int]]:
     """As torch runs it: no FSDP group, so every collective stays (N->N)."""
     return {
         t: {"before": n, "after": n}
@@ -369,14 +369,16 @@ def _torch_counts(rp: UnbucketedReplayer) -> dict[str, dict[str, int]]:
     }
 
 
-def rebuild(src: Any, symbols: dict[str, int] | None = None) -> tuple[UnbucketedReplayer | None, str | None]:
+def rebuild(
+    src: Any, symbols: dict[str, int] | None = None
+) -> tuple[NotPrebucketedReplayer | None, str | None]:
     """``(replayer, None)`` for ``src`` rebuilt from its ``before_post_grad_graph``, or
     ``(None, why)`` when it cannot be (no text, a refused text, a planner failure): one graph's
     failure never stops the others (replay and explain)."""
     if src.text is None:
         return None, "no before_post_grad_graph logged for this graph"
     try:
-        return UnbucketedReplayer(src, symbols), None
+        return NotPrebucketedReplayer(src, symbols), None
     except GraphTextError as e:
         return None, f"cannot rebuild the graph from before_post_grad_graph: {e}"
     except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
@@ -391,7 +393,7 @@ def _in_step(src: Any, options: Any) -> bool:
     return bool(overlap) or (overlap is None and getattr(src, "compute_estimates_us", None) is not None)
 
 
-def _schedule_dict(rp: UnbucketedReplayer, gpu: str, overrides: dict[str, Any] | None) -> dict[str, Any]:
+def _schedule_dict(rp: NotPrebucketedReplayer, gpu: str, overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The graph's figures after torch's overlap scheduler, in the shape of a cap's
     (``final``, ``comm_ms``, ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``,
     ``estimates``, ``timeline``, ``schedule_error``); a refusal is ``schedule_error``."""
@@ -424,7 +426,7 @@ def _schedule_dict(rp: UnbucketedReplayer, gpu: str, overrides: dict[str, Any] |
     }
 
 
-def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] = ()) -> dict[str, Any]:
+def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] = ()) -> dict[str, Any]:
     """One graph never pre-bucketed, replayed (a ``tracekit.replay/2`` document's
     ``not_prebucketed`` entry): rebuilt, torch's outcome reproduced ("not pre-bucketed": no
     group, nothing merged), then at each cap of ``options.caps`` as torch runs it (nothing
@@ -531,10 +533,10 @@ def replay_unbucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] =
     return out
 
 
-def replay_unbucketed(
+def replay_not_prebucketed(
     sources: list[Any], options: Any, what_ifs: tuple[str, ...] = ()
 ) -> list[dict[str, Any]]:
-    """:func:`replay_unbucketed_source` for each distinct graph (same directory, compile id,
+    """:func:`replay_not_prebucketed_source` for each distinct graph (same directory, compile id,
     position, text, hints and forward groups), standing for every rank that shares it
     (``ranks``, as ranges)."""
     import os
@@ -563,7 +565,7 @@ def replay_unbucketed(
             groups[key] = (s, [s.rank])
     out = []
     for s, ranks in groups.values():
-        entry = replay_unbucketed_source(s, options, what_ifs)
+        entry = replay_not_prebucketed_source(s, options, what_ifs)
         entry["ranks"] = format_ranks(ranks)
         out.append(entry)
     return out

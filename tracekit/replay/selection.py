@@ -63,7 +63,7 @@ def replay_sources_for(
 ) -> list[Any]:
     """The :class:`tracekit.read.reader.GraphSource` values to replay (one pass over their files).
     ``reader``: what yields the sources of the files (default
-    :func:`tracekit.read.reader.graph_sources`; :func:`tracekit.read.reader.graph_and_unbucketed_sources`
+    :func:`tracekit.read.reader.graph_sources`; :func:`tracekit.read.reader.graph_and_not_prebucketed_sources`
     adds the graphs never pre-bucketed).
 
     Raises :class:`SelectionError` when no log could be read, or when ``rank`` or a selector of

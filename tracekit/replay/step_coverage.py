@@ -115,7 +115,10 @@ def mark_recommendation(doc: dict[str, Any]) -> None:
 
 
 def finish_document(
-    doc: dict[str, Any], unbucketed: list[dict[str, Any]], recommend: bool, memory_budget_gb: float | None
+    doc: dict[str, Any],
+    not_prebucketed: list[dict[str, Any]],
+    recommend: bool,
+    memory_budget_gb: float | None,
 ) -> None:
     """The graphs never pre-bucketed added to a replay document and to its whole step, then,
     with ``recommend``, the Pareto front and the recommendation drawn from that step (in place;
@@ -123,9 +126,9 @@ def finish_document(
     from tracekit.replay.recommend import pareto_front
     from tracekit.replay.recommend import recommend as pick
 
-    if unbucketed:
-        doc["not_prebucketed"] = unbucketed
-        doc["totals"]["not_prebucketed"] = len(unbucketed)
+    if not_prebucketed:
+        doc["not_prebucketed"] = not_prebucketed
+        doc["totals"]["not_prebucketed"] = len(not_prebucketed)
     include_never_prebucketed(doc)
     if recommend:
         doc["pareto_front"] = pareto_front(doc["totals"]["step"])
