@@ -45,10 +45,11 @@ REPLAY_FORMATS = ("table", "json", "markdown")
 #: Where the hardware what-ifs stop, said with any overlap figure: torch's overlap scheduler
 #: times collectives with its NCCL model of the logged process group, not the what-if hardware.
 WHAT_IF_REACH = (
-    "--interconnect, --group-size and --gpus-per-node reach the pre-bucketing comm estimates "
-    "and the auto cap (hence the buckets scheduled) only: the overlap figures (exposed, est, "
-    "peak), the step and the recommendation time collectives with torch's NCCL model of the "
-    "logged group"
+    "--interconnect, --group-size and --gpus-per-node reach every figure: the pre-bucketing comm "
+    "estimates, the auto cap, torch's overlap scheduler (its NCCL model answers for the what-if "
+    "hardware), the step, the Pareto front and the recommendation; the step's recorded row is the "
+    "recorded cap on that hardware, the per-graph 'recorded' rows stay as logged (the "
+    "reproduction); compute times stay the log's"
 )
 
 

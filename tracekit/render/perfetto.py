@@ -130,11 +130,13 @@ def _graph_label(g: dict[str, Any]) -> str:
     return f"{g.get('compile_id')}:{g.get('graph_index')}"
 
 
-def _cap_entry(g: dict[str, Any], i: int) -> dict[str, Any] | None:
-    if "schedule" in g:  # a graph never pre-bucketed: one schedule at every cap (what-if settings apart)
-        return (g.get("schedule_what_if") if i > 0 else None) or g.get("schedule")
+def _cap_entry(g: dict[str, Any], i: int, hw_what_if: bool = False) -> dict[str, Any] | None:
+    """Graph ``g``'s figures at cap ``i`` of the step (on what-if hardware, the recorded cap's
+    on it, as the step's recorded row)."""
+    if "schedule" in g:  # a graph never pre-bucketed: one schedule at every cap (what-ifs apart)
+        return (g.get("schedule_what_if") if i > 0 or hw_what_if else None) or g.get("schedule")
     if i == 0:
-        return g.get("reproduction")
+        return g.get("recorded_what_if_hardware") or g.get("reproduction")
     reps = g.get("replays") or []
     return reps[i - 1] if i - 1 < len(reps) else None
 
@@ -231,6 +233,7 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
     step = (doc.get("totals") or {}).get("step") or []
     label = step[i].get("cap") if i < len(step) else str(i)
     events: list[dict[str, Any]] = []
+    hw_what_if = any(v is not None for v in (doc.get("hardware") or {}).values())
     by_ranks: dict[str, list[dict[str, Any]]] = {}
     # the whole step: the pre-bucketed graphs, then those torch never pre-bucketed (scheduled)
     scheduled_never = [e for e in doc.get("not_prebucketed") or [] if "schedule" in e]
@@ -267,7 +270,7 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
                         "args": {"sort_index": tid},
                     }
                 )
-            entry = _cap_entry(g, i) or {}
+            entry = _cap_entry(g, i, hw_what_if) or {}
             tl = entry.get("timeline") or {}
             nodes = tl.get("nodes") or []
             end = _graph_slices(events, nodes, pid, base, tracks, glabel, offset)

@@ -86,6 +86,8 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     for g in graphs:
         label = f"{g['compile_id']}:{g['graph_index']}"
         rows.append(_row(g["ranks"], label + " recorded", g["reproduction"]))
+        if g.get("recorded_what_if_hardware"):  # the base of the what-if caps
+            rows.append(_row(g["ranks"], label + " recorded, what-if hw", g["recorded_what_if_hardware"]))
         for r in g["replays"]:
             rows.append(_row(g["ranks"], label, r))
     out.append(table(rows, HEADERS, fmt))

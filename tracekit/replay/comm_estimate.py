@@ -108,6 +108,27 @@ def hardware_model(hw: Hardware) -> Iterator[None]:
         torch.cuda.is_available, torch.cuda.device_count = saved_cuda
 
 
+@contextlib.contextmanager
+def scheduler_model(hw: Hardware, fsdp_groups: Iterable[str] = ()) -> Iterator[None]:
+    """:func:`hardware_model` for torch's overlap scheduler, and the what-if group size: while
+    inside, torch's NCCL model (``estimate_nccl_collective_runtime_from_fx_node``, which the
+    scheduler calls for every collective) reads ``hw.group_size`` for the process groups named
+    in ``fsdp_groups`` (``distributed_c10d._get_group_size_by_name``, looked up at each call);
+    other groups (a mesh's replicate groups) keep their size. Restored on exit, always."""
+    import torch.distributed.distributed_c10d as c10d
+
+    groups = {str(g) for g in fsdp_groups}
+    saved = c10d._get_group_size_by_name
+    try:
+        if hw.group_size is not None and groups:
+            size = int(hw.group_size)
+            c10d._get_group_size_by_name = lambda name: size if str(name) in groups else saved(name)
+        with hardware_model(hw):
+            yield
+    finally:
+        c10d._get_group_size_by_name = saved
+
+
 def auto_cap(group_size: int | None, hw: Hardware):
     """The automatic cap (``bucketing.compute_pre_bucket_cap_mb``) on ``hw``: a PreBucketCap."""
     from bucketing.cap import compute_pre_bucket_cap_mb

@@ -171,6 +171,9 @@ class GraphReplay:
     mismatches: list[str] = field(default_factory=list)
     note: str | None = None
     reproduction: CapReplay | None = None
+    #: the recorded cap scheduled on the what-if hardware (``--interconnect``, ...): the base of
+    #: the what-if caps' "est vs recorded" and the step's recorded row (None: no such what-if)
+    recorded_what_if: CapReplay | None = None
     recorded_comm_ms: float | None = None  # recorded buckets, costed on the requested hardware
     recorded_hardware: dict[str, Any] | None = None  # what that cost assumed (interconnect, ...)
     replays: list[CapReplay] = field(default_factory=list)
@@ -195,6 +198,12 @@ class GraphReplay:
     @property
     def label(self) -> str:
         return f"{self.compile_id}:{self.graph_index}"
+
+    @property
+    def recorded_base(self) -> CapReplay | None:
+        """The recorded cap the other caps are compared with: on the what-if hardware when
+        there is one (:attr:`recorded_what_if`), else the reproduction."""
+        return self.recorded_what_if or self.reproduction
 
     def incomplete(self) -> list[str]:
         """Why this replay is partial: the explicit reasons, then every cap whose run of torch's
@@ -275,6 +284,11 @@ class GraphReplay:
             # on a mesh only (the run's groups were read): a 1-D document is unchanged
             **({"process_groups": [g.to_dict() for g in self.groups]} if self.on_mesh() else {}),
             **({"not_prebucketed_on_mesh": self.mesh_not_prebucketed} if self.mesh_not_prebucketed else {}),
+            **(
+                {}
+                if self.recorded_what_if is None
+                else {"recorded_what_if_hardware": self.recorded_what_if.to_dict()}
+            ),
         }
 
 
@@ -337,7 +351,8 @@ class GraphReplayer:
         #: distinct scheduler inputs -> their ScheduledGraph (see :meth:`scheduled`)
         self._schedules: dict[tuple, Any] = {}
         self.scheduler_runs = 0  # how many times torch's scheduler ran (the rest were reused)
-        self._estimates: dict[tuple, float] = {}  # torch's NCCL estimates by op and shapes
+        #: torch's NCCL estimates by op and shapes, per hardware modelled
+        self._estimates: dict[ce.Hardware, dict[tuple, float]] = {}
 
     def at(
         self,
@@ -401,13 +416,15 @@ class GraphReplayer:
                 report = pre_bucket_fsdp_collectives(
                     gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False
                 )
+            hw = self.what_if_hardware(what_if)
             out = osch.schedule(
                 gm,
                 compute_us,
                 osch.GPUS[self.options.gpu],
                 settings,
                 _bucket_members(report),
-                self._estimates,
+                self._estimates.setdefault(hw, {}),
+                None if hw == ce.Hardware() else lambda: ce.scheduler_model(hw, self.planner.fsdp_groups),
             )
             del gm, report
         self.keep_schedule(key, out)
@@ -438,8 +455,15 @@ class GraphReplayer:
                 for kind, buckets in sorted(plan.buckets.items())
             ),
             None if compute_us is None else tuple(sorted(compute_us.items())),
+            self.what_if_hardware(what_if),
         )
         return key, settings
+
+    def what_if_hardware(self, what_if: bool) -> ce.Hardware:
+        """The hardware torch's NCCL model answers for in the scheduler: the what-if one
+        (``--interconnect``, ``--group-size``, ``--gpus-per-node``) for the what-if caps, the
+        one torch detects (as the run logged it) for the reproduction."""
+        return self.options.hardware if what_if else ce.Hardware()
 
     def knows_schedule(self, key: tuple) -> bool:
         return key in self._schedules
@@ -753,6 +777,13 @@ def _replay_caps(
         base_ms, base_hw = rp.comm_ms(repro.report, hw), ce.describe(hw, rp.group_size)
     out.recorded_comm_ms = base_ms
     out.recorded_hardware = base_hw
+    if run_schedule and hw != here and repro.schedule is not None:
+        # the recorded cap on the what-if hardware: what the what-if caps are compared with
+        out.recorded_what_if = replace(repro, applied=None, schedule=None, schedule_error=None)
+        _schedule_cap(rp, out, out.recorded_what_if, what_if=True)
+        if out.recorded_what_if.schedule is None:
+            out.recorded_what_if = None
+    base = out.recorded_base
     for req in requests:
         if req is None:
             r = rp.at(repro.bucket_cap_mb, "recorded", hw, apply=options.apply, what_if=True)
@@ -765,8 +796,8 @@ def _replay_caps(
             r.comm_ms_vs_recorded = r.estimated_comm_ms - base_ms
         if run_schedule:
             _schedule_cap(rp, out, r, what_if=True)
-            if r.schedule is not None and repro.schedule is not None:
-                r.est_ms_vs_recorded = r.schedule.est_ms - repro.schedule.est_ms
+            if r.schedule is not None and base is not None and base.schedule is not None:
+                r.est_ms_vs_recorded = r.schedule.est_ms - base.schedule.est_ms
         out.replays.append(r)
         if on_cap is not None:
             on_cap(1 + len(out.replays), 1 + len(requests))
@@ -952,7 +983,7 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
     results = [r for r in results if lowest is None or lowest in r.rank_set]
     for i, label in enumerate(cap_labels(options)):
         at_cap = [
-            r.reproduction if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
+            r.recorded_base if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
             for r in results
         ]
         caps = [c for c in at_cap if c is not None]

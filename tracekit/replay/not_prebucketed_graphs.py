@@ -250,19 +250,26 @@ class NotPrebucketedReplayer:
             ]
         process_groups.register(groups, table.world)
 
-    def scheduled(self, gpu: str = "H100", overrides: dict[str, Any] | None = None) -> Any:
+    def scheduled(
+        self, gpu: str = "H100", overrides: dict[str, Any] | None = None, hw: ce.Hardware | None = None
+    ) -> Any:
         """torch's overlap scheduler on a copy of the rebuilt graph as torch ran it (nothing
         pre-bucketed, the same at every cap), with inductor's settings then ``overrides``: an
         :class:`tracekit.replay.overlap_schedule.ScheduledGraph`, the graph's part of the whole
-        step. Raises what the scheduler raises."""
+        step. ``hw``: the what-if hardware torch's NCCL model answers for (None: as detected).
+        Raises what the scheduler raises."""
         from tracekit.replay import overlap_schedule as osch
 
         self.register_groups()
+        fwd = self.src.forward
+        groups = list(fwd.fsdp_groups) if fwd is not None else []
+        groups = groups or sorted({g for g in (osch._group_name(n) for n in self.collectives) if g})
         return osch.schedule(
             osch.copy_graph(self.gm),
             getattr(self.src, "compute_estimates_us", None),
             osch.GPUS[gpu],
             osch.scheduler_settings(overrides),
+            comm_model=None if hw is None or hw == ce.Hardware() else lambda: ce.scheduler_model(hw, groups),
         )
 
     def forward_cap(self) -> tuple[float, str] | None:
@@ -393,12 +400,14 @@ def _in_step(src: Any, options: Any) -> bool:
     return bool(overlap) or (overlap is None and getattr(src, "compute_estimates_us", None) is not None)
 
 
-def _schedule_dict(rp: NotPrebucketedReplayer, gpu: str, overrides: dict[str, Any] | None) -> dict[str, Any]:
+def _schedule_dict(
+    rp: NotPrebucketedReplayer, gpu: str, overrides: dict[str, Any] | None, hw: ce.Hardware | None = None
+) -> dict[str, Any]:
     """The graph's figures after torch's overlap scheduler, in the shape of a cap's
     (``final``, ``comm_ms``, ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``,
     ``estimates``, ``timeline``, ``schedule_error``); a refusal is ``schedule_error``."""
     try:
-        sc = rp.scheduled(gpu, overrides)
+        sc = rp.scheduled(gpu, overrides, hw)
     except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses is a note, never a traceback
         return {
             "final": None,
@@ -485,8 +494,8 @@ def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, .
         )
     if _in_step(src, options):  # the graph's part of the whole step, as torch ran it
         out["schedule"] = _schedule_dict(rp, options.gpu, None)
-        if options.scheduler_overrides:  # the other caps run with the what-if settings
-            out["schedule_what_if"] = _schedule_dict(rp, options.gpu, options.scheduler_overrides)
+        if options.scheduler_overrides or hw != ce.Hardware():  # the other caps run with the what-ifs
+            out["schedule_what_if"] = _schedule_dict(rp, options.gpu, options.scheduler_overrides, hw)
     if FORWARD_GROUPS in what_ifs and src.forward is not None:
         for cap_mb, source in caps or [(None, None)]:
             w = rp.with_groups(cap_mb, verify=options.apply, hw=hw)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -364,21 +365,27 @@ def schedule(
     settings: dict[str, Any],
     members: dict[str, list[str]] | None = None,
     estimates: dict[tuple, float] | None = None,
+    comm_model: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> ScheduledGraph:
     """Run torch's ``OverlapScheduler`` on ``gm`` (pre-bucketed already; rewritten in place).
 
     ``members``: bucket node name -> the original collectives it merged (for the timeline).
     ``estimates``: a cache of collective estimates to share across caps (:func:`final_collectives`).
+    ``comm_model``: makes the context in which torch's NCCL model answers for what-if hardware
+    (:func:`tracekit.replay.comm_estimate.scheduler_model`), around the scheduler's run and the
+    estimates of the collectives before and after it; None: the hardware torch detects.
     Raises what the scheduler raises (the caller turns it into a note on that graph)."""
     from torch._inductor.fx_passes.memory_estimator import MemoryTracker
     from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
 
     hook = RecordedEstimates(compute_us)
     estimates = {} if estimates is None else estimates
-    before = final_collectives(gm, estimates)
-    with gpu_peaks(gpu), no_estimation_artifacts():
-        sched = OverlapScheduler(gm, custom_runtime_estimation=hook, **settings)
-        gm = sched.run()
+    model = comm_model or contextlib.nullcontext
+    with model():
+        before = final_collectives(gm, estimates)
+        with gpu_peaks(gpu), no_estimation_artifacts():
+            sched = OverlapScheduler(gm, custom_runtime_estimation=hook, **settings)
+            gm = sched.run()
     order = list(sched.scheduled)
     infos = sched.collective_info
     est = sched.node_estimations
@@ -451,7 +458,8 @@ def schedule(
         if out.memory[-1][1] != cur:
             out.memory.append([round(t * 1e3, 3), cur])
     out.peak_memory_bytes = int(peak)
-    out.final = final_collectives(gm, estimates)
+    with model():
+        out.final = final_collectives(gm, estimates)
     out.before_overlap = before
     return out
 

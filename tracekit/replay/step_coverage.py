@@ -31,9 +31,12 @@ def _of_rank(doc: dict[str, Any], rank: int | None) -> list[dict[str, Any]]:
     return [e for e in never if rank is None or rank in rank_members(str(e.get("ranks")))]
 
 
-def _figures(entry: dict[str, Any], cap_index: int, what_if: bool) -> dict[str, Any] | None:
-    """The graph's schedule at a step's cap (the what-if settings' for the other caps)."""
-    sc = entry.get("schedule_what_if") if what_if and cap_index > 0 else None
+def _figures(
+    entry: dict[str, Any], cap_index: int, what_if: bool, hw_what_if: bool = False
+) -> dict[str, Any] | None:
+    """The graph's schedule at a step's cap (the what-ifs' for the other caps, and for the
+    recorded one too on what-if hardware)."""
+    sc = entry.get("schedule_what_if") if what_if and (cap_index > 0 or hw_what_if) else None
     sc = sc or entry.get("schedule")
     return sc if sc and sc.get("est_ms") is not None else None
 
@@ -43,10 +46,13 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
     times and peak memory, and ``partial`` when a graph of the step has no figures. Then the
     ``est_ms_vs_recorded`` of each entry again (after minus recorded)."""
     steps = (doc.get("totals") or {}).get("step") or []
-    what_if = bool((doc.get("scheduler") or {}).get("overrides"))
+    # the caps of the step run with the what-ifs (settings, hardware), the recorded row too
+    # when the hardware is a what-if (engine.GraphReplay.recorded_base)
+    hw_what_if = any(v is not None for v in (doc.get("hardware") or {}).values())
+    what_if = bool((doc.get("scheduler") or {}).get("overrides")) or hw_what_if
     for i, s in enumerate(steps):
         never = _of_rank(doc, s.get("rank"))
-        added = [(e, _figures(e, i, what_if)) for e in never]
+        added = [(e, _figures(e, i, what_if, hw_what_if)) for e in never]
         with_figures = [(e, f) for e, f in added if f is not None]
         if with_figures and s.get("est_ms") is None and s.get("graphs", 0) == 0:
             # the pre-bucketed graphs were not scheduled (overlap off): a step of the others
