@@ -35,29 +35,11 @@ from typing import Any
 
 import torch.fx as fx
 
+from tracekit.model.mesh import MeshGroup
+
 #: Reading every rank's logs for the members costs a read of the run: without worker
 #: processes up to this many files, the reader's pool beyond.
 SERIAL_FILES = 64
-
-
-@dataclass(frozen=True)
-class LogGroup:
-    """A process group as the logs show it: name, size (None: not known), members, role."""
-
-    name: str
-    size: int | None
-    members: tuple[int, ...]
-    role: str
-
-    def to_dict(self) -> dict[str, Any]:
-        from tracekit.model.rankset import format_ranks
-
-        return {
-            "name": self.name,
-            "size": self.size,
-            "members": format_ranks(self.members),
-            "role": self.role,
-        }
 
 
 @dataclass(frozen=True)
@@ -65,7 +47,7 @@ class GroupTable:
     """The groups of a run, by name, and its world size (``# World size``); ``complete`` when
     the logs of every rank of the world were read (members are then whole)."""
 
-    groups: Mapping[str, LogGroup]
+    groups: Mapping[str, MeshGroup]
     world: int | None
     complete: bool
 
@@ -126,7 +108,7 @@ def group_table(paths: Iterable[str]) -> GroupTable:
         return GroupTable.empty()
     world = log_world_size(run)
     ranks = {r.rank for r in run.ranks if r.rank is not None}
-    groups = {g.name: LogGroup(g.name, g.size, tuple(g.members), g.role) for g in mesh_groups(run)}
+    groups = {g.name: g for g in mesh_groups(run)}
     complete = world is not None and len(ranks) == world  # more ranks than the world: copies, not a mesh
     return GroupTable(groups, world, complete)
 
@@ -226,7 +208,6 @@ def register(groups: Iterable[GraphGroup], world: int | None = None) -> None:
 __all__ = [
     "GraphGroup",
     "GroupTable",
-    "LogGroup",
     "collective_groups",
     "graph_groups",
     "group_table",
