@@ -11,7 +11,7 @@ from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
      │    ├─ schedules_without_outcome: [FinalSchedule]   post-grad graphs with a collective
      │    │                          schedule but no pre-bucketing outcome (no FSDP collectives)
      │    ├─ compile_ids, cache_events   the compile ids in order, fx graph cache hits/misses
-     │    └─ frames: [FrameCompile]  each frame dynamo compiled: compiled, fell back to eager or
+     │    └─ frames: (FrameCompile,)  each frame dynamo compiled: compiled, fell back to eager or
      │                               failed, where it broke, the parameters its graph takes in
      └─ diagnostics: Diagnostics     every bad line, counted by kind, first few with file:line
 """
@@ -168,7 +168,7 @@ class Rank:
     schedules_without_outcome: list[FinalSchedule] = field(default_factory=list)
     compile_ids: list[str] = field(default_factory=list)  # dynamo_start order, each once
     cache_events: list[list[str]] = field(default_factory=list)  # [compile_id, hit|miss|bypass]
-    frames: list[FrameCompile] = field(default_factory=list)  # each frame compile, in log order
+    frames: tuple[FrameCompile, ...] = ()  # each frame compile, in log order (no list a rank)
 
     def graph(self, compile_id: str, graph_index: int = 0) -> Graph | None:
         for g in self.graphs:

@@ -99,29 +99,38 @@ def _role(s: _Seen, any_fsdp: bool) -> tuple[str, str]:
 
 
 def mesh_groups(run: Run) -> list[MeshGroup]:
-    """Every process group the logs use, by name (numeric names in number order). Ranks
-    whose graphs are the same objects (identical ranks: :mod:`tracekit.read.pairing` shares
-    them) are looked at once."""
+    """Every process group the logs use, by name (numeric names in number order). A final
+    schedule shared by many ranks (:mod:`tracekit.read.pairing` shares equal ones) is looked at
+    once; nothing is kept a rank but its number in the members of its groups."""
     seen: dict[str, _Seen] = {}
     any_fsdp = False
-    by_key: dict[tuple, list[tuple[str, set[int], bool, set[str], set[str]]]] = {}
+    by_final: dict[int, tuple[tuple[str, int | None, str, bool], ...]] = {}
+
+    def at(name: str, rank: int | None) -> _Seen:
+        s = seen.get(name)
+        if s is None:
+            s = seen[name] = _Seen(set(), set(), forward_kinds=set(), backward_kinds=set())
+        if rank is not None:
+            s.members.add(rank)
+        return s
+
     for r in run.ranks:
-        key = (tuple(id(g) for g in r.graphs), tuple(map(id, r.schedules_without_outcome)))
-        facts = by_key.get(key)
-        if facts is None:
-            facts = by_key[key] = _rank_facts(r)
-        for name, sizes, fsdp, fwd, bwd in facts:
-            s = seen.get(name)
-            if s is None:
-                s = seen[name] = _Seen(set(), set(), forward_kinds=set(), backward_kinds=set())
-            if r.rank is not None:
-                s.members.add(r.rank)
-            s.sizes |= sizes
-            s.fsdp |= fsdp
-            any_fsdp |= fsdp
-            assert s.forward_kinds is not None and s.backward_kinds is not None
-            s.forward_kinds |= fwd
-            s.backward_kinds |= bwd
+        for g in r.graphs:
+            for name in g.fsdp_groups:
+                s = at(name, r.rank)
+                s.fsdp = any_fsdp = True
+                if g.group_size and 0 < g.group_size <= MAX_RANK:
+                    s.sizes.add(g.group_size)
+        for f in _finals(r):
+            facts = by_final.get(id(f))
+            if facts is None:
+                facts = by_final[id(f)] = _final_facts(f)
+            for name, size, kind, forward in facts:
+                s = at(name, r.rank)
+                if size is not None:
+                    s.sizes.add(size)
+                assert s.forward_kinds is not None and s.backward_kinds is not None
+                (s.forward_kinds if forward else s.backward_kinds).add(kind)
     names = sorted(seen, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
     roles = {name: _role(seen[name], any_fsdp) for name in names}
     inferred = _inferred_size(run, seen, {n: r for n, (r, _) in roles.items()})
@@ -159,28 +168,15 @@ def _inferred_size(run: Run, seen: dict[str, _Seen], roles: dict[str, str]) -> d
     return {unread.pop(): world // product}
 
 
-def _rank_facts(r: Rank) -> list[tuple[str, set[int], bool, set[str], set[str]]]:
-    """``(group, sizes, is_fsdp, forward kinds, backward kinds)`` of every group one rank uses."""
-    acc: dict[str, tuple[set[int], list[bool], set[str], set[str]]] = {}
-
-    def at(name: str) -> tuple[set[int], list[bool], set[str], set[str]]:
-        return acc.setdefault(name, (set(), [False], set(), set()))
-
-    for g in r.graphs:
-        for name in g.fsdp_groups:
-            sizes, fsdp, _, _ = at(name)
-            fsdp[0] = True
-            if g.group_size and 0 < g.group_size <= MAX_RANK:
-                sizes.add(g.group_size)
-    for f in _finals(r):
-        for c in f.collectives:
-            if c.group is None:
-                continue
-            sizes, _, fwd, bwd = at(c.group)
-            if c.group_size and 0 < c.group_size <= MAX_RANK:
-                sizes.add(c.group_size)
-            (fwd if f.position == 0 else bwd).add(c.kind)
-    return [(n, s, fs[0], fw, bw) for n, (s, fs, fw, bw) in acc.items()]
+def _final_facts(f: FinalSchedule) -> tuple[tuple[str, int | None, str, bool], ...]:
+    """``(group, size, kind, in a forward graph)`` of each collective of a final schedule, once
+    each (size None when the log gives none, or an implausible one)."""
+    out = {
+        (c.group, c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None, c.kind, f.position == 0)
+        for c in f.collectives
+        if c.group is not None
+    }
+    return tuple(out)
 
 
 #: Groups of one role named in a line or a cell; past it, the first ones, ``...``, the last one

@@ -841,7 +841,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                 res.schedules_without_outcome,
                 res.compile_ids,
                 res.cache_events,
-                res.frames,
+                tuple(res.frames),  # () when none: one shared empty tuple, no list a rank
             )
             pids = next(iter(res.pids)) if len(res.pids) == 1 else res.pids
             positions = tuple(res.positions.items())
@@ -992,4 +992,4 @@ def _continue_rank(m: _Merging, res: FileResult) -> None:
     seen = set(r.compile_ids)
     r.compile_ids = r.compile_ids + [c for c in res.compile_ids if c not in seen]
     r.cache_events = r.cache_events + res.cache_events
-    r.frames = r.frames + res.frames
+    r.frames = r.frames + tuple(res.frames)

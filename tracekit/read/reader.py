@@ -214,7 +214,7 @@ def read_frame_compiles(run: Run) -> None:
             res = build_file(log, [read_segment(Segment(log), FRAME_PARSERS)], FRAME_PARSERS)
             if res.rank == r.rank:  # a file with lines of other ranks: this rank's frames only
                 frames += res.frames
-        r.frames = frames
+        r.frames = tuple(frames)
 
 
 def graph_sources(
