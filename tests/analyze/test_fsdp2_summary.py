@@ -93,7 +93,7 @@ def test_the_text_shows_regions_eager_frames_and_bytes_and_no_cache_advice():
 def test_simplefsdp_graphs_hold_their_collectives_and_frames_are_read_only_without_outcomes():
     # a run with outcomes is not read twice: no frames, no Compiled regions
     run = load(FIXTURE_LOGS / "spmd_auto")
-    assert [r.frames for r in run.ranks] == [[]] * 4
+    assert [r.frames for r in run.ranks] == [()] * 4
     assert "compiled_regions" not in summary_document(run)
     # the frame parsers on a SimpleFSDP log: its one frame compiled, its graph all-gathers
     (path,) = run.ranks[0].files
