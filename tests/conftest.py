@@ -44,8 +44,8 @@ SLOW_MODULES = {
     "test_exit_policy", "test_text_width", "test_report_browser", "test_world", "test_reliability_sandbox",
     "test_reader_memory", "test_reader_ten_thousand_ranks", "test_install_no_torch", "test_replay_engine",
     "test_dask_reader", "test_bucketing_parity", "test_reliability_fuzz_harness", "test_reliability_corpus",
-    "test_parallel_caps", "test_replay_overlap", "test_replay_all_ranks", "test_replay_unbucketed",
-    "test_explain_fixtures", "test_explain_unbucketed", "test_golden_replays", "test_what_if_reach",
+    "test_parallel_caps", "test_replay_overlap", "test_replay_all_ranks", "test_replay_not_prebucketed",
+    "test_explain_fixtures", "test_explain_not_prebucketed", "test_golden_replays", "test_what_if_reach",
     "test_reliability_properties", "test_reader_many_ranks", "test_replay_progress", "test_replay_partial",
 }
 

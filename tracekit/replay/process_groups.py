@@ -37,10 +37,6 @@ import torch.fx as fx
 
 from tracekit.model.mesh import MeshGroup
 
-#: Reading every rank's logs for the members costs a read of the run: without worker
-#: processes up to this many files, the reader's pool beyond.
-SERIAL_FILES = 64
-
 
 @dataclass(frozen=True)
 class GroupTable:
@@ -95,15 +91,11 @@ class GraphGroup:
 def group_table(paths: Iterable[str]) -> GroupTable:
     """Read every log of ``paths`` for the run's process groups (:func:`tracekit.model.mesh.mesh_groups`)
     and its world size. Unreadable input leaves the table empty (the replay says what it lacks)."""
-    from tracekit.model import Diagnostics
     from tracekit.model.mesh import log_world_size, mesh_groups
     from tracekit.read.reader import load
-    from tracekit.read.sources import find_logs
 
-    paths = list(paths)
-    try:
-        n_files = len(find_logs(paths, Diagnostics()))
-        run = load(paths, jobs=1 if n_files <= SERIAL_FILES else None)
+    try:  # the reader lists the files once and reads in one process below PARALLEL_MIN_BYTES
+        run = load(list(paths))
     except Exception:  # noqa: BLE001 - the replay itself reports unreadable input
         return GroupTable.empty()
     world = log_world_size(run)
