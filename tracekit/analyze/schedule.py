@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracekit.model import FinalSchedule, Rank, Run
-from tracekit.model.mesh import MeshGroup, is_mesh, role_names
+from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, role_names
 from tracekit.model.rankset import format_ranks
 
 #: The names of a sequence entry of :meth:`FinalSchedule.sequence`, for the JSON items.
@@ -157,7 +157,9 @@ def _by_role(roles: dict[str, str]) -> Callable[[list[list[Any]]], list[list[Any
     return canon
 
 
-def schedule_divergence(run: Run, mesh: list[MeshGroup] | None = None) -> list[dict[str, Any]]:
+def schedule_divergence(
+    run: Run, mesh: list[MeshGroup] | None = None, by_role: RoleSequences | None = None
+) -> list[dict[str, Any]]:
     """Ranks whose final collective sequence (kind, group, bytes, in run order) differs from
     the majority's, per compile id and post-grad position; ``[]`` when all agree.
 
@@ -175,7 +177,9 @@ def schedule_divergence(run: Run, mesh: list[MeshGroup] | None = None) -> list[d
     ``value`` / ``majority_value`` the entries there (``{"kind": "all_gather", "group": "0",
     "bytes": 70988}``, null past the end). A rank that logged no schedule for the graph has
     ``position``, ``value`` and ``length`` null. Bytes are null where the estimation could not
-    be matched (:func:`tracekit.read.parsers.final_schedule`)."""
+    be matched (:func:`tracekit.read.parsers.final_schedule`). ``by_role``: the sequences by
+    role made so far (one :class:`RoleSequences` of the mesh's roles, shared with the caller's
+    other checks)."""
     if len(run.ranks) < 2:
         return []
     roles = role_names(mesh) if mesh and is_mesh(mesh) else {}
@@ -189,10 +193,16 @@ def schedule_divergence(run: Run, mesh: list[MeshGroup] | None = None) -> list[d
             order.setdefault(cid, len(order))
     keys = sorted({k for _, fs in finals for k in fs}, key=lambda k: (order[k[0]], k[1]))
     items = []
+    if roles and (by_role is None or by_role.roles != roles):
+        by_role = RoleSequences(roles)
     for cid, pos in keys:
-        values = [
-            (ranks, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence()) for ranks, fs in finals
-        ]
+        if not roles or by_role is None:
+            values = [
+                (ranks, None if fs.get((cid, pos)) is None else fs[(cid, pos)].sequence())
+                for ranks, fs in finals
+            ]
+        else:
+            values = _same_by_role(finals, (cid, pos), by_role)
         for it in _diverging_groups(values, _entry, canon):
             item = {"compile_id": cid, "graph_index": pos} | it
             if roles:
@@ -203,6 +213,26 @@ def schedule_divergence(run: Run, mesh: list[MeshGroup] | None = None) -> list[d
                 item["peers"] = format_ranks(members.get(group, ())) if group is not None else ""
             items.append(item)
     return items
+
+
+def _same_by_role(
+    finals: list[tuple[list[int | None], dict[tuple[str, int], FinalSchedule]]],
+    key: tuple[str, int],
+    by_role: RoleSequences,
+) -> list[tuple[list[int | None], list[list[Any]] | None]]:
+    """``(ranks, sequence)`` of one graph for the ranks whose sequences are equal by role, in
+    the order of their first rank, the first one's sequence: what :func:`_diverging_groups`
+    would group them into, made once per group (512 shard groups are one) and not per rank."""
+    out: dict[int | None, tuple[list[int | None], FinalSchedule | None]] = {}
+    for ranks, fs in finals:
+        f = fs.get(key)
+        n = None if f is None else by_role.number(f)
+        hit = out.get(n)
+        if hit is None:
+            out[n] = (list(ranks), f)
+        else:
+            hit[0].extend(ranks)
+    return [(ranks, None if f is None else f.sequence()) for ranks, f in out.values()]
 
 
 def _finals_key(rank: Rank) -> tuple:

@@ -40,10 +40,11 @@ from tracekit.model import (
     fact_key,
     final_to_dict,
     graph_to_dict,
+    group_free_facts,
     rank_from_dict,
     rank_to_dict,
 )
-from tracekit.model.mesh import MeshGroup, is_mesh, mesh_document, mesh_groups, role_names
+from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.world import world
 
@@ -106,12 +107,16 @@ def role_view(v: Any, roles: dict[str, str]) -> Any:
     return v
 
 
-def rank_groups(run: Run, roles: dict[str, str] | None = None) -> list[RankGroup]:
+def rank_groups(
+    run: Run, roles: dict[str, str] | None = None, by_role: RoleSequences | None = None
+) -> list[RankGroup]:
     """The ranks of ``run`` grouped by identical outcomes, in order of their first rank; in a
     mesh (``roles``: :func:`tracekit.model.mesh.role_names`), identical up to the group names
     of one role (ranks 0-1 on shard group ``19`` and 2-3 on ``20`` are one group)."""
     groups: dict[tuple, RankGroup] = {}
-    canon: dict[tuple, str] = {}  # graph parts by identity -> canonical text
+    canon: dict[tuple, str] = {}  # graph parts by identity (by role in a mesh) -> canonical text
+    if roles and (by_role is None or by_role.roles != roles):
+        by_role = RoleSequences(roles)
     for r in run.ranks:
         key = (
             r.compiled_graphs,
@@ -123,7 +128,7 @@ def rank_groups(run: Run, roles: dict[str, str] | None = None) -> list[RankGroup
             _canon(role_view([final_to_dict(f) for f in r.schedules_without_outcome], roles or {}))
             if r.schedules_without_outcome
             else "",
-            tuple(_cached_canon(g, canon, roles) for g in r.graphs),
+            tuple(_cached_canon(g, canon, roles, by_role if roles else None) for g in r.graphs),
         )
         grp = groups.get(key)
         if grp is None:
@@ -134,11 +139,24 @@ def rank_groups(run: Run, roles: dict[str, str] | None = None) -> list[RankGroup
 
 
 def _cached_canon(
-    g: Graph, cache: dict[tuple, str], roles: dict[str, str] | None = None
+    g: Graph,
+    cache: dict[tuple, str],
+    roles: dict[str, str] | None = None,
+    by_role: RoleSequences | None = None,
 ) -> tuple[str, int, str]:
     # graphs of identical ranks, and graphs of one rank with equal outcomes, share their
-    # values (tracekit.read.pairing interns them): one canonical text per distinct outcome
-    k = fact_key(g)[2:]
+    # values (tracekit.read.pairing interns them): one canonical text per distinct outcome. In
+    # a mesh, the graphs of two shard groups differ by their group names only: keyed by role,
+    # 512 shard groups' graphs are canonicalized once, not once per group
+    k: tuple
+    if by_role is None:
+        k = fact_key(g)[2:]
+    else:
+        k = (
+            group_free_facts(g),
+            tuple(by_role.roles.get(n, n) for n in g.fsdp_groups),
+            None if g.final is None else by_role.number(g.final),
+        )
     text = cache.get(k)
     if text is None:
         text = cache[k] = _graph_canon(g, roles)
@@ -710,14 +728,15 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     graph was read (``with_ranks=False`` leaves it to :func:`write_summary_json`)."""
     mesh = mesh_groups(run)
     roles = role_names(mesh) if is_mesh(mesh) else {}
-    groups = rank_groups(run, roles)
+    by_role = RoleSequences(roles) if roles else None  # each final's sequence by role, made once
+    groups = rank_groups(run, roles, by_role)
     memo = DumpMemo()  # values shared between graphs: one JSON form each
     t = totals(run)
     w = world(run)
     # a cut log is compared only on what it logged (tracekit.analyze.cut); in a mesh, group
     # names are compared by role (tracekit.model.mesh.role_names)
     div = compared_items(divergence(run, groups, roles), run)
-    sched = compared_items(schedule_divergence(run, mesh), run)
+    sched = compared_items(schedule_divergence(run, mesh, by_role), run)
     comp = compared_items(compile_divergence(run), run)
     dn = did_nothing(run, groups)
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []

@@ -454,6 +454,18 @@ def fact_key(g: Graph) -> tuple:
     return (g.compile_id, g.graph_index, *(_fact(f, getattr(g, f.name)) for f in _COMPARED))
 
 
+#: The compared fields that name process groups (their facts differ between the shard groups
+#: of a mesh while the graphs are alike up to the groups' roles).
+GROUP_FIELDS = ("fsdp_groups", "final")
+_GROUP_FREE = tuple(f for f in _COMPARED if f.name not in GROUP_FIELDS)
+
+
+def group_free_facts(g: Graph) -> tuple:
+    """The facts of :func:`fact_key` of the compared fields that name no process group
+    (:data:`GROUP_FIELDS` apart): a mesh's role-invariant key adds those two mapped to roles."""
+    return tuple(_fact(f, getattr(g, f.name)) for f in _GROUP_FREE)
+
+
 def _fact(f: GraphField, v: Any) -> Any:
     if f.fact is not None:
         return f.fact(v)

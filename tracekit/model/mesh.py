@@ -172,11 +172,48 @@ def _final_facts(f: FinalSchedule) -> tuple[tuple[str, int | None, str, bool], .
     """``(group, size, kind, in a forward graph)`` of each collective of a final schedule, once
     each (size None when the log gives none, or an implausible one)."""
     out = {
-        (c.group, c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None, c.kind, f.position == 0)
+        (
+            c.group,
+            c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None,
+            c.kind,
+            f.position == 0,
+        )
         for c in f.collectives
         if c.group is not None
     }
     return tuple(out)
+
+
+class RoleSequences:
+    """Final schedules' sequences compared by role: ``(kind, role, bytes, dtype)`` per
+    collective, a group name that has no role in ``roles`` kept (:func:`role_names`).
+
+    Made once per collectives list (the ranks of one graph share it: :mod:`tracekit.read.pairing`)
+    and equal sequences are one object with one number, so the 512 shard groups of a 1,024-rank
+    HSDP mesh, whose schedules differ by their group names only, give a few sequences. For the
+    schedules of shard group ``3`` (ranks 0-1) and ``4`` (ranks 2-3)::
+
+        [["all_gather", "3", 148552, "f32"]]  ->  (("all_gather", "shard", 148552, "f32"),)  # both
+    """
+
+    __slots__ = ("roles", "_by_list", "_numbers")
+
+    def __init__(self, roles: dict[str, str]) -> None:
+        self.roles = roles
+        # id of a collectives list -> (the list, kept alive so the id stays its own; the number)
+        self._by_list: dict[int, tuple[list[Any], int]] = {}
+        self._numbers: dict[tuple[tuple[Any, ...], ...], int] = {}
+
+    def number(self, f: FinalSchedule) -> int:
+        """The number of ``f``'s sequence by role: equal numbers, equal sequences."""
+        hit = self._by_list.get(id(f.collectives))
+        if hit is not None and hit[0] is f.collectives:
+            return hit[1]
+        roles = self.roles
+        seq = tuple((c.kind, roles.get(c.group, c.group), c.bytes, c.dtype) for c in f.collectives)  # type: ignore[arg-type]
+        n = self._numbers.setdefault(seq, len(self._numbers))
+        self._by_list[id(f.collectives)] = (f.collectives, n)
+        return n
 
 
 #: Groups of one role named in a line or a cell; past it, the first ones, ``...``, the last one
