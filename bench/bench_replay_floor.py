@@ -13,10 +13,16 @@ schedule, divided by the cores. Measured side by side in one run:
   17 caps of ``bench_overlap_schedule.py``: its rebuild, then ``GraphReplayer.scheduled`` per
   cap (our copy, pre-bucketing, scheduler, memory walk and timeline) beside the scheduler alone,
   per distinct cap; then the same caps with ``--jobs`` = the cores (workers forked after the
-  rebuild, :mod:`tracekit.replay.parallel_caps`), checked equal to the serial schedules.
+  rebuild, :mod:`tracekit.replay.parallel_caps`), checked equal to the serial schedules;
+- ``--rss``: peak memory of the same sweep with ``--jobs 1`` beside ``--jobs 2``, each in a
+  fresh process (rebuild + the 17 caps), with its workers: the largest sum of the resident
+  sizes of the process and its children (psutil, sampled every 50 ms; a page shared by a
+  forked worker counts in both, so this is an upper bound), the same with proportional sizes
+  (PSS: a shared page split among its sharers), and ``getrusage``'s ``ru_maxrss`` of the
+  process (SELF) and of its largest child (CHILDREN). Goal: 2 workers under 2x the serial run.
 
 Run: ``PYTHONPATH=. python bench/bench_replay_floor.py`` (``--layers 300`` for a quick run;
-``--layers 0`` for the logs only). Goals: the command within 1.3x of the floor; per distinct
+``--layers 0`` for the logs only; ``--rss`` for memory). Goals: the command within 1.3x of the floor; per distinct
 cap at most 1.3x torch's scheduler alone. Say ``uptime`` with the figures: the machine is shared.
 """
 
@@ -86,10 +92,18 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=1000, help="synthetic graph (0: none)")
     ap.add_argument("--logs", default="fixtures/logs/spmd_auto,fixtures/logs/overlap_cap_a")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each process (best kept)")
+    ap.add_argument("--rss", action="store_true", help="peak RSS of --jobs 1 beside --jobs 2")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
+        return
+    if args.rss_child:
+        rss_child(*args.rss_child)
+        return
+    if args.rss:
+        rss(args.layers or 1000)
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"{cores} cores; load {os.getloadavg()[0]:.2f} at start")
@@ -181,6 +195,83 @@ def layers(n: int, imports: float, cores: int) -> None:
         f"--jobs {cores}: caps {parallel:.1f} s ({ours / parallel:.2f}x faster; same schedules: {same}); "
         f"with imports and rebuild {total:.1f} s = {total / floor:.2f}x the floor (goal 1.3x)"
     )
+
+
+def rss(n: int) -> None:
+    """Peak memory of the ``n``-layer sweep with one job beside two, each in a fresh process."""
+    print(f"load {os.getloadavg()[0]:.2f} at start; {n} layers, {len(CAPS)} caps")
+    print(
+        f"{'jobs':>4} {'sum RSS MiB':>12} {'sum PSS MiB':>12} {'SELF maxrss':>12} {'CHILDREN maxrss':>16} {'s':>7}"
+    )
+    got = {}
+    for jobs in (1, 2):
+        side = os.path.join("/tmp", f"bench_replay_rss_{os.getpid()}.json")
+        t = wall([sys.executable, os.path.abspath(__file__), "--rss-child", str(jobs), str(n), side])
+        with open(side) as f:
+            got[jobs] = json.load(f)
+        os.unlink(side)
+        m = got[jobs]
+        print(
+            f"{jobs:>4} {m['rss']:>12.0f} {m['pss']:>12.0f} {m['self']:>12.0f} {m['children']:>16.0f} {t:>7.1f}"
+        )
+    print(
+        f"2 workers / serial: sum RSS {got[2]['rss'] / got[1]['rss']:.2f}x, "
+        f"sum PSS {got[2]['pss'] / got[1]['pss']:.2f}x (goal under 2x)"
+    )
+    print(f"load {os.getloadavg()[0]:.2f} at end")
+
+
+def rss_child(jobs: str, n: str, out: str) -> None:
+    """Rebuild the ``n``-layer graph and schedule the 17 caps with ``jobs`` jobs, sampling the
+    memory of this process and its children; the peaks (MiB) go to ``out``."""
+    import logging
+    import resource
+    import threading
+
+    import psutil
+
+    from bench.graphs import make_fsdp_graph
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.parallel_caps import schedule_in_workers
+
+    logging.getLogger("torch._inductor.fx_passes.fsdp").setLevel(logging.WARNING)
+    logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)
+    me = psutil.Process()
+    peak = {"rss": 0.0, "pss": 0.0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            rss_b = pss_b = 0
+            for p in [me, *me.children(recursive=True)]:
+                try:
+                    full = p.memory_full_info()
+                except psutil.Error:
+                    continue
+                rss_b += full.rss
+                pss_b += getattr(full, "pss", full.rss)
+            peak["rss"] = max(peak["rss"], rss_b / 2**20)
+            peak["pss"] = max(peak["pss"], pss_b / 2**20)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        text = make_fsdp_graph(int(n)).print_readable(
+            print_output=False, include_stride=True, include_device=True
+        )
+        rp = GraphReplayer(text, ReplayOptions(jobs=int(jobs)))
+        compute_us = {x.name: 10.0 for x in rp.gm.graph.nodes if x.op == "call_function" and "mm" in x.name}
+        schedule_in_workers(rp, [(float(c), False) for c in CAPS], compute_us, int(jobs))
+        for cap in CAPS:
+            rp.scheduled(float(cap), compute_us)
+    finally:
+        done.set()
+        sampler.join()
+    kib = 1024  # ru_maxrss is in KiB on Linux
+    peak["self"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kib
+    peak["children"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kib
+    with open(out, "w") as f:
+        json.dump(peak, f)
 
 
 if __name__ == "__main__":
