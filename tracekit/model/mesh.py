@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.model import FinalSchedule, Rank, Run
+from tracekit.model import FinalSchedule, Graph, Rank, Run
 from tracekit.model.rankset import MAX_RANK, format_ranks
 
 #: Roles in the order a mesh is written (outermost dimension first).
@@ -100,37 +100,59 @@ def _role(s: _Seen, any_fsdp: bool) -> tuple[str, str]:
 
 def mesh_groups(run: Run) -> list[MeshGroup]:
     """Every process group the logs use, by name (numeric names in number order). A final
-    schedule shared by many ranks (:mod:`tracekit.read.pairing` shares equal ones) is looked at
-    once; nothing is kept a rank but its number in the members of its groups."""
+    schedule, or a list of FSDP groups, shared by many ranks (:mod:`tracekit.read.pairing`
+    shares equal ones) is looked at once: its groups' sizes, kinds and FSDP flag are set then,
+    and each further rank that has it is only added to those groups' members. Nothing is kept
+    a rank but its number in the members of its groups."""
     seen: dict[str, _Seen] = {}
     any_fsdp = False
-    by_final: dict[int, tuple[tuple[str, int | None, str, bool], ...]] = {}
+    # id of a shared value -> (the value, kept so the id stays its own; the groups it names)
+    fsdp_done: dict[int, tuple[tuple[list[str], int | None], tuple[_Seen, ...]]] = {}
+    final_done: dict[int, tuple[FinalSchedule, tuple[_Seen, ...]]] = {}
 
-    def at(name: str, rank: int | None) -> _Seen:
+    def at(name: str) -> _Seen:
         s = seen.get(name)
         if s is None:
             s = seen[name] = _Seen(set(), set(), forward_kinds=set(), backward_kinds=set())
-        if rank is not None:
-            s.members.add(rank)
         return s
+
+    def fsdp_seen(g: Graph) -> tuple[_Seen, ...]:
+        out = tuple(at(name) for name in g.fsdp_groups)
+        for s in out:
+            s.fsdp = True
+            if g.group_size and 0 < g.group_size <= MAX_RANK:
+                s.sizes.add(g.group_size)
+        return out
+
+    def final_seen(f: FinalSchedule) -> tuple[_Seen, ...]:
+        out = []
+        for name, size, kind, forward in _final_facts(f):
+            s = at(name)
+            if size is not None:
+                s.sizes.add(size)
+            assert s.forward_kinds is not None and s.backward_kinds is not None
+            (s.forward_kinds if forward else s.backward_kinds).add(kind)
+            out.append(s)
+        return tuple(out)
 
     for r in run.ranks:
         for g in r.graphs:
-            for name in g.fsdp_groups:
-                s = at(name, r.rank)
-                s.fsdp = any_fsdp = True
-                if g.group_size and 0 < g.group_size <= MAX_RANK:
-                    s.sizes.add(g.group_size)
+            if g.fsdp_groups:
+                any_fsdp = True
+                # the FSDP groups and the group size are read together: keyed by both
+                hit = fsdp_done.get(id(g.fsdp_groups))
+                if hit is None or hit[0][0] is not g.fsdp_groups or hit[0][1] != g.group_size:
+                    hit = fsdp_done[id(g.fsdp_groups)] = ((g.fsdp_groups, g.group_size), fsdp_seen(g))
+                if r.rank is not None:
+                    for s in hit[1]:
+                        s.members.add(r.rank)
         for f in _finals(r):
-            facts = by_final.get(id(f))
-            if facts is None:
-                facts = by_final[id(f)] = _final_facts(f)
-            for name, size, kind, forward in facts:
-                s = at(name, r.rank)
-                if size is not None:
-                    s.sizes.add(size)
-                assert s.forward_kinds is not None and s.backward_kinds is not None
-                (s.forward_kinds if forward else s.backward_kinds).add(kind)
+            fhit = final_done.get(id(f))
+            if fhit is None or fhit[0] is not f:
+                fhit = final_done[id(f)] = (f, final_seen(f))
+            if r.rank is not None:
+                for s in fhit[1]:
+                    s.members.add(r.rank)
     names = sorted(seen, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
     roles = {name: _role(seen[name], any_fsdp) for name in names}
     inferred = _inferred_size(run, seen, {n: r for n, (r, _) in roles.items()})
