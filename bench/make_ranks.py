@@ -111,7 +111,41 @@ def _kept_small(obj: dict | None) -> bool:
     if obj is None:
         return False
     etype = next(iter(obj), None)
-    return etype in SMALL_KEEP_TYPES or (etype == "artifact" and _entry_kind(obj) in SMALL_KEEP)
+    return (
+        etype in SMALL_KEEP_TYPES
+        or (etype == "artifact" and _entry_kind(obj) in SMALL_KEEP)
+        or (etype in CLOSING and obj[etype] == {"small": True})
+    )
+
+
+#: The entries torch ends a compile with: a log's last entry is one (a log that ends otherwise
+#: stops inside a compile, and reads as cut: tracekit.read.envelopes._open_end).
+CLOSING = ("compilation_metrics", "bwd_compilation_metrics")
+
+
+def _closing_kept_small(data: bytes) -> bytes:
+    """``data`` with its last entry, when it ends a compile, made small (its metrics, 40 KB of
+    configs and tracebacks, replaced by ``{"small": true}``, its reserved keys kept), so that a
+    small log ends where torch's does; the other metrics entries are dropped as before."""
+    last = None
+    for start, stop in _entries(data):
+        last = (start, stop)
+    if last is None:
+        return data
+    start, stop = last
+    line_end = data.index(b"\n", start)
+    prefix = _ENVELOPE_RE.match(data, start, line_end)
+    if prefix is None:
+        return data
+    try:
+        obj = json.loads(data[prefix.end() : line_end])
+    except ValueError:
+        return data
+    etype = next(iter(obj), None) if isinstance(obj, dict) else None
+    if etype not in CLOSING:
+        return data
+    small = {etype: {"small": True}, **{k: v for k, v in obj.items() if k != etype}}
+    return data[: prefix.end()] + json.dumps(small).encode() + b"\n" + data[stop:]
 
 
 def cut(path: Path, small: bool = False) -> RankTemplate:
@@ -123,6 +157,8 @@ def cut(path: Path, small: bool = False) -> RankTemplate:
     data = _read_bytes(path)
     if data and not data.endswith(b"\n"):
         data += b"\n"
+    if small:
+        data = _closing_kept_small(data)
     pieces: list[bytes] = []
     body: list[bytes] = []  # constant bytes since the last cut
     for start, stop in _entries(data):

@@ -81,19 +81,78 @@ def test_a_cut_log_that_also_differs_is_still_blamed_for_what_it_logged(tmp_path
     assert "rank 3's log is cut (it ends inside an entry" in doc["verdict"]["text"]
 
 
-def test_a_whole_log_lacking_a_graph_is_still_divergent(tmp_path):
-    # the same missing backward, in a log that is not cut (the entries removed whole): that
-    # rank did not compile it, and is blamed
+def _cut_at_line_end(path: Path, needle: bytes, occurrence: int) -> int:
+    """Cut ``path`` at the line end before the envelope holding the ``occurrence``-th (0-based)
+    ``needle``: the entries before it whole, the file simply ending; the line number of the
+    last envelope kept (the last line not led by a tab)."""
+    data = path.read_bytes()
+    at = -1
+    for _ in range(occurrence + 1):
+        at = data.index(needle, at + 1)
+    end = data.rfind(b"\n", 0, at) + 1
+    path.write_bytes(data[:end])
+    lines = data[:end].split(b"\n")[:-1]
+    return max(i for i, ln in enumerate(lines, 1) if not ln.startswith(b"\t"))
+
+
+def test_a_log_cut_at_a_line_end_in_the_backward_is_incomplete_not_divergent(tmp_path):
+    # the file simply ends before the backward's schedule: every entry it holds is whole, but
+    # its last one (a chromium_event) closes no compile, where its peers' end with the
+    # backward's bwd_compilation_metrics
+    d = _copy("spmd_auto", tmp_path)
+    f = _rank_file(d, 3)
+    last = _cut_at_line_end(f, SCHEDULE, 1)
+    assert f.read_bytes().endswith(b"\n")
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["status"] == "incomplete"
+    assert doc["verdict"]["text"] == (
+        "INCOMPLETE: the 4 ranks found agree on what all of them logged; rank 3's log is cut "
+        "(it ends between two entries, inside a compile: its last entry, a chromium_event, "
+        f"closes none, at {f}:{last}): compared only on what it logged"
+    )
+    assert doc["divergence"] == [] and doc["schedule_divergence"] == [] and doc["compile_divergence"] == []
+    assert doc["world"]["cut"] == "3"
+    assert doc["diagnostics"]["counts"] == {"cut_between_entries": 1}
+    text = render_text(doc, "table")
+    assert "Why: see World, Diagnostics below\n" in text
+    assert "hang or corruption risk" not in text and "DIVERGE" not in text
+
+
+def test_a_line_end_cut_is_incomplete_however_the_run_is_read(tmp_path):
+    # the same cut, read by worker processes and by the segment reader (a file cut into
+    # segments: only its last segment's end counts)
+    d = _copy("spmd_auto", tmp_path)
+    _cut_at_line_end(_rank_file(d, 3), SCHEDULE, 1)
+    for jobs in (1, 2):
+        doc = summary_document(load(d, jobs=jobs))
+        assert (doc["verdict"]["status"], doc["world"]["cut"]) == ("incomplete", "3")
+        assert doc["diagnostics"]["counts"] == {"cut_between_entries": 1}
+
+
+def test_a_log_that_ends_with_a_whole_compile_is_not_cut(tmp_path):
+    # rank 3's log ends right after its forward's compilation_metrics: a whole compile, the
+    # backward never begun. Nothing says that log was cut: its rank lacks the backward and
+    # is blamed, as a rank that stopped is
     d = _copy("spmd_auto", tmp_path)
     f = _rank_file(d, 3)
     data = f.read_bytes()
-    at = data.index(SCHEDULE, data.index(SCHEDULE) + 1)
-    f.write_bytes(data[: data.rfind(b"\n", 0, at) + 1])
+    at = data.index(b'{"compilation_metrics": ')
+    f.write_bytes(data[: data.index(b"\n", at) + 1])
     doc = summary_document(load(d, jobs=1))
     assert "cut" not in doc["world"]
-    assert doc["verdict"]["text"] == (
-        "DIVERGE: 1 of 4 ranks (3) differ from the majority on 1 graph"
-    )
+    assert doc["diagnostics"]["counts"] == {}
+    assert doc["verdict"]["text"] == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 1 graph"
+
+
+def test_a_line_end_cut_is_not_claimed_when_no_log_ends_a_compile(tmp_path):
+    # logs that end no compile at all (every rank's last entry a chromium_event): nothing to
+    # tell a cut from, so no rank is said cut
+    d = _copy("spmd_auto", tmp_path)
+    for r in range(4):
+        _cut_at_line_end(_rank_file(d, r), b'{"bwd_compilation_metrics"', 0)
+    doc = summary_document(load(d, jobs=1))
+    assert "cut" not in doc["world"] and doc["diagnostics"]["counts"] == {}
+    assert doc["verdict"]["status"] == "agree" and "DIVERGE" not in doc["verdict"]["text"]
 
 
 def test_a_rank_log_renamed_is_read_by_its_content(tmp_path):

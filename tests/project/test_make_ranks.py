@@ -91,14 +91,20 @@ def test_small_keeps_whole_entries_in_order():
     source = make_ranks.rank_log("spmd_auto").read_bytes()
     entries = re.split(rb"\n(?=[^\t])", text.rstrip(b"\n"))
     # torch_version, 4 str, dynamo_start; sizes, sizes after, outcome, collective estimates and
-    # schedule of both graphs, AG plans of both, the backward's RS plan
-    assert len(entries) == 1 + 4 + 1 + 5 * 2 + 2 + 1
+    # schedule of both graphs, AG plans of both, the backward's RS plan; and the last entry,
+    # the backward's bwd_compilation_metrics, made small (the log ends a compile, as torch's)
+    assert len(entries) == 1 + 4 + 1 + 5 * 2 + 2 + 1 + 1
+    last = entries.pop()
+    assert last.startswith(b"V") and last.endswith(
+        b'] {"bwd_compilation_metrics": {"small": true}, "rank": 0, "frame_id": 0, "frame_compile_id": 0, '
+        b'"attempt": 0}'
+    )
     pos = 0
-    for e in entries:  # every kept entry is one of the source's, whole, in the source's order
+    for e in entries:  # every other kept entry is one of the source's, whole, in the source's order
         i = source.index(e + b"\n", pos)
         assert source[i - 1 : i] in (b"", b"\n") and source[i + len(e) + 1 : i + len(e) + 2] != b"\t"
         pos = i + len(e)
-    assert t.ranked_envelopes == len(entries) - 5  # torch_version and the str table carry no rank
+    assert t.ranked_envelopes == len(entries) + 1 - 5  # torch_version and the str table carry no rank
 
 
 def test_tracekit_pass_source_stays_tracekit(tmp_path):

@@ -76,7 +76,7 @@ def cut_text(run: Run) -> str:
     ranks = sorted({c["rank"] for c in run.cut}, key=lambda r: -1 if r is None else r)
     first = run.cut[0]
     where = f"{first['file']}:{first['line']}" if first["line"] else first["file"]
-    how = "it ends inside an entry" if first["line"] else first["detail"]
+    how = "it ends inside an entry" if first["line"] and "kind" not in first else first["detail"]
     who = (
         f"rank {format_ranks(ranks)}'s log is"
         if len(ranks) == 1

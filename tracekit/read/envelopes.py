@@ -290,6 +290,9 @@ class Scanner:
         else:  # known in advance (a segment of a file)
             self.set_rank(rank)
         self.lines_read = 0  # lines in the stream, once :meth:`entries` is exhausted
+        #: once :meth:`entries` is exhausted: (the entry type, the line) of a whole last entry
+        #: that closes no compile (the stream stops inside one: see :func:`_open_end`), else None
+        self.open_end: tuple[str, int] | None = None
 
     def _make_pattern(self) -> re.Pattern[bytes] | None:
         self._watching = False
@@ -541,6 +544,7 @@ class Scanner:
         truncated_file = False
         last_whole = False  # the file ends without a newline, but its last entry is whole
         judged = False  # the last entry was one of the wanted ones, judged where it was read
+        open_end: tuple[str, int] | None = None  # the file ends inside a compile (_open_end)
         crlf: bool | None = None  # CRLF line ends: known from the first chunk
         held = b""  # a "\r" at the end of a chunk, kept until the next one
         size = min(self.chunk_size, FIRST_CHUNK_SIZE)
@@ -647,6 +651,8 @@ class Scanner:
                         yield e
             if truncated_file and not judged:  # the last entry is one this scan skips: judge it here
                 last_whole = self._tail_whole(buf, limit)
+            if eof:
+                open_end = _open_end(buf, limit)
             cur_line += buf.count(b"\n", cursor, limit)
             cursor = 0
             if rewind is not None and not eof and not ended:
@@ -662,6 +668,39 @@ class Scanner:
         self.lines_read = cur_line - 1
         if truncated_file and not last_whole:
             self.report("truncated_entry", cur_line - 1, "the file ends inside this entry (no final newline)")
+        elif open_end is not None:
+            self.open_end = (open_end[0], cur_line - 1 - open_end[1])
+
+
+#: The entries that end a compile: a frame's (``compilation_metrics``) and a backward's
+#: (``bwd_compilation_metrics``). torch writes one last in every compile, failed ones included.
+_CLOSING_RE = re.compile(rb'"(?:bwd_)?compilation_metrics": ')
+#: Diagnostics kind (internal: :func:`tracekit.read.segments.read_segment` adds it for a file's
+#: :attr:`Scanner.open_end`, :func:`tracekit.read.pairing.merge_files` takes it out) of a file
+#: whose last entry is whole but ends no compile; its detail is that entry's type.
+ENDS_OPEN = "ends_open"
+
+
+def _open_end(buf: bytes, limit: int) -> tuple[str, int] | None:
+    """Whether a file whose text ends at ``buf[limit]`` stops inside a compile: its last entry
+    (the last line not led by a tab, in ``buf``) is an envelope that is not a compile's closing
+    metrics. ``(its entry type, its payload lines)``; None when it closes a compile, or cannot
+    be told here (no envelope in ``buf``: the payload began in an earlier chunk)."""
+    i = limit
+    while True:
+        j = buf.rfind(b"\n", 0, i)
+        if j < 0:
+            return None
+        if j + 1 < i and buf[j + 1] != 9:  # 9: tab; a non-empty line not led by one
+            break
+        if j == 0:
+            return None
+        i = j
+    le = buf.find(b"\n", j + 1)
+    m = _HEAD_RE.match(buf, j + 1, le)
+    if m is None or m.group(2) is None or _CLOSING_RE.search(buf, j + 1, le):
+        return None
+    return m.group(2).decode("utf-8", "replace"), buf.count(b"\n", le, limit)
 
 
 def _rewinder(stream: IO[bytes]) -> Callable[[int], object] | None:

@@ -58,6 +58,7 @@ from tracekit.model import (
     Sizes,
 )
 from tracekit.model.rankset import MAX_RANK
+from tracekit.read.envelopes import ENDS_OPEN
 from tracekit.read.parsers import (
     ComputeEstimates,
     EntryKey,
@@ -795,8 +796,13 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     interner = _Interner()
     unplaced: list[str] = []
     cut: list[dict[str, Any]] = []
+    open_ends: dict[int | None, dict[str, Any]] = {}  # rank -> its last file, when that ends no compile
+    closed = False  # a file of the run ends with a compile's closing metrics
     copies: list[str] = []
     for res in results:
+        end = open_end(res)
+        if res.entries and end is None and not cut_ends(res):
+            closed = True
         if (
             res.readable and not res.entries and not res.graphs and res.diagnostics.total
         ):  # bad lines only, or empty: no log at all, whatever its name
@@ -874,6 +880,10 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                 duplicated.add(res.rank)
                 continue
             _continue_rank(m, res)
+        if end is not None:  # a rank's later file goes on from its earlier one: its end counts
+            open_ends[res.rank] = end
+        else:
+            open_ends.pop(res.rank, None)
         for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
             interner.graph(g)
         interner.rank_lists(r)  # (a later file of the rank makes new lists: never changes these)
@@ -890,6 +900,12 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         duplicated.discard(None)
     ranks = [merging[k].rank for k in _rank_order(merging)]
     del merging
+    ranks_left = {r.rank for r in ranks}
+    if closed:  # its peers end where torch ends a compile: these logs stop early
+        for c in open_ends.values():
+            if c["rank"] in ranks_left:
+                diagnostics.add(c["kind"], c["file"], c["line"], c["detail"])
+                cut.append(c)
     return Run(
         paths=list(paths),
         ranks=ranks,
@@ -913,6 +929,30 @@ def cut_ends(res: FileResult) -> list[dict[str, Any]]:
         for e in res.diagnostics.examples
         if e["kind"] in CUT_KINDS
     ][:1]
+
+
+def open_end(res: FileResult) -> dict[str, Any] | None:
+    """Where ``res``'s file stops between two entries inside a compile (its last entry is whole
+    but is not the compile's closing ``compilation_metrics``: the file was cut at a line end,
+    e.g. during the backward), as :func:`cut_ends` gives a cut, taken out of its diagnostics
+    (``ends_open``, :func:`tracekit.read.envelopes._open_end`); None for a file that ends a
+    compile, or that is cut inside an entry."""
+    counts = res.diagnostics.counts
+    if ENDS_OPEN not in counts:
+        return None
+    del counts[ENDS_OPEN]
+    ex = next((e for e in res.diagnostics.examples if e["kind"] == ENDS_OPEN), None)
+    res.diagnostics.examples = [e for e in res.diagnostics.examples if e["kind"] != ENDS_OPEN]
+    if ex is None:
+        return None
+    detail = f"it ends between two entries, inside a compile: its last entry, a {ex['detail']}, closes none"
+    return {
+        "rank": res.rank,
+        "file": res.path,
+        "line": ex["line"],
+        "detail": detail,
+        "kind": "cut_between_entries",
+    }
 
 
 def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:
