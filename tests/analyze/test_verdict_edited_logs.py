@@ -155,6 +155,18 @@ def test_a_line_end_cut_is_not_claimed_when_no_log_ends_a_compile(tmp_path):
     assert doc["verdict"]["status"] == "agree" and "DIVERGE" not in doc["verdict"]["text"]
 
 
+def test_a_file_of_blank_lines_is_no_entries_never_a_rank(tmp_path):
+    # blank lines only, named as rank 5's log: no entry gives it a rank, so it is none
+    d = _copy("spmd_auto", tmp_path)
+    blank = d / "dedicated_log_torch_trace_rank_5_x.log"
+    blank.write_bytes(b"\n\n")
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == "INCOMPLETE: the 4 ranks found agree; 1 file read as no rank (see Diagnostics)"
+    assert doc["world"]["ranks"] == "0-3" and doc["world"]["unplaced"] == [str(blank)]
+    assert doc["diagnostics"]["counts"] == {"no_entries": 1}
+    assert doc["diagnostics"]["examples"][0]["detail"] == f"no log entries in {blank}"
+
+
 def test_a_rank_log_renamed_is_read_by_its_content(tmp_path):
     # the divergent rank's log renamed node2.log: read, its rank taken from its entries
     d = _copy("diverge_rank", tmp_path)

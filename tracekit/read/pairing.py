@@ -504,6 +504,7 @@ class FileResult:
     entries: int = 0  # entries tracekit read from the file (0: not a log, whatever its name)
     bad_rank: str | None = None  # why the file's rank cannot be placed (out of range), if so
     frames: list[FrameCompile] = field(default_factory=list)  # frame compiles (compilation_metrics)
+    ranked_by_entries: bool = True  # False when no entry gave the rank (it is the name's, or none)
 
 
 @dataclass
@@ -603,6 +604,7 @@ class FileBuilder:
 
     def finish(self) -> FileResult:
         """The file's result, once its last segment is added."""
+        ranked_by_entries = self._ranked
         if not self._ranked:
             self._decide(self.log.rank_hint)
         b, diag, log = self._b, self.diag, self.log
@@ -644,6 +646,7 @@ class FileBuilder:
             entries=self._entries,
             bad_rank=bad_rank,
             frames=b.frames,
+            ranked_by_entries=ranked_by_entries,
         )
 
 
@@ -804,8 +807,11 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         if res.entries and end is None and not cut_ends(res):
             closed = True
         if (
-            res.readable and not res.entries and not res.graphs and res.diagnostics.total
-        ):  # bad lines only, or empty: no log at all, whatever its name
+            res.readable
+            and not res.entries
+            and not res.graphs
+            and (res.diagnostics.total or not res.ranked_by_entries)
+        ):  # bad lines only, blank lines, or empty: no log at all, whatever its name
             empty = "empty_file" in res.diagnostics.counts
             bad = 0 if empty else res.diagnostics.total
             diagnostics.add(
