@@ -59,3 +59,11 @@ def test_without_the_scheduler_s_map_the_walk_makes_its_own_with_the_same_figure
     assert ours.alias_tracker is not fresh.alias_tracker
     assert ours.current_memory_bytes == fresh.current_memory_bytes
     assert ours.current_memory_bytes == 3670016  # the forward's inputs, before any node runs
+    walked = []
+    for n in gm.graph.nodes:  # the graph's own order: the same bytes at every step
+        ours.schedule_node(n)
+        fresh.schedule_node(n)
+        walked.append((ours.current_memory_bytes, fresh.current_memory_bytes))
+    assert all(a == b for a, b in walked)
+    assert type(ours.scheduled) is set  # asked of every user of every storage: answered in C
+    assert max(a for a, _ in walked) == 7340032  # in the graph's order (the scheduled: 7,864,320)

@@ -379,13 +379,23 @@ def memory_walk(gm: fx.GraphModule, sched: Any) -> Any:
     mapped = getattr(known, "node_to_output_storages", None)
     nodes = list(gm.graph.nodes)
     if not isinstance(mapped, dict) or len(mapped) != len(nodes) or not all(n in mapped for n in nodes):
-        return memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True)
+        return _plain_scheduled(memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True))
     made = memory_estimator.GraphAliasTracker
     memory_estimator.GraphAliasTracker = lambda _nodes: known
     try:
-        return memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True)
+        return _plain_scheduled(memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True))
     finally:
         memory_estimator.GraphAliasTracker = made
+
+
+def _plain_scheduled(tracker: Any) -> Any:
+    """The tracker with its set of scheduled nodes a plain ``set``: it asks, for each storage a
+    node uses, whether every user of that storage is scheduled yet, and with every device
+    counted that is tens of questions per node, each a Python-level ``__contains__`` on torch's
+    ``OrderedSet``; a ``set`` answers in C. The walk never reads the set's order."""
+    if hasattr(tracker, "scheduled") and not tracker.scheduled:
+        tracker.scheduled = set()
+    return tracker
 
 
 def schedule(
