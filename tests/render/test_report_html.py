@@ -76,6 +76,40 @@ def test_diverge_rank_page():
     assert 15_000 < len(page.encode()) < 40_000
 
 
+def _two_two_split(tmp_path):
+    """diverge_rank with rank 1 replaced by rank 3's log relabelled: ranks 0,2 against 1,3."""
+    import shutil
+
+    from tracekit.read.reader import load
+
+    src = FIXTURE_LOGS / "diverge_rank"
+    d = tmp_path / "tie"
+    d.mkdir()
+    for r in (0, 2, 3):
+        shutil.copy(next(src.glob(f"*_rank_{r}_*.log")), d)
+    text = next(src.glob("*_rank_3_*.log")).read_bytes().replace(b'"rank": 3,', b'"rank": 1,')
+    (d / "dedicated_log_torch_trace_rank_1_x.log").write_bytes(text)
+    return summary_document(load(d, jobs=1))
+
+
+def test_a_two_two_split_page_says_other_ranks_as_the_text_does(tmp_path):
+    doc = _two_two_split(tmp_path)
+    assert doc["verdict"]["text"] == "DIVERGE: ranks split into 2 groups with no majority (0,2; 1,3) on 2 graphs"
+    div = parse(render_html(doc)).find("section", id="divergence")
+    tables = div.find_all("table")
+    assert [[th.text for th in t.find_all("th")] for t in tables] == [
+        ["compile id", "graph", "field", "ranks", "value", "other ranks", "other value", "first difference"],
+        ["compile id", "graph", "position", "ranks", "collective", "other ranks", "other collective"],
+    ]
+    rows = div.find_all("tr", data_where="divergence")
+    assert [c.text for c in rows[0].find_all("td")] == [
+        "0/0", "forward", "all_gather", "1,3", "10->1", "0,2", "8->1", "#8 AG (before): 0.004 vs - MB"]
+    assert "majority" not in div.text.replace("with no majority", "")
+    # a 3-1 split keeps its majority columns
+    page = parse(render_html(fixture_doc("diverge_rank"))).find("section", id="divergence")
+    assert [th.text for th in page.find_all("table")[0].find_all("th")][5:7] == ["majority ranks", "majority value"]
+
+
 def test_spmd_auto_page_agrees():
     page = render_html(fixture_doc("spmd_auto"))
     tree = parse(page)

@@ -37,6 +37,7 @@ from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text
 from tracekit.render.html_assets import CSS, JS
+from tracekit.render.majority import majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, groups_by_role, mesh_line
 from tracekit.render.text import fmt_counts, fmt_mb, plural
 
@@ -278,9 +279,12 @@ def final_counts_text(final: Any) -> str:
     return " ".join(f"{SHORT_NAMES[t]} {c[t]}" for t in COLLECTIVE_TYPES if t in c)
 
 
-def _majority_cell(d: dict[str, Any]) -> str:
-    """The majority ranks of a divergence item; on a tie, marked as no majority."""
-    tie = "" if d.get("majority", True) else ' <span class="muted">(tie: no majority)</span>'
+def _majority_cell(d: dict[str, Any], items: list[dict[str, Any]]) -> str:
+    """The ranks a divergence item is compared with; a tie marked as no majority in a table that
+    also holds rows with one (a table of ties only says "other ranks" in its header:
+    :mod:`tracekit.render.majority`, as the text does)."""
+    mixed = any(x.get("majority", True) for x in items)
+    tie = "" if d.get("majority", True) or not mixed else ' <span class="muted">(tie: no majority)</span>'
     return _ranks_cell(d.get("majority_ranks")) + tie
 
 
@@ -579,7 +583,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
                 esc(d.get("field")),
                 _ranks_cell(d.get("ranks")),
                 esc(value_text(str(d.get("field")), d.get("value"))),
-                _majority_cell(d),
+                _majority_cell(d, div),
                 esc(value_text(str(d.get("field")), d.get("majority_value"))),
                 esc(first_diff_text(d.get("first_difference"))),
             ]
@@ -593,8 +597,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
                     "field",
                     "ranks",
                     "value",
-                    "majority ranks",
-                    "majority value",
+                    *majority_headers(div),
                     "first difference",
                 ],
                 rows,
@@ -611,7 +614,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
                 "no schedule" if "length" in d and d["length"] is None else cell(d.get("position")),
                 _ranks_cell(d.get("ranks")),
                 esc(collective_text(d.get("value"))),
-                _majority_cell(d),
+                _majority_cell(d, sched),
                 esc(collective_text(d.get("majority_value"))),
             ]
             for d in items
@@ -624,8 +627,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
                     "position",
                     "ranks",
                     "collective",
-                    "majority ranks",
-                    "majority collective",
+                    *majority_headers(sched, "collective"),
                 ],
                 rows,
                 row_attrs=_row_ranks(items, "schedule divergence"),
@@ -642,14 +644,14 @@ def section_divergence(doc: dict[str, Any]) -> str:
                 esc(d.get("what", "-")),
                 _ranks_cell(d.get("ranks")),
                 esc(collective_text(d.get("value"))),
-                _majority_cell(d),
+                _majority_cell(d, comp),
                 esc(collective_text(d.get("majority_value"))),
             ]
             for d in items
         ]
         out.append(
             table(
-                ["compile id", "graph", "what", "ranks", "value", "majority ranks", "majority value"],
+                ["compile id", "graph", "what", "ranks", "value", *majority_headers(comp)],
                 rows,
                 row_attrs=_row_ranks(items, "compile divergence"),
             )
