@@ -1,6 +1,6 @@
-"""Logs written by torch 2.14.1 and 2.15.0 (fixtures saved_params_torch2.14, overlap_cap_a_torch2.15,
-made by fixtures/generate.py in .ci/run's venvs), read without torch: each records its release,
-and summarize gives the same outcomes as the torch 2.13 logs of the same model."""
+"""Logs written by torch 2.14.1 and 2.15.0 (fixtures saved_params_torch2.14, overlap_cap_a_torch2.14,
+overlap_cap_a_torch2.15, made by fixtures/generate.py in .ci/run's venvs), read without torch: each
+records its release, and summarize gives the same outcomes as the torch 2.13 logs of the same model."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tracekit.read.reader import load
 
 TWINS = {
     "saved_params_torch2.14": ("saved_params", "2.14.1+cu130"),
+    "overlap_cap_a_torch2.14": ("overlap_cap_a", "2.14.1+cu130"),
     "overlap_cap_a_torch2.15": ("overlap_cap_a", "2.15.0+cu132"),
 }
 
@@ -38,8 +39,9 @@ def test_outcomes_equal_those_of_the_torch_2_13_logs(scenario):
     assert _outcomes(FIXTURE_LOGS / scenario) == _outcomes(FIXTURE_LOGS / twin)
 
 
-def test_exact_outcomes_of_the_2_15_log():
-    ranks = _outcomes(FIXTURE_LOGS / "overlap_cap_a_torch2.15")
+@pytest.mark.parametrize("scenario", ["overlap_cap_a_torch2.14", "overlap_cap_a_torch2.15"])
+def test_exact_outcomes_of_the_2_14_and_2_15_logs(scenario):
+    ranks = _outcomes(FIXTURE_LOGS / scenario)
     assert ranks == [
         [
             ("0/0", {"all_gather": (6, 6), "reduce_scatter": (0, 0), "all_reduce": (0, 0)}, 1.5),
