@@ -62,7 +62,8 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def _what_if_label(w: dict[str, Any], groups: list[str]) -> str:
+def what_if_label(w: dict[str, Any], groups: list[str]) -> str:
+    """``our pass given '1' as well`` or ``torch's scheduler, collective_bucketing on``."""
     names = ", ".join(map(repr, groups))
     if w["name"] == "our_pass_with_groups":
         return f"our pass given {names} as well"
@@ -111,7 +112,7 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
         for w in m["what_ifs"]:
             if not w["ok"]:
                 errors.append(
-                    f"ranks {g['ranks']} graph {label}: {_what_if_label(w, groups)}: could not run: {w['error']}"
+                    f"ranks {g['ranks']} graph {label}: {what_if_label(w, groups)}: could not run: {w['error']}"
                 )
                 continue
             exposed = _ms(w["exposed_ms"])
@@ -122,7 +123,7 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
                 [
                     g["ranks"],
                     label,
-                    _what_if_label(w, groups),
+                    what_if_label(w, groups),
                     _n(w["left"]),
                     _ms(w["left_est_ms"]),
                     _ms(w["comm_ms"]),
@@ -173,4 +174,4 @@ def _name_key(name: str) -> tuple[bool, int, str]:
     return (not name.isdigit(), int(name) if name.isdigit() else 0, name)
 
 
-__all__ = ["process_groups_section", "unhandled_section"]
+__all__ = ["process_groups_section", "unhandled_section", "what_if_label"]

@@ -12,7 +12,11 @@ torch. Layout, the same in every cap file (so two files compare side by side):
   a slice named "exposed ...") and one communication track per process group
   ("0/0:0 communication group 0": each collective a slice named with its kind, bucket members
   and bytes);
-- a counter per graph ("0/0:0 memory", ``args.bytes``): the bytes in use over time.
+- a counter per graph ("0/0:0 memory", ``args.bytes``): the bytes in use over time;
+- in the recorded cap's file of a mesh whose graphs have what-ifs (collectives pre-bucketing
+  never handles: ``not_prebucketed_on_mesh``), one more process per what-if and rank group
+  ("ranks 0 what-if: our pass given '1' as well"): the step again, each graph with a what-if
+  drawn from that what-if's timeline, the others as recorded.
 
 Where a collective sits on its communication track follows torch's rule for hiding: the compute
 after its issue hides the collectives in flight on a group oldest first, so a group's
@@ -25,7 +29,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
+
+from tracekit.render.mesh_replay_text import what_if_label
 
 #: Track ids within a rank group's process: per graph, compute then one per process group.
 TRACK_STRIDE = 64
@@ -228,6 +235,76 @@ def _graph_slices(
     return end
 
 
+def _process(
+    events: list[dict[str, Any]],
+    pid: int,
+    name: str,
+    graphs: list[dict[str, Any]],
+    entry_of: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """One process (a rank group, or a what-if of it): its graphs one after another, each with
+    its compute, communication and memory tracks, from ``entry_of(graph)``'s timeline."""
+    events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+    events.append(
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
+    )
+    offset = 0.0
+    for gi, g in enumerate(graphs):
+        glabel = _graph_label(g)
+        groups = _groups_of([g])
+        base = 1 + gi * TRACK_STRIDE
+        tracks = {"compute": base}
+        tracks.update({grp: base + 1 + k for k, grp in enumerate(groups)})
+        names = {base: f"{glabel} compute"}
+        names.update({base + 1 + k: f"{glabel} communication group {grp}" for k, grp in enumerate(groups)})
+        for tid, tname in names.items():
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": tname}})
+            events.append(
+                {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}
+            )
+        entry = entry_of(g)
+        tl = entry.get("timeline") or {}
+        nodes = tl.get("nodes") or []
+        end = _graph_slices(events, nodes, pid, base, tracks, glabel, offset)
+        for t_us, nbytes in tl.get("memory") or []:
+            events.append(
+                {
+                    "ph": "C",
+                    "name": f"{glabel} memory",
+                    "ts": offset + float(t_us),
+                    "pid": pid,
+                    "args": {"bytes": nbytes},
+                }
+            )
+        est = entry.get("est_ms")
+        offset = max(end, offset + (float(est) * 1e3 if isinstance(est, (int, float)) else 0.0))
+
+
+def _mesh_what_ifs(graphs: list[dict[str, Any]]) -> list[tuple[str, dict[int, dict[str, Any]]]]:
+    """``(label, {id(graph): what-if entry})`` per what-if that ran on any of ``graphs``
+    with a timeline (``not_prebucketed_on_mesh``: collectives pre-bucketing never handles on a
+    mesh, :mod:`tracekit.replay.mesh_what_ifs`), in the order they ran."""
+    out: dict[str, tuple[str, dict[int, dict[str, Any]]]] = {}
+    for g in graphs:
+        m = g.get("not_prebucketed_on_mesh") or {}
+        groups = list(dict.fromkeys(c.get("group") for c in m.get("collectives") or []))
+        for w in m.get("what_ifs") or []:
+            if w.get("ok") and (w.get("timeline") or {}).get("nodes"):
+                label = what_if_label(w, groups)
+                slot = out.setdefault(w["name"], (label, {}))
+                slot[1][id(g)] = w
+    return list(out.values())
+
+
+def _what_if_entry(entries: dict[int, dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A graph's what-if entry where the what-if ran on it, else its recorded cap's."""
+
+    def entry_of(g: dict[str, Any]) -> dict[str, Any]:
+        return entries.get(id(g)) or _cap_entry(g, 0) or {}
+
+    return entry_of
+
+
 def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
     """The trace-event document of cap ``i`` of ``totals.step`` (0: the recorded cap)."""
     step = (doc.get("totals") or {}).get("step") or []
@@ -239,53 +316,15 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
     scheduled_never = [e for e in doc.get("not_prebucketed") or [] if "schedule" in e]
     for g in [*(doc.get("graphs") or []), *scheduled_never]:
         by_ranks.setdefault(str(g.get("ranks", g.get("rank"))), []).append(g)
-    for pid, (ranks, graphs) in enumerate(by_ranks.items(), start=1):
-        events.append(
-            {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"ranks {ranks}"}}
-        )
-        events.append(
-            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}
-        )
-        offset = 0.0
-        for gi, g in enumerate(graphs):
-            glabel = _graph_label(g)
-            groups = _groups_of([g])
-            base = 1 + gi * TRACK_STRIDE
-            tracks = {"compute": base}
-            tracks.update({grp: base + 1 + k for k, grp in enumerate(groups)})
-            names = {base: f"{glabel} compute"}
-            names.update(
-                {base + 1 + k: f"{glabel} communication group {grp}" for k, grp in enumerate(groups)}
-            )
-            for tid, name in names.items():
-                events.append(
-                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
-                )
-                events.append(
-                    {
-                        "ph": "M",
-                        "name": "thread_sort_index",
-                        "pid": pid,
-                        "tid": tid,
-                        "args": {"sort_index": tid},
-                    }
-                )
-            entry = _cap_entry(g, i, hw_what_if) or {}
-            tl = entry.get("timeline") or {}
-            nodes = tl.get("nodes") or []
-            end = _graph_slices(events, nodes, pid, base, tracks, glabel, offset)
-            for t_us, nbytes in tl.get("memory") or []:
-                events.append(
-                    {
-                        "ph": "C",
-                        "name": f"{glabel} memory",
-                        "ts": offset + float(t_us),
-                        "pid": pid,
-                        "args": {"bytes": nbytes},
-                    }
-                )
-            est = entry.get("est_ms")
-            offset = max(end, offset + (float(est) * 1e3 if isinstance(est, (int, float)) else 0.0))
+    pid = 0
+    for ranks, graphs in by_ranks.items():
+        pid += 1
+        _process(events, pid, f"ranks {ranks}", graphs, lambda g: _cap_entry(g, i, hw_what_if) or {})
+    if i == 0 and not hw_what_if:  # the mesh what-ifs ran at the recorded cap, as logged
+        for ranks, graphs in by_ranks.items():
+            for label, entries in _mesh_what_ifs(graphs):
+                pid += 1
+                _process(events, pid, f"ranks {ranks} what-if: {label}", graphs, _what_if_entry(entries))
     _fit(events)
     return {
         "traceEvents": events,

@@ -1,4 +1,5 @@
-"""``--plot FILE.png``: per graph, collectives after bucketing and estimated comm time vs the cap.
+"""``--plot FILE.png``: per graph, collectives after bucketing and estimated comm time vs the cap;
+on a mesh, a graph's what-ifs at the recorded cap written in its panel (:func:`what_if_note`).
 
 matplotlib is an optional extra (``pip install tracekit[plot]``); it is imported only here, only
 when a plot is asked for. The plot is drawn from the ``tracekit.replay/3`` document alone.
@@ -23,6 +24,42 @@ def _series(graph: dict[str, Any]) -> list[tuple[float, int, float | None]]:
         after = sum(c["after"] for c in r["collectives"].values())
         points[r["bucket_cap_mb"]] = (r["bucket_cap_mb"], after, r["estimated_comm_ms"])
     return [points[k] for k in sorted(points)]
+
+
+def what_if_note(graph: dict[str, Any]) -> str | None:
+    """The panel's note for a mesh graph with collectives pre-bucketing never handles
+    (``not_prebucketed_on_mesh``): what each what-if at the recorded cap leaves on those groups
+    and its exposed ms, against as run; None without what-ifs. hsdp_overlap's backward::
+
+        what-ifs at the recorded cap (left on group '1', exposed ms):
+        as run 6, 0.1631; our pass given '1' as well 1, 0.0871;
+        torch's scheduler, collective_bucketing on 1, 0.1631 (torch's figure)
+    """
+    m = graph.get("not_prebucketed_on_mesh")
+    if not m:
+        return None
+    from tracekit.render.mesh_replay_text import what_if_label
+
+    groups = list(dict.fromkeys(str(c.get("group")) for c in m.get("collectives") or []))
+    a = m.get("as_run") or {}
+    parts = [f"as run {a.get('left')}, {_ms(a.get('exposed_ms'))}"]
+    for w in m.get("what_ifs") or []:
+        if not w.get("ok"):
+            parts.append(f"{what_if_label(w, groups)}: could not run")
+            continue
+        figure = " (torch's figure)" if w.get("name") == "overlap_bucketing" else ""
+        parts.append(f"{what_if_label(w, groups)} {w.get('left')}, {_ms(w.get('exposed_ms'))}{figure}")
+    names = ", ".join(map(repr, groups))
+    return (
+        f"what-ifs at the recorded cap (left on group {names}, exposed ms):\n"
+        + "; ".join(parts[:2])
+        + ";\n"
+        + "; ".join(parts[2:])
+    ).rstrip(";\n")
+
+
+def _ms(x: Any) -> str:
+    return f"{x:.4f}" if isinstance(x, (int, float)) else "-"
 
 
 def plot_replay(doc: dict[str, Any], path: str) -> int:
@@ -58,6 +95,9 @@ def plot_replay(doc: dict[str, Any], path: str) -> int:
         ranks = g.get("ranks") or ("-" if g["rank"] is None else g["rank"])
         ax.set_title(f"ranks {ranks}, graph {g['compile_id']}:{g['graph_index']}")
         ax.legend(loc="upper right", fontsize="small")
+        note = what_if_note(g)
+        if note:  # a mesh's what-ifs ran at the recorded cap only: written under the axis, not plotted
+            ax.set_xlabel(f"bucket cap (MB)\n\n{note}", fontsize="small")
     if not graphs:
         axes.flat[0].text(0.5, 0.5, "no graph could be replayed", ha="center", va="center")
     fig.tight_layout()

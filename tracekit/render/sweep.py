@@ -3,7 +3,8 @@
 against the cap (the recorded and the recommended cap marked), the Pareto front of step time
 against memory, a table of every cap and the config line to set. Reads ``totals.step``,
 ``pareto_front`` and ``recommendation`` (computed here from ``totals.step`` when the replay ran
-without ``--recommend``); never imports torch. Every value is torch's estimate, not a
+without ``--recommend``), and on a mesh the what-ifs run at the recorded cap
+(:mod:`tracekit.render.mesh_what_ifs_html`); never imports torch. Every value is torch's estimate, not a
 measurement; every string is escaped.
 """
 
@@ -13,6 +14,7 @@ import html
 import math
 from typing import Any, TypeGuard
 
+from tracekit.render.mesh_what_ifs_html import mesh_what_ifs_html
 from tracekit.replay.recommend import pareto_front, recommend
 
 W, H, LEFT, RIGHT, TOP, BOTTOM = 560, 150, 84, 36, 18, 30
@@ -161,8 +163,9 @@ def section_sweep(replay: dict[str, Any]) -> str:
         out.append(
             '<p class="muted">the replay has no cap with an estimated step time (was torch\'s '
             "overlap scheduler run? <code>tracekit replay PATH --recommend --format json</code>)"
-            "</p></section>"
+            "</p>"
         )
+        out.append(mesh_what_ifs_html(replay) + "</section>")
         return "".join(out)
     rec = (
         replay.get("recommendation")
@@ -236,6 +239,7 @@ def section_sweep(replay: dict[str, Any]) -> str:
             + f'); set</p><pre class="config"><code>{_esc(rec["config"])}</code></pre>'
             f'<button class="copy" type="button" hidden data-copy="{_esc(rec["config"])}">copy</button>'
         )
+    out.append(mesh_what_ifs_html(replay))  # a mesh's what-ifs at the recorded cap; "" without
     out.append("</section>")
     return "".join(out)
 

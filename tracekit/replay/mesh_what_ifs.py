@@ -18,6 +18,10 @@ reason), then two what-ifs run at the recorded cap:
   collectives before its own bucketing, so it does not move; the NCCL estimate of what is left
   is given beside it.
 
+Our pass's what-if keeps the scheduler's ``timeline`` (as a cap's), so ``--trace-out`` draws it
+beside the recorded cap (:mod:`tracekit.render.perfetto`); the report's Cap sweep shows the
+what-ifs' table (:mod:`tracekit.render.mesh_what_ifs_html`).
+
 For the hsdp fixture's backward (8 all-reduces on replicate group '1', 148,552 B, 0.0658 ms)::
 
     our_pass_with_groups   AR 8->1   0.0112 ms   exposed 0.0305 (as run 0.0851)
@@ -145,6 +149,11 @@ def what_ifs(
                 exposed_ms=_ms(sched.exposed_ms),
                 est_ms=_ms(sched.est_ms),
             )
+            if name == OUR_PASS:
+                # its own timeline: a track in --trace-out (tracekit.render.perfetto). torch's
+                # scheduler times the graph before its collective bucketing runs: that timeline
+                # is the as-run one, not drawn again
+                entry["timeline"] = {"nodes": sched.timeline, "memory": sched.memory}
         except Exception as e:  # noqa: BLE001 - a what-if that cannot run is reported, never raised
             entry["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         out.append(entry)

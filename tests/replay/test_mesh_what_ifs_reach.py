@@ -1,0 +1,83 @@
+"""The mesh what-ifs (collectives pre-bucketing never handles on a mesh, and what would bucket
+them: tracekit/replay/mesh_what_ifs.py) reach the report, the ``--trace-out`` timeline and
+``--plot``: the saved replay of the real hsdp_overlap fixture (``tracekit replay --recommend
+--format json``: its backward's 6 all-reduces of 0.5 MiB on replicate group '1'), rendered;
+exact values from that replay (torch's overlap scheduler, NCCL model)."""
+
+from __future__ import annotations
+
+import pytest
+from htmltree import parse
+from report_docs import fixture_doc, replay_doc
+
+from tracekit.render.html import render_html
+from tracekit.render.perfetto import trace_for_cap
+from tracekit.render.plot import what_if_note
+
+
+def _cells(table):
+    return [[td.text for td in tr.find_all("td")] for tr in table.find_all("tr")[1:]]
+
+
+def test_the_report_shows_the_what_ifs_of_hsdp_overlap_in_its_cap_sweep():
+    page = render_html(fixture_doc("hsdp_overlap"), replay_doc("hsdp_overlap"))
+    div = parse(page).find("section", id="sweep").find("div", id="mesh-what-ifs")
+    per_graph, step = div.find_all("table")
+    assert [tr.attrs["data-what-if"] for tr in per_graph.find_all("tr")[1:]] == [
+        "as_run", "our_pass_with_groups", "overlap_bucketing"]
+    assert _cells(per_graph) == [
+        ["0", "0/0:1", "as run", "6", "0.1176", "0.1773", "0.1631", "0.3180"],
+        ["0", "0/0:1", "our pass given '1' as well", "1", "0.0414", "0.1011", "0.0871", "0.2420"],
+        ["0", "0/0:1", "torch's scheduler, collective_bucketing on", "1", "0.0414", "0.1011", "0.1631*", "0.3180"],
+    ]
+    assert _cells(step) == [
+        ["as run (rank 0's graphs)", "0.1946", "0.4379", "-"],
+        ["our pass given the groups as well", "0.1186", "0.3619", "-0.0760"],
+        ["torch's scheduler, collective_bucketing on", "0.1946", "0.4379", "+0.0000"],
+    ]
+    assert div.find_all("p")[0].text == (
+        "replicate group '1' (ranks 0,2) has no FSDP all-gather: torch's pre-bucketing buckets "
+        "all-reduces only on the groups of its FSDP all-gathers ('3')")
+
+
+def test_a_1d_replay_has_no_mesh_what_ifs_in_its_report():
+    page = render_html(fixture_doc("overlap_cap_a"), replay_doc("overlap_cap_a"))
+    assert parse(page).find("section", id="sweep") is not None
+    assert 'id="mesh-what-ifs"' not in page
+
+
+def _exposed_us(events, pid):
+    return round(sum(e["dur"] for e in events if e["pid"] == pid and e.get("cat") == "exposed"), 3)
+
+
+def test_the_recorded_caps_timeline_has_a_process_for_our_pass_given_the_replicate_group():
+    doc = replay_doc("hsdp_overlap")
+    events = trace_for_cap(doc, 0)["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {1: "ranks 0", 2: "ranks 0 what-if: our pass given '1' as well"}
+    # exposed slices add up to the step's figures: as run 0.1946 ms, our pass 0.1186 ms
+    assert (_exposed_us(events, 1), _exposed_us(events, 2)) == (194.588, 118.588)
+    ars = sorted(e["name"] for e in events if e.get("cat") == "communication" and e["pid"] == 2
+                 and e["args"]["kind"] == "all_reduce")
+    assert ars == ["all_reduce [all_reduce_6] 3,145,728 B"]  # the 6 all-reduces in one bucket
+    assert sum(1 for e in events if e.get("cat") == "communication" and e["pid"] == 1
+               and e["args"]["kind"] == "all_reduce") == 6
+    # the what-ifs ran at the recorded cap only: another cap's file has no what-if process
+    other = trace_for_cap(doc, 1)["traceEvents"]
+    assert [e["args"]["name"] for e in other if e["name"] == "process_name"] == ["ranks 0"]
+
+
+def test_the_plot_writes_the_what_ifs_under_the_backwards_panel(tmp_path):
+    doc = replay_doc("hsdp_overlap")
+    fwd, bwd = doc["graphs"]
+    assert what_if_note(fwd) is None
+    assert what_if_note(bwd) == (
+        "what-ifs at the recorded cap (left on group '1', exposed ms):\n"
+        "as run 6, 0.1631; our pass given '1' as well 1, 0.0871;\n"
+        "torch's scheduler, collective_bucketing on 1, 0.1631 (torch's figure)"
+    )
+    pytest.importorskip("matplotlib")
+    from tracekit.render.plot import plot_replay
+
+    assert plot_replay(doc, str(tmp_path / "p.png")) == 2
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
