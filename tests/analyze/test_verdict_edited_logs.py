@@ -11,7 +11,7 @@ import pytest
 
 from conftest import FIXTURE_LOGS
 from tracekit.analyze.summarize import summary_document
-from tracekit.commands.summarize_cmd import render_text
+from tracekit.render.summary_text import render_text
 from tracekit.read.reader import load
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import FIXTURE_LOGS
 from tracekit.analyze.summarize import summary_document
-from tracekit.commands.summarize_cmd import render_text
+from tracekit.render.summary_text import render_text
 from tracekit.read.reader import load
 
 #: The sections a "see" can name, as their headings start (a heading may say more in brackets).
