@@ -103,7 +103,54 @@ def torch_section(
                 "final_reproduced": 0,
                 "differences": differences(None if v == "not logged" else v, replay),
             }
+    for v, e in logs.items():
+        if e["differences"] and e["graphs"]:
+            e.update(measured_differences([g for g in graphs if (g.get("log_torch") or "not logged") == v]))
     return {"replay": replay, "logs": list(logs.values()), "exposed_ms": EXPOSED_BASIS}
+
+
+def _final_est_ms(final: dict[str, Any] | None) -> tuple[float, int] | None:
+    """Sum of the collectives' estimated ms of a final sequence, and their number; None when
+    there is none or an estimate is missing."""
+    collectives = (final or {}).get("collectives")
+    if not collectives or any(c.get("est_ms") is None for c in collectives):
+        return None
+    return sum(c["est_ms"] for c in collectives), len(collectives)
+
+
+def measured_differences(graphs: list[dict[str, Any]]) -> dict[str, Any]:
+    """By how much the two torches differ on a log's graphs, in ms, from what both gave: the
+    collectives' estimates of the final sequence (the log's, from its
+    ``fx_collectives_analytical_estimation``, by the torch that wrote it; the replay's, by the
+    replaying torch's NCCL model, over the sequence it scheduled at the recorded cap), and the
+    replaying torch's exposed ms (the log holds no exposed figure of its own torch). Keys only
+    for what was measured: ``collective_ms`` ({"graphs", "log", "replay", "delta"}, over graphs
+    whose two sequences have the same length), ``exposed_ms`` ({"replay": {graph: ms}})."""
+    log_ms = replay_ms = 0.0
+    compared = 0
+    exposed: dict[str, float] = {}
+    for g in graphs:
+        repro = g.get("reproduction") or {}
+        if repro.get("exposed_ms") is not None:
+            graph = f"{g.get('compile_id')}:{g.get('graph_index')}"
+            exposed[f"ranks {g.get('ranks')} {graph}" if graph in exposed else graph] = repro["exposed_ms"]
+        recorded, replayed = _final_est_ms(g.get("recorded_final")), _final_est_ms(repro.get("final"))
+        if recorded is None or replayed is None or recorded[1] != replayed[1]:
+            continue
+        log_ms += recorded[0]
+        replay_ms += replayed[0]
+        compared += 1
+    out: dict[str, Any] = {}
+    if compared:
+        out["collective_ms"] = {
+            "graphs": compared,
+            "log": round(log_ms, 4),
+            "replay": round(replay_ms, 4),
+            "delta": round(replay_ms - log_ms, 4),
+        }
+    if exposed:
+        out["exposed_ms"] = {"replay": exposed}
+    return out
 
 
 def torch_lines(section: dict[str, Any] | None) -> list[str]:
@@ -125,7 +172,29 @@ def torch_lines(section: dict[str, Any] | None) -> list[str]:
             line += f"; counts reproduced on {e['counts_reproduced']} of {e['graphs']} graphs{final}"
         out.append(line)
         out += [f"  differs: {d}" for d in e["differences"]]
+        out += _measured_lines(e, section["replay"])
     return out
 
 
-__all__ = ["EXPOSED_BASIS", "differences", "release", "torch_lines", "torch_section"]
+def _measured_lines(e: dict[str, Any], replay: str) -> list[str]:
+    """The text of :func:`measured_differences`: what differs in ms, and what cannot be told."""
+    out = []
+    wrote = f"torch {e['version']}" if e["version"] else "the log's torch"
+    comm = e.get("collective_ms")
+    if comm:
+        out.append(
+            f"  by how much: collective estimates {comm['log']:.4f} ms by {wrote} (in the log), "
+            f"{comm['replay']:.4f} ms by torch {replay}: {comm['delta']:+.4f} ms "
+            f"({comm['graphs']} graph{'s' * (comm['graphs'] != 1)})"
+        )
+    exposed = e.get("exposed_ms")
+    if exposed:
+        per_graph = ", ".join(f"{k} {v:.4f}" for k, v in exposed["replay"].items())
+        out.append(
+            f"  by how much: exposed ms by torch {replay}'s FX scheduler: {per_graph}; the log holds no "
+            f"exposed figure of {wrote}, so the schedulers' own difference is not measured"
+        )
+    return out
+
+
+__all__ = ["EXPOSED_BASIS", "differences", "measured_differences", "release", "torch_lines", "torch_section"]
