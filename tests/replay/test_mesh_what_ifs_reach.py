@@ -7,6 +7,7 @@ exact values from that replay (torch's overlap scheduler, NCCL model)."""
 from __future__ import annotations
 
 import pytest
+from conftest import FIXTURE_LOGS
 from htmltree import parse
 from report_docs import fixture_doc, replay_doc
 
@@ -81,3 +82,62 @@ def test_the_plot_writes_the_what_ifs_under_the_backwards_panel(tmp_path):
 
     assert plot_replay(doc, str(tmp_path / "p.png")) == 2
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- other caps: --cap-mb runs the what-ifs at each cap; --recommend at the caps given only -------
+
+
+def _cap_rows(entry):
+    return [(entry["as_run"]["bucket_cap_mb"], "as run", entry["as_run"]["left"], entry["as_run"]["exposed_ms"],
+             entry["as_run"]["est_ms"])] + [
+        (w["bucket_cap_mb"], w["name"], w["left"], w["exposed_ms"], w["est_ms"]) for w in entry["what_ifs"]]
+
+
+def test_cap_mb_runs_the_mesh_what_ifs_at_each_cap():
+    import json
+
+    from click.testing import CliRunner
+
+    from tracekit.commands.replay_cmd import replay
+    from tracekit.render.mesh_replay_text import unhandled_section
+
+    r = CliRunner().invoke(replay, [str(FIXTURE_LOGS / "hsdp_overlap"), "--cap-mb", "1", "--cap-mb", "64", "--graph",
+                                    "0/0:1", "--format", "json"], catch_exceptions=False)
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    m = doc["graphs"][0]["not_prebucketed_on_mesh"]
+    assert _cap_rows(m) == [
+        (10.4, "as run", 6, 0.1631, 0.318),
+        (10.4, "our_pass_with_groups", 1, 0.0871, 0.242),
+        (10.4, "overlap_bucketing", 1, 0.1631, 0.318),
+    ]
+    one, sixty_four = m["at_caps"]
+    # at 1 MB our pass leaves the 6 all-reduces of 0.5 MiB in 3 buckets; torch's bucketing leaves them
+    assert _cap_rows(one) == [
+        (1.0, "as run", 6, 0.051, 0.2021),
+        (1.0, "our_pass_with_groups", 3, 0.0437, 0.1948),
+        (1.0, "overlap_bucketing", 6, 0.051, 0.2021),
+    ]
+    assert _cap_rows(sixty_four) == [
+        (64.0, "as run", 6, 0.1631, 0.318),
+        (64.0, "our_pass_with_groups", 1, 0.0871, 0.242),
+        (64.0, "overlap_bucketing", 1, 0.1631, 0.318),
+    ]
+    # the as-run figures at a cap are that cap's replay
+    assert [(c["bucket_cap_mb"], c["exposed_ms"], c["est_ms"]) for c in doc["graphs"][0]["replays"]] == [
+        (1.0, 0.051, 0.2021), (64.0, 0.1631, 0.318)]
+    text = unhandled_section(doc, "table")
+    assert "cap: what-if" in text
+    assert ("0        0/0:1    1 MB: our pass given '1' as well                                3                0.0717"
+            "          0.2378     0.0437        0.1948") in text
+    assert "at the recorded cap and at each cap replayed" in text
+
+
+def test_recommend_runs_the_mesh_what_ifs_at_the_recorded_cap_and_says_so():
+    from tracekit.render.mesh_replay_text import unhandled_section
+
+    doc = replay_doc("hsdp_overlap")  # --recommend without --cap-mb: the grid's 13 other caps
+    m = doc["graphs"][1]["not_prebucketed_on_mesh"]
+    assert "at_caps" not in m and len(doc["graphs"][1]["replays"]) == 13
+    assert ("Other caps were replayed; the what-ifs ran at the recorded cap only (with --recommend they\n"
+            "run at the caps given with --cap-mb, not at each cap of its grid).") in unhandled_section(doc, "table")

@@ -345,6 +345,12 @@ def replay(
             status(done, total)
 
         results = replay_sources(sources, options, on_cap=per_cap)
+        if any(r.mesh_not_prebucketed for r in results):  # a mesh's what-ifs at the other caps too
+            from tracekit.replay.mesh_what_ifs import add_at_caps
+
+            # --recommend: at the caps given with --cap-mb only, not at each cap of its grid
+            asked = frozenset(c.mb for c in _caps(cap_mb, cap_auto) if c.mb is not None)
+            add_at_caps(results, options.hardware, asked if recommend else None)
     scheduled = any(
         c is not None and c.schedule is not None for r in results for c in [r.reproduction, *r.replays]
     )

@@ -57,6 +57,9 @@ WHAT_IF_HEADERS = [
     "est ms",
 ]
 
+#: The what-ifs' table when other caps were replayed too: each row names its cap.
+CAP_HEADERS = [*WHAT_IF_HEADERS[:2], "cap: what-if", *WHAT_IF_HEADERS[3:]]
+
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}"
@@ -76,8 +79,12 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
     entries = [(g, g["not_prebucketed_on_mesh"]) for g in doc["graphs"] if g.get("not_prebucketed_on_mesh")]
     if not entries:
         return ""
-    rows, reasons, what_rows, errors = [], [], [], []
+    rows: list[list[Any]] = []
+    reasons: list[str] = []
+    what_rows: list[list[Any]] = []
+    errors: list[str] = []
     torch_figure = False
+    any_caps = any(m.get("at_caps") for _, m in entries)
     for g, m in entries:
         label = f"{g['compile_id']}:{g['graph_index']}"
         for c in m["collectives"]:
@@ -96,46 +103,20 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
             if c["reason"] not in reasons:
                 reasons.append(c["reason"])
         groups = list(dict.fromkeys(c["group"] for c in m["collectives"]))
-        a = m["as_run"]
-        what_rows.append(
-            [
-                g["ranks"],
-                label,
-                "as run",
-                _n(a["left"]),
-                _ms(a["left_est_ms"]),
-                _ms(a["comm_ms"]),
-                _ms(a["exposed_ms"]),
-                _ms(a["est_ms"]),
-            ]
-        )
-        for w in m["what_ifs"]:
-            if not w["ok"]:
-                errors.append(
-                    f"ranks {g['ranks']} graph {label}: {what_if_label(w, groups)}: could not run: {w['error']}"
-                )
-                continue
-            exposed = _ms(w["exposed_ms"])
-            if w["name"] == "overlap_bucketing":
-                exposed += "*"
-                torch_figure = True
-            what_rows.append(
-                [
-                    g["ranks"],
-                    label,
-                    what_if_label(w, groups),
-                    _n(w["left"]),
-                    _ms(w["left_est_ms"]),
-                    _ms(w["comm_ms"]),
-                    exposed,
-                    _ms(w["est_ms"]),
-                ]
+        at_caps = m.get("at_caps") or []
+        for i, e in enumerate([m, *at_caps]):
+            # with other caps replayed, each row says its cap (the recorded one first)
+            cap = (
+                ""
+                if not at_caps
+                else f"{e['as_run']['bucket_cap_mb']:g} MB{' (recorded)' if i == 0 else ''}: "
             )
+            torch_figure |= _what_if_rows(what_rows, errors, g, label, groups, e, cap)
     out = [
         "\n" + heading("Collectives pre-bucketing never handles on the mesh", fmt),
         table(rows, UNHANDLED_HEADERS, fmt),
         "\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{r}\n" for r in reasons),
-        "\n" + table(what_rows, WHAT_IF_HEADERS, fmt),
+        "\n" + table(what_rows, WHAT_IF_HEADERS if not any_caps else CAP_HEADERS, fmt),
     ]
     whole = (doc.get("totals") or {}).get("step_mesh_what_ifs") or []
     if whole:
@@ -155,15 +136,72 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
     if errors:
         out.append("\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{e}\n" for e in errors))
     out.append(
-        "\nwhat-ifs: run on the rebuilt graph at the recorded cap, then torch's overlap scheduler; left on\n"
+        "\nwhat-ifs: run on the rebuilt graph at the recorded cap"
+        + (" and at each cap replayed" if any_caps else "")
+        + ", then torch's overlap scheduler; left on\n"
         "group: the collectives left on those groups after it, their est ms torch's NCCL model.\n"
     )
+    if not any_caps and any(g.get("replays") for g, _ in entries):
+        out.append(
+            "Other caps were replayed; the what-ifs ran at the recorded cap only (with --recommend they\n"
+            "run at the caps given with --cap-mb, not at each cap of its grid).\n"
+        )
     if torch_figure:
         out.append(
             "*: torch's own exposed figure, computed from the estimates of the collectives before its\n"
             "bucketing: it does not move when the scheduler buckets them (the comm ms beside it does).\n"
         )
     return "".join(out)
+
+
+def _what_if_rows(
+    what_rows: list[list[Any]],
+    errors: list[str],
+    g: dict[str, Any],
+    label: str,
+    groups: list[str],
+    e: dict[str, Any],
+    cap: str,
+) -> bool:
+    """The rows of one cap's what-ifs (``e``: ``as_run`` and ``what_ifs``), ``cap`` before each
+    label; True when torch's own exposed figure (``*``) is among them."""
+    a = e["as_run"]
+    what_rows.append(
+        [
+            g["ranks"],
+            label,
+            f"{cap}as run",
+            _n(a["left"]),
+            _ms(a["left_est_ms"]),
+            _ms(a["comm_ms"]),
+            _ms(a["exposed_ms"]),
+            _ms(a["est_ms"]),
+        ]
+    )
+    torch_figure = False
+    for w in e["what_ifs"]:
+        if not w["ok"]:
+            errors.append(
+                f"ranks {g['ranks']} graph {label}: {cap}{what_if_label(w, groups)}: could not run: {w['error']}"
+            )
+            continue
+        exposed = _ms(w["exposed_ms"])
+        if w["name"] == "overlap_bucketing":
+            exposed += "*"
+            torch_figure = True
+        what_rows.append(
+            [
+                g["ranks"],
+                label,
+                f"{cap}{what_if_label(w, groups)}",
+                _n(w["left"]),
+                _ms(w["left_est_ms"]),
+                _ms(w["comm_ms"]),
+                exposed,
+                _ms(w["est_ms"]),
+            ]
+        )
+    return torch_figure
 
 
 def _n(x: int | None) -> str:

@@ -100,7 +100,12 @@ def replay(
     from tracekit.replay.process_groups import table_for
 
     options.groups = table_for([os.fspath(p) for p in paths], sources)
-    return ReplayRun(replay_sources(sources, options), options, diag)
+    results = replay_sources(sources, options)
+    if any(r.mesh_not_prebucketed for r in results):  # a mesh's what-ifs at the other caps too
+        from tracekit.replay.mesh_what_ifs import add_at_caps
+
+        add_at_caps(results, options.hardware)
+    return ReplayRun(results, options, diag)
 
 
 def not_prebucketed(

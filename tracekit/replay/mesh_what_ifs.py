@@ -6,7 +6,8 @@ on them. On a mesh, HSDP's backward all-reduces every gradient on the replicate 
 has no all-gather: those all-reduces run one by one. Here, for a graph replayed at its recorded
 cap (:class:`tracekit.replay.engine.GraphReplayer`), the collectives of a kind that runs more
 than once on a group the pass never saw are counted (count, bytes, torch's NCCL estimate, the
-reason), then two what-ifs run at the recorded cap:
+reason), then two what-ifs run at the recorded cap, and at each other cap replayed
+(``--cap-mb``, ``--cap auto``: :func:`add_at_caps`, on the what-if hardware):
 
 - ``our_pass_with_groups``: our pass (:func:`bucketing.pre_bucket_fsdp_collectives`) given
   those groups as well as the FSDP ones, the rewritten graph linted, then torch's overlap
@@ -52,7 +53,7 @@ def unhandled(rp: Any) -> list[dict[str, Any]]:
         return []  # a graph torch never pre-bucketed: tracekit.replay.not_prebucketed_graphs
     by_name = {g.name: g for g in rp.groups}
     acc: dict[tuple[str, str], list[Any]] = {}
-    for c in osch.final_collectives(rp.gm, rp._estimates):
+    for c in osch.final_collectives(rp.gm, _estimates(rp, None)):
         if c.group is not None and c.group not in fsdp:
             acc.setdefault((c.group, c.kind), []).append(c)
     out = []
@@ -101,15 +102,30 @@ def _left(sched: Any, groups: set[str]) -> tuple[int, float]:
     return len(cs), sum(c.est_ms for c in cs)
 
 
+def _estimates(rp: Any, hw: Any) -> dict[tuple, float]:
+    """The replayer's NCCL estimates on ``hw`` (None: the hardware torch detects, as logged)."""
+    from tracekit.replay import comm_estimate as ce
+
+    return rp._estimates.setdefault(ce.Hardware() if hw is None else hw, {})
+
+
 def what_ifs(
-    rp: Any, cap_mb: float, compute_us: dict[str, float] | None, found: list[dict[str, Any]]
+    rp: Any, cap_mb: float, compute_us: dict[str, float] | None, found: list[dict[str, Any]], hw: Any = None
 ) -> list[dict]:
     """The two what-ifs (see the module docstring) at ``cap_mb``; a failure is an entry with
-    ``ok`` False and its ``error``, never raised."""
+    ``ok`` False and its ``error``, never raised. ``hw``: the what-if hardware torch's NCCL
+    model answers for (``--interconnect`` ...; None: the hardware as logged)."""
     import torch._inductor.config as inductor_config
 
     from bucketing import pre_bucket_fsdp_collectives
+    from tracekit.replay import comm_estimate as ce
     from tracekit.replay import overlap_schedule as osch
+
+    model = (
+        None
+        if hw is None or hw == ce.Hardware()
+        else (lambda: ce.scheduler_model(hw, rp.planner.fsdp_groups))
+    )
 
     groups = list(dict.fromkeys(f["group"] for f in found))
     fsdp = list(rp.planner.fsdp_groups)
@@ -136,7 +152,7 @@ def what_ifs(
                 {"collective_bucketing": True} if name == OVERLAP_BUCKETING else None
             )
             with inductor_config.patch(mode):
-                sched = osch.schedule(gm, compute_us, gpu, settings, None, rp._estimates)
+                sched = osch.schedule(gm, compute_us, gpu, settings, None, _estimates(rp, hw), model)
             n, ms = _left(sched, set(groups))
             entry.update(
                 ok=True,
@@ -167,21 +183,60 @@ def mesh_not_prebucketed(rp: Any, cap: Any, compute_us: dict[str, float] | None)
     found = unhandled(rp)
     if not found:
         return None
-    base = cap.schedule
-    groups = {f["group"] for f in found}
-    n, ms = _left(base, groups) if base is not None else (None, None)
     return {
         "collectives": found,
-        "as_run": {
-            "bucket_cap_mb": cap.bucket_cap_mb,
-            "left": n,
-            "left_est_ms": _ms(ms),
-            "comm_ms": None if base is None else _ms(sum(c.est_ms for c in base.final)),
-            "exposed_ms": None if base is None else _ms(base.exposed_ms),
-            "est_ms": None if base is None else _ms(base.est_ms),
-        },
+        "as_run": _as_run(cap, {f["group"] for f in found}),
         "what_ifs": what_ifs(rp, cap.bucket_cap_mb, compute_us, found),
     }
+
+
+def _as_run(cap: Any, groups: set[str]) -> dict[str, Any]:
+    """A cap's own figures (its schedule, our pass given the FSDP groups only) beside the
+    what-ifs: what is left on ``groups``, comm, exposed and estimated ms."""
+    base = cap.schedule
+    n, ms = _left(base, groups) if base is not None else (None, None)
+    return {
+        "bucket_cap_mb": cap.bucket_cap_mb,
+        "left": n,
+        "left_est_ms": _ms(ms),
+        "comm_ms": None if base is None else _ms(sum(c.est_ms for c in base.final)),
+        "exposed_ms": None if base is None else _ms(base.exposed_ms),
+        "est_ms": None if base is None else _ms(base.est_ms),
+    }
+
+
+def at_cap(
+    rp: Any, cap: Any, compute_us: dict[str, float] | None, found: list[dict[str, Any]], hw: Any
+) -> dict[str, Any]:
+    """The what-ifs at another cap than the recorded one (a ``--cap-mb``, ``--cap auto`` or
+    ``--recommend`` cap: ``cap``, a scheduled :class:`CapReplay`, on the what-if hardware
+    ``hw``): that cap as replayed, then both what-ifs at it. An entry of
+    ``not_prebucketed_on_mesh.at_caps``."""
+    return {
+        "bucket_cap_mb": cap.bucket_cap_mb,
+        "as_run": _as_run(cap, {f["group"] for f in found}),
+        "what_ifs": what_ifs(rp, cap.bucket_cap_mb, compute_us, found, hw),
+    }
+
+
+def add_at_caps(results: list[Any], hw: Any, caps: frozenset[float] | None = None) -> None:
+    """Run the what-ifs at every other cap each mesh graph was replayed at (``--cap-mb``,
+    ``--cap auto``), after the replay: ``not_prebucketed_on_mesh.at_caps``, one :func:`at_cap`
+    entry per scheduled cap, in the order replayed. ``hw``: the what-if hardware the caps were
+    replayed on; ``caps``: only these caps (``--recommend``: those given with ``--cap-mb``, not
+    its whole grid), None every one."""
+    for r in results:
+        m, rp = r.mesh_not_prebucketed, r.replayer
+        if not m or rp is None:
+            continue
+        found = m["collectives"]
+        entries = [
+            at_cap(rp, c, r.compute_estimates_us, found, hw)
+            for c in r.replays
+            if c.schedule is not None and (caps is None or c.bucket_cap_mb in caps)
+        ]
+        if entries:
+            m["at_caps"] = entries
 
 
 def step_what_ifs(results: list[Any], recorded_step: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -215,6 +270,8 @@ def step_what_ifs(results: list[Any], recorded_step: dict[str, Any]) -> list[dic
 
 __all__ = [
     "OUR_PASS",
+    "add_at_caps",
+    "at_cap",
     "OVERLAP_BUCKETING",
     "mesh_not_prebucketed",
     "reason",
