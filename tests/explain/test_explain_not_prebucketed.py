@@ -70,14 +70,14 @@ def test_forward_groups_what_if_is_verified_by_running_our_pass(backward):
 def test_text_output_names_the_reason_and_the_what_if():
     result = _run(LOGS)
     assert result.exit_code == 0, result.output
-    out = result.output
+    out = " ".join(result.output.split())  # lines wrapped at 200 columns
     assert "rank 0, graph 0/0:0 (forward), cap 27.4 MB" in out  # the forward is still explained
     assert "rank 0, graph 0/0:1 (backward), not pre-bucketed" in out
     assert ("recorded: not pre-bucketed (RS 8 run one by one); the planner reproduces it: no FSDP all-gather "
             "in this graph") in out
     assert ("what-if forward_groups: given the forward's FSDP group '0' (group size 4, cap 27.38 MB), the pass "
             "merges RS 8->1: 0.0704 -> 0.0116 ms estimated (verified by running our pass)") in out
-    assert "reduce_scatter_tensor_3: no_fsdp_group: reduce-scatter on group '0'" in out
+    assert "8 collectives, no_fsdp_group: reduce_scatter_tensor, reduce_scatter_tensor_1," in out
     assert ("what-if overlap_bucketing: with aten_distributed_optimizations.collective_bucketing = True torch's "
             "overlap scheduler buckets RS 8->8: comm 0.0704 -> 0.0704 ms, exposed 0.0002 -> 0.0002 ms, "
             "est 0.0702 -> 0.0702 ms (torch's estimates) (run through torch's overlap scheduler)") in out
@@ -140,3 +140,22 @@ def test_overlap_bucketing_that_cannot_run_is_a_note_not_a_traceback():
     o = NotPrebucketedReplayer(bwd).overlap_bucketing(gpu="V100")
     assert (o["ok"], o["error"]) == (False, "torch's overlap scheduler could not run on the rebuilt graph: KeyError: 'V100'")
     assert overlap_text(o) == o["error"]
+
+
+def test_the_eight_alike_reasons_are_said_once_with_the_count():
+    # the 8 reduce-scatters share one reason, one detail (but their names) and one what-if:
+    # one paragraph, with the count, not 8 copies of the sentence
+    result = _run(LOGS, "--graph", "0/0:1")
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert text.count("no FSDP group identified in this graph") == 1
+    para = text[text.index("  8 collectives, no_fsdp_group: ") :].split("\n\n")[0]
+    assert " ".join(ln.strip() for ln in para.splitlines()) == (
+        "8 collectives, no_fsdp_group: " + ", ".join(RS_NAMES) + ". For reduce_scatter_tensor: reduce-scatter "
+        "on group '0': no FSDP group identified in this graph (it has no FSDP all-gather), so the pass leaves "
+        "it; the others alike, with their own names and sizes (the JSON has each). What if: given the "
+        "forward's FSDP group '0': bucketed: RS bucket 0: 8 collectives (reduce_scatter_tensor, "
+        "reduce_scatter_tensor_1, reduce_scatter_tensor_2, reduce_scatter_tensor_3 and 4 more), 0.284 MB "
+        "within the 27.38 MB cap."
+    )
+    assert max(map(len, text.splitlines())) <= 200  # the recorded and what-if lines wrapped too

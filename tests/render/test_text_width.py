@@ -27,6 +27,7 @@ def tk(*args: str) -> str:
     ["summarize", str(L / "diverge_rank"), "--per-rank"],
     ["summarize", str(L / "hsdp_diverge")],
     ["explain", str(L / "spmd_small_cap")],
+    ["explain", str(L / "saved_params")],
     ["explain", str(L / "diverge_rank"), "--rank", "3"],
     ["replay", str(L / "diverge_rank"), "--all-ranks", "--cap-mb", "0.1,1.0019", "--cap", "auto"],
     ["diff", str(L / "spmd_auto"), str(L / "diverge_rank")],

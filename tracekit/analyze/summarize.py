@@ -437,7 +437,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
     elif t["graphs"] == 0:
         if t["cache_hits"]:
             out.append(
-                f"no bucketing recorded: {t['cache_hits']} graphs were inductor cache hits "
+                f"no bucketing recorded: {_graphs_were(t['cache_hits'])} inductor cache hits "
                 "(the cache skips the post-grad passes); re-run with caches disabled "
                 "(torch._inductor.config.force_disable_caches = True)"
             )
@@ -481,7 +481,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
         out += _failure_notes(run)
     elif t["cache_hits"]:
         out.append(
-            f"{t['cache_hits']} graphs were inductor cache hits and have no bucketing record; "
+            f"{_graphs_were(t['cache_hits'])} inductor cache hits and have no bucketing record; "
             "re-run with caches disabled to see them"
         )
     return out
@@ -660,7 +660,13 @@ def _verdict(
             "status": "agree",
             "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}" + news,
         }
-    return {"status": "agree", "text": f"OK: all {n} ranks agree on all {ngraphs} graphs" + news}
+    which = f"all {ngraphs} graphs" if ngraphs != 1 else "1 graph"
+    return {"status": "agree", "text": f"OK: all {n} ranks agree on {which}" + news}
+
+
+def _graphs_were(n: int) -> str:
+    """``1 graph was`` / ``3 graphs were``."""
+    return f"{n} graph was" if n == 1 else f"{n} graphs were"
 
 
 def nothing_merged_text(run: Run, t: dict[str, Any]) -> str:

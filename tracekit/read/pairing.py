@@ -900,7 +900,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                 path,
                 0,
                 "neither its entries nor its name give a rank; left out of the "
-                f"{len(merging)} ranks (it cannot be compared with them)",
+                f"{len(merging)} rank{'s' if len(merging) != 1 else ''} (it cannot be compared with them)",
             )
             unplaced.append(path)
         duplicated.discard(None)

@@ -197,8 +197,11 @@ def not_prebucketed_graph_text(g: dict[str, Any], fmt: str) -> str:
         )
     if g["reproduced"]:
         out.append(
-            f"recorded: {g['outcome']} ({runs} run one by one); the planner reproduces it: "
-            f"{g['reason_text']}\n"
+            wrap(
+                f"recorded: {g['outcome']} ({runs} run one by one); the planner reproduces it: "
+                f"{g['reason_text']}",
+                "",
+            )
         )
     elif g.get("not_compared"):
         out.append(
@@ -216,7 +219,7 @@ def not_prebucketed_graph_text(g: dict[str, Any], fmt: str) -> str:
             check = "run through torch's overlap scheduler" if w["verified"] else "not run"
         else:
             check = "verified by running our pass" if w["verified"] else f"NOT verified: {w.get('applied')}"
-        out.append(f"what-if {w['name']}: {w['text']} ({check})\n")
+        out.append(wrap(f"what-if {w['name']}: {w['text']} ({check})", ""))
     if g["note"]:
         out.append(f"note: {g['note']}\n")
     out.append("\n")
@@ -235,12 +238,25 @@ def not_prebucketed_graph_text(g: dict[str, Any], fmt: str) -> str:
     ]
     out.append(table(rows, ["collective", "kind", "MB", "dtype", "reason", "with forward groups"], fmt))
     bullet = "- " if fmt == "markdown" else "  "
-    out.append(
-        "\n"
-        + "".join(
-            f"{bullet}{c['name']}: {c['reason']}: {c['detail']}."
-            + (f" What if: {c['what_if']['text']}.\n" if c["what_if"] else "\n")
-            for c in g["collectives"]
-        )
-    )
+    colls = g["collectives"]
+    out.append("\n")
+    for group in _alike(colls, [c["name"] for c in colls], [str(c["dtype"]) for c in colls]):
+        out.append(wrap(_not_prebucketed_why(group), bullet))
     return "".join(out)
+
+
+def _not_prebucketed_why(group: list[dict[str, Any]]) -> str:
+    """One paragraph for a group of alike collectives of a graph never pre-bucketed (a
+    sentence said 8 times is said once, with the count: :func:`_alike`)."""
+    first = group[0]
+    what_if = f" What if: {first['what_if']['text']}." if first["what_if"] else ""
+    if len(group) == 1:
+        return f"{first['name']}: {first['reason']}: {first['detail']}.{what_if}"
+    names = [c["name"] for c in group]
+    shown = ", ".join(names[:MAX_NAMES]) + (
+        f" (+{len(names) - MAX_NAMES} more)" if len(names) > MAX_NAMES else ""
+    )
+    return (
+        f"{len(group)} collectives, {first['reason']}: {shown}. For {first['name']}: {first['detail']}; "
+        f"the others alike, with their own names and sizes (the JSON has each).{what_if}"
+    )

@@ -190,7 +190,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
     out.append(
         f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
-        + (f"partial: {t['partial']} of {t['graphs']} graphs, " if t.get("partial") else "")
+        + (f"partial: {t['partial']} of {plural(t['graphs'], 'graph')}, " if t.get("partial") else "")
         + f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
         + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "")
         + ".\n"

@@ -84,7 +84,10 @@ class GraphGroup:
         if self.size is None:
             what.append("size unknown")
         else:
-            what.append(f"{self.size} ranks" + (f": {format_ranks(self.members)}" if self.members else ""))
+            what.append(
+                f"{self.size} rank{'s' if self.size != 1 else ''}"
+                + (f": {format_ranks(self.members)}" if self.members else "")
+            )
         return f"{self.name} ({', '.join(what)})"
 
 

@@ -105,7 +105,8 @@ def _partial(s: dict[str, Any], left: list[dict[str, Any]], i: int, what_if: boo
             err = sc.get("schedule_error") or e.get("error") or (None if sc else "not scheduled")
             reasons.append(f"{e['compile_id']}:{e['graph_index']}" + (f": {err}" if err else ""))
         why.append("never pre-bucketed, left out: " + "; ".join(reasons))
-    return f"partial: {shown} of {shown + failed + unscheduled + len(left)} graphs ({'; '.join(why)})"
+    total = shown + failed + unscheduled + len(left)
+    return f"partial: {shown} of {total} graph{'s' if total != 1 else ''} ({'; '.join(why)})"
 
 
 def mark_recommendation(doc: dict[str, Any]) -> None:

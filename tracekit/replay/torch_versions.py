@@ -169,7 +169,7 @@ def torch_lines(section: dict[str, Any] | None) -> list[str]:
                 if e["final_recorded"]
                 else ""
             )
-            line += f"; counts reproduced on {e['counts_reproduced']} of {e['graphs']} graphs{final}"
+            line += f"; counts reproduced on {e['counts_reproduced']} of {e['graphs']} graph{'s' if e['graphs'] != 1 else ''}{final}"
         out.append(line)
         out += [f"  differs: {d}" for d in e["differences"]]
         out += _measured_lines(e, section["replay"])
