@@ -80,7 +80,7 @@ def test_the_plot_writes_the_what_ifs_under_the_backwards_panel(tmp_path):
     pytest.importorskip("matplotlib")
     from tracekit.render.plot import plot_replay
 
-    assert plot_replay(doc, str(tmp_path / "p.png")) == 2
+    assert plot_replay(doc, str(tmp_path / "p.png")) == 1 + 2  # the whole step, then each graph
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

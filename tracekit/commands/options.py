@@ -213,7 +213,10 @@ def _check_plot(ctx: click.Context, param: click.Parameter, value: str | None) -
     return value
 
 
-def plot_option(help: str = "Draw collectives and comm time against the cap (needs matplotlib).") -> Callable:
+def plot_option(
+    help: str = "Draw the step's est ms, exposed ms and peak memory, and each graph's collectives and comm "
+    "time, against the cap; recorded and recommended caps marked (needs matplotlib).",
+) -> Callable:
     return click.option(
         "--plot",
         "plot_path",

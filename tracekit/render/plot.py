@@ -1,5 +1,8 @@
-"""``--plot FILE.png``: per graph, collectives after bucketing and estimated comm time vs the cap;
-on a mesh, a graph's what-ifs at the recorded cap written in its panel (:func:`what_if_note`).
+"""``--plot FILE.png``: first, when the document has a whole step per cap, what the recommendation
+decides by against the cap: the step's estimated ms and exposed ms, and its peak memory, with the
+recorded and the recommended caps marked (:func:`step_series`); then, per graph, collectives after
+bucketing and estimated comm time vs the cap; on a mesh, a graph's what-ifs at the recorded cap
+written in its panel (:func:`what_if_note`).
 
 matplotlib is an optional extra (``pip install tracekit[plot]``); it is imported only here, only
 when a plot is asked for. The plot is drawn from the ``tracekit.replay/3`` document alone.
@@ -58,12 +61,89 @@ def what_if_note(graph: dict[str, Any]) -> str | None:
     ).rstrip(";\n")
 
 
+def step_series(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """What the step panel draws, from the document's whole step per cap (``totals.step``), one
+    point per cap in MB (a cap that gives the same MB as another is drawn once; ``auto`` and
+    ``recorded`` at the cap they stand for, a graph's largest): ``caps`` (MB, ascending),
+    ``est_ms``, ``exposed_ms``, ``peak_mib`` (None where not known), and the caps marked:
+    ``recorded`` and ``recommended`` (MB, or None), and ``partial`` (the step's own words when
+    it leaves graphs out). None without a step."""
+    steps = [s for s in (doc.get("totals") or {}).get("step") or [] if isinstance(s, dict)]
+    points: dict[float, dict[str, Any]] = {}
+    recorded = None
+    for s in steps:
+        mb = [m for m in s.get("bucket_cap_mb") or [] if isinstance(m, (int, float))]
+        if not mb:
+            continue
+        x = float(max(mb))
+        if s.get("cap") == "recorded":
+            recorded = x
+        points.setdefault(x, s)
+    if not points:
+        return None
+    caps = sorted(points)
+    peak = [points[x].get("peak_memory_bytes") for x in caps]
+    rec = doc.get("recommendation") or {}
+    partial = next((s["partial"] for s in steps if s.get("partial")), None)
+    return {
+        "caps": caps,
+        "est_ms": [points[x].get("est_ms") for x in caps],
+        "exposed_ms": [points[x].get("exposed_ms") for x in caps],
+        "peak_mib": [None if b is None else b / 2**20 for b in peak],
+        "recorded": recorded,
+        "recommended": rec.get("cap_mb") if isinstance(rec.get("cap_mb"), (int, float)) else None,
+        "partial": partial,
+    }
+
+
+def _step_panel(ax: Any, data: dict[str, Any]) -> None:
+    caps = data["caps"]
+
+    def line(ys: list[Any]) -> tuple[list[float], list[float]]:
+        pts = [(x, y) for x, y in zip(caps, ys, strict=True) if y is not None]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    ax.plot(*line(data["est_ms"]), "o-", color="tab:blue", label="est ms (step)")
+    ax.plot(*line(data["exposed_ms"]), "s--", color="tab:orange", label="exposed ms")
+    ax.set_xscale("log")
+    ax.set_xlabel("bucket cap (MB)")
+    ax.set_ylabel("ms (torch's estimates)")
+    handles, labels = ax.get_legend_handles_labels()
+    xs, peak = line(data["peak_mib"])
+    if peak:
+        ax2 = ax.twinx()
+        (p,) = ax2.plot(xs, peak, "^:", color="tab:green", label="peak MiB")
+        ax2.set_ylabel("peak memory (MiB)", color="tab:green")
+        handles, labels = handles + [p], labels + ["peak MiB"]
+    for key, colour, style in (("recorded", "gray", ":"), ("recommended", "tab:red", "-")):
+        x = data[key]
+        if x is not None:
+            handles.append(ax.axvline(x, color=colour, linestyle=style, label=f"{key} {x:g} MB"))
+            labels.append(f"{key} {x:g} MB")
+    title = "whole step: what the recommendation decides by"
+    ax.set_title(title + (f"\n({data['partial']})" if data["partial"] else ""), fontsize="small")
+    ax.legend(handles, labels, loc="best", fontsize="small")
+
+
 def _ms(x: Any) -> str:
     return f"{x:.4f}" if isinstance(x, (int, float)) else "-"
 
 
 def plot_replay(doc: dict[str, Any], path: str) -> int:
-    """Draw the document's replayed graphs (up to :data:`MAX_PANELS`) into ``path``; panels drawn."""
+    """Draw the document's step (when it has one) and replayed graphs (up to :data:`MAX_PANELS`
+    panels) into ``path``; panels drawn."""
+    fig, n = figure(doc)  # raises PlotUnavailable without matplotlib
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(path, dpi=100)
+    finally:
+        plt.close(fig)
+    return n
+
+
+def figure(doc: dict[str, Any]) -> tuple[Any, int]:
+    """The figure :func:`plot_replay` saves, and its panels drawn (the caller closes it)."""
     try:
         import matplotlib
 
@@ -71,14 +151,20 @@ def plot_replay(doc: dict[str, Any], path: str) -> int:
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise PlotUnavailable("--plot needs matplotlib: pip install 'tracekit[plot]'") from e
-    graphs = [g for g in doc["graphs"] if g.get("error") is None and g.get("reproduction")][:MAX_PANELS]
-    n = max(len(graphs), 1)
+    step = step_series(doc)
+    graphs = [g for g in doc["graphs"] if g.get("error") is None and g.get("reproduction")]
+    graphs = graphs[: MAX_PANELS - (step is not None)]
+    panels = len(graphs) + (step is not None)
+    n = max(panels, 1)
     cols = min(n, 3)
     rows = -(-n // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
-    for ax in axes.flat[len(graphs) :]:
+    for ax in axes.flat[panels:]:
         ax.axis("off")
-    for ax, g in zip(axes.flat, graphs, strict=False):
+    flat = list(axes.flat)
+    if step is not None:
+        _step_panel(flat.pop(0), step)
+    for ax, g in zip(flat, graphs, strict=False):
         pts = _series(g)
         caps = [p[0] for p in pts]
         ax.plot(caps, [p[1] for p in pts], "o-", color="tab:blue", label="collectives after")
@@ -98,9 +184,7 @@ def plot_replay(doc: dict[str, Any], path: str) -> int:
         note = what_if_note(g)
         if note:  # a mesh's what-ifs ran at the recorded cap only: written under the axis, not plotted
             ax.set_xlabel(f"bucket cap (MB)\n\n{note}", fontsize="small")
-    if not graphs:
+    if not panels:
         axes.flat[0].text(0.5, 0.5, "no graph could be replayed", ha="center", va="center")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return len(graphs)
+    return fig, panels
