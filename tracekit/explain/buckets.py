@@ -172,15 +172,30 @@ def explain_mixed(
     (:class:`tracekit.read.reader.GraphSource`, :func:`explain_document`) and graphs never
     pre-bucketed (:class:`tracekit.read.pairing.NotPrebucketedSource` with a schedule that runs
     collectives: :func:`tracekit.explain.not_prebucketed.explain_not_prebucketed`), each in its place
-    in the logs; ``progress`` and ``groups`` as in :func:`explain_document`."""
+    in the logs; ``groups`` as in :func:`explain_document`; ``progress(done, total)`` over the
+    graphs of both kinds: ``(0, total)`` first, then after each graph."""
     from tracekit.explain.not_prebucketed import explain_not_prebucketed
     from tracekit.read.pairing import NotPrebucketedSource
 
     sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
-    doc = explain_document(sources, extra=extra, progress=progress, groups=groups)
+    never = not_prebucketed_of(mixed)
+    total = len(sources) + len(never)  # progress counts every graph explained, of both kinds
+    recorded = None
+    if progress is not None:
+        tell = progress
+        if total:
+            tell(0, total)  # shown while the first graph is explained (torch's passes run)
+
+        def recorded(done: int, _n: int) -> None:
+            tell(done, total)
+
+    doc = explain_document(sources, extra=extra, progress=recorded, groups=groups)
     order = {id(s): i for i, s in enumerate(mixed)}
     entries = [(order[id(s)], g) for s, g in zip(sources, doc["graphs"], strict=False)]
-    entries += [(order[id(u)], explain_not_prebucketed(u)) for u in not_prebucketed_of(mixed)]
+    for k, u in enumerate(never, 1):  # torch's overlap scheduler runs in its what-if
+        entries.append((order[id(u)], explain_not_prebucketed(u)))
+        if progress is not None:
+            progress(len(sources) + k, total)
     doc["graphs"] = [g for _, g in sorted(entries, key=lambda e: e[0])]
     return doc
 
