@@ -56,3 +56,10 @@ def test_the_example_prints_what_the_doc_shows(command: str, printed: str, tmp_p
 def test_the_readme_stays_short():
     """What it is for, the set-up, one example per command, where to read more: 200 lines at most."""
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+
+
+def test_the_readme_says_which_fsdp_it_covers():
+    """SimpleFSDP-style compiled collectives, covered; FSDP2's fully_shard, not (issue 39)."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "FSDP covered: SimpleFSDP-style (torchtitan's `simple_fsdp`)" in text
+    assert "Not FSDP2's `fully_shard`, whose collectives run in eager code" in text
