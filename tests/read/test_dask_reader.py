@@ -49,6 +49,23 @@ def test_summary_on_dask_is_the_local_one(scheduler, scenario):
                                         sorted(p.name for p in (FIXTURE_LOGS / scenario).glob("*rank_3_*"))]
 
 
+def test_an_fsdp2_run_on_dask_shows_its_compiled_regions(scheduler):
+    # no rank logged an outcome: the frame compiles are read in a second pass, on the workers
+    # too, so --dask gives the local summary, Compiled regions included, byte for byte
+    path = str(FIXTURE_LOGS / "fsdp2")
+    code, on_dask = _summary("--dask", scheduler, path)
+    local_code, local = _summary(path)
+    assert code == local_code == 0
+    assert on_dask == local
+    doc = json.loads(on_dask)
+    regions = doc["compiled_regions"]
+    assert regions, doc.keys()
+    table = CliRunner().invoke(summarize, ["--dask", scheduler, path], catch_exceptions=False).output
+    assert table == CliRunner().invoke(summarize, [path], catch_exceptions=False).output
+    assert "2 regions compiled, taking in 49,920 bytes of parameters; 1 frame fell back to eager" in table
+    assert "Why: see Compiled regions, Notes below" in table
+
+
 def test_relative_paths_are_named_as_given(scheduler, monkeypatch):
     # The workers open the absolute path (their working directory is not the client's); the
     # summary names files as the user spelled them, as a local run does.

@@ -33,7 +33,7 @@ from typing import Any
 from tracekit.model import Diagnostics, Run
 from tracekit.model.world import check_world
 from tracekit.read.pairing import FileResult, merge_files
-from tracekit.read.reader import path_list, read_file
+from tracekit.read.reader import frames_of, path_list, read_file, read_frame_compiles
 from tracekit.read.sources import LogFile, find_logs
 
 #: Seconds to wait for the scheduler to answer, and for a first worker to be there.
@@ -182,7 +182,7 @@ def load_with_dask(
 
     started = time.monotonic()
     try:
-        from distributed import as_completed
+        import distributed  # noqa: F401 - the optional extra, checked before any work
     except ImportError:
         raise DaskReadError(
             "reading on a Dask cluster needs the distributed package: "
@@ -204,31 +204,63 @@ def load_with_dask(
             for batch in split_batches(logs, threads * BATCHES_PER_THREAD)
         ]
         futures = client.map(read_batch, sent, validate_all=validate_all, pure=False)
-        index = {fut.key: i for i, fut in enumerate(futures)}
-        results = [None] * len(futures)
-        done = 0
-        for fut in as_completed(futures, loop=client.loop):
-            i = index[fut.key]
-            try:
-                results[i] = fut.result()
-            except Exception as e:  # noqa: BLE001 - a task that failed on a worker, whatever it raised
-                detail = (str(e).splitlines() or [""])[0][:200]
-                raise DaskReadError(
-                    f"a Dask worker failed to read logs: {type(e).__name__}: {detail} "
-                    "(is this tracekit installed on the workers?)"
-                ) from None
-            done += sum(lg.size for lg in sent[i])
-            if progress is not None:
-                progress(done, total)
+        results = _gathered(futures, client, sent, total, progress)
+        # batches keep the files' order: put the results back in it, as the client named them
+        sent_paths = [lg.path for batch in sent for lg in batch]
+        got = [res for batch in results for res in batch or []]
+        ordered = (
+            _as_client_path(res, worker_path, lg.path)
+            for res, worker_path, lg in zip(got, sent_paths, logs, strict=False)
+        )
+        run = merge_files(paths_given, ordered, diagnostics)
+        # no outcome logged (an FSDP2 run): the frame compiles, read on the workers as well
+        read_frame_compiles(run, lambda files: _frames_on_workers(client, files, threads))
     finally:
         client.close()
-    # batches keep the files' order: put the results back in it, as the client named them
-    sent_paths = [lg.path for batch in sent for lg in batch]
-    got = [res for batch in results for res in batch or []]
-    ordered = (
-        _as_client_path(res, worker_path, lg.path)
-        for res, worker_path, lg in zip(got, sent_paths, logs, strict=False)
-    )
-    run = merge_files(paths_given, ordered, diagnostics)
     check_world(run)
     return run
+
+
+def _frames_on_workers(client: Any, files: list[tuple[str, int | None]], threads: int) -> list[tuple]:
+    """:func:`tracekit.read.reader.frames_of` of ``files`` on the workers (absolute paths, in
+    batches), in order."""
+    n = max(1, min(len(files), threads * BATCHES_PER_THREAD))
+    size = min(MAX_FILES_PER_TASK, -(-len(files) // n))
+    batches = [[(os.path.abspath(p), r) for p, r in files[i : i + size]] for i in range(0, len(files), size)]
+    try:
+        got = client.gather(client.map(frames_of, batches, pure=False))
+    except Exception as e:  # noqa: BLE001 - a task that failed on a worker, whatever it raised
+        detail = (str(e).splitlines() or [""])[0][:200]
+        raise DaskReadError(
+            f"a Dask worker failed to read frame compiles: {type(e).__name__}: {detail}"
+        ) from None
+    return [frames for batch in got for frames in batch]
+
+
+def _gathered(
+    futures: list[Any],
+    client: Any,
+    sent: list[list[LogFile]],
+    total: int,
+    progress: Callable[[int, int], None] | None,
+) -> list[list[FileResult] | None]:
+    """The batches' results, in the order sent, gathered as they finish (``progress`` told)."""
+    from distributed import as_completed
+
+    index = {fut.key: i for i, fut in enumerate(futures)}
+    results: list[list[FileResult] | None] = [None] * len(futures)
+    done = 0
+    for fut in as_completed(futures, loop=client.loop):
+        i = index[fut.key]
+        try:
+            results[i] = fut.result()
+        except Exception as e:  # noqa: BLE001 - a task that failed on a worker, whatever it raised
+            detail = (str(e).splitlines() or [""])[0][:200]
+            raise DaskReadError(
+                f"a Dask worker failed to read logs: {type(e).__name__}: {detail} "
+                "(is this tracekit installed on the workers?)"
+            ) from None
+        done += sum(lg.size for lg in sent[i])
+        if progress is not None:
+            progress(done, total)
+    return results

@@ -64,7 +64,7 @@ import os
 from collections.abc import Callable, Generator, Iterable, Iterator
 
 from bucketing.gc_pause import gc_paused
-from tracekit.model import Diagnostics, Run
+from tracekit.model import Diagnostics, FrameCompile, Run
 from tracekit.read import segments
 from tracekit.read.pairing import (
     BuildMemo,
@@ -200,20 +200,34 @@ def load(
     return run
 
 
-def read_frame_compiles(run: Run) -> None:
+def frames_of(files: list[tuple[str, int | None]]) -> list[tuple[FrameCompile, ...]]:
+    """For each ``(path, rank)``: that rank's frame compiles in the file
+    (:data:`tracekit.read.parsers.FRAME_PARSERS`); ``()`` for a file whose entries are another
+    rank's. Plain data in and out: a Dask worker runs it too (:mod:`tracekit.read.dask_reader`)."""
+    out: list[tuple[FrameCompile, ...]] = []
+    for path, rank in files:
+        log = LogFile(path, 0, rank_from_name(path))
+        res = build_file(log, [read_segment(Segment(log), FRAME_PARSERS)], FRAME_PARSERS)
+        out.append(tuple(res.frames) if res.rank == rank else ())
+    return out
+
+
+def read_frame_compiles(
+    run: Run,
+    read: Callable[[list[tuple[str, int | None]]], list[tuple[FrameCompile, ...]]] = frames_of,
+) -> None:
     """When no rank logged a bucketing outcome but some compiled, read each rank's files again
-    for its frame compiles (``Rank.frames``, :data:`tracekit.read.parsers.FRAME_PARSERS`): what
-    the logs hold instead (summarize's Compiled regions). A second pass in that case only, so a
-    run with outcomes pays nothing for it; its bad lines were counted by the first."""
+    for its frame compiles (``Rank.frames``, :func:`frames_of`, or ``read``, which answers for
+    the same ``(path, rank)`` list in order: on a Dask cluster, its workers): what the logs hold
+    instead (summarize's Compiled regions). A second pass in that case only, so a run with
+    outcomes pays nothing for it; its bad lines were counted by the first."""
     if any(r.graphs for r in run.ranks) or not any(r.compiles for r in run.ranks):
         return
+    got = iter(read([(path, r.rank) for r in run.ranks for path in r.files]))
     for r in run.ranks:
-        frames = []
-        for path in r.files:
-            log = LogFile(path, 0, rank_from_name(path))
-            res = build_file(log, [read_segment(Segment(log), FRAME_PARSERS)], FRAME_PARSERS)
-            if res.rank == r.rank:  # a file with lines of other ranks: this rank's frames only
-                frames += res.frames
+        frames: list[FrameCompile] = []
+        for _ in r.files:
+            frames += next(got)
         r.frames = tuple(frames)
 
 
