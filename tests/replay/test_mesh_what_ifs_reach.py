@@ -131,6 +131,19 @@ def test_cap_mb_runs_the_mesh_what_ifs_at_each_cap():
     assert ("0        0/0:1    1 MB: our pass given '1' as well                                3                0.0717"
             "          0.2378     0.0437        0.1948") in text
     assert "at the recorded cap and at each cap replayed" in text
+    # the report's table has the same rows, each cap first
+    from tracekit.render.mesh_what_ifs_html import mesh_what_ifs_html
+
+    table = parse(mesh_what_ifs_html(doc)).find("table", class_="mesh-what-ifs")
+    assert [th.text for th in table.find_all("th")][2] == "cap: what-if"
+    cells = _cells(table)
+    assert [c[2] for c in cells] == [
+        "10.4 MB (recorded): as run", "10.4 MB (recorded): our pass given '1' as well",
+        "10.4 MB (recorded): torch's scheduler, collective_bucketing on",
+        "1 MB: as run", "1 MB: our pass given '1' as well", "1 MB: torch's scheduler, collective_bucketing on",
+        "64 MB: as run", "64 MB: our pass given '1' as well", "64 MB: torch's scheduler, collective_bucketing on",
+    ]
+    assert cells[4] == ["0", "0/0:1", "1 MB: our pass given '1' as well", "3", "0.0717", "0.2378", "0.0437", "0.1948"]
 
 
 def test_recommend_runs_the_mesh_what_ifs_at_the_recorded_cap_and_says_so():

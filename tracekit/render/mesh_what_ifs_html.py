@@ -41,6 +41,10 @@ def _ms(x: Any) -> str:
     return f"{x:.4f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
 
 
+def _cap(mb: Any) -> str:
+    return f"{mb:g}" if isinstance(mb, (int, float)) and not isinstance(mb, bool) else "?"
+
+
 def _row(cells: list[str], what: str) -> str:
     tds = "".join(f'<td class="num">{c}</td>' if i >= 3 else f"<td>{c}</td>" for i, c in enumerate(cells))
     return f'<tr data-what-if="{_esc(what)}">{tds}</tr>'
@@ -61,6 +65,7 @@ def mesh_what_ifs_html(replay: dict[str, Any]) -> str:
         return ""
     rows, errors, reasons = [], [], []
     torch_figure = False
+    any_caps = any(g["not_prebucketed_on_mesh"].get("at_caps") for g in graphs)
     for g in graphs:
         m = g["not_prebucketed_on_mesh"]
         label = f"{g.get('compile_id')}:{g.get('graph_index')}"
@@ -70,51 +75,58 @@ def mesh_what_ifs_html(replay: dict[str, Any]) -> str:
         reasons += [
             str(c["reason"]) for c in collectives if c.get("reason") and str(c["reason"]) not in reasons
         ]
-        a = m.get("as_run") or {}
-        base = [_esc(ranks), _esc(label)]
-        rows.append(
-            _row(
-                [
-                    *base,
-                    "as run",
-                    _esc(a.get("left", "-")),
-                    _ms(a.get("left_est_ms")),
-                    _ms(a.get("comm_ms")),
-                    _ms(a.get("exposed_ms")),
-                    _ms(a.get("est_ms")),
-                ],
-                "as_run",
-            )
-        )
-        for w in m.get("what_ifs") or []:
-            name = _esc(what_if_label(w, groups))
-            if not w.get("ok"):
-                errors.append(
-                    f"ranks {_esc(ranks)} graph {_esc(label)}: {name}: could not run: {_esc(w.get('error'))}"
-                )
-                continue
-            exposed = _ms(w.get("exposed_ms"))
-            if w.get("name") == "overlap_bucketing":
-                exposed += "*"
-                torch_figure = True
+        at_caps = [e for e in m.get("at_caps") or [] if isinstance(e, dict)]
+        for i, e in enumerate([m, *at_caps]):
+            # with other caps replayed, each row says its cap (the recorded one first)
+            cap_mb = (e.get("as_run") or {}).get("bucket_cap_mb")
+            cap = "" if not at_caps else f"{_esc(_cap(cap_mb))} MB{' (recorded)' if i == 0 else ''}: "
+            a = e.get("as_run") or {}
+            base = [_esc(ranks), _esc(label)]
             rows.append(
                 _row(
                     [
                         *base,
-                        name,
-                        _esc(w.get("left", "-")),
-                        _ms(w.get("left_est_ms")),
-                        _ms(w.get("comm_ms")),
-                        exposed,
-                        _ms(w.get("est_ms")),
+                        f"{cap}as run",
+                        _esc(a.get("left", "-")),
+                        _ms(a.get("left_est_ms")),
+                        _ms(a.get("comm_ms")),
+                        _ms(a.get("exposed_ms")),
+                        _ms(a.get("est_ms")),
                     ],
-                    str(w.get("name")),
+                    "as_run",
                 )
             )
+            for w in e.get("what_ifs") or []:
+                name = cap + _esc(what_if_label(w, groups))
+                if not w.get("ok"):
+                    errors.append(
+                        f"ranks {_esc(ranks)} graph {_esc(label)}: {name}: could not run: {_esc(w.get('error'))}"
+                    )
+                    continue
+                exposed = _ms(w.get("exposed_ms"))
+                if w.get("name") == "overlap_bucketing":
+                    exposed += "*"
+                    torch_figure = True
+                rows.append(
+                    _row(
+                        [
+                            *base,
+                            name,
+                            _esc(w.get("left", "-")),
+                            _ms(w.get("left_est_ms")),
+                            _ms(w.get("comm_ms")),
+                            exposed,
+                            _ms(w.get("est_ms")),
+                        ],
+                        str(w.get("name")),
+                    )
+                )
     out = [
         '<div id="mesh-what-ifs"><h3>What-ifs on the mesh: collectives pre-bucketing never handles</h3>',
         "".join(f'<p class="muted">{_esc(r)}</p>' for r in reasons),
-        _table(HEADERS, rows, "mesh-what-ifs"),
+        _table(
+            HEADERS if not any_caps else [*HEADERS[:2], "cap: what-if", *HEADERS[3:]], rows, "mesh-what-ifs"
+        ),
     ]
     t = replay.get("totals")
     totals: dict[str, Any] = t if isinstance(t, dict) else {}
@@ -142,8 +154,10 @@ def mesh_what_ifs_html(replay: dict[str, Any]) -> str:
     if errors:
         out.append("".join(f'<p class="error">{e}</p>' for e in errors))
     out.append(
-        '<p class="muted">what-ifs: run on the rebuilt graph at the recorded cap, then torch\'s overlap '
-        "scheduler; left on group: the collectives left on those groups after it, their est ms "
+        '<p class="muted">what-ifs: run on the rebuilt graph at the recorded cap'
+        + (" and at each cap replayed" if any_caps else "")
+        + ", then torch's overlap scheduler;"
+        " left on group: the collectives left on those groups after it, their est ms "
         "torch's NCCL model. The timeline of our pass's what-if is in <code>replay --trace-out</code>'s "
         "recorded-cap file.</p>"
     )
