@@ -283,3 +283,19 @@ def test_a_rankless_log_with_compiles_but_no_collective_is_a_log(tmp_path):
     assert res.exit_code == 0, res.output
     assert res.output.startswith("Verdict\n=======\nNO DATA: no bucketing outcome in the logs\n")
     assert "- no bucketing recorded: 1 compile was logged, but no graph reached the post-grad passes' log" in res.output
+
+
+def test_a_gz_cut_short_is_said_cut_once(tmp_path):
+    # a .gz whose stream stops (bad_gzip) inside the backward: said cut, and never also
+    # cut_between_entries
+    d = _copy("spmd_auto", tmp_path)
+    f = _rank_file(d, 3)
+    data = f.read_bytes()
+    at = data.index(SCHEDULE, data.index(SCHEDULE) + 1)
+    whole = gzip.compress(data[: data.rfind(b"\n", 0, at) + 1] + data[data.rfind(b"\n", 0, at) + 1 :])
+    (d / (f.name + ".gz")).write_bytes(whole[: len(whole) * 9 // 10])
+    f.unlink()
+    doc = summary_document(load(d, jobs=1))
+    assert doc["world"]["cut"] == "3"
+    assert doc["diagnostics"]["counts"] == {"bad_gzip": 1, "truncated_entry": 1}
+    assert doc["verdict"]["status"] == "incomplete"

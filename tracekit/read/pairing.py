@@ -890,8 +890,8 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                 duplicated.add(res.rank)
                 continue
             _continue_rank(m, res)
-        if end is not None:  # a rank's later file goes on from its earlier one: its end counts
-            open_ends[res.rank] = end
+        if end is not None and not cut_ends(res):  # a rank's later file goes on from its earlier
+            open_ends[res.rank] = end  # one: its end counts (a file cut otherwise is said cut once)
         else:
             open_ends.pop(res.rank, None)
         for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
