@@ -243,10 +243,21 @@ def divergence(
         for g in grp.graphs:
             keys.setdefault(g.key, None)
     items: list[dict[str, Any]] = []
+    # one sorted list of ranks for every side made of the same groups (the majority of each
+    # differing field is one list, not one of 100,000 ranks a field): known by the groups' ids
+    lists: dict[tuple[int, ...], list[int | None]] = {}
+
+    def ranks_of(parts: list[list[int | None]]) -> list[int | None]:
+        k = tuple(map(id, parts))
+        out = lists.get(k)
+        if out is None:
+            out = lists[k] = sorted((rk for rks in parts for rk in rks), key=_rank_order)
+        return out
+
     for key in keys:
         cid, gi = key
-        present = sorted((rk for rks, m in maps if key in m for rk in rks), key=_rank_order)
-        absent = sorted((rk for rks, m in maps if key not in m for rk in rks), key=_rank_order)
+        present = ranks_of([rks for rks, m in maps if key in m])
+        absent = ranks_of([rks for rks, m in maps if key not in m])
         if absent:
             pa = {"present": present, "absent": absent}
             maj, is_majority = reference(pa)
@@ -269,19 +280,18 @@ def divergence(
         if len(holders) < 2:
             continue
         for fname in holders[0][2]:
-            by_value: dict[str, list[int | None]] = {}
+            parts: dict[str, list[list[int | None]]] = {}  # the groups of each value
             values: dict[str, Any] = {}
             graphs: dict[str, Graph] = {}
             for rks, g, vals in holders:
                 v = vals[fname]
                 c = _canon(role_view({fname: v}, roles)[fname] if roles else v)
-                by_value.setdefault(c, []).extend(rks)
+                parts.setdefault(c, []).append(rks)
                 values.setdefault(c, v)
                 graphs.setdefault(c, g)
-            if len(by_value) < 2:
+            if len(parts) < 2:
                 continue
-            for rks in by_value.values():
-                rks.sort(key=_rank_order)
+            by_value = {c: ranks_of(p) for c, p in parts.items()}
             maj, is_majority = reference(by_value)
             split = {} if is_majority else {"groups": split_groups(by_value)}
             for c, rks in by_value.items():
