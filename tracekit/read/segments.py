@@ -172,7 +172,8 @@ def read_segment(
     if seg.start and diag.counts.pop("crlf_line_ends", 0):  # reported once, by the first segment
         diag.examples = [x for x in diag.examples if x["kind"] != "crlf_line_ends"]
     sc = scanner_box[0] if scanner_box else None
-    if sc is not None and sc.open_end is not None and seg.end is None:  # only the file's end says it
+    # only the file's end says it; only for a summary read, whose merge_files takes it out
+    if sc is not None and sc.open_end is not None and seg.end is None and parsers is SUMMARY_PARSERS:
         diag.add(ev.ENDS_OPEN, path, sc.open_end[1], sc.open_end[0])
     return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids)
 
