@@ -34,6 +34,7 @@ from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Diagnostics, Graph
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
+from tracekit.replay.schedule_figures import round_ms, schedule_figures
 
 #: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
 #: ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``, ``timeline``) and
@@ -106,33 +107,9 @@ class CapReplay:
 
     def schedule_dict(self) -> dict[str, Any]:
         """The cap's figures after torch's overlap scheduler (tracekit.replay/3 fields)."""
-        sc = self.schedule
-        if sc is None:
-            return {
-                "final": None,
-                "comm_ms": None,
-                "exposed_ms": None,
-                "compute_ms": None,
-                "est_ms": None,
-                "peak_memory_bytes": None,
-                "schedule_error": self.schedule_error,
-            }
-        return {
-            "final": {"counts": sc.counts(), "collectives": [c.to_dict() for c in sc.final]},
-            "comm_ms": _round_ms(sc.comm_ms),
-            "exposed_ms": _round_ms(sc.exposed_ms),
-            "compute_ms": _round_ms(sc.compute_ms),
-            "est_ms": _round_ms(sc.est_ms),
-            "est_ms_vs_recorded": _round_ms(self.est_ms_vs_recorded),
-            "peak_memory_bytes": sc.peak_memory_bytes,
-            "estimates": {
-                "compute_nodes": sc.compute_nodes,
-                "fallback_nodes": len(sc.fallback),
-                "fallback": list(sc.fallback),
-            },
-            "timeline": {"nodes": sc.timeline, "memory": sc.memory},
-            "schedule_error": None,
-        }
+        return schedule_figures(
+            self.schedule, self.schedule_error, est_ms_vs_recorded=self.est_ms_vs_recorded
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._plan_dict(), **self.schedule_dict()}
@@ -145,8 +122,8 @@ class CapReplay:
             "bucket_sizes_mb": self.bucket_sizes_mb,
             "merged_buckets": self.merged_buckets,
             "largest_bucket_mb": self.largest_bucket_mb,
-            "estimated_comm_ms": _round_ms(self.estimated_comm_ms),
-            "comm_ms_vs_recorded": _round_ms(self.comm_ms_vs_recorded),
+            "estimated_comm_ms": round_ms(self.estimated_comm_ms),
+            "comm_ms_vs_recorded": round_ms(self.comm_ms_vs_recorded),
             "applied": self.applied,
             "hardware": self.hardware,
         }
@@ -265,7 +242,7 @@ class GraphReplay:
                     "before": [asdict(x) for x in g.sizes_mb.before],
                     "after": None if g.sizes_mb.after is None else [asdict(x) for x in g.sizes_mb.after],
                 },
-                "estimated_comm_ms": _round_ms(self.recorded_comm_ms),
+                "estimated_comm_ms": round_ms(self.recorded_comm_ms),
                 "hardware": self.recorded_hardware,
             },
             # True only for a complete reproduction; "counts_reproduced" is the counts check alone
@@ -311,10 +288,6 @@ def _recorded_final(g: Graph) -> dict[str, Any] | None:
             for c in f.collectives
         ],
     }
-
-
-def _round_ms(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
 
 
 def recorded_collectives(g: Graph) -> dict[str, dict[str, int]]:
@@ -1008,10 +981,10 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
                 else None
             ),
             "final": {"counts": counts, "collectives": sum(counts.values())},
-            "comm_ms": _round_ms(sum(sc.comm_ms for sc in scheds)) if scheds else None,
-            "exposed_ms": _round_ms(sum(sc.exposed_ms for sc in scheds)) if scheds else None,
-            "compute_ms": _round_ms(sum(sc.compute_ms for sc in scheds)) if scheds else None,
-            "est_ms": _round_ms(sum(sc.est_ms for sc in scheds)) if scheds else None,
+            "comm_ms": round_ms(sum(sc.comm_ms for sc in scheds)) if scheds else None,
+            "exposed_ms": round_ms(sum(sc.exposed_ms for sc in scheds)) if scheds else None,
+            "compute_ms": round_ms(sum(sc.compute_ms for sc in scheds)) if scheds else None,
+            "est_ms": round_ms(sum(sc.est_ms for sc in scheds)) if scheds else None,
             "peak_memory_bytes": max((sc.peak_memory_bytes for sc in scheds), default=None),
             "largest_bucket_mb": max((c.largest_bucket_mb for c in caps), default=None),
             "fallback_nodes": sum(len(sc.fallback) for sc in scheds),
@@ -1020,7 +993,7 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
     base = out[0]["est_ms"] if out else None
     for e in out:
         e["est_ms_vs_recorded"] = (
-            None if base is None or e["est_ms"] is None else _round_ms(e["est_ms"] - base)
+            None if base is None or e["est_ms"] is None else round_ms(e["est_ms"] - base)
         )
     return out
 

@@ -33,6 +33,7 @@ import torch.fx as fx
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
+from tracekit.replay.schedule_figures import round_ms, schedule_figures
 
 #: The recorded outcome of such a graph, as summarize names it.
 OUTCOME = "not pre-bucketed"
@@ -86,17 +87,13 @@ class GroupsWhatIf:
             "cap_source": self.cap_source,
             "collectives": self.collectives,
             "buckets": self.buckets,
-            "estimated_comm_ms": _ms(self.estimated_comm_ms),
-            "comm_ms_before": _ms(self.comm_ms_before),
+            "estimated_comm_ms": round_ms(self.estimated_comm_ms),
+            "comm_ms_before": round_ms(self.comm_ms_before),
             "comm_ms_saved": None
             if self.estimated_comm_ms is None or self.comm_ms_before is None
-            else _ms(self.comm_ms_before - self.estimated_comm_ms),
+            else round_ms(self.comm_ms_before - self.estimated_comm_ms),
             "applied": self.applied,
         }
-
-
-def _ms(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
 
 
 class NotPrebucketedReplayer:
@@ -218,10 +215,10 @@ class NotPrebucketedReplayer:
                     # the collectives that run after the scheduler, each by torch's NCCL model:
                     # the scheduler's collective_info keeps the estimates of the collectives it
                     # started from, the same with bucketing on or off
-                    "comm_ms": _ms(sum(c.est_ms for c in s.final)),
-                    "exposed_ms": _ms(s.exposed_ms),
-                    "compute_ms": _ms(s.compute_ms),
-                    "est_ms": _ms(s.est_ms),
+                    "comm_ms": round_ms(sum(c.est_ms for c in s.final)),
+                    "exposed_ms": round_ms(s.exposed_ms),
+                    "compute_ms": round_ms(s.compute_ms),
+                    "est_ms": round_ms(s.est_ms),
                     "fallback": len(s.fallback),
                 }
             out["ok"] = True
@@ -409,30 +406,8 @@ def _schedule_dict(
     try:
         sc = rp.scheduled(gpu, overrides, hw)
     except Exception as e:  # noqa: BLE001 - a graph the scheduler refuses is a note, never a traceback
-        return {
-            "final": None,
-            "comm_ms": None,
-            "exposed_ms": None,
-            "compute_ms": None,
-            "est_ms": None,
-            "peak_memory_bytes": None,
-            "schedule_error": f"overlap scheduler failed: {type(e).__name__}: {str(e)[:300]}",
-        }
-    return {
-        "final": {"counts": sc.counts(), "collectives": [c.to_dict() for c in sc.final]},
-        "comm_ms": _ms(sc.comm_ms),
-        "exposed_ms": _ms(sc.exposed_ms),
-        "compute_ms": _ms(sc.compute_ms),
-        "est_ms": _ms(sc.est_ms),
-        "peak_memory_bytes": sc.peak_memory_bytes,
-        "estimates": {
-            "compute_nodes": sc.compute_nodes,
-            "fallback_nodes": len(sc.fallback),
-            "fallback": list(sc.fallback),
-        },
-        "timeline": {"nodes": sc.timeline, "memory": sc.memory},
-        "schedule_error": None,
-    }
+        return schedule_figures(None, f"overlap scheduler failed: {type(e).__name__}: {str(e)[:300]}")
+    return schedule_figures(sc)
 
 
 def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -471,7 +446,7 @@ def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, .
     out["reproduced"], out["mismatches"] = rp.reproduce()
     group_size = src.forward.group_size if src.forward is not None else rp.group_size_in_graph()
     base = rp.comm_ms({}, group_size, hw)
-    out["recorded"]["estimated_comm_ms"] = _ms(base)
+    out["recorded"]["estimated_comm_ms"] = round_ms(base)
     out["recorded"]["hardware"] = ce.describe(hw, group_size)
     caps: list[tuple[float | None, str | None]] = []
     for req in options.caps:
@@ -487,7 +462,7 @@ def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, .
                 "cap_source": source,
                 "what_if": None,
                 "collectives": _torch_counts(rp),
-                "estimated_comm_ms": _ms(base),
+                "estimated_comm_ms": round_ms(base),
                 "comm_ms_vs_recorded": 0.0 if base is not None else None,
                 "applied": None,
             }
@@ -508,8 +483,8 @@ def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, .
                     "what_if": FORWARD_GROUPS,
                     "fsdp_groups": list(w.fsdp_groups),
                     "collectives": w.collectives,
-                    "estimated_comm_ms": _ms(ms),
-                    "comm_ms_vs_recorded": None if ms is None or base is None else _ms(ms - base),
+                    "estimated_comm_ms": round_ms(ms),
+                    "comm_ms_vs_recorded": None if ms is None or base is None else round_ms(ms - base),
                     "applied": w.applied,
                 }
             )
@@ -535,7 +510,7 @@ def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, .
                         "exposed_ms": r["exposed_ms"],
                         "est_ms": r["est_ms"],
                         "compute_ms": r["compute_ms"],
-                        "comm_ms_vs_recorded": None if base is None else _ms(r["comm_ms"] - base),
+                        "comm_ms_vs_recorded": None if base is None else round_ms(r["comm_ms"] - base),
                         "applied": None,
                     }
                 )

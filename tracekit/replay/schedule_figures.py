@@ -1,0 +1,47 @@
+"""A graph's figures after torch's overlap scheduler, as replay's JSON gives them: the same
+keys, in the same order, for a cap of a pre-bucketed graph (:mod:`tracekit.replay.engine`) and
+for a graph torch never pre-bucketed (:mod:`tracekit.replay.not_prebucketed_graphs`).
+
+Torch-free: it reads the fields of an ``overlap_schedule.ScheduledGraph`` and rounds them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def round_ms(x: float | None) -> float | None:
+    """Milliseconds as replay's JSON gives them: 4 decimals (None stays None)."""
+    return None if x is None else round(x, 4)
+
+
+def schedule_figures(sc: Any, error: str | None = None, **after_est: float | None) -> dict[str, Any]:
+    """``final``, ``comm_ms``, ``exposed_ms``, ``compute_ms``, ``est_ms`` (then ``after_est``,
+    e.g. ``est_ms_vs_recorded``), ``peak_memory_bytes``, ``estimates``, ``timeline`` and
+    ``schedule_error`` of the scheduled graph ``sc``; without one (None), the figures are None
+    and ``schedule_error`` says why (``error``)."""
+    if sc is None:
+        return {
+            "final": None,
+            "comm_ms": None,
+            "exposed_ms": None,
+            "compute_ms": None,
+            "est_ms": None,
+            "peak_memory_bytes": None,
+            "schedule_error": error,
+        }
+    return {
+        "final": {"counts": sc.counts(), "collectives": [c.to_dict() for c in sc.final]},
+        "comm_ms": round_ms(sc.comm_ms),
+        "exposed_ms": round_ms(sc.exposed_ms),
+        "compute_ms": round_ms(sc.compute_ms),
+        "est_ms": round_ms(sc.est_ms),
+        **{k: round_ms(v) for k, v in after_est.items()},
+        "peak_memory_bytes": sc.peak_memory_bytes,
+        "estimates": {
+            "compute_nodes": sc.compute_nodes,
+            "fallback_nodes": len(sc.fallback),
+            "fallback": list(sc.fallback),
+        },
+        "timeline": {"nodes": sc.timeline, "memory": sc.memory},
+        "schedule_error": None,
+    }
