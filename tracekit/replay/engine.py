@@ -975,7 +975,8 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
             "graphs_scheduler_failed": failed,
             # the step's figures leave these graphs out: say so wherever they are shown
             "partial": (
-                f"partial: {len(scheds)} of {len(scheds) + failed} graphs (the overlap scheduler "
+                f"partial: {len(scheds)} of {len(scheds) + failed} graph{'s' if len(scheds) + failed != 1 else ''} "
+                "(the overlap scheduler "
                 f"failed on {failed})"
                 if failed
                 else None
