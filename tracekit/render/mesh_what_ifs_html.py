@@ -18,18 +18,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from tracekit.render.mesh_replay_text import what_if_label
+from tracekit.render.mesh_replay_text import CAP_HEADERS, WHAT_IF_HEADERS, what_if_label
 
-HEADERS = [
-    "ranks",
-    "graph",
-    "what-if (recorded cap)",
-    "left on group",
-    "their est ms",
-    "comm ms",
-    "exposed ms",
-    "est ms",
-]
+HEADERS = WHAT_IF_HEADERS  # the text table's columns
 STEP_HEADERS = ["whole step", "exposed ms", "est ms", "vs as run"]
 
 
@@ -124,9 +115,7 @@ def mesh_what_ifs_html(replay: dict[str, Any]) -> str:
     out = [
         '<div id="mesh-what-ifs"><h3>What-ifs on the mesh: collectives pre-bucketing never handles</h3>',
         "".join(f'<p class="muted">{_esc(r)}</p>' for r in reasons),
-        _table(
-            HEADERS if not any_caps else [*HEADERS[:2], "cap: what-if", *HEADERS[3:]], rows, "mesh-what-ifs"
-        ),
+        _table(HEADERS if not any_caps else CAP_HEADERS, rows, "mesh-what-ifs"),
     ]
     t = replay.get("totals")
     totals: dict[str, Any] = t if isinstance(t, dict) else {}
