@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from bucketing.compat import TESTED_TORCH
 from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
 from tracekit.analyze.cut import compared_items, cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed, mesh_not_prebucketed_text
@@ -49,6 +50,10 @@ from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.world import world
 
 SCHEMA = "tracekit.summary/2"
+
+#: Releases whose logs tracekit was tested on (``2.13``, ``2.14``, ``2.15``): each logs a
+#: ``before_post_grad_graph`` for every graph inductor compiles.
+TESTED_RELEASES = tuple(".".join(v.split(".")[:2]) for v in TESTED_TORCH)
 
 
 def graph_label(graph_index: int | None) -> str:
@@ -467,8 +472,8 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
                 "logged, but no graph reached the post-grad passes' log (no before_post_grad_graph): "
             )
             if versions and all(
-                v.startswith("2.13") for v in versions
-            ):  # 2.13 logs them: the compiles stopped
+                v.startswith(TESTED_RELEASES) for v in versions
+            ):  # the tested releases log them: the compiles stopped
                 why = (
                     f"torch {', '.join(versions)} logs one for every graph inductor compiles, so the compiles "
                     "stopped before inductor's post-grad passes (an error, a graph break with nothing to "
@@ -479,7 +484,8 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
                     f"torch {', '.join(versions)}" if versions else "a torch that does not say its version"
                 )
                 why = (
-                    f"{torch} may not log them (tracekit reads torch 2.13's logs), or the compiles stopped "
+                    f"{torch} may not log them (tracekit reads the logs of torch {', '.join(TESTED_RELEASES)}), "
+                    "or the compiles stopped "
                     "before inductor"
                 )
             out.append(head + why)
