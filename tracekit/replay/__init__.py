@@ -59,8 +59,8 @@ def replay(
 
     Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``; ``jobs``:
     worker processes for each graph's distinct caps, :mod:`~tracekit.replay.parallel_caps`). Without
-    torch, or on a release outside 2.13, raises :class:`bucketing.compat.UnsupportedTorch`
-    (``pip install 'tracekit[replay]'``).
+    torch, or on a release that lacks what it calls (2.13 to 2.15 have it), raises
+    :class:`bucketing.compat.UnsupportedTorch` (``pip install 'tracekit[replay]'``).
     """
     from bucketing.compat import check_torch
 

@@ -1,6 +1,6 @@
 """Rebuild a ``torch.fx.GraphModule`` from the ``print_readable`` text a log recorded, safely.
 
-The text is what torch 2.13 writes as the ``before_post_grad_graph`` artifact, i.e.
+The text is what torch (2.13 to 2.15) writes as the ``before_post_grad_graph`` artifact, i.e.
 ``gm.print_readable(include_stride=True, include_device=True)``::
 
     class GraphModule(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""The rest of the pipeline: torch 2.13's own overlap scheduler on a rebuilt, pre-bucketed graph.
+"""The rest of the pipeline: the installed torch's own overlap scheduler on a rebuilt, pre-bucketed graph.
 
 Data flows one way: rebuilt graph (:mod:`~tracekit.replay.graph_text`) -> a copy pre-bucketed
 at a cap (:func:`bucketing.pre_bucket_fsdp_collectives`) -> torch's ``OverlapScheduler``
