@@ -86,19 +86,28 @@ def test_a_log_of_another_release_says_what_differs(scenario):
         f"torch: logs written by torch {log['version']}, replayed by torch {torch.__version__}; "
         "counts reproduced on 2 of 2 graphs, final sequence 2 of 2\n" in text
     )
-    assert "".join(f"  differs: {d}\n" for d in log["differences"]) in text
+    from tracekit.replay.torch_versions import wrapped_line  # lines over 200 columns go on, 4 in
+
+    assert "".join(wrapped_line(f"  differs: {d}") + "\n" for d in log["differences"]) in text
     # by how much, in ms: the final sequence's collective estimates, the log torch's (its
     # fx_collectives_analytical_estimation) against the replaying torch's NCCL model, and the
     # replaying torch's exposed ms per graph; on this model the releases agree to 0.0001 ms
     assert log["collective_ms"] == {"graphs": 2, "log": 0.2567, "replay": 0.2567, "delta": 0.0}
     assert log["exposed_ms"] == {"replay": {"0/0:0": 0.0234, "0/0:1": 0.0198}}
     assert (
-        f"  by how much: collective estimates 0.2567 ms by torch {log['version']} (in the log), "
-        f"0.2567 ms by torch {torch.__version__}: +0.0000 ms (2 graphs)\n"
-        f"  by how much: exposed ms by torch {torch.__version__}'s FX scheduler: 0/0:0 0.0234, 0/0:1 0.0198; "
-        f"the log holds no exposed figure of torch {log['version']}, so the schedulers' own difference "
-        "is not measured\n"
+        wrapped_line(
+            f"  by how much: collective estimates 0.2567 ms by torch {log['version']} (in the log), "
+            f"0.2567 ms by torch {torch.__version__}: +0.0000 ms (2 graphs)"
+        )
+        + "\n"
+        + wrapped_line(
+            f"  by how much: exposed ms by torch {torch.__version__}'s FX scheduler: 0/0:0 0.0234, 0/0:1 "
+            f"0.0198; the log holds no exposed figure of torch {log['version']}, so the schedulers' own "
+            "difference is not measured"
+        )
+        + "\n"
     ) in text
+    assert max(map(len, text.splitlines())) <= 200
     # the writing torch's own figure (kept beside the fixture): within 0.0001 ms of the replay's
     wrote_ms = json.loads((FIXTURE_LOGS / scenario / "overlap_results.json").read_text())["graphs"]
     assert [round(x["exact_total_exposed_ms"], 4) for x in wrote_ms] == [0.0234, 0.0198]
@@ -121,14 +130,14 @@ def test_a_log_of_graphs_never_pre_bucketed_only_still_says_which_torch(scenario
     from click.testing import CliRunner
 
     from tracekit.cli import main
-    from tracekit.replay.torch_versions import differences
+    from tracekit.replay.torch_versions import differences, wrapped_line
 
     wrote = {"saved_params": "2.13.0+cpu", "saved_params_torch2.14": "2.14.1+cu130"}[scenario]
     args = ["replay", str(FIXTURE_LOGS / scenario), "--graph", "0/0:1"]
     text = CliRunner().invoke(main, args, catch_exceptions=False)
     assert text.exit_code == 0
     want = f"torch: logs written by torch {wrote}, replayed by torch {torch.__version__}\n" + "".join(
-        f"  differs: {d}\n" for d in differences(wrote, torch.__version__)
+        wrapped_line(f"  differs: {d}") + "\n" for d in differences(wrote, torch.__version__)
     )
     assert text.stdout.endswith(f"\n{want}\n1 graph never pre-bucketed: 1 reproduced.\n")
     doc = json.loads(CliRunner().invoke(main, [*args, "--format", "json"], catch_exceptions=False).stdout)

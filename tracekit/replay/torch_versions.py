@@ -17,6 +17,7 @@ replaying version is handed in)."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 #: What the replayed "exposed ms" is, said in every schedule legend and in the JSON.
@@ -171,9 +172,22 @@ def torch_lines(section: dict[str, Any] | None) -> list[str]:
             )
             line += f"; counts reproduced on {e['counts_reproduced']} of {e['graphs']} graph{'s' if e['graphs'] != 1 else ''}{final}"
         out.append(line)
-        out += [f"  differs: {d}" for d in e["differences"]]
-        out += _measured_lines(e, section["replay"])
+        out += [wrapped_line(f"  differs: {d}") for d in e["differences"]]
+        out += [wrapped_line(ln) for ln in _measured_lines(e, section["replay"])]
     return out
+
+
+#: Columns of the text's lines (the 200-column rule of every command's output).
+MAX_COLUMNS = 200
+
+
+def wrapped_line(line: str) -> str:
+    """A line over :data:`MAX_COLUMNS` goes on, at word breaks, on lines four spaces in."""
+    if len(line) <= MAX_COLUMNS:
+        return line
+    return textwrap.fill(
+        line, MAX_COLUMNS, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
+    )
 
 
 def _measured_lines(e: dict[str, Any], replay: str) -> list[str]:
@@ -197,4 +211,12 @@ def _measured_lines(e: dict[str, Any], replay: str) -> list[str]:
     return out
 
 
-__all__ = ["EXPOSED_BASIS", "differences", "measured_differences", "release", "torch_lines", "torch_section"]
+__all__ = [
+    "EXPOSED_BASIS",
+    "differences",
+    "measured_differences",
+    "release",
+    "torch_lines",
+    "torch_section",
+    "wrapped_line",
+]
