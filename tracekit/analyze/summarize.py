@@ -485,8 +485,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
                 )
                 why = (
                     f"{torch} may not log them (tracekit reads the logs of torch {', '.join(TESTED_RELEASES)}), "
-                    "or the compiles stopped "
-                    "before inductor"
+                    "or the compiles stopped before inductor"
                 )
             out.append(head + why)
         else:
