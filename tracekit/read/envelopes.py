@@ -675,10 +675,6 @@ class Scanner:
 #: The entries that end a compile: a frame's (``compilation_metrics``) and a backward's
 #: (``bwd_compilation_metrics``). torch writes one last in every compile, failed ones included.
 _CLOSING_RE = re.compile(rb'"(?:bwd_)?compilation_metrics": ')
-#: Diagnostics kind (internal: :func:`tracekit.read.segments.read_segment` adds it for a file's
-#: :attr:`Scanner.open_end`, :func:`tracekit.read.pairing.merge_files` takes it out) of a file
-#: whose last entry is whole but ends no compile; its detail is that entry's type.
-ENDS_OPEN = "ends_open"
 
 
 def _open_end(buf: bytes, limit: int) -> tuple[str, int] | None:

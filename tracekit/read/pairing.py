@@ -59,7 +59,6 @@ from tracekit.model import (
     Sizes,
 )
 from tracekit.model.rankset import MAX_RANK
-from tracekit.read.envelopes import ENDS_OPEN
 from tracekit.read.parsers import (
     ComputeEstimates,
     EntryKey,
@@ -506,6 +505,7 @@ class FileResult:
     bad_rank: str | None = None  # why the file's rank cannot be placed (out of range), if so
     frames: list[FrameCompile] = field(default_factory=list)  # frame compiles (compilation_metrics)
     ranked_by_entries: bool = True  # False when no entry gave the rank (it is the name's, or none)
+    open_end: tuple[str, int] | None = None  # (entry type, line): the file ends inside a compile
 
 
 @dataclass
@@ -519,6 +519,9 @@ class SegmentResult:
     diagnostics: Diagnostics
     readable: bool = True
     pids: set[int] | tuple[int, ...] = field(default_factory=set)  # processes that wrote the wanted entries
+    #: a file's last segment: (entry type, line in the segment) of a whole last entry that closes
+    #: no compile (:attr:`tracekit.read.envelopes.Scanner.open_end`), else None
+    open_end: tuple[str, int] | None = None
 
 
 def build_file(
@@ -567,6 +570,7 @@ class FileBuilder:
         self._held: list[SegmentResult] = []  # segments before a rank is known
         self._offset = 0  # lines of the segments applied
         self._readable = True
+        self._open_end: tuple[str, int] | None = None  # the last segment's SegmentResult.open_end
         self._pids: set[int] = set()
         self._entries = 0
 
@@ -597,6 +601,8 @@ class FileBuilder:
         for key, value, cid, line in zip(ev.keys, ev.values, ev.cids, ev.lines, strict=False):
             b.cid = cid
             table[key].apply(b, key, value, path, line + offset)
+        if part.open_end is not None:  # the file's last segment: its line in the file
+            self._open_end = (part.open_end[0], part.open_end[1] + offset)
         self._offset = offset + part.lines
         self._readable = self._readable and part.readable
         if part.pids:
@@ -648,6 +654,7 @@ class FileBuilder:
             bad_rank=bad_rank,
             frames=b.frames,
             ranked_by_entries=ranked_by_entries,
+            open_end=self._open_end,
         )
 
 
@@ -945,19 +952,13 @@ def cut_ends(res: FileResult) -> list[dict[str, Any]]:
 def open_end(res: FileResult) -> tuple[str, int, str] | None:
     """Where ``res``'s file stops between two entries inside a compile (its last entry is whole
     but is not the compile's closing ``compilation_metrics``: the file was cut at a line end,
-    e.g. during the backward): ``(path, line, last entry's kind)``, taken out of its diagnostics
-    (``ends_open``, :func:`tracekit.read.envelopes._open_end`); :func:`_open_end_cut` makes the
-    cut of it, as :func:`cut_ends` gives one. None for a file that ends a compile, or that is
-    cut inside an entry."""
-    counts = res.diagnostics.counts
-    if ENDS_OPEN not in counts:
+    e.g. during the backward): ``(path, line, last entry's kind)``
+    (:func:`tracekit.read.envelopes._open_end`); :func:`_open_end_cut` makes the cut of it, as
+    :func:`cut_ends` gives one. None for a file that ends a compile."""
+    if res.open_end is None:
         return None
-    del counts[ENDS_OPEN]
-    ex = next((e for e in res.diagnostics.examples if e["kind"] == ENDS_OPEN), None)
-    res.diagnostics.examples = [e for e in res.diagnostics.examples if e["kind"] != ENDS_OPEN]
-    if ex is None:
-        return None
-    return (res.path, ex["line"], sys.intern(ex["detail"]))  # one kind string for every file
+    kind, line = res.open_end
+    return (res.path, line, sys.intern(kind))  # one kind string for every file
 
 
 def _open_end_cut(rank: int | None, path: str, line: int, kind: str) -> dict[str, Any]:

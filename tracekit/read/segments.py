@@ -172,10 +172,10 @@ def read_segment(
     if seg.start and diag.counts.pop("crlf_line_ends", 0):  # reported once, by the first segment
         diag.examples = [x for x in diag.examples if x["kind"] != "crlf_line_ends"]
     sc = scanner_box[0] if scanner_box else None
-    # only the file's end says it; only for a summary read, whose merge_files takes it out
-    if sc is not None and sc.open_end is not None and seg.end is None and parsers is SUMMARY_PARSERS:
-        diag.add(ev.ENDS_OPEN, path, sc.open_end[1], sc.open_end[0])
-    return SegmentResult(events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids)
+    open_end = sc.open_end if sc is not None and seg.end is None else None  # only the file's end says it
+    return SegmentResult(
+        events, sc.rank if sc else rank, sc.lines_read if sc else 0, diag, pids=pids, open_end=open_end
+    )
 
 
 class _ParserSet(NamedTuple):
@@ -462,7 +462,8 @@ class _Batch:
         self.ranks: list[int | None] = []
         self.lines: list[int] = []
         self.pids: list[tuple[int, ...]] = []
-        self.odd: dict[int, tuple] = {}  # file -> (counts, examples, readable): files with diagnostics
+        #: file -> (counts, examples, readable, open_end): files with diagnostics, or ending open
+        self.odd: dict[int, tuple] = {}
 
     def add(self, size: int, res: SegmentResult | None) -> None:
         i = len(self.sizes)
@@ -477,8 +478,8 @@ class _Batch:
         self.ranks.append(res.rank)
         self.lines.append(res.lines)
         self.pids.append(tuple(res.pids))
-        if res.diagnostics.counts or not res.readable:
-            self.odd[i] = (res.diagnostics.counts, res.diagnostics.examples, res.readable)
+        if res.diagnostics.counts or not res.readable or res.open_end is not None:
+            self.odd[i] = (res.diagnostics.counts, res.diagnostics.examples, res.readable, res.open_end)
 
     def __len__(self) -> int:
         return len(self.sizes)
@@ -508,8 +509,13 @@ class _Batch:
                 )
             start = end
             if i in odd:
-                counts, examples, readable = odd[i]
-                yield size, SegmentResult(events, rank, nlines, Diagnostics(counts, examples), readable, pids)
+                counts, examples, readable, open_end = odd[i]
+                yield (
+                    size,
+                    SegmentResult(
+                        events, rank, nlines, Diagnostics(counts, examples), readable, pids, open_end
+                    ),
+                )
             else:  # a clean file: its builder only reads diagnostics that count something
                 yield size, SegmentResult(events, rank, nlines, _CLEAN, True, pids)
 
