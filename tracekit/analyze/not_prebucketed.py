@@ -156,6 +156,37 @@ def not_prebucketed(groups: list[Any]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
+def table_totals(t: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's totals as the outcome table totals them: ``t`` (:func:`tracekit.analyze.summarize.totals`,
+    the pre-bucketing outcomes) plus the graphs never pre-bucketed (``items``: the did-nothing
+    list, those with an ``outcome``), each counted once per rank. Their collectives run one by
+    one, so each adds its counts to both ``before`` and ``after`` and its bytes (as MB) to both
+    ``mb_before`` and ``mb_after``; ``did_nothing`` counts every rank's graph of the list.
+    saved_params: AG 32->4, RS 0->0 and 1.14 -> 1.136 MB outcomes, plus 4 backwards of 8
+    reduce-scatters (298,144 B each) give RS 32->32 and 2.277 -> 2.273 MB, did_nothing 4. The
+    JSON, CSV, text and HTML totals all come from here."""
+    graphs, mb = 0, 0.0
+    extra = {c: 0 for c in COLLECTIVE_TYPES}
+    for d in items:
+        if not d.get("outcome"):
+            continue
+        n = len(d["ranks"])
+        graphs += n
+        mb += n * (d.get("total_bytes") or 0) / 2**20
+        for c in COLLECTIVE_TYPES:
+            extra[c] += n * d["counts"].get(c, 0)
+    if not graphs:
+        return t
+    return {
+        **t,
+        "collectives": {
+            c: {k: v[k] + extra[c] for k in ("before", "after")} for c, v in t["collectives"].items()
+        },
+        **{k: None if t[k] is None else round(t[k] + mb, 3) for k in ("mb_before", "mb_after")},
+        "did_nothing": t["did_nothing"] + graphs,
+    }
+
+
 def counts_text(item: dict[str, Any]) -> str:
     """``8 reduce-scatters, 298,144 B, 0.0704 ms estimated``: what a finding runs one by one."""
     names = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter", "all_reduce": "all-reduce"}

@@ -25,7 +25,7 @@ from bucketing.compat import TESTED_TORCH
 from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
 from tracekit.analyze.cut import compared_items, cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed, mesh_not_prebucketed_text
-from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, unmerged_kinds
+from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, table_totals, unmerged_kinds
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.model import (
     COLLECTIVE_TYPES,
@@ -344,7 +344,9 @@ def _sum_sizes(graphs: list[Graph], after: bool) -> float | None:
 
 
 def totals(run: Run) -> dict[str, Any]:
-    """Counts over every rank: graphs, collectives before/after, MB before/after, counters."""
+    """Counts over every rank's pre-bucketing outcomes: graphs, collectives before/after, MB
+    before/after, counters (the document's ``totals`` add the graphs never pre-bucketed:
+    :func:`tracekit.analyze.not_prebucketed.table_totals`)."""
     graphs = [g for r in run.ranks for g in r.graphs]
     return {
         "ranks": len(run.ranks),
@@ -772,7 +774,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         **({"mesh": mesh_document(w["expected"], mesh)} if is_mesh(mesh) else {}),
         "verdict": v,
         "groups": [group_to_dict(g, memo, mesh if roles else None) for g in groups],
-        "totals": t,
+        "totals": table_totals(t, dn),  # the outcome table's, graphs never pre-bucketed included
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),
         "schedule_divergence": sched,
         "compile_divergence": comp,

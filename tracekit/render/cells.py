@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.rankset import format_ranks
 from tracekit.render.text import fmt_counts, fmt_mb
 
 
@@ -24,22 +24,6 @@ def groups_text(groups: list[Any]) -> str:
     """FSDP group names as plain text, for a table cell: ``0, 1`` (torch's log line prints the
     Python list, ``['0', '1']``; a table has no reprs); ``-`` for none."""
     return ", ".join(str(g) for g in groups) or "-"
-
-
-def not_prebucketed_totals(doc: dict[str, Any]) -> dict[str, Any]:
-    """Graphs never pre-bucketed (``did_nothing`` items with an ``outcome``), over every rank:
-    how many, their collectives by kind, MB: what the outcome table's total adds to the
-    document's totals, the same in every format."""
-    out: dict[str, Any] = {"graphs": 0, "mb": 0.0, **{c: 0 for c in COLLECTIVE_TYPES}}
-    for d in doc.get("did_nothing") or []:
-        if not d.get("outcome"):
-            continue
-        n = len(rank_members(d["ranks"]))
-        out["graphs"] += n
-        out["mb"] += n * (d.get("total_bytes") or 0) / 2**20
-        for c in COLLECTIVE_TYPES:
-            out[c] += n * d["counts"].get(c, 0)
-    return out
 
 
 def bytes_text(n: int | None) -> str:

@@ -313,6 +313,8 @@ def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
         f"<span>{esc(t.get('ranks', '-'))} ranks</span>",
         f"<span>{esc(t.get('graphs', '-'))} graph outcomes</span>",
     ]
+    if t.get("not_prebucketed"):  # counted in the totals beside, as in the text's total row
+        stats.append(f"<span>+ {esc(t['not_prebucketed'])} not pre-bucketed</span>")
     for c in COLLECTIVE_TYPES:
         if isinstance(coll.get(c), dict):
             stats.append(f"<span>{SHORT_NAMES[c]} {esc(fmt_counts(coll[c]))}</span>")

@@ -42,7 +42,7 @@ from typing import Any
 from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import format_ranks
-from tracekit.render.cells import first_diff_text, not_prebucketed_totals, total_mb
+from tracekit.render.cells import first_diff_text, total_mb
 from tracekit.render.mesh_text import mesh_csv_rows
 from tracekit.render.schedule_text import final_groups, final_totals
 
@@ -245,26 +245,21 @@ def summary_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from _not_prebucketed_rows(doc)
     t = doc.get("totals") or {}
     if t:
-        extra = not_prebucketed_totals(doc)
         row = {
             "section": "total",
             "ranks": "",
             "count": t.get("ranks"),
             "field": "graphs",
             "value": t.get("graphs"),
-            **{
-                k: None if t.get(k) is None else round(t[k] + extra["mb"], 3)
-                for k in ("mb_before", "mb_after")
-            },
+            **{k: t.get(k) for k in ("mb_before", "mb_after")},
         }
         for typ in COLLECTIVE_TYPES:
             c = (t.get("collectives") or {}).get(typ) or {}
             for when in ("before", "after"):
-                v = c.get(when)
-                row[f"{SHORT_NAMES[typ]}_{when}"] = None if v is None else v + extra[typ]
+                row[f"{SHORT_NAMES[typ]}_{when}"] = c.get(when)
         yield row
-        if extra["graphs"]:
-            yield {"section": "total", "field": "not_prebucketed", "value": extra["graphs"]}
+        if t.get("not_prebucketed"):
+            yield {"section": "total", "field": "not_prebucketed", "value": t["not_prebucketed"]}
     for ranks, f in (
         final_groups(doc) if doc.get("groups") is not None or doc.get("ranks") is not None else []
     ):

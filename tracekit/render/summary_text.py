@@ -18,7 +18,6 @@ from tracekit.render.cells import (
     did_nothing_none_text,
     differences_line,
     first_diff_text,
-    not_prebucketed_totals,
     ranks_text,
     total_mb,
     value_text,
@@ -169,10 +168,12 @@ def graph_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
 
 
 def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
+    """The outcome table's total: the document's ``totals``, which count the graphs never
+    pre-bucketed too (:func:`tracekit.analyze.not_prebucketed.table_totals`)."""
     t = doc["totals"]
     lead = ["total", ""] if headers[0] == "ranks" else ["total"]
-    extra = not_prebucketed_totals(doc)
-    more = [f"+ {extra['graphs']}", "not pre-bucketed"] if extra["graphs"] else ["", ""]
+    never = t.get("not_prebucketed") or 0
+    more = [f"+ {never}", "not pre-bucketed"] if never else ["", ""]
     row = [
         *lead,
         plural(t["graphs"], "graph"),
@@ -180,15 +181,11 @@ def _total_row(doc: dict[str, Any], headers: list[str]) -> list[Any]:
         "",
         "",
         "",
-        *(
-            fmt_counts({k: t["collectives"][c][k] + extra[c] for k in ("before", "after")})
-            for c in COLLECTIVE_TYPES
-        ),
+        *(fmt_counts(t["collectives"][c]) for c in COLLECTIVE_TYPES),
     ]
     if len(headers) > len(row):
-        mb = [None if v is None else round(v + extra["mb"], 3) for v in (t["mb_before"], t["mb_after"])]
+        b, a = t["mb_before"], t["mb_after"]
         n = sum(c["before"] + c["after"] for c in t["collectives"].values())
-        b, a = mb
         rounding = b is not None and a is not None and a != b and abs(a - b) <= 0.0005 * n
         row += [fmt_mb(b), f"= {fmt_mb(a)}" if rounding else fmt_mb(a)]
     return row
