@@ -40,6 +40,7 @@ import torch
 import torch.fx as fx
 
 from bucketing.compat import TORCH_MERGE_CALLS, check_calls
+from bucketing.fx_nodes import new_node
 from bucketing.predicates import WAIT_TARGET, collective_arg, group_name_of, reduce_op_of
 
 aten = torch.ops.aten
@@ -89,20 +90,29 @@ class _Builder:
     def call(self, target, args: tuple, kwargs: dict | None = None, member: int | None = None) -> fx.Node:
         kwargs = kwargs or {}
         with self.graph.inserting_before(self.before):
-            node = self.graph.create_node("call_function", target, args, kwargs, name=_node_name(target))
+            node = new_node(self.graph, "call_function", target, args, kwargs, name=_node_name(target))
         vals = fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
+        if target is operator.getitem and isinstance(vals[0][0], (list, tuple)):
+            # an item of a node's list of fake values (split_with_sizes): no fake mode needed
+            node.meta["val"] = vals[0][0][vals[0][1]]
+            self._copy_meta(node, member)
+            return node
         val = _fast_meta(target, vals[0], self.fake_mode)
         if val is None:
             ctx = self.fake_mode if self.fake_mode is not None else contextlib.nullcontext()
             with ctx:
                 val = target(*vals[0], **vals[1])
         node.meta["val"] = val
+        self._copy_meta(node, member)
+        return node
+
+    def _copy_meta(self, node: fx.Node, member: int | None) -> None:
+        """The member's (or the first member's) module stack, trace and provenance."""
         meta_src = self.members[member].meta if member is not None else self.first_meta
         for key in ("nn_module_stack", "fwd_nn_module_stack", "stack_trace", "custom"):
             if key in meta_src:
                 node.meta[key] = meta_src[key]
         node.meta["from_node"] = [self.sources[member]] if member is not None else list(self.sources)
-        return node
 
     def reshape(self, x: fx.Node, shape: list[int], member: int | None = None) -> fx.Node:
         """What tracing ``x.reshape(shape)`` gives: a view, or clone + _unsafe_view."""

@@ -375,15 +375,15 @@ class GraphReplayer:
         from bucketing.gc_pause import gc_paused
         from tracekit.replay import overlap_schedule as osch
 
-        key, settings = self.schedule_key(cap_mb, compute_us, what_if)
-        done = self._schedules.get(key)
-        if done is not None:
-            return dataclasses.replace(done)
-        self.register_groups()
-        mode = key[0]
-        # The collector paused: copy, pass and scheduler allocate many small objects beside a
-        # large live graph, and full collections over it were a fifth of a sweep's time.
+        # The collector paused: plan, copy, pass and scheduler allocate many small objects
+        # beside a large live graph, and full collections over it were a fifth of a sweep's time.
         with gc_paused():
+            key, settings = self.schedule_key(cap_mb, compute_us, what_if)
+            done = self._schedules.get(key)
+            if done is not None:
+                return dataclasses.replace(done)
+            self.register_groups()
+            mode = key[0]
             gm = osch.copy_graph(self.gm)
             with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
                 report = pre_bucket_fsdp_collectives(

@@ -260,9 +260,13 @@ def copy_graph(gm: fx.GraphModule) -> fx.GraphModule:
     The copy is torch's ``_LazyGraphModule``: its Python code is generated only if something
     reads it or calls the module, and nothing does here (the passes and the scheduler rewrite
     the graph; a replay never runs it). A plain ``GraphModule`` generates the code of the whole
-    graph at once, two thirds of a copy's time."""
+    graph at once, two thirds of a copy's time. The nodes are copied as ``Graph.graph_copy``
+    copies them, without ``create_node``'s walk over each node's arguments (half of the copy:
+    :func:`bucketing.fx_nodes.copy_graph_nodes`)."""
+    from bucketing.fx_nodes import copy_graph_nodes
+
     g = fx.Graph()
-    out = g.graph_copy(gm.graph, {})
+    out = copy_graph_nodes(gm.graph, g)
     g.output(out)
     try:
         from torch.fx._lazy_graph_module import _LazyGraphModule
@@ -389,12 +393,16 @@ def memory_walk(gm: fx.GraphModule, sched: Any) -> Any:
 
 
 def _plain_scheduled(tracker: Any) -> Any:
-    """The tracker with its set of scheduled nodes a plain ``set``: it asks, for each storage a
-    node uses, whether every user of that storage is scheduled yet, and with every device
-    counted that is tens of questions per node, each a Python-level ``__contains__`` on torch's
-    ``OrderedSet``; a ``set`` answers in C. The walk never reads the set's order."""
+    """The tracker with its set of scheduled nodes and its set of live storages plain ``set``s:
+    it asks, for each storage a node uses, whether every user of that storage is scheduled yet
+    and whether the storage is live, and with every device counted that is tens of questions
+    per node, each a Python-level ``__contains__`` (or ``add``, ``remove``) on torch's
+    ``OrderedSet``; a ``set`` answers in C. The walk never reads either set's order."""
     if hasattr(tracker, "scheduled") and not tracker.scheduled:
         tracker.scheduled = set()
+    live = getattr(tracker, "current_live_storages", None)
+    if live is not None and not isinstance(live, set):
+        tracker.current_live_storages = set(live)
     return tracker
 
 
