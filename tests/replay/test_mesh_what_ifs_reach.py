@@ -21,21 +21,33 @@ def _cells(table):
 
 
 def test_the_report_shows_the_what_ifs_of_hsdp_overlap_in_its_cap_sweep():
+    # the saved replay is --recommend's: the what-ifs ran at the recorded cap and at the cap it
+    # recommends (1 MB), each row its cap first; the whole step with each at both caps
     page = render_html(fixture_doc("hsdp_overlap"), replay_doc("hsdp_overlap"))
     div = parse(page).find("section", id="sweep").find("div", id="mesh-what-ifs")
     per_graph, step = div.find_all("table")
     assert [tr.attrs["data-what-if"] for tr in per_graph.find_all("tr")[1:]] == [
-        "as_run", "our_pass_with_groups", "overlap_bucketing"]
+        "as_run", "our_pass_with_groups", "overlap_bucketing"] * 2
     assert _cells(per_graph) == [
-        ["0", "0/0:1", "as run", "6", "0.1176", "0.1773", "0.1631", "0.3180"],
-        ["0", "0/0:1", "our pass given '1' as well", "1", "0.0414", "0.1011", "0.0871", "0.2420"],
-        ["0", "0/0:1", "torch's scheduler, collective_bucketing on", "1", "0.0414", "0.1011", "0.1631*", "0.3180"],
+        ["0", "0/0:1", "10.4 MB (recorded): as run", "6", "0.1176", "0.1773", "0.1631", "0.3180"],
+        ["0", "0/0:1", "10.4 MB (recorded): our pass given '1' as well", "1", "0.0414", "0.1011", "0.0871",
+         "0.2420"],
+        ["0", "0/0:1", "10.4 MB (recorded): torch's scheduler, collective_bucketing on", "1", "0.0414", "0.1011",
+         "0.1631*", "0.3180"],
+        ["0", "0/0:1", "1 MB: as run", "6", "0.1176", "0.2837", "0.0510", "0.2021"],
+        ["0", "0/0:1", "1 MB: our pass given '1' as well", "3", "0.0717", "0.2378", "0.0437", "0.1948"],
+        ["0", "0/0:1", "1 MB: torch's scheduler, collective_bucketing on", "6", "0.1176", "0.2837", "0.0510*",
+         "0.2021"],
     ]
     assert _cells(step) == [
-        ["as run (rank 0's graphs)", "0.1946", "0.4379", "-"],
-        ["our pass given the groups as well", "0.1186", "0.3619", "-0.0760"],
-        ["torch's scheduler, collective_bucketing on", "0.1946", "0.4379", "+0.0000"],
+        ["recorded: as run (rank 0's graphs)", "0.1946", "0.4379", "-"],
+        ["recorded: our pass given the groups as well", "0.1186", "0.3619", "-0.0760"],
+        ["recorded: torch's scheduler, collective_bucketing on", "0.1946", "0.4379", "+0.0000"],
+        ["1: as run (rank 0's graphs)", "0.0744", "0.3064", "-"],
+        ["1: our pass given the groups as well", "0.0671", "0.2991", "-0.0073"],
+        ["1: torch's scheduler, collective_bucketing on", "0.0744", "0.3064", "+0.0000"],
     ]
+    assert "at the recorded cap and at the other caps shown" in div.find_all("p")[1].text
     assert div.find_all("p")[0].text == (
         "replicate group '1' (ranks 0,2) has no FSDP all-gather: torch's pre-bucketing buckets "
         "all-reduces only on the groups of its FSDP all-gathers ('3')")
@@ -146,11 +158,82 @@ def test_cap_mb_runs_the_mesh_what_ifs_at_each_cap():
     assert cells[4] == ["0", "0/0:1", "1 MB: our pass given '1' as well", "3", "0.0717", "0.2378", "0.0437", "0.1948"]
 
 
-def test_recommend_runs_the_mesh_what_ifs_at_the_recorded_cap_and_says_so():
+def test_recommend_runs_the_mesh_what_ifs_at_the_recorded_and_the_recommended_cap_and_says_so():
     from tracekit.render.mesh_replay_text import unhandled_section
+    from tracekit.render.replay_text import render_text
 
     doc = replay_doc("hsdp_overlap")  # --recommend without --cap-mb: the grid's 13 other caps
     m = doc["graphs"][1]["not_prebucketed_on_mesh"]
-    assert "at_caps" not in m and len(doc["graphs"][1]["replays"]) == 13
-    assert ("Other caps were replayed; the what-ifs ran at the recorded cap only (with --recommend they\n"
-            "run at the caps given with --cap-mb, not at each cap of its grid).") in unhandled_section(doc, "table")
+    assert len(doc["graphs"][1]["replays"]) == 13
+    ((rec_cap,),) = [[e["cap"] for e in m["at_caps"]]]  # the cap it recommends only, not its grid
+    assert rec_cap == doc["recommendation"]["cap"] == "1"
+    assert _cap_rows(m["at_caps"][0]) == [
+        (1.0, "as run", 6, 0.051, 0.2021),
+        (1.0, "our_pass_with_groups", 3, 0.0437, 0.1948),
+        (1.0, "overlap_bucketing", 6, 0.051, 0.2021),
+    ]
+    assert ("Other caps were replayed; the what-ifs ran at the caps shown only (with --recommend they\n"
+            "run at the caps given with --cap-mb and at the cap it recommends, not at each cap of its grid)."
+            ) in unhandled_section(doc, "table")
+    # the whole step at the recorded cap and at 1 MB with each what-if; the grid's other caps without
+    steps = {s["cap"]: s for s in doc["totals"]["step"]}
+    assert [(c, [(w["name"], w["collectives"], w["exposed_ms"], w["est_ms"], w["est_ms_vs_as_run"])
+                 for w in s["mesh_what_ifs"]]) for c, s in steps.items() if s.get("mesh_what_ifs")] == [
+        ("recorded", [("our_pass_with_groups", 4, 0.1186, 0.3619, -0.076),
+                      ("overlap_bucketing", 4, 0.1946, 0.4379, 0.0)]),
+        ("1", [("our_pass_with_groups", 20, 0.0671, 0.2991, -0.0073),
+               ("overlap_bucketing", 23, 0.0744, 0.3064, 0.0)]),
+    ]
+    # the recommendation (of the caps as torch runs them) says what the what-ifs give at its cap
+    rec = doc["recommendation"]
+    assert [(w["name"], w["est_ms"], w["est_ms_vs_recorded"]) for w in rec["mesh_what_ifs"]] == [
+        ("our_pass_with_groups", 0.2991, -0.1388), ("overlap_bucketing", 0.3064, -0.1315)]
+    text = render_text(doc, "table")
+    assert ("At 1 MB, with the what-ifs on the mesh (the Pareto front and the recommendation are of\n"
+            "the caps as torch runs them: the what-ifs change the pass or the scheduler, not the cap):\n"
+            "  our pass given the groups as well: est 0.2991 ms (-0.0073), exposed 0.0671\n"
+            "  torch's scheduler, collective_bucketing on: est 0.3064 ms (+0.0000), exposed 0.0744*\n") in text
+    assert ("1 + our pass                     1         20             -          0.0671        0.2320        "
+            "0.2991    -           -             -0.1388") in text
+    assert "\n2 + our pass" not in text and "\n2                                2         15" in text
+
+
+def test_the_whole_step_at_each_cap_mb_has_the_what_ifs():
+    """replay hsdp_overlap --cap-mb 1 --cap-mb 64: the Whole step per cap table has, under each
+    cap's row, the step with each what-if (the forward as run, the backward with the what-if)."""
+    from click.testing import CliRunner
+
+    from tracekit.commands.replay_cmd import replay
+
+    r = CliRunner().invoke(replay, [str(FIXTURE_LOGS / "hsdp_overlap"), "--cap-mb", "1", "--cap-mb", "64"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0
+    text = r.stdout
+    table = text[text.index("Whole step per cap"):text.index("X + our pass")]
+    rows = [ln.split() for ln in table.splitlines()[4:] if ln.strip()]
+    assert rows == [
+        ["recorded", "10.4", "9", "0.2085", "0.1946", "0.2433", "0.4379", "15.00", "6", "+0.0000"],
+        ["recorded", "+", "our", "pass", "10.4", "4", "-", "0.1186", "0.2433", "0.3619", "-", "-", "-0.0760"],
+        ["recorded", "+", "collective_bucketing", "10.4", "4", "-", "0.1946*", "0.2433", "0.4379", "-", "-",
+         "+0.0000"],
+        ["1", "1", "23", "0.3737", "0.0744", "0.2320", "0.3064", "8.50", "1", "-0.1315"],
+        ["1", "+", "our", "pass", "1", "20", "-", "0.0671", "0.2320", "0.2991", "-", "-", "-0.1388"],
+        ["1", "+", "collective_bucketing", "1", "23", "-", "0.0744*", "0.2320", "0.3064", "-", "-", "-0.1315"],
+        ["64", "64", "9", "0.2085", "0.1946", "0.2433", "0.4379", "15.00", "6", "+0.0000"],
+        ["64", "+", "our", "pass", "64", "4", "-", "0.1186", "0.2433", "0.3619", "-", "-", "-0.0760"],
+        ["64", "+", "collective_bucketing", "64", "4", "-", "0.1946*", "0.2433", "0.4379", "-", "-", "+0.0000"],
+    ]
+
+
+def test_replay_run_from_python_registers_the_mesh_and_runs_the_what_ifs():
+    """tracekit.replay_run on hsdp_overlap: the backward's replicate group sized from the logs
+    (it was 'partial: 1 of 2 graphs' there before), the what-ifs at the recommended cap too."""
+    import tracekit
+
+    doc = tracekit.replay_run(str(FIXTURE_LOGS / "hsdp_overlap"), recommend=True)
+    step = doc["totals"]["step"][0]
+    assert (step["graphs"], step["partial"], step["est_ms"]) == (2, None, 0.4379)
+    assert [(w["name"], w["est_ms"]) for w in doc["totals"]["step_mesh_what_ifs"]] == [
+        ("our_pass_with_groups", 0.3619), ("overlap_bucketing", 0.4379)]
+    assert [(w["name"], w["est_ms"]) for w in doc["recommendation"]["mesh_what_ifs"]] == [
+        ("our_pass_with_groups", 0.2991), ("overlap_bucketing", 0.3064)]

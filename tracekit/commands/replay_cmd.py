@@ -346,11 +346,13 @@ def replay(
 
         results = replay_sources(sources, options, on_cap=per_cap)
         if any(r.mesh_not_prebucketed for r in results):  # a mesh's what-ifs at the other caps too
+            from tracekit.replay.engine import cap_labels
             from tracekit.replay.mesh_what_ifs import add_at_caps
 
             # --recommend: at the caps given with --cap-mb only, not at each cap of its grid
-            asked = frozenset(c.mb for c in _caps(cap_mb, cap_auto) if c.mb is not None)
-            add_at_caps(results, options.hardware, asked if recommend else None)
+            # (then at the cap it recommends: add_at_recommended_cap)
+            asked = frozenset(c.label for c in _caps(cap_mb, cap_auto) if c.mb is not None)
+            add_at_caps(results, options, cap_labels(options)[1:], asked if recommend else None)
     scheduled = any(
         c is not None and c.schedule is not None for r in results for c in [r.reproduction, *r.replays]
     )
@@ -376,6 +378,11 @@ def replay(
     from tracekit.replay.step_coverage import finish_document
 
     finish_document(doc, not_prebucketed, recommend, memory_budget_gb)
+    if recommend and any(r.mesh_not_prebucketed for r in results):  # and at the recommended cap
+        from tracekit.replay.engine import cap_labels
+        from tracekit.replay.mesh_what_ifs import add_at_recommended_cap
+
+        add_at_recommended_cap(results, options, cap_labels(options)[1:], doc)
     with output_sink(output, command="replay", error_status=BAD_INPUT) as write:
         write(
             (

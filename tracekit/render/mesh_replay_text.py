@@ -118,6 +118,8 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
         "\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{r}\n" for r in reasons),
         "\n" + table(what_rows, WHAT_IF_HEADERS if not any_caps else CAP_HEADERS, fmt),
     ]
+    # --recommend: its grid's caps were replayed, the what-ifs ran at some of them
+    fewer = any(len(m.get("at_caps") or []) < len(g.get("replays") or []) for g, m in entries)
     whole = (doc.get("totals") or {}).get("step_mesh_what_ifs") or []
     if whole:
         step = doc["totals"]["step"][0]
@@ -125,26 +127,27 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
             f"\nwhole step (rank {step['rank']}'s graphs) at the recorded cap: exposed {_ms(step['exposed_ms'])}, est {_ms(step['est_ms'])} ms as run\n"
         )
         for w in whole:
-            label = (
-                "our pass given the groups as well"
-                if w["name"] == "our_pass_with_groups"
-                else "torch's scheduler, collective_bucketing on"
-            )
             out.append(
-                f"  {label}: exposed {_ms(w['exposed_ms'])}, est {_ms(w['est_ms'])} ms ({w['est_ms_vs_recorded']:+.4f})\n"
+                f"  {what_if_step_label(w['name'])}: exposed {_ms(w['exposed_ms'])}, est {_ms(w['est_ms'])} ms ({w['est_ms_vs_recorded']:+.4f})\n"
             )
     if errors:
         out.append("\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{e}\n" for e in errors))
     out.append(
         "\nwhat-ifs: run on the rebuilt graph at the recorded cap"
-        + (" and at each cap replayed" if any_caps else "")
+        + (
+            " and at each cap replayed"
+            if any_caps and not fewer
+            else " and at the other caps shown"
+            if any_caps
+            else ""
+        )
         + ", then torch's overlap scheduler; left on\n"
         "group: the collectives left on those groups after it, their est ms torch's NCCL model.\n"
     )
-    if not any_caps and any(g.get("replays") for g, _ in entries):
+    if fewer:
         out.append(
-            "Other caps were replayed; the what-ifs ran at the recorded cap only (with --recommend they\n"
-            "run at the caps given with --cap-mb, not at each cap of its grid).\n"
+            "Other caps were replayed; the what-ifs ran at the caps shown only (with --recommend they\n"
+            "run at the caps given with --cap-mb and at the cap it recommends, not at each cap of its grid).\n"
         )
     if torch_figure:
         out.append(
@@ -204,6 +207,69 @@ def _what_if_rows(
     return torch_figure
 
 
+#: The short names of the what-ifs in the whole step's rows (``1 + our pass``).
+STEP_WHAT_IF_NAMES = {"our_pass_with_groups": "our pass", "overlap_bucketing": "collective_bucketing"}
+
+STEP_WHAT_IFS_NOTE = (
+    "\nX + our pass: the step at cap X with our pass given the groups pre-bucketing never sees on the\n"
+    "mesh as well; X + collective_bucketing: with torch's scheduler's collective_bucketing on (*: its\n"
+    "own exposed figure, which does not move); the graphs without what-ifs as run. A cap without such\n"
+    "rows: the what-ifs did not run there (--recommend runs them at the caps given with --cap-mb and\n"
+    "at the cap it recommends, not at each cap of its grid: two more scheduler runs a cap and graph).\n"
+)
+
+
+def step_what_if_rows(step: dict[str, Any]) -> list[list[Any]]:
+    """The rows under a ``Whole step per cap`` row: that cap's step with each what-if
+    (``mesh_what_ifs``, :mod:`tracekit.replay.mesh_whole_step`); none without."""
+    rows = []
+    for w in step.get("mesh_what_ifs") or []:
+        exposed = _ms(w["exposed_ms"]) + ("*" if w["name"] == "overlap_bucketing" else "")
+        rows.append(
+            [
+                f"{step['cap']} + {STEP_WHAT_IF_NAMES.get(w['name'], w['name'])}",
+                "/".join(f"{c:g}" for c in step["bucket_cap_mb"]),
+                _n(w.get("collectives")),
+                "-",  # the what-ifs' comm ms are NCCL sums, not the scheduler's (see the what-ifs' table)
+                exposed,
+                _ms(round(w["est_ms"] - w["exposed_ms"], 4)),
+                _ms(w["est_ms"]),
+                "-",
+                "-",
+                f"{w['est_ms_vs_recorded']:+.4f}",
+            ]
+        )
+    return rows
+
+
+def recommendation_what_ifs(rec: dict[str, Any]) -> str:
+    """What the what-ifs would give at the recommended cap (``recommendation.mesh_what_ifs``),
+    after the recommendation; "" without. The recommendation itself is of the caps as torch runs
+    them: the what-ifs change the pass or the scheduler, not the cap."""
+    whole = rec.get("mesh_what_ifs") or []
+    if not whole:
+        return ""
+    parts = [
+        f"{what_if_step_label(w['name'])}: est {w['est_ms']:.4f} ms ({w['est_ms_vs_as_run']:+.4f}), exposed "
+        f"{w['exposed_ms']:.4f}{'*' if w['name'] == 'overlap_bucketing' else ''}"
+        for w in whole
+    ]
+    return (
+        f"At {rec['cap_mb']:g} MB, with the what-ifs on the mesh (the Pareto front and the recommendation are of\n"
+        "the caps as torch runs them: the what-ifs change the pass or the scheduler, not the cap):\n"
+        + "".join(f"  {p}\n" for p in parts)
+    )
+
+
+def what_if_step_label(name: str) -> str:
+    """A what-if's name in the whole step's lines."""
+    return (
+        "our pass given the groups as well"
+        if name == "our_pass_with_groups"
+        else "torch's scheduler, collective_bucketing on"
+    )
+
+
 def _n(x: int | None) -> str:
     return "-" if x is None else str(x)
 
@@ -212,4 +278,12 @@ def _name_key(name: str) -> tuple[bool, int, str]:
     return (not name.isdigit(), int(name) if name.isdigit() else 0, name)
 
 
-__all__ = ["process_groups_section", "unhandled_section", "what_if_label"]
+__all__ = [
+    "STEP_WHAT_IFS_NOTE",
+    "process_groups_section",
+    "recommendation_what_ifs",
+    "step_what_if_rows",
+    "unhandled_section",
+    "what_if_label",
+    "what_if_step_label",
+]

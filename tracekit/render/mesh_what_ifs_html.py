@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from tracekit.render.mesh_replay_text import CAP_HEADERS, WHAT_IF_HEADERS, what_if_label
+from tracekit.render.mesh_replay_text import CAP_HEADERS, WHAT_IF_HEADERS, what_if_label, what_if_step_label
 
 HEADERS = WHAT_IF_HEADERS  # the text table's columns
 STEP_HEADERS = ["whole step", "exposed ms", "est ms", "vs as run"]
@@ -57,6 +57,10 @@ def mesh_what_ifs_html(replay: dict[str, Any]) -> str:
     rows, errors, reasons = [], [], []
     torch_figure = False
     any_caps = any(g["not_prebucketed_on_mesh"].get("at_caps") for g in graphs)
+    # --recommend: its grid's caps were replayed, the what-ifs ran at some of them
+    fewer = any(
+        len(g["not_prebucketed_on_mesh"].get("at_caps") or []) < len(g.get("replays") or []) for g in graphs
+    )
     for g in graphs:
         m = g["not_prebucketed_on_mesh"]
         label = f"{g.get('compile_id')}:{g.get('graph_index')}"
@@ -119,32 +123,43 @@ def mesh_what_ifs_html(replay: dict[str, Any]) -> str:
     ]
     t = replay.get("totals")
     totals: dict[str, Any] = t if isinstance(t, dict) else {}
-    whole = [w for w in totals.get("step_mesh_what_ifs") or [] if isinstance(w, dict)]
-    step = (totals.get("step") or [{}])[0]
-    if whole and isinstance(step, dict):
-        srows = [
-            f'<tr data-what-if="as_run"><td>as run (rank {_esc(step.get("rank"))}\'s graphs)</td>'
+    steps = [s for s in totals.get("step") or [] if isinstance(s, dict)]
+    # the whole step at each cap where the what-ifs ran (mesh_whole_step): the recorded cap's
+    # alone without a cap before each row, as before other caps had them
+    with_what_ifs = [s for s in steps if s.get("mesh_what_ifs")]
+    if not with_what_ifs and steps and totals.get("step_mesh_what_ifs"):  # an older document
+        with_what_ifs = [{**steps[0], "mesh_what_ifs": totals["step_mesh_what_ifs"]}]
+    srows = []
+    for step in with_what_ifs:
+        cap = "" if len(with_what_ifs) == 1 else f"{_esc(step.get('cap'))}: "
+        srows.append(
+            f'<tr data-what-if="as_run"><td>{cap}as run (rank {_esc(step.get("rank"))}\'s graphs)</td>'
             f'<td class="num">{_ms(step.get("exposed_ms"))}</td><td class="num">{_ms(step.get("est_ms"))}</td>'
             '<td class="num">-</td></tr>'
-        ]
-        for w in whole:
-            name = (
-                "our pass given the groups as well"
-                if w.get("name") == "our_pass_with_groups"
-                else ("torch's scheduler, collective_bucketing on")
-            )
-            vs = w.get("est_ms_vs_recorded")
+        )
+        for w in step["mesh_what_ifs"]:
+            if not isinstance(w, dict):
+                continue
+            name = what_if_step_label(str(w.get("name")))
+            vs = w.get("est_ms_vs_as_run", w.get("est_ms_vs_recorded"))
             srows.append(
-                f'<tr data-what-if="{_esc(w.get("name"))}"><td>{_esc(name)}</td>'
+                f'<tr data-what-if="{_esc(w.get("name"))}"><td>{cap}{_esc(name)}</td>'
                 f'<td class="num">{_ms(w.get("exposed_ms"))}</td><td class="num">{_ms(w.get("est_ms"))}</td>'
                 f'<td class="num">{f"{vs:+.4f}" if isinstance(vs, (int, float)) else "-"}</td></tr>'
             )
+    if srows:
         out.append(_table(STEP_HEADERS, srows, "mesh-what-ifs-step"))
     if errors:
         out.append("".join(f'<p class="error">{e}</p>' for e in errors))
     out.append(
         '<p class="muted">what-ifs: run on the rebuilt graph at the recorded cap'
-        + (" and at each cap replayed" if any_caps else "")
+        + (
+            " and at each cap replayed"
+            if any_caps and not fewer
+            else " and at the other caps shown"
+            if any_caps
+            else ""
+        )
         + ", then torch's overlap scheduler;"
         " left on group: the collectives left on those groups after it, their est ms "
         "torch's NCCL model. The timeline of our pass's what-if is in <code>replay --trace-out</code>'s "

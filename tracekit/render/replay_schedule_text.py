@@ -8,6 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from tracekit.render.mesh_replay_text import STEP_WHAT_IFS_NOTE, recommendation_what_ifs, step_what_if_rows
 from tracekit.render.text import fmt_mb, heading, plural, table
 
 HEADERS = [
@@ -106,21 +107,23 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
                 lines.append(f"{label} cap {c['bucket_cap_mb']:g} MB: NOT SCHEDULED: {c['schedule_error']}")
     if lines:
         out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + ln for ln in lines) + "\n")
-    step_rows = [
-        [
-            s["cap"],
-            "/".join(f"{c:g}" for c in s["bucket_cap_mb"]),
-            s["final"]["collectives"],
-            _ms(s["comm_ms"]),
-            _ms(s["exposed_ms"]),
-            _ms(s["compute_ms"]),
-            _ms(s["est_ms"]),
-            _mib(s["peak_memory_bytes"]),
-            fmt_mb(s["largest_bucket_mb"]) if s["largest_bucket_mb"] is not None else "-",
-            _ms(s["est_ms_vs_recorded"], signed=True),
-        ]
-        for s in doc["totals"].get("step", [])
-    ]
+    step_rows = []
+    for s in doc["totals"].get("step", []):
+        step_rows.append(
+            [
+                s["cap"],
+                "/".join(f"{c:g}" for c in s["bucket_cap_mb"]),
+                s["final"]["collectives"],
+                _ms(s["comm_ms"]),
+                _ms(s["exposed_ms"]),
+                _ms(s["compute_ms"]),
+                _ms(s["est_ms"]),
+                _mib(s["peak_memory_bytes"]),
+                fmt_mb(s["largest_bucket_mb"]) if s["largest_bucket_mb"] is not None else "-",
+                _ms(s["est_ms_vs_recorded"], signed=True),
+            ]
+        )
+        step_rows += step_what_if_rows(s)  # a mesh: the step at this cap with each what-if
     steps = doc["totals"].get("step", [])
     rank = steps[0].get("rank") if steps else None
     out.append(
@@ -144,6 +147,8 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             fmt,
         )
     )
+    if any(s.get("mesh_what_ifs") for s in steps):
+        out.append(STEP_WHAT_IFS_NOTE)
     never = max((s.get("graphs_never_prebucketed") or 0 for s in steps), default=0)
     if never:  # the step is every graph: say that the ones torch never pre-bucketed are in it
         out.append(
@@ -205,6 +210,7 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
                     else ""
                 )
             )
+            out.append(recommendation_what_ifs(rec))
     return "".join(out)
 
 

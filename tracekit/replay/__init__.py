@@ -102,9 +102,10 @@ def replay(
     options.groups = table_for([os.fspath(p) for p in paths], sources)
     results = replay_sources(sources, options)
     if any(r.mesh_not_prebucketed for r in results):  # a mesh's what-ifs at the other caps too
+        from tracekit.replay.engine import cap_labels
         from tracekit.replay.mesh_what_ifs import add_at_caps
 
-        add_at_caps(results, options.hardware)
+        add_at_caps(results, options, cap_labels(options)[1:])
     return ReplayRun(results, options, diag)
 
 

@@ -920,12 +920,10 @@ def replay_document(results: list[GraphReplay], options: ReplayOptions, extra: d
         },
     }
     doc["totals"]["step"] = step_totals(results, options)
-    if any(r.mesh_not_prebucketed for r in results) and doc["totals"]["step"]:
-        from tracekit.replay.mesh_what_ifs import step_what_ifs
+    if any(r.mesh_not_prebucketed for r in results):  # the whole step at each cap with each what-if
+        from tracekit.replay.mesh_whole_step import add_step_what_ifs
 
-        whole = step_what_ifs(results, doc["totals"]["step"][0])
-        if whole:  # a mesh whose graphs have what-ifs: the whole step with each
-            doc["totals"]["step_mesh_what_ifs"] = whole
+        add_step_what_ifs(doc)
     import torch
 
     from tracekit.replay.torch_versions import EXPOSED_BASIS, torch_section

@@ -36,7 +36,7 @@ def replay_run(
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay import comm_estimate as ce
-    from tracekit.replay.engine import CapRequest, ReplayOptions, replay_document, replay_sources
+    from tracekit.replay.engine import CapRequest, ReplayOptions, cap_labels, replay_document, replay_sources
     from tracekit.replay.not_prebucketed_graphs import replay_not_prebucketed
     from tracekit.replay.recommend import cap_grid
     from tracekit.replay.selection import replay_sources_for
@@ -52,8 +52,8 @@ def replay_run(
             raise ValueError(f"cap {c.mb!r} MB: a cap is a finite number of MB above 0")
     if memory_budget_gb is not None and not (math.isfinite(memory_budget_gb) and memory_budget_gb > 0):
         raise ValueError(f"memory_budget_gb {memory_budget_gb!r}: a finite number of GB above 0")
+    given = [c.mb for c in requests if c.mb is not None]
     if recommend:
-        given = [c.mb for c in requests if c.mb is not None]
         requests = [CapRequest(None)] + [CapRequest(mb) for mb in cap_grid(given)]
     options = ReplayOptions(
         caps=requests,
@@ -71,12 +71,24 @@ def replay_run(
     not_prebucketed = replay_not_prebucketed(
         [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives], options
     )
-    doc = replay_document(
-        replay_sources(sources, options),
-        options,
-        {"paths": paths, "notes": [], "diagnostics": diag.to_dict()},
-    )
+    from tracekit.replay.process_groups import table_for
+
+    options.groups = table_for(paths, mixed)  # a mesh: every group's size and members, as the command
+    results = replay_sources(sources, options)
+    mesh = any(r.mesh_not_prebucketed for r in results)
+    if mesh:  # a mesh's what-ifs at the other caps too (--recommend: the caps given, not its grid)
+        from tracekit.replay.mesh_what_ifs import add_at_caps
+
+        asked = (
+            frozenset(c.label for c in requests if c.mb is not None and c.mb in given) if recommend else None
+        )
+        add_at_caps(results, options, cap_labels(options)[1:], asked)
+    doc = replay_document(results, options, {"paths": paths, "notes": [], "diagnostics": diag.to_dict()})
     finish_document(doc, not_prebucketed, recommend, memory_budget_gb)  # the whole step, every graph
+    if recommend and mesh:  # and at the cap it recommends
+        from tracekit.replay.mesh_what_ifs import add_at_recommended_cap
+
+        add_at_recommended_cap(results, options, cap_labels(options)[1:], doc)
     return doc
 
 

@@ -206,76 +206,81 @@ def _as_run(cap: Any, groups: set[str]) -> dict[str, Any]:
 
 
 def at_cap(
-    rp: Any, cap: Any, compute_us: dict[str, float] | None, found: list[dict[str, Any]], hw: Any
+    rp: Any,
+    cap: Any,
+    compute_us: dict[str, float] | None,
+    found: list[dict[str, Any]],
+    hw: Any,
+    label: Any = None,
 ) -> dict[str, Any]:
     """The what-ifs at another cap than the recorded one (a ``--cap-mb``, ``--cap auto`` or
     ``--recommend`` cap: ``cap``, a scheduled :class:`CapReplay`, on the what-if hardware
     ``hw``): that cap as replayed, then both what-ifs at it. An entry of
-    ``not_prebucketed_on_mesh.at_caps``."""
+    ``not_prebucketed_on_mesh.at_caps``; ``cap``: the step's label of that cap (``label``:
+    ``1``, ``auto``), by which the whole step finds it (:mod:`tracekit.replay.mesh_whole_step`)."""
     return {
+        "cap": label,
         "bucket_cap_mb": cap.bucket_cap_mb,
         "as_run": _as_run(cap, {f["group"] for f in found}),
         "what_ifs": what_ifs(rp, cap.bucket_cap_mb, compute_us, found, hw),
     }
 
 
-def add_at_caps(results: list[Any], hw: Any, caps: frozenset[float] | None = None) -> None:
+def add_at_caps(
+    results: list[Any], options: Any, labels: list[str], caps: frozenset[str] | None = None
+) -> None:
     """Run the what-ifs at every other cap each mesh graph was replayed at (``--cap-mb``,
     ``--cap auto``), after the replay: ``not_prebucketed_on_mesh.at_caps``, one :func:`at_cap`
-    entry per scheduled cap, in the order replayed. ``hw``: the what-if hardware the caps were
-    replayed on; ``caps``: only these caps (``--recommend``: those given with ``--cap-mb``, not
-    its whole grid), None every one."""
+    entry per scheduled cap, in the order replayed, on the what-if hardware of ``options``;
+    ``labels``: the step's labels of the caps replayed (:func:`engine.cap_labels` after
+    ``recorded``). ``caps``: only the caps of these labels (``--recommend``: those given with ``--cap-mb``, not
+    its whole grid, then :func:`add_at_recommended_cap`), None every one."""
     for r in results:
         m, rp = r.mesh_not_prebucketed, r.replayer
         if not m or rp is None:
             continue
         found = m["collectives"]
-        entries = [
-            at_cap(rp, c, r.compute_estimates_us, found, hw)
-            for c in r.replays
-            if c.schedule is not None and (caps is None or c.bucket_cap_mb in caps)
-        ]
-        if entries:
-            m["at_caps"] = entries
+        have = {e.get("cap") for e in m.get("at_caps") or []}
+        entries = list(m.get("at_caps") or [])
+        for i, c in enumerate(r.replays):
+            label = labels[i] if i < len(labels) else None
+            if c.schedule is None or label in have or (caps is not None and label not in caps):
+                continue
+            entries.append(at_cap(rp, c, r.compute_estimates_us, found, options.hardware, label))
+        if entries:  # in the order the caps were replayed
+            order = {x: i for i, x in enumerate(labels)}
+            m["at_caps"] = sorted(entries, key=lambda e: order.get(e.get("cap"), len(order)))
 
 
-def step_what_ifs(results: list[Any], recorded_step: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The whole step (the graphs of ``recorded_step``'s rank, as :func:`engine.step_totals`)
-    at the recorded cap with each what-if applied to every graph that has one (the others as
-    run): exposed and estimated ms, against the recorded cap's. None without any what-if."""
-    rank = recorded_step.get("rank")
-    graphs = [r for r in results if rank is None or rank in r.rank_set]
-    found = [r.mesh_not_prebucketed for r in graphs if r.mesh_not_prebucketed]
-    if not found or recorded_step.get("exposed_ms") is None:
-        return None
-    out = []
-    for name in (OUR_PASS, OVERLAP_BUCKETING):
-        runs = [(m["as_run"], next(w for w in m["what_ifs"] if w["name"] == name)) for m in found]
-        if not all(w["ok"] and a["exposed_ms"] is not None for a, w in runs):
-            continue
-        exposed = recorded_step["exposed_ms"] + sum(w["exposed_ms"] - a["exposed_ms"] for a, w in runs)
-        est = recorded_step["est_ms"] + sum(w["est_ms"] - a["est_ms"] for a, w in runs)
-        out.append(
-            {
-                "name": name,
-                "rank": rank,
-                "graphs_changed": len(runs),
-                "exposed_ms": _ms(exposed),
-                "est_ms": _ms(est),
-                "est_ms_vs_recorded": _ms(est - recorded_step["est_ms"]),
-            }
-        )
-    return out
+def add_at_recommended_cap(results: list[Any], options: Any, labels: list[str], doc: dict[str, Any]) -> None:
+    """``--recommend``: the what-ifs at the cap it recommends too (two scheduler runs a mesh
+    graph, not two a cap of its grid), then the whole step's what-ifs again
+    (:func:`tracekit.replay.mesh_whole_step.add_step_what_ifs`) and the recommendation's own
+    (``recommendation.mesh_what_ifs``: the step at that cap with each what-if). In place."""
+    from tracekit.replay.mesh_whole_step import add_step_what_ifs
+
+    rec = doc.get("recommendation")
+    if not isinstance(rec, dict) or not any(r.mesh_not_prebucketed for r in results):
+        return
+    if rec.get("cap") != "recorded":
+        add_at_caps(results, options, labels, frozenset({rec["cap"]}))
+        for r, g in zip(results, doc["graphs"], strict=True):
+            if r.mesh_not_prebucketed:
+                g["not_prebucketed_on_mesh"] = r.mesh_not_prebucketed
+    add_step_what_ifs(doc)
+    step = next((s for s in doc["totals"]["step"] if s.get("cap") == rec.get("cap")), None)
+    if step is not None and step.get("mesh_what_ifs"):
+        rec["mesh_what_ifs"] = step["mesh_what_ifs"]
 
 
 __all__ = [
     "OUR_PASS",
     "add_at_caps",
+    "add_at_recommended_cap",
     "at_cap",
     "OVERLAP_BUCKETING",
     "mesh_not_prebucketed",
     "reason",
-    "step_what_ifs",
     "unhandled",
     "what_ifs",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model.rankset import rank_members
+from tracekit.replay.mesh_whole_step import add_step_what_ifs
 
 _SUMMED = ("comm_ms", "exposed_ms", "compute_ms", "est_ms")
 
@@ -137,6 +138,7 @@ def finish_document(
         doc["not_prebucketed"] = not_prebucketed
         doc["totals"]["not_prebucketed"] = len(not_prebucketed)
     include_never_prebucketed(doc)
+    add_step_what_ifs(doc)  # a mesh's what-ifs over the whole step, the graphs just added in it
     if recommend:
         doc["pareto_front"] = pareto_front(doc["totals"]["step"])
         doc["recommendation"] = pick(doc["totals"]["step"], memory_budget_gb)
