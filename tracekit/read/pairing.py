@@ -59,6 +59,7 @@ from tracekit.model import (
     Sizes,
 )
 from tracekit.model.rankset import MAX_RANK
+from tracekit.read.estimation_templates import BoundCollectives, bind_final
 from tracekit.read.parsers import (
     ComputeEstimates,
     EntryKey,
@@ -121,6 +122,10 @@ class BuildMemo:
         "1/0", 0, ops, est, dtypes -> FinalSchedule("1/0", 0, counts, colls, 8, "matched")
                                       (the same counts and colls objects)
 
+      An estimation read through a template (a mesh's shard groups log one text but for
+      their group names: :mod:`tracekit.read.estimation_templates`) gives a final built once
+      per template, its names bound to it for each estimation.
+
     - :meth:`sizes`: one :class:`tracekit.model.Sizes` for the very same size lists.
 
     Keyed by the inputs' identity, each held by its entry (so an id is never another object's
@@ -131,6 +136,8 @@ class BuildMemo:
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
         self._finals: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}
+        self._templates: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}  # of templates
+        self._bound_collectives = BoundCollectives()
         self._sizes: dict[tuple[int, int], tuple[tuple, Sizes]] = {}
 
     def final(
@@ -144,11 +151,30 @@ class BuildMemo:
         key = (id(ops), id(est), id(dtypes))
         hit = self._finals.get(key)
         if hit is None:
-            f = final_schedule(compile_id, position, ops, est, dtypes)
+            if est is not None and est.template is not None:
+                f = self._bound(compile_id, position, ops, est, dtypes)
+            else:
+                f = final_schedule(compile_id, position, ops, est, dtypes)
             self._keep(self._finals, key, ((ops, est, dtypes), f))
             return f
         f = hit[1]
         return FinalSchedule(compile_id, position, f.counts, f.collectives, f.world_size, f.sizes)
+
+    def _bound(
+        self, compile_id: str, position: int, ops: list[tuple[str, str]], est: Estimation, dtypes: dict | None
+    ) -> FinalSchedule:
+        """The final of an estimation read through a template: the template's final (built
+        once, from its slotted estimation) with ``est``'s group names bound."""
+        t = est.template
+        key = (id(ops), id(t), id(dtypes))
+        hit = self._templates.get(key)
+        if hit is None:
+            hit = self._keep(
+                self._templates,
+                key,
+                ((ops, t, dtypes), final_schedule(compile_id, position, ops, t.slotted, dtypes)),
+            )
+        return bind_final(hit[1], est.names, compile_id, position, self._bound_collectives)
 
     def sizes(self, before: list[CollectiveSize] | None, after: list[CollectiveSize] | None) -> Sizes:
         """``Sizes(before or [], after)``, one for the very same lists (None for both: one ``[]``)."""

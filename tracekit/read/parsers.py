@@ -18,7 +18,7 @@ import functools
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import orjson
@@ -216,6 +216,9 @@ def _intern(s: str) -> str:
     return sys.intern(s) if len(s) < 200 else s
 
 
+intern_name = _intern
+
+
 class SizesParser(EntryParser):
     artifacts = frozenset({"pre_bucketing_collective_sizes", "pre_bucketing_collective_sizes_after"})
 
@@ -338,10 +341,14 @@ class ScheduleParser(EntryParser):
 @dataclass
 class Estimation:
     """What one ``fx_collectives_analytical_estimation`` says: the world size and one
-    collective per line (graph order, as the overlap scheduler saw them)."""
+    collective per line (graph order, as the overlap scheduler saw them). ``template`` and
+    ``names``: the payload's template and its group names in order, when it was read through
+    one (:mod:`tracekit.read.estimation_templates`)."""
 
     world_size: int | None
     collectives: list[ScheduledCollective]
+    template: Any = field(default=None, compare=False, repr=False)
+    names: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 _KEY_RE = re.compile(
@@ -433,9 +440,13 @@ class EstimationParser(EntryParser):
     artifacts = frozenset({"fx_collectives_analytical_estimation"})
 
     def __init__(self) -> None:
-        self._memo = ValueMemo(functools.partial(parse_estimation, line_memo={}))
+        self._memo: ValueMemo | None = None  # made at the first parse: its module imports this one
 
     def parse(self, payload, envelope):
+        if self._memo is None:
+            from tracekit.read.estimation_templates import EstimationTemplates
+
+            self._memo = ValueMemo(EstimationTemplates().parse)
         return self._memo(payload or "")
 
     def apply(self, builder, key, value, file, line):
