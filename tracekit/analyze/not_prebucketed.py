@@ -192,5 +192,5 @@ def counts_text(item: dict[str, Any]) -> str:
     names = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter", "all_reduce": "all-reduce"}
     kinds = ", ".join(f"{n} {names[t]}{'s' if n != 1 else ''}" for t, n in item["counts"].items())
     nbytes = "?" if item["total_bytes"] is None else f"{item['total_bytes']:,}"
-    ms = "?" if item["total_est_ms"] is None else f"{item['total_est_ms']:g}"
+    ms = "?" if item["total_est_ms"] is None else f"{item['total_est_ms']:.4f}"
     return f"{kinds}, {nbytes} B, {ms} ms estimated"
