@@ -279,6 +279,16 @@ class FsdpPlanner:
         return compute_pre_bucket_cap_mb(self.group_size, bucket_cap_mb)
 
     # -- the plan ---------------------------------------------------------------------------
+    def plan_at(self, cap_mb: float) -> FsdpPlan:
+        """:meth:`plan_nodes` at one cap for every bucket, the last one kept: a replay asks for
+        the plan of a cap (:meth:`plan`), then the rewrite of a copy at that cap asks again."""
+        last = getattr(self, "_last_plan", None)
+        if last is not None and last[0] == cap_mb:
+            return last[1]
+        plan = self.plan_nodes(lambda _index: cap_mb)
+        self._last_plan = (cap_mb, plan)
+        return plan
+
     def plan_nodes(self, cap_mb_by_index: Callable[[int], float]) -> FsdpPlan:
         """Buckets per kind for a cap callback (asked for index 0 only, as torch does)."""
         base = self._dag_base
@@ -323,7 +333,7 @@ class FsdpPlanner:
             return report
         cap = self.cap_for(bucket_cap_mb)
         report.cap_mb, report.cap_source = cap.cap_mb, cap.source
-        plan = self.plan_nodes(lambda _index: cap.cap_mb)
+        plan = self.plan_at(cap.cap_mb)
         fill_buckets(report, plan)
         if explain:
             report.decisions = DecisionMaker(self, plan).decisions()

@@ -37,6 +37,8 @@ def pre_bucket_fsdp_collectives(
     recompile: bool = True,
     fsdp_groups: list[str] | None = None,
     group_size: int | None = None,
+    planner: FsdpPlanner | None = None,
+    lint: bool = True,
 ) -> BucketingReport:
     """Merge FSDP all-gathers, reduce-scatters and all-reduces of ``gm`` into capped buckets.
 
@@ -56,10 +58,16 @@ def pre_bucket_fsdp_collectives(
     ``fsdp_groups`` / ``group_size``: groups found elsewhere (the forward of the same compile
     id), used instead of identifying them in ``gm`` (see :class:`bucketing.FsdpPlanner`): torch
     never does this; it is the what-if for a backward without FSDP all-gather.
+    ``planner``: a :class:`bucketing.FsdpPlanner` made (with the same mode, bucket mode and
+    groups) on the graph ``gm`` is an unchanged copy of (the same node names): its plan at the
+    cap is rewritten on ``gm``, its nodes found by name, instead of planning ``gm`` again (a
+    replay rewrites a copy of one graph per cap); ``mode``, ``fsdp_groups`` and ``group_size``
+    are then the planner's. ``lint=False`` skips checking the rewritten graph (``Graph.lint``)
+    for a caller that checked the rewrite of the same graph at another cap.
     """
     check_torch()
     with gc_paused():
-        return _pre_bucket(gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size)
+        return _pre_bucket(gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size, planner, lint)
 
 
 def _pre_bucket(
@@ -69,8 +77,11 @@ def _pre_bucket(
     recompile: bool,
     fsdp_groups: list[str] | None = None,
     group_size: int | None = None,
+    planner: FsdpPlanner | None = None,
+    lint: bool = True,
 ) -> BucketingReport:
-    planner = FsdpPlanner(gm, mode, fsdp_groups=fsdp_groups, group_size=group_size)
+    if planner is None:
+        planner = FsdpPlanner(gm, mode, fsdp_groups=fsdp_groups, group_size=group_size)
     report = planner.base_report()
     if not planner.fsdp_groups:
         report.skipped_reason = "no FSDP all-gather in the graph"
@@ -85,20 +96,22 @@ def _pre_bucket(
         artifacts.emit_json(artifacts.SIZES, lambda: sizes_before)
     cap = planner.cap_for(bucket_cap_mb)
     report.cap_mb, report.cap_source = cap.cap_mb, cap.source
-    plan = planner.plan_nodes(lambda _index: cap.cap_mb)
+    plan = planner.plan_at(cap.cap_mb)
     fill_buckets(report, plan)
     artifacts.emit_json(artifacts.BUCKETS, report.buckets_payload)
 
-    _check_mergeable(plan.buckets, planner.mode)
+    buckets = plan.buckets if planner.gm is gm else _on_copy(gm.graph, planner.nodes, plan.buckets)
+    _check_mergeable(buckets, planner.mode)
     graph = gm.graph
     merged = 0
     for kind in KINDS:
-        for members in plan.buckets[kind]:
+        for members in buckets[kind]:
             merge_bucket(graph, kind, members, planner.mode)
             merged += 1
     if merged:
         restore_topological_order(graph)
-        graph.lint()
+        if lint:
+            graph.lint()
         if recompile:
             gm.recompile()
     report.rewritten = merged > 0
@@ -111,6 +124,33 @@ def _pre_bucket(
     logger.info("pre_bucket_fsdp_collectives: %s", line)
     artifacts.emit_string(artifacts.SUMMARY, lambda: line)
     return report
+
+
+def _on_copy(
+    graph: fx.Graph, planned: list[fx.Node], buckets: dict[str, list[list[fx.Node]]]
+) -> dict[str, list[list[fx.Node]]]:
+    """The buckets of a plan made on the graph of the nodes ``planned``, as the nodes of the
+    same names in ``graph`` (an unchanged copy of it); raises :class:`BucketingError`, before
+    any rewrite, if ``graph`` is not one: another node count, a member missing or another op."""
+    by_name = {n.name: n for n in graph.nodes}
+    if len(by_name) != len(planned):
+        raise BucketingError(
+            f"planner given for another graph: {len(planned)} nodes planned, {len(by_name)} here"
+        )
+    out: dict[str, list[list[fx.Node]]] = {}
+    for kind, bs in buckets.items():
+        out[kind] = []
+        for b in bs:
+            here = []
+            for m in b:
+                h = by_name.get(m.name)
+                if h is None or h.target != m.target:
+                    raise BucketingError(
+                        f"planner given for another graph: no node {m.name!r} ({m.target}) here"
+                    )
+                here.append(h)
+            out[kind].append(here)
+    return out
 
 
 def _check_mergeable(buckets: dict[str, list[list[fx.Node]]], mode: str) -> None:

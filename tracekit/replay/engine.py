@@ -324,6 +324,7 @@ class GraphReplayer:
         #: distinct scheduler inputs -> their ScheduledGraph (see :meth:`scheduled`)
         self._schedules: dict[tuple, Any] = {}
         self.scheduler_runs = 0  # how many times torch's scheduler ran (the rest were reused)
+        self._linted = False  # a rewrite of a copy was checked (lint) already
         #: torch's NCCL estimates by op and shapes, per hardware modelled
         self._estimates: dict[ce.Hardware, dict[tuple, float]] = {}
 
@@ -385,10 +386,18 @@ class GraphReplayer:
             self.register_groups()
             mode = key[0]
             gm = osch.copy_graph(self.gm)
+            # the copy is rewritten with the plan made on the rebuilt graph (same node names),
+            # not planned again; checked (lint) at the first cap, the rewrite is the same after
             with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
                 report = pre_bucket_fsdp_collectives(
-                    gm, mode=self.options.mode, bucket_cap_mb=cap_mb, recompile=False
+                    gm,
+                    mode=self.options.mode,
+                    bucket_cap_mb=cap_mb,
+                    recompile=False,
+                    planner=self.what_if_planner if what_if else self.planner,
+                    lint=not self._linted,
                 )
+            self._linted = True
             hw = self.what_if_hardware(what_if)
             out = osch.schedule(
                 gm,

@@ -362,7 +362,7 @@ def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = Non
     return out
 
 
-def memory_walk(gm: fx.GraphModule, sched: Any) -> Any:
+def memory_walk(gm: fx.GraphModule, sched: Any, order: list[fx.Node] | None = None) -> Any:
     """torch's ``MemoryTracker`` over the scheduled graph ``gm``, every device counted (the
     scheduler's own skips CPU tensors), for our walk in the scheduled order.
 
@@ -376,6 +376,9 @@ def memory_walk(gm: fx.GraphModule, sched: Any) -> Any:
 
         before: MemoryTracker(gm.graph)  ->  GraphAliasTracker(nodes)   # again, per cap
         after:  MemoryTracker(gm.graph)  ->  sched.memory_tracker.alias_tracker
+
+    ``order``: the order the walk will schedule the nodes in; then the tracker asks about each
+    storage's last use in that order only (:func:`_last_uses`).
     """
     from torch._inductor.fx_passes import memory_estimator
 
@@ -383,13 +386,54 @@ def memory_walk(gm: fx.GraphModule, sched: Any) -> Any:
     mapped = getattr(known, "node_to_output_storages", None)
     nodes = list(gm.graph.nodes)
     if not isinstance(mapped, dict) or len(mapped) != len(nodes) or not all(n in mapped for n in nodes):
-        return _plain_scheduled(memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True))
-    made = memory_estimator.GraphAliasTracker
-    memory_estimator.GraphAliasTracker = lambda _nodes: known
-    try:
-        return _plain_scheduled(memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True))
-    finally:
-        memory_estimator.GraphAliasTracker = made
+        tracker = memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True)
+    else:
+        made = memory_estimator.GraphAliasTracker
+        memory_estimator.GraphAliasTracker = lambda _nodes: known
+        try:
+            tracker = memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True)
+        finally:
+            memory_estimator.GraphAliasTracker = made
+    return _last_uses(_plain_scheduled(tracker), order)
+
+
+def _last_uses(tracker: Any, order: list[fx.Node] | None) -> Any:
+    """The tracker asking, when a node is scheduled, about the last use in ``order`` of each
+    storage the node uses instead of about every use.
+
+    A storage is freed once every node that uses it is scheduled: the tracker asks
+    ``all(u in scheduled for u in storage_to_uses[storage])`` for each storage of each node.
+    Walked in a known order, every use is scheduled exactly when the last of them in that order
+    is; a bucket's buffer has hundreds of uses on a large graph (each of its members' views),
+    and with every device counted the question was the walk's largest cost (a 1,000-layer
+    graph at 8 MB: quadratic in the bucket). The storage map itself is not changed (it may be
+    the scheduler's): the tracker gets a copy whose ``storage_to_uses`` holds one node each::
+
+        before: storage_to_uses[buf] = {view_0, getitem_0, ..., view_k}   # k uses asked
+        after:  storage_to_uses[buf] = (view_k,)   # the last of them in ``order``
+
+    A use not in ``order`` is never scheduled, so a storage with one is never freed, as before
+    (that use is kept as the last). Without ``order``, or on a tracker without these
+    attributes (another torch), the tracker is left as it is."""
+    alias = getattr(tracker, "alias_tracker", None)
+    uses = getattr(alias, "storage_to_uses", None)
+    if order is None or not isinstance(uses, dict):
+        return tracker
+    import copy
+    from collections import defaultdict
+
+    position = {n: i for i, n in enumerate(order)}
+    never = len(order)
+    last: defaultdict[Any, tuple[fx.Node, ...]] = defaultdict(tuple)
+    for key, nodes in uses.items():
+        if len(nodes) > 1:
+            last[key] = (max(nodes, key=lambda u: position.get(u, never)),)
+        else:
+            last[key] = tuple(nodes)
+    view: Any = copy.copy(alias)
+    view.storage_to_uses = last
+    tracker.alias_tracker = view
+    return tracker
 
 
 def _plain_scheduled(tracker: Any) -> Any:
@@ -447,7 +491,7 @@ def schedule(
     # its start node and takes its estimate on its group's stream; its wait holds the compute
     # stream for the collective's exposed time (so the compute stream ends at est_ms).
     t = 0.0
-    tracker = memory_walk(gm, sched)
+    tracker = memory_walk(gm, sched, order)
     peak = tracker.current_memory_bytes
     out.memory.append([0.0, peak])
     for n in order:
