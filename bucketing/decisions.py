@@ -42,8 +42,10 @@ _aten_add = torch.ops.aten.add.Tensor
 
 
 def mb_text(n_bytes: float) -> str:
-    """Bytes as MB with at most 3 decimals, no trailing zeros: ``0.125``, ``27.38``."""
-    return f"{round(n_bytes / MB, 3):.3f}".rstrip("0").rstrip(".")
+    """Bytes as MB with at most 3 decimals, no trailing zeros: ``0.125``, ``27.38``; a size too
+    small for three decimals keeps three significant digits (``1e-07``), never ``0``."""
+    text = f"{round(n_bytes / MB, 3):.3f}".rstrip("0").rstrip(".")
+    return f"{n_bytes / MB:.3g}" if n_bytes and text in ("0", "-0") else text
 
 
 def _names(nodes: list[fx.Node], limit: int = 4) -> str:

@@ -63,6 +63,13 @@ def graph_reason(src: Any, has_all_gather: bool) -> tuple[str, str]:
     )
 
 
+def cap_text(mb: float) -> str:
+    """A cap in MB at 2 decimals (``27.38``); one too small for them keeps three significant
+    digits (``1e-07``), never ``0.00``."""
+    text = f"{mb:.2f}"
+    return f"{mb:.3g}" if mb and text in ("0.00", "-0.00") else text
+
+
 def what_if_text(w: Any) -> str:
     """The what-if in a sentence: ``given the forward's FSDP group '0' (group size 4, cap 27.38
     MB), the pass merges RS 8->1: 0.0704 -> 0.0116 ms estimated``."""
@@ -74,7 +81,7 @@ def what_if_text(w: Any) -> str:
         ms = f": {w.comm_ms_before:.4f} -> {w.estimated_comm_ms:.4f} ms estimated"
     return (
         f"given the forward's FSDP group {_groups_text(w.fsdp_groups)} (group size {w.group_size}, "
-        f"cap {w.bucket_cap_mb:.2f} MB), the pass merges {merged or 'nothing'}{ms}"
+        f"cap {cap_text(w.bucket_cap_mb)} MB), the pass merges {merged or 'nothing'}{ms}"
     )
 
 

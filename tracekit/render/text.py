@@ -143,11 +143,17 @@ def fmt_mb(x: float | None) -> str:
 def fmt_caps(values: Iterable[float | None]) -> dict[float | None, str]:
     """Caps (MB) as text, with as many decimals (3 or more) as it takes to tell every
     distinct one apart: 1.001, 1.002 and 1.0019 read ``1.001``, ``1.002``, ``1.0019``, never two
-    ``1.002`` that planned differently."""
+    ``1.002`` that planned differently; a cap too small for the decimals keeps as many significant
+    digits (``1e-07``), never ``0``."""
     distinct = sorted({v for v in values if v is not None})
     texts: dict[float | None, str]
+
+    def text(v: float, decimals: int) -> str:
+        t = f"{v:.{decimals}f}".rstrip("0").rstrip(".")
+        return f"{v:.{decimals}g}" if v and t in ("0", "-0") else t
+
     for decimals in range(3, 16):
-        texts = {v: f"{v:.{decimals}f}".rstrip("0").rstrip(".") for v in distinct}
+        texts = {v: text(v, decimals) for v in distinct}
         if len(set(texts.values())) == len(distinct):
             break
     else:
