@@ -26,7 +26,7 @@ _LABELS = {0: "forward", 1: "backward"}
 
 
 def mesh_not_prebucketed(
-    rows: Iterable[tuple[list[int | None], list[Graph]]], mesh: list[MeshGroup]
+    rows: Iterable[tuple[list[int | None], list[Graph]]], mesh: list[MeshGroup], once: bool = False
 ) -> list[dict[str, Any]]:
     """One item per (rows' graph, group role, kind) with more than one collective of that kind
     on a group the graph's pre-bucketing never saw.
@@ -35,8 +35,11 @@ def mesh_not_prebucketed(
     Items: ``{compile_id, graph_index, ranks, role, groups, kind, count, bytes, est_ms,
     fsdp_groups, reason}``; ``groups`` the names of that role's groups the rows' ranks use
     (``["17", "18"]``), ``count``/``bytes``/``est_ms`` one rank's (bytes and ms None when the
-    estimates were not logged or not matched)."""
+    estimates were not logged or not matched). ``once``: the other side, a kind that runs once
+    in the graph on such a group (tensor parallelism's all-reduce of activations), no finding:
+    one alone has nothing to be bucketed with (:func:`mesh_run_once`)."""
     role = {g.name: g.role for g in mesh}
+    role_reason = {g.name: g.reason for g in mesh}
     items: list[dict[str, Any]] = []
     for ranks, graphs in rows:
         members = set(ranks)
@@ -50,7 +53,7 @@ def mesh_not_prebucketed(
                     continue
                 by.setdefault((c.group, c.kind), []).append(c)
             for (group, kind), cs in by.items():
-                if len(cs) < 2:
+                if (len(cs) != 1) if once else (len(cs) < 2):
                     continue
                 r = role.get(group, "unknown")
                 names = [m.name for m in mesh if m.role == r and members.intersection(m.members)] or [group]
@@ -68,7 +71,9 @@ def mesh_not_prebucketed(
                         "bytes": nbytes,
                         "est_ms": ms,
                         "fsdp_groups": list(g.fsdp_groups),
-                        "reason": _reason(g, group, r, kind, len(cs)),
+                        "reason": _once_reason(group, r, kind, role_reason.get(group))
+                        if once
+                        else _reason(g, group, r, kind, len(cs)),
                     }
                 )
     return items
@@ -91,6 +96,24 @@ def _reason(g: Graph, group: str, role: str, kind: str, count: int) -> str:
     return (
         f"{on}, and torch's pre-bucketing buckets only on the groups of its FSDP all-gathers "
         f"({fsdp}): its {count} {kind} run one by one"
+    )
+
+
+def mesh_run_once(
+    rows: Iterable[tuple[list[int | None], list[Graph]]], mesh: list[MeshGroup]
+) -> list[dict[str, Any]]:
+    """Collectives of a kind that runs once in a graph on a group its pre-bucketing never saw
+    (fsdp_tp: one all-reduce of activations per graph on the tp group): no finding, said with
+    their count, bytes, estimate and why. The same items as :func:`mesh_not_prebucketed`."""
+    return mesh_not_prebucketed(rows, mesh, once=True)
+
+
+def _once_reason(group: str, role: str, kind: str, why_role: str | None) -> str:
+    """Why one collective on a group the pass never saw is no finding."""
+    return (
+        f"group {group} ({role}{': ' + why_role if why_role else ''}) runs one {kind} in this graph: "
+        "one alone has nothing to be bucketed with (no finding; replay and explain read what it "
+        "carries off the graph)"
     )
 
 

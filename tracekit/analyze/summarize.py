@@ -24,7 +24,11 @@ import orjson
 from bucketing.compat import TESTED_TORCH
 from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
 from tracekit.analyze.cut import compared_items, cut_text
-from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed, mesh_not_prebucketed_text
+from tracekit.analyze.mesh_not_prebucketed import (
+    mesh_not_prebucketed,
+    mesh_not_prebucketed_text,
+    mesh_run_once,
+)
 from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, table_totals, unmerged_kinds
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.model import (
@@ -763,6 +767,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     comp = compared_items(compile_divergence(run), run)
     dn = did_nothing(run, groups)
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
+    once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     v: dict[str, Any] = verdict(run, w, div, t, sched + comp, dn)
     if unb:
         v["text"] += "; " + mesh_not_prebucketed_text(unb)
@@ -780,6 +785,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "compile_divergence": comp,
         "did_nothing": _with_ranges(dn, "ranks"),
         **({"mesh_not_prebucketed": unb} if roles else {}),
+        **({"mesh_run_once": once} if once else {}),  # no finding: said, not counted
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }

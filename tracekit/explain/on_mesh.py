@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.model.rankset import format_ranks
 from tracekit.replay.mesh_what_ifs import reason
 
 
@@ -33,9 +34,11 @@ def add_mesh_reasons(gr: Any, cap_mb: float, collectives: list[dict[str, Any]]) 
         if c["reason"] == "other_group" and c["group"] not in fsdp:
             counts[(c["group"], c["kind"])] = counts.get((c["group"], c["kind"]), 0) + 1
     groups = list(dict.fromkeys(g for (g, _), n in counts.items() if n > 1))
+    known = {g.name: g for g in gr.groups}
+    if fsdp and len(gr.groups) > 1:  # a mesh: a kind that runs once on such a group, no what-if
+        _add_run_once(gr, fsdp, known, collectives, {k for k, n in counts.items() if n == 1})
     if not fsdp or not groups:
         return
-    known = {g.name: g for g in gr.groups}
     given = fsdp + groups
     plan = FsdpPlanner(
         gr.replayer.gm, planner.mode, planner.bucket_mode, fsdp_groups=given, group_size=planner.group_size
@@ -64,6 +67,36 @@ def add_mesh_reasons(gr: Any, cap_mb: float, collectives: list[dict[str, Any]]) 
                 "verified": True,
                 "text": f"our pass given group {c['group']!r} as well buckets it ({kind} bucket {i}, of {n})",
             }
+
+
+def _add_run_once(
+    gr: Any,
+    fsdp: list[str],
+    known: dict[str, Any],
+    collectives: list[dict[str, Any]],
+    once: set[tuple[str, str]],
+) -> None:
+    """The detail of each ``other_group`` collective that is the only one of its kind on its
+    group in the graph (tensor parallelism's all-reduce of activations): what the group is, why
+    there is no what-if (nothing to bucket it with), and what it carries, read off the graph
+    (:func:`tracekit.replay.collective_context.context`)."""
+    from tracekit.replay.collective_context import context
+
+    long = {"AG": "all_gather", "RS": "reduce_scatter", "AR": "all_reduce"}
+    for c in collectives:
+        if c["reason"] != "other_group" or (c["group"], c["kind"]) not in once:
+            continue
+        g = known.get(c["group"])
+        role = None if g is None else g.role
+        what = f"{role} group {c['group']!r}" if role and role != "unknown" else f"group {c['group']!r}"
+        if g is not None and g.members:
+            what += f" (ranks {format_ranks(g.members)})"
+        ctx = context(gr.replayer.gm, c["name"], fsdp)
+        c["detail"] = (
+            f"{what} is no FSDP group ({', '.join(map(repr, fsdp))}) and runs one "
+            f"{long.get(c['kind'], c['kind'])} in this graph: nothing to bucket it with, no what-if"
+            + ("" if ctx is None else f"; read off the graph: {ctx['text']}")
+        )
 
 
 __all__ = ["add_mesh_reasons"]

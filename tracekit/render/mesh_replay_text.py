@@ -207,6 +207,49 @@ def _what_if_rows(
     return torch_figure
 
 
+RUN_ONCE_HEADERS = ["ranks", "graph", "group", "role", "kind", "count", "bytes", "est ms", "collective"]
+
+
+def run_once_section(doc: dict[str, Any], fmt: str) -> str:
+    """Collectives on groups pre-bucketing never sees that run once in their graph
+    (``run_once_on_mesh``: tensor parallelism's all-reduces of activations): their count, bytes,
+    estimate, why there is no finding and no what-if, and what each carries, read off the
+    graph; empty when no graph has any."""
+    import textwrap
+
+    rows: list[list[Any]] = []
+    notes: list[str] = []
+    for g in doc["graphs"]:
+        label = f"{g['compile_id']}:{g['graph_index']}"
+        for c in g.get("run_once_on_mesh") or []:
+            rows.append(
+                [
+                    g["ranks"],
+                    label,
+                    c["group"],
+                    c["role"] or "-",
+                    c["kind"],
+                    c["count"],
+                    "-" if c["bytes"] is None else f"{c['bytes']:,}",
+                    _ms(c["est_ms"]),
+                    c["collective"],
+                ]
+            )
+            text = f"{label} {c['collective']}: {c['reason']}" + (
+                f"; read off the graph: {c['context']['text']}" if c.get("context") else ""
+            )
+            notes.append(textwrap.fill(text, 100, subsequent_indent="    "))
+    if not rows:
+        return ""
+    return (
+        "\n"
+        + heading("Collectives on groups pre-bucketing never sees, one of a kind (no finding)", fmt)
+        + table(rows, RUN_ONCE_HEADERS, fmt)
+        + "\n"
+        + "".join(("- " if fmt == "markdown" else "  ") + n.replace("\n", "\n  ") + "\n" for n in notes)
+    )
+
+
 #: The short names of the what-ifs in the whole step's rows (``1 + our pass``).
 STEP_WHAT_IF_NAMES = {"our_pass_with_groups": "our pass", "overlap_bucketing": "collective_bucketing"}
 
@@ -282,6 +325,7 @@ __all__ = [
     "STEP_WHAT_IFS_NOTE",
     "process_groups_section",
     "recommendation_what_ifs",
+    "run_once_section",
     "step_what_if_rows",
     "unhandled_section",
     "what_if_label",

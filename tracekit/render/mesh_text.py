@@ -61,6 +61,37 @@ def fsdp_groups_cell(graph: dict[str, Any]) -> str:
     return groups_text(graph.get("fsdp_groups") or [])
 
 
+def run_once_text(doc: dict[str, Any], fmt: str) -> str:
+    """Collectives on groups pre-bucketing never sees that run once in a graph
+    (``mesh_run_once``: fsdp_tp's all-reduce of activations on the tp groups): one row per
+    graph and kind, then why there is no finding; empty when there are none."""
+    from tracekit.render.text import heading, table
+
+    items = doc.get("mesh_run_once") or []
+    if not items:
+        return ""
+    rows = [
+        [
+            d["compile_id"],
+            graph_label(d["graph_index"]),
+            f"{d['role']} {names_text(d['groups'])}",
+            f"{d['kind']} {d['count']}",
+            "?" if d["bytes"] is None else f"{d['bytes']:,}",
+            "?" if d["est_ms"] is None else f"{d['est_ms']:.4f}",
+            ranks_cell(d["ranks"]),
+        ]
+        for d in items
+    ]
+    return (
+        "\n"
+        + heading("On the mesh, one of a kind (groups pre-bucketing never sees; no finding)", fmt)
+        + table(rows, ["compile id", "graph", "groups", "runs", "bytes", "est ms", "ranks"], fmt)
+        + "\nwhy: "
+        + items[0]["reason"]
+        + "\n"
+    )
+
+
 def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The CSV rows of the mesh: ``mesh`` (field ``world``: the mesh's text; then one row per
     group: field its role, value its name, ranks its members, group_size, detail the reason
@@ -83,6 +114,19 @@ def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for it in doc.get("mesh_not_prebucketed") or []:
         yield {
             "section": "mesh_not_prebucketed",
+            "ranks": it["ranks"],
+            "compile_id": it["compile_id"],
+            "graph": graph_label(it["graph_index"]),
+            "field": it["kind"],
+            "value": it["count"],
+            "fsdp_groups": " ".join(it.get("fsdp_groups") or []),
+            "bytes": it.get("bytes"),
+            "est_ms": it.get("est_ms"),
+            "detail": f"groups={' '.join(it['groups'])}; role={it['role']}; {it['reason']}",
+        }
+    for it in doc.get("mesh_run_once") or []:  # no finding: a kind that runs once on such a group
+        yield {
+            "section": "mesh_run_once",
             "ranks": it["ranks"],
             "compile_id": it["compile_id"],
             "graph": graph_label(it["graph_index"]),

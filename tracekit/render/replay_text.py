@@ -167,10 +167,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             problems.append(f"{label}: {g['note']}")
     if problems:
         out.append("\n" + "\n".join(("- " if fmt == "markdown" else "  ") + p for p in problems) + "\n")
-    from tracekit.render.mesh_replay_text import process_groups_section, unhandled_section
+    from tracekit.render.mesh_replay_text import process_groups_section, run_once_section, unhandled_section
 
     out.append(process_groups_section(doc, fmt))  # on a mesh: the groups registered
     out.append(unhandled_section(doc, fmt))  # and what pre-bucketing never handles there
+    out.append(run_once_section(doc, fmt))  # and the collectives there that run once (no finding)
     cap_rows = []
     cap_text = fmt_caps(r["bucket_cap_mb"] for g in doc["graphs"] for r in g["replays"])
     for g in doc["graphs"]:

@@ -24,7 +24,7 @@ from tracekit.render.cells import (
 )
 from tracekit.render.compiled_regions_text import render_compiled_regions
 from tracekit.render.majority import majority_cell, majority_headers
-from tracekit.render.mesh_text import fsdp_groups_cell, mesh_line
+from tracekit.render.mesh_text import fsdp_groups_cell, mesh_line, run_once_text
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
     UNITS_MB,
@@ -336,6 +336,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                 )
             )
             out.append("\nwhy: " + unb[0]["reason"] + "\n")
+        out.append(run_once_text(doc, fmt))  # on a mesh: a kind that runs once there (no finding)
 
     diag = doc["diagnostics"]
     if not diag["counts"]:

@@ -171,6 +171,9 @@ class GraphReplay:
     groups: list[Any] = field(default_factory=list)
     #: on a mesh: collectives pre-bucketing never handles and the what-ifs (:mod:`mesh_what_ifs`)
     mesh_not_prebucketed: dict[str, Any] | None = None
+    #: on a mesh: collectives on groups the pass never saw that run once (no finding, no what-if:
+    #: nothing to bucket them with), with what they carry read off the graph (mesh_what_ifs.run_once)
+    mesh_run_once: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -261,6 +264,7 @@ class GraphReplay:
             # on a mesh only (the run's groups were read): a 1-D document is unchanged
             **({"process_groups": [g.to_dict() for g in self.groups]} if self.on_mesh() else {}),
             **({"not_prebucketed_on_mesh": self.mesh_not_prebucketed} if self.mesh_not_prebucketed else {}),
+            **({"run_once_on_mesh": self.mesh_run_once} if self.mesh_run_once else {}),
             **(
                 {}
                 if self.recorded_what_if is None
@@ -748,6 +752,11 @@ def _replay_caps(
             from tracekit.replay.mesh_what_ifs import mesh_not_prebucketed
 
             out.mesh_not_prebucketed = mesh_not_prebucketed(rp, repro, out.compute_estimates_us)
+    if len(rp.groups) > 1:  # a mesh: the collectives on other groups that run once (no finding)
+        from tracekit.replay.mesh_what_ifs import run_once
+
+        rp.register_groups()
+        out.mesh_run_once = run_once(rp)
     out.reproduction = repro
     if on_cap is not None:
         on_cap(1, 1 + len(requests))

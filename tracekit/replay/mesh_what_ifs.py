@@ -78,6 +78,56 @@ def unhandled(rp: Any) -> list[dict[str, Any]]:
     return out
 
 
+def run_once(rp: Any) -> list[dict[str, Any]]:
+    """The other side of :func:`unhandled`: per group the pass never saw and kind that runs
+    once in the graph (a tensor-parallel all-reduce of activations, one per graph): no finding
+    and no what-if (one collective has nothing to be bucketed with), but said, with what the
+    collective carries read off the graph (:func:`tracekit.replay.collective_context.context`):
+    ``{"group", "role", "members", "kind", "count", "collective", "bytes", "est_ms", "reason",
+    "context"}``."""
+    from tracekit.replay import overlap_schedule as osch
+    from tracekit.replay.collective_context import context
+
+    fsdp = list(rp.planner.fsdp_groups)
+    if not fsdp:
+        return []
+    by_name = {g.name: g for g in rp.groups}
+    acc: dict[tuple[str, str], list[Any]] = {}
+    for c in osch.final_collectives(rp.gm, _estimates(rp, None)):
+        if c.group is not None and c.group not in fsdp:
+            acc.setdefault((c.group, c.kind), []).append(c)
+    out = []
+    for (group, kind), cs in acc.items():
+        if len(cs) != 1:
+            continue
+        (c,) = cs
+        g = by_name.get(group)
+        role = g.role if g is not None else None
+        members = g.members if g is not None else ()
+        what = f"{role} group {group!r}" if role and role != "unknown" else f"group {group!r}"
+        if members:
+            what += f" (ranks {_ranks(members)})"
+        ctx = context(rp.gm, c.name, fsdp)
+        out.append(
+            {
+                "group": group,
+                "role": role,
+                "members": _ranks(members),
+                "kind": kind,
+                "count": 1,
+                "collective": c.name,
+                "bytes": c.bytes,
+                "est_ms": _ms(c.est_ms),
+                "reason": (
+                    f"{what} runs one {kind} in this graph: nothing to bucket it with (bucketing "
+                    "merges collectives of one kind on one group), so no what-if runs"
+                ),
+                "context": ctx,
+            }
+        )
+    return out
+
+
 def _ranks(members: tuple[int, ...]) -> str | None:
     from tracekit.model.rankset import format_ranks
 
@@ -281,6 +331,7 @@ __all__ = [
     "OVERLAP_BUCKETING",
     "mesh_not_prebucketed",
     "reason",
+    "run_once",
     "unhandled",
     "what_ifs",
 ]
