@@ -123,7 +123,10 @@ def test_exact_slices_of_the_recorded_small_cap(run_a):
     ev = _load(run_a[1] / "cap_1.5MB.json")
     comm = [e for e in ev if e["ph"] == "X" and e["cat"] == "communication"]
     assert len(comm) == 17  # the final sequence: 6 AG forward, 5 AG + 6 RS backward
-    assert comm[0]["name"] == "all_gather [all_gather_into_tensor] 1,572,864 B"
+    # bytes as summarize counts them: one rank's input (the all-gather's shard, 524,288 B);
+    # torch's size_bytes (input + output) beside them
+    assert comm[0]["name"] == "all_gather [all_gather_into_tensor] 524,288 B"
+    assert (comm[0]["args"]["bytes"], comm[0]["args"]["size_bytes"]) == (524288, 1572864)
     assert (comm[0]["ts"], comm[0]["dur"]) == (0.0, 15.077)
     assert sum(e["args"]["kind"] == "reduce_scatter" for e in comm) == 6
     # torch exposed the forward's first all-gather wholly, then 1.655 us of each of the next five
@@ -153,7 +156,7 @@ def test_a_bucket_names_its_members(run_a):
     assert [e["args"]["kind"] for e in comm] == ["all_gather", "all_gather", "reduce_scatter"]
     assert comm[0]["args"]["members"] == [f"all_gather_into_tensor{s}" for s in ["", "_1", "_2", "_3", "_4", "_5"]]
     # the name is bounded: the first two members and the count; args.members has all six
-    assert comm[0]["name"] == "all_gather [all_gather_into_tensor, all_gather_into_tensor_1, +4 more] 9,437,184 B"
+    assert comm[0]["name"] == "all_gather [all_gather_into_tensor, all_gather_into_tensor_1, +4 more] 3,145,728 B"
     # the backward starts where the forward's compute stream ended (its est_ms, 0.1199 ms)
     bwd = [e for e in ev if e["ph"] == "X" and e["args"].get("graph") == "0/0:1"]
     assert abs(min(e["ts"] for e in bwd) - 119.9) < 0.1
@@ -235,3 +238,36 @@ def test_an_exposed_collective_ends_where_its_exposed_slice_ends(which, run_a, r
             c = comm[(e["pid"], e["args"]["graph"], e["args"]["collective"])]
             assert abs((c["ts"] + c["dur"]) - (e["ts"] + e["dur"])) <= 2e-3, (p.name, e["name"])
             assert c["ts"] <= e["ts"] + 2e-3  # it ran before the stream waited for it
+
+
+def test_args_use_the_slices_clock_and_bytes_follow_summarize(run_a):
+    """One number, one value (issue 39): a collective's args.issued_us is on the slices' clock
+    (the step's: the backward's collectives are issued after the forward's 119.9 us at 64 MB, not
+    from 0), its bytes are summarize's (one rank's input: at 64 MB the forward's one all-gather of
+    3,145,728 B, as summarize says of overlap_cap_b, which ran at 64 MB), torch's size_bytes
+    beside them, and the file's metadata names both."""
+    from tracekit.render.perfetto import UNITS
+
+    doc, out = run_a
+    d = json.loads((out / "cap_64MB.json").read_text())
+    assert d["metadata"]["units"] == UNITS
+    assert UNITS["clock"].startswith("microseconds from the start of the step")
+    ev = d["traceEvents"]
+    i = [s["cap"] for s in doc["totals"]["step"]].index("64") - 1
+    nodes = {(f"{g['compile_id']}:{g['graph_index']}", n["name"]): n
+             for g in doc["graphs"] for n in g["replays"][i]["timeline"]["nodes"] if n["type"] == "collective"}
+    # each graph's clock starts where its first compute slice does (the backward after the forward)
+    start = {}
+    for e in ev:
+        if e["ph"] == "X" and e["cat"] == "compute":
+            start[e["args"]["graph"]] = min(start.get(e["args"]["graph"], e["ts"]), e["ts"])
+    assert start["0/0:0"] == 0.0 and abs(start["0/0:1"] - 119.9) < 0.1
+    comm = [e for e in ev if e["ph"] == "X" and e["cat"] == "communication"]
+    for e in comm:
+        n = nodes[(e["args"]["graph"], e["args"]["collective"])]
+        assert abs(e["args"]["issued_us"] - (start[e["args"]["graph"]] + n["start_us"])) <= 1e-3
+        assert e["ts"] >= e["args"]["issued_us"] - 1e-3  # never starts before it is issued
+        assert e["args"]["size_bytes"] == n["bytes"]  # torch's, as the replay JSON's timeline
+    assert min(e["args"]["issued_us"] for e in comm if e["args"]["graph"] == "0/0:1") > 119.8
+    assert [(e["args"]["graph"], e["args"]["kind"], e["args"]["bytes"]) for e in comm] == [
+        ("0/0:0", "all_gather", 3145728), ("0/0:1", "all_gather", 2621440), ("0/0:1", "reduce_scatter", 6291456)]

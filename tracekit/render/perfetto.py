@@ -22,7 +22,10 @@ Where a collective sits on its communication track follows torch's rule for hidi
 after its issue hides the collectives in flight on a group oldest first, so a group's
 collectives run one after another. A collective begins when it is issued or when the one before
 it on its group ends, and ends when the compute has hidden its estimate or, when part of it is
-exposed, when its wait ends. Times are microseconds (``ts``, ``dur``).
+exposed, when its wait ends. Times are microseconds from the start of the step (``ts``,
+``dur``), and a collective's ``args.issued_us`` is on that clock too; a collective's bytes are
+summarize's (one rank's input), torch's ``size_bytes`` beside them (:data:`UNITS`, which each
+file's metadata carries).
 """
 
 from __future__ import annotations
@@ -46,18 +49,32 @@ def cap_file_name(step_entry: dict[str, Any]) -> str:
     return f"cap_{x}MB.json"
 
 
+#: What the trace's numbers are, in its metadata: one clock for slices and args, and bytes
+#: as summarize counts them.
+UNITS = {
+    "clock": "microseconds from the start of the step (its first graph's first node): ts and "
+    "args.issued_us; dur and the other *_us args are durations",
+    "bytes": "a collective's args.bytes and slice name: one rank's input, as summarize's bytes "
+    "(an all-gather's shard); args.size_bytes: torch's size_bytes, input + output; a memory "
+    "counter's args.bytes: bytes in use",
+}
+
 #: A slice names at most this many bucket members; the rest are in its ``args.members``.
 NAMED_MEMBERS = 2
 
 
 def collective_slice_name(c: dict[str, Any]) -> str:
-    """``all_gather [a, b] 1,572,864 B``: kind, bucket members, bytes (torch's ``size_bytes``:
-    input + output). A bucket of more than :data:`NAMED_MEMBERS` is named by its first ones and
-    its count, ``all_gather [a, b, +43 more] ...``: the name stays short (a track label), the
-    slice's ``args.members`` lists them all."""
+    """``all_gather [a, b] 524,288 B``: kind, bucket members, bytes as summarize counts them (one
+    rank's input: for an all-gather its shard; the timeline's ``input_bytes``); a timeline
+    without them (a replay document made before they were added) gives torch's ``size_bytes``
+    and says so, ``1,572,864 B in+out``. A bucket of more than :data:`NAMED_MEMBERS` is named by
+    its first ones and its count, ``all_gather [a, b, +43 more] ...``: the name stays short (a
+    track label), the slice's ``args.members`` lists them all."""
     members = [str(m) for m in c.get("members") or [c.get("name")]]
-    n = c.get("bytes")
-    size = f"{n:,} B" if isinstance(n, int) else "? B"
+    n, unit = c.get("input_bytes"), "B"
+    if not isinstance(n, int):
+        n, unit = c.get("bytes"), "B in+out"
+    size = f"{n:,} {unit}" if isinstance(n, int) else "? B"
     if len(members) > NAMED_MEMBERS:
         members = [*members[:NAMED_MEMBERS], f"+{len(members) - NAMED_MEMBERS} more"]
     return f"{c.get('kind')} [{', '.join(members)}] {size}"
@@ -222,9 +239,11 @@ def _graph_slices(
                         "collective": n.get("name"),
                         "kind": n.get("kind"),
                         "members": n.get("members"),
-                        "bytes": n.get("bytes"),
+                        "bytes": n.get("input_bytes"),  # summarize's: one rank's input
+                        "size_bytes": n.get("bytes"),  # torch's: input + output
                         "group": n.get("group"),
-                        "issued_us": n.get("start_us"),
+                        # on the slices' clock (the step's), as ts
+                        "issued_us": round(offset + float(n.get("start_us") or 0.0), 3),
                         "estimate_us": n.get("dur_us"),
                         "exposed_us": n.get("exposed_us"),
                         "hidden_by": n.get("hidden_by"),
@@ -335,6 +354,7 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
             "cap": label,
             "bucket_cap_mb": step[i].get("bucket_cap_mb") if i < len(step) else None,
             "basis": "torch's estimates (overlap scheduler), not measurements",
+            "units": UNITS,
         },
     }
 

@@ -506,7 +506,8 @@ def schedule(
                     "exposed_us": round(i.exposed_time_ms * 1e3, 3),
                     "group": _group_name(n),
                     "kind": collective_op(str(n.target))[0],  # type: ignore[index]  # a collective (in infos)
-                    "bytes": i.size_bytes,
+                    "bytes": i.size_bytes,  # torch's size_bytes: input + output
+                    "input_bytes": _first_tensor_bytes(n),  # one rank's input, as summarize's bytes
                     "members": members.get(n.name, [n.name]),
                     "hidden_by": [h.name for h in i.hiding_nodes],
                 }
