@@ -34,7 +34,7 @@ from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Diagnostics, Graph
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
-from tracekit.replay.schedule_figures import round_ms, schedule_figures
+from tracekit.replay.schedule_figures import round_ms, schedule_figures, shown_delta
 
 #: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
 #: ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``, ``timeline``) and
@@ -784,11 +784,11 @@ def _replay_caps(
         else:
             r = rp.at(req.mb, "override", hw, apply=options.apply, what_if=True)
         if r.estimated_comm_ms is not None and base_ms is not None:
-            r.comm_ms_vs_recorded = r.estimated_comm_ms - base_ms
+            r.comm_ms_vs_recorded = shown_delta(r.estimated_comm_ms, base_ms)
         if run_schedule:
             _schedule_cap(rp, out, r, what_if=True)
             if r.schedule is not None and base is not None and base.schedule is not None:
-                r.est_ms_vs_recorded = r.schedule.est_ms - base.schedule.est_ms
+                r.est_ms_vs_recorded = shown_delta(r.schedule.est_ms, base.schedule.est_ms)
         out.replays.append(r)
         if on_cap is not None:
             on_cap(1 + len(out.replays), 1 + len(requests))

@@ -33,7 +33,7 @@ import torch.fx as fx
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
-from tracekit.replay.schedule_figures import round_ms, schedule_figures
+from tracekit.replay.schedule_figures import round_ms, schedule_figures, shown_delta
 
 #: The recorded outcome of such a graph, as summarize names it.
 OUTCOME = "not pre-bucketed"
@@ -484,7 +484,7 @@ def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, .
                     "fsdp_groups": list(w.fsdp_groups),
                     "collectives": w.collectives,
                     "estimated_comm_ms": round_ms(ms),
-                    "comm_ms_vs_recorded": None if ms is None or base is None else round_ms(ms - base),
+                    "comm_ms_vs_recorded": shown_delta(ms, base),
                     "applied": w.applied,
                 }
             )
@@ -510,7 +510,7 @@ def replay_not_prebucketed_source(src: Any, options: Any, what_ifs: tuple[str, .
                         "exposed_ms": r["exposed_ms"],
                         "est_ms": r["est_ms"],
                         "compute_ms": r["compute_ms"],
-                        "comm_ms_vs_recorded": None if base is None else round_ms(r["comm_ms"] - base),
+                        "comm_ms_vs_recorded": shown_delta(r["comm_ms"], base),
                         "applied": None,
                     }
                 )

@@ -14,6 +14,14 @@ def round_ms(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
+def shown_delta(a: float | None, b: float | None) -> float | None:
+    """``a - b`` as the figures are shown (each rounded by :func:`round_ms` first): a "vs
+    recorded" column is then the difference of the two numbers beside it, to the last digit
+    (0.1042 against 0.1199 is -0.0157, where the unrounded difference rounds to -0.0156). None
+    when either is."""
+    return None if a is None or b is None else round_ms(round(a, 4) - round(b, 4))
+
+
 def schedule_figures(sc: Any, error: str | None = None, **after_est: float | None) -> dict[str, Any]:
     """``final``, ``comm_ms``, ``exposed_ms``, ``compute_ms``, ``est_ms`` (then ``after_est``,
     e.g. ``est_ms_vs_recorded``), ``peak_memory_bytes``, ``estimates``, ``timeline`` and
