@@ -129,19 +129,74 @@ def test_a_line_end_cut_is_incomplete_however_the_run_is_read(tmp_path):
         assert doc["diagnostics"]["counts"] == {"cut_between_entries": 1}
 
 
-def test_a_log_that_ends_with_a_whole_compile_is_not_cut(tmp_path):
-    # rank 3's log ends right after its forward's compilation_metrics: a whole compile, the
-    # backward never begun. Nothing says that log was cut: its rank lacks the backward and
-    # is blamed, as a rank that stopped is
+def _end_after_forward(path: Path) -> None:
+    """End ``path`` right after its forward's ``compilation_metrics``: a whole compile, the
+    backward (compiled at the first backward call) never begun."""
+    data = path.read_bytes()
+    at = data.index(b'{"compilation_metrics": ')
+    path.write_bytes(data[: data.index(b"\n", at) + 1])
+
+
+def test_a_log_that_ends_after_a_whole_compile_is_incomplete_not_divergent(tmp_path):
+    # rank 3's log ends right after its forward's compilation_metrics: the reader finds the
+    # file whole (it ends where torch ends a compile), yet its peers logged the backward too.
+    # What it logged equals their prefix, so it is INCOMPLETE, compared only on that, and
+    # Diagnostics says where it ends and what the others logged after it (it was DIVERGE,
+    # with the backward 'absent' and 'no schedule' under 'a hang or corruption risk')
     d = _copy("spmd_auto", tmp_path)
     f = _rank_file(d, 3)
-    data = f.read_bytes()
-    at = data.index(b'{"compilation_metrics": ')
-    f.write_bytes(data[: data.index(b"\n", at) + 1])
+    _end_after_forward(f)
     doc = summary_document(load(d, jobs=1))
-    assert "cut" not in doc["world"]
-    assert doc["diagnostics"]["counts"] == {}
-    assert doc["verdict"]["text"] == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 1 graph"
+    assert doc["verdict"]["status"] == "incomplete"
+    assert doc["verdict"]["text"] == (
+        "INCOMPLETE: the 4 ranks found agree on what all of them logged; rank 3's log ends after "
+        f"compile 0/0 forward (at {f}); the other ranks logged 1 more (0/0 backward): compared only "
+        "on what it logged"
+    )
+    assert doc["verdict"]["sections"] == ["world", "diagnostics"]
+    assert doc["divergence"] == [] and doc["schedule_divergence"] == [] and doc["compile_divergence"] == []
+    assert doc["world"]["cut"] == "3"
+    assert doc["diagnostics"] == {"counts": {"ends_after_compile": 1}, "examples": [{
+        "kind": "ends_after_compile", "file": str(f), "line": 0,
+        "detail": "it ends after compile 0/0 forward, a whole one; the other ranks logged 1 more (0/0 backward)"}]}
+    text = render_text(doc, "table")
+    assert "Why: see World, Diagnostics below\n" in text
+    assert "cut short: 3 (see Diagnostics)\n" in text
+    assert "ends_after_compile  1\n" in text
+    assert "hang or corruption risk" not in text and "DIVERGE" not in text
+    # what rank 3 did log is still compared: its forward agrees with the others'
+    assert [(grp["ranks"], [g["graph_index"] for g in grp["graphs"]]) for grp in doc["groups"]] == [
+        ("0-2", [0, 1]), ("3", [0])]
+    assert [g["collectives"]["all_gather"] for grp in doc["groups"] for g in grp["graphs"] if g["graph_index"] == 0] == [
+        {"before": 8, "after": 1}] * 2
+
+
+def test_a_log_that_ends_early_and_differs_in_what_it_logged_is_still_divergent(tmp_path):
+    # diverge_rank: rank 3 has two more layers, so its forward differs (AG 10->1 against 8->1);
+    # ending its log after that forward makes it no less divergent
+    d = _copy("diverge_rank", tmp_path)
+    _end_after_forward(_rank_file(d, 3))
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == "DIVERGE: 1 of 4 ranks (3) differ from the majority on 2 graphs"
+    assert "cut" not in doc["world"] and doc["diagnostics"]["counts"] == {}
+    assert [(x["graph_index"], x["field"]) for x in doc["divergence"]] == [
+        (0, "all_gather"), (0, "sizes_mb.before"), (0, "sizes_mb.after"), (0, "final"), (1, "presence")]
+
+
+def test_two_logs_that_end_after_the_same_compile_are_incomplete(tmp_path):
+    # ranks 2 and 3 both end after the forward (a 2-2 split of what was logged): no one is
+    # blamed, both are said to end early
+    d = _copy("spmd_auto", tmp_path)
+    for r in (2, 3):
+        _end_after_forward(_rank_file(d, r))
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["status"] == "incomplete"
+    assert doc["verdict"]["text"] == (
+        "INCOMPLETE: the 4 ranks found agree on what all of them logged; the logs of ranks 2-3 end "
+        f"after compile 0/0 forward (at {_rank_file(d, 2)}; and 1 more cut file(s)); the other ranks "
+        "logged 1 more (0/0 backward): compared only on what they logged"
+    )
+    assert doc["world"]["cut"] == "2-3" and doc["diagnostics"]["counts"] == {"ends_after_compile": 2}
 
 
 def test_a_line_end_cut_is_not_claimed_when_no_log_ends_a_compile(tmp_path):

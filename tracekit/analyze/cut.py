@@ -20,10 +20,15 @@ For example, with rank 3's log cut inside the backward's entries::
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from tracekit.model import Run
+from tracekit.model import Diagnostics, Run
 from tracekit.model.rankset import format_ranks, rank_members
+
+#: The kind (a diagnostic and a ``Run.cut`` record) of a log that ends after a whole compile,
+#: where the other ranks logged more (:func:`with_logs_that_end_early`).
+ENDS_EARLY = "ends_after_compile"
 
 
 def cut_ranks(run: Run) -> set[int | None]:
@@ -62,6 +67,82 @@ def explained_by_cut(item: dict[str, Any], cut: set[int | None]) -> bool:
     return False
 
 
+def _graph_name(compile_id: Any, graph_index: Any) -> str:
+    part = {0: "forward", 1: "backward"}.get(graph_index, f"graph {graph_index}")
+    return f"{compile_id} {part}"
+
+
+def _logged_more(items: list[dict[str, Any]], rank: int | None) -> list[str]:
+    """What the other ranks logged past ``rank``'s end, from the items it lacks: graphs
+    (``0/0 backward``) and compile ids, each once, in the items' order."""
+    out: list[str] = []
+    for d in items:
+        if rank not in _members(d["ranks"]):
+            continue
+        if "graph_index" in d:
+            name = _graph_name(d.get("compile_id"), d["graph_index"])
+        elif d.get("what") == "compile_ids":
+            name = f"compile {d.get('majority_value')}"
+        else:
+            name = f"{d.get('what')} at #{d.get('position')}"
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
+    """``run`` with the ranks whose logs end after a whole compile, where the other ranks
+    logged more, said cut short (``Run.cut`` and a ``ends_after_compile`` diagnostic): such a
+    file ends where torch ends a compile, so the reader finds it whole, yet its rank differs
+    from its peers only by lacking what they logged after it. ``items`` are the divergence
+    items of every section (graphs, schedules, compile ids). A rank is taken when it is on the
+    differing side of some item, is not cut already, and every item it is on is explained by
+    its lacking the item (:func:`explained_by_cut`): a rank whose logged compiles differ from
+    the others' stays divergent. The run itself is not changed (a new one is returned).
+
+    spmd_auto with rank 3's log ending after its forward's ``compilation_metrics`` (the
+    backward, compiled at the first backward call, never logged): ``DIVERGE: 1 of 4 ranks (3)
+    differ`` (the backward absent, its schedule missing) becomes ``INCOMPLETE: ... rank 3's
+    log ends after compile 0/0 forward; the other ranks logged 1 more (0/0 backward)``."""
+    cut = cut_ranks(run)
+    early = {r for d in items for r in _members(d["ranks"])} - cut
+    while early:
+        assumed = cut | early
+        stay = {r for d in items if not explained_by_cut(d, assumed) for r in _members(d["ranks"])}
+        stay |= {r for d in items if not explained_by_cut(d, assumed) for r in _members(d["majority_ranks"])}
+        if not stay & early:
+            break
+        early -= stay
+    if not early:
+        return run
+    diagnostics = Diagnostics(max_examples_per_kind=run.diagnostics.max_examples_per_kind)
+    diagnostics.merge(run.diagnostics)
+    added = []
+    by_rank = {r.rank: r for r in run.ranks}
+    for rank in sorted(early, key=lambda r: -1 if r is None else r):
+        r = by_rank.get(rank)
+        if r is None or not r.files:
+            continue
+        last = r.graphs[-1] if r.graphs else None
+        after = "" if last is None else f" after compile {_graph_name(last.compile_id, last.graph_index)}"
+        more = _logged_more(items, rank)
+        others = f"the other ranks logged {len(more)} more ({', '.join(more)})"
+        detail = f"it ends{after}, a whole one; {others}"
+        added.append(
+            {
+                "rank": rank,
+                "file": r.files[-1],
+                "line": 0,
+                "detail": detail,
+                "kind": ENDS_EARLY,
+                "ends": f"ends{after}",
+                "others": others,
+            }
+        )
+        diagnostics.add(ENDS_EARLY, r.files[-1], 0, detail)
+    return dataclasses.replace(run, cut=[*run.cut, *added], diagnostics=diagnostics)
+
+
 def compared_items(items: list[dict[str, Any]], run: Run) -> list[dict[str, Any]]:
     """``items`` without those a cut log explains (:func:`explained_by_cut`)."""
     cut = cut_ranks(run)
@@ -84,6 +165,10 @@ def cut_text(run: Run) -> str:
     )
     more = f"; and {len(run.cut) - 1} more cut file(s)" if len(run.cut) > 1 else ""
     text = f"{who} cut ({how}, at {where}{more})"
+    if first.get("kind") == ENDS_EARLY:  # whole, but shorter than its peers'
+        who = who.replace("'s log is", "'s log").replace(" are", "")
+        ends = first["ends"] if len(ranks) == 1 else first["ends"].replace("ends", "end", 1)
+        text = f"{who} {ends} (at {where}{more}); {first['others']}"
     if len(run.ranks) < 2:
         return text
     return f"{text}: compared only on what {'it' if len(ranks) == 1 else 'they'} logged"

@@ -23,7 +23,7 @@ import orjson
 
 from bucketing.compat import TESTED_TORCH
 from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
-from tracekit.analyze.cut import compared_items, cut_text
+from tracekit.analyze.cut import compared_items, cut_text, with_logs_that_end_early
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
     mesh_not_prebucketed_text,
@@ -759,12 +759,13 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     groups = rank_groups(run, roles, by_role)
     memo = DumpMemo()  # values shared between graphs: one JSON form each
     t = totals(run)
+    # a cut log is compared only on what it logged (tracekit.analyze.cut), a log that ends
+    # after a whole compile, short of its peers', too; in a mesh, group names are compared by
+    # role (tracekit.model.mesh.role_names)
+    raw = (divergence(run, groups, roles), schedule_divergence(run, mesh, by_role), compile_divergence(run))
+    run = with_logs_that_end_early(run, [d for items in raw for d in items])
     w = world(run)
-    # a cut log is compared only on what it logged (tracekit.analyze.cut); in a mesh, group
-    # names are compared by role (tracekit.model.mesh.role_names)
-    div = compared_items(divergence(run, groups, roles), run)
-    sched = compared_items(schedule_divergence(run, mesh, by_role), run)
-    comp = compared_items(compile_divergence(run), run)
+    div, sched, comp = (compared_items(items, run) for items in raw)
     dn = did_nothing(run, groups)
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
