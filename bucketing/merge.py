@@ -35,6 +35,7 @@ import contextlib
 import functools
 import operator
 from collections import defaultdict
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -79,18 +80,33 @@ def group_rank(group_name: str) -> int:
 class _Builder:
     """Appends nodes before a point, computing each node's ``meta["val"]`` on fake tensors."""
 
-    def __init__(self, graph: fx.Graph, before: fx.Node, fake_mode, members: list[fx.Node]):
+    def __init__(
+        self,
+        graph: fx.Graph,
+        before: fx.Node,
+        fake_mode,
+        members: list[fx.Node],
+        views: dict[tuple, tuple] | None = None,
+    ):
         self.graph = graph
+        self.views = views
         self.before = before
         self.fake_mode = fake_mode
         self.members = members
         self.sources = [_node_source(m) for m in members]
         self.first_meta = members[0].meta
 
-    def call(self, target, args: tuple, kwargs: dict | None = None, member: int | None = None) -> fx.Node:
+    def call(
+        self, target, args: tuple, kwargs: dict | None = None, member: int | None = None, val: Any = None
+    ) -> fx.Node:
+        """A node of ``target`` before the point; ``val``: its fake value, if known already."""
         kwargs = kwargs or {}
         with self.graph.inserting_before(self.before):
             node = new_node(self.graph, "call_function", target, args, kwargs, name=_node_name(target))
+        if val is not None:
+            node.meta["val"] = val
+            self._copy_meta(node, member)
+            return node
         vals = fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
         if target is operator.getitem and isinstance(vals[0][0], (list, tuple)):
             # an item of a node's list of fake values (split_with_sizes): no fake mode needed
@@ -121,6 +137,21 @@ class _Builder:
         dense = self.call(aten.clone.default, (x,), {"memory_format": torch.contiguous_format}, member=member)
         concrete = list(self.fake_reshape_shape(x, shape))
         return self.call(aten._unsafe_view.default, (dense, concrete), member=member)
+
+    def input_view(self, x: fx.Node, shape: list[int], member: int) -> fx.Node:
+        """:meth:`reshape` of a member's input. With ``views`` (kept across rewrites of copies
+        of one graph, whose nodes share their fake values), a view's fake value is made once:
+        the view of the same input value to the same shape, at every cap."""
+        val = x.meta["val"]
+        if self.views is None or not val.is_contiguous():
+            return self.reshape(x, shape, member=member)
+        key = (x.name, tuple(shape))
+        known = self.views.get(key)
+        if known is not None and known[0] is val:
+            return self.call(aten.view.default, (x, shape), member=member, val=known[1])
+        node = self.reshape(x, shape, member=member)
+        self.views[key] = (val, node.meta["val"])
+        return node
 
     @staticmethod
     def fake_reshape_shape(x: fx.Node, shape: list[int]) -> tuple[int, ...]:
@@ -269,13 +300,15 @@ def _replace_and_erase(members: list[fx.Node], outputs: list[fx.Node], also: lis
             graph.erase_node(n)
 
 
-def merge_all_gather_bucket(graph: fx.Graph, members: list[fx.Node], rank: int) -> fx.Node:
+def merge_all_gather_bucket(
+    graph: fx.Graph, members: list[fx.Node], rank: int, views: dict[tuple, tuple] | None = None
+) -> fx.Node:
     """Merge all-gathers of one (group, dtype) into one ``all_gather_into_tensor_out``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
     dtype = min((m.meta["val"].dtype for m in members), key=lambda d: d.itemsize)
     device = members[0].meta["val"].device
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members)
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views)
     casts: list[list[fx.Node]] = []
     flats = []
     numels = []
@@ -284,7 +317,7 @@ def merge_all_gather_bucket(graph: fx.Graph, members: list[fx.Node], rank: int) 
         src = cast.args[0] if cast is not None else m.args[0]
         casts.append([cast] if cast is not None else [])
         numels.append(src.meta["val"].numel())
-        flats.append(b.reshape(src, [-1], member=i))
+        flats.append(b.input_view(src, [-1], member=i))
     total = sum(numels)
     buf = b.call(
         aten.empty.memory_format,
@@ -306,13 +339,15 @@ def merge_all_gather_bucket(graph: fx.Graph, members: list[fx.Node], rank: int) 
     return ag
 
 
-def merge_reduce_scatter_bucket(graph: fx.Graph, members: list[fx.Node]) -> fx.Node:
+def merge_reduce_scatter_bucket(
+    graph: fx.Graph, members: list[fx.Node], views: dict[tuple, tuple] | None = None
+) -> fx.Node:
     """Merge reduce-scatters of one (group, op, dtype) into one ``reduce_scatter_tensor``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members)
-    rows = [b.reshape(m.args[0], [group_size, -1], member=i) for i, m in enumerate(members)]
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views)
+    rows = [b.input_view(m.args[0], [group_size, -1], member=i) for i, m in enumerate(members)]
     cat = b.call(aten.cat.default, (rows, 1))
     total = cat.meta["val"].numel()
     flat = b.reshape(cat, [total])
@@ -328,12 +363,14 @@ def merge_reduce_scatter_bucket(graph: fx.Graph, members: list[fx.Node]) -> fx.N
     return rs
 
 
-def merge_all_reduce_bucket(graph: fx.Graph, members: list[fx.Node]) -> fx.Node:
+def merge_all_reduce_bucket(
+    graph: fx.Graph, members: list[fx.Node], views: dict[tuple, tuple] | None = None
+) -> fx.Node:
     """Merge all-reduces of one (group, op, dtype) into one ``all_reduce``."""
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members)
-    flats = [b.reshape(m.args[0], [-1], member=i) for i, m in enumerate(members)]
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views)
+    flats = [b.input_view(m.args[0], [-1], member=i) for i, m in enumerate(members)]
     cat = b.call(aten.cat.default, (flats,))
     ar = b.call(c10d.all_reduce.default, (cat, op, group))
     wait = b.call(WAIT_TARGET, (ar,))
@@ -360,16 +397,19 @@ def merge_with_torch(graph: fx.Graph, kind: str, members: list[fx.Node], mode: s
         tb.merge_all_reduce_bucket(graph, members)
 
 
-def merge_bucket(graph: fx.Graph, kind: str, members: list[fx.Node], mode: str) -> None:
-    """Merge one planned bucket of ``kind`` ("AG", "RS", "AR")."""
+def merge_bucket(
+    graph: fx.Graph, kind: str, members: list[fx.Node], mode: str, views: dict[tuple, tuple] | None = None
+) -> None:
+    """Merge one planned bucket of ``kind`` ("AG", "RS", "AR"). ``views``: the fake values of
+    the members' input views, kept across rewrites of copies of one graph (``_Builder.input_view``)."""
     if needs_torch_merge(kind, members, mode) is not None:
         merge_with_torch(graph, kind, members, mode)
     elif kind == "AG":
-        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])))
+        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])), views)
     elif kind == "RS":
-        merge_reduce_scatter_bucket(graph, members)
+        merge_reduce_scatter_bucket(graph, members, views)
     else:
-        merge_all_reduce_bucket(graph, members)
+        merge_all_reduce_bucket(graph, members, views)
 
 
 def restore_topological_order(graph: fx.Graph) -> bool:

@@ -200,6 +200,9 @@ class FsdpPlanner:
         self.nodes: list[fx.Node] = list(gm.graph.nodes)
         self.ids: dict[fx.Node, int] = {n: i for i, n in enumerate(self.nodes)}
         self._dag_base = _Dag(self.nodes, self.ids)
+        #: fake values of the members' input views made by rewrites of copies of ``gm`` given
+        #: this planner (:func:`bucketing.pre_bucket_fsdp_collectives`), kept for the next copy
+        self.input_views: dict[tuple, tuple] = {}
         self._collect_candidates()
         self._collect_sizes()
 

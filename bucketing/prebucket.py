@@ -106,7 +106,9 @@ def _pre_bucket(
     merged = 0
     for kind in KINDS:
         for members in buckets[kind]:
-            merge_bucket(graph, kind, members, planner.mode)
+            merge_bucket(
+                graph, kind, members, planner.mode, None if planner.gm is gm else planner.input_views
+            )
             merged += 1
     if merged:
         restore_topological_order(graph)

@@ -53,3 +53,36 @@ def test_a_planner_of_another_graph_is_refused_before_any_rewrite():
     with pytest.raises(BucketingError, match="planner given for another graph: "):
         pre_bucket_fsdp_collectives(gm, bucket_cap_mb=1024.0, recompile=False, planner=other.planner)
     assert gm.code == before
+
+
+def test_input_views_made_at_one_cap_serve_the_next_with_the_same_fake_values():
+    from bucketing import pre_bucket_fsdp_collectives
+    from tracekit.replay.overlap_schedule import copy_graph
+
+    rp = _replayer("overlap_cap_a", 1)
+    first = copy_graph(rp.gm)
+    pre_bucket_fsdp_collectives(first, bucket_cap_mb=3.0, recompile=False, planner=rp.planner)
+    # one view per member input of the 2 + 2 buckets: all-gathers' ([-1]), reduce-scatters' ([2, -1])
+    assert len(rp.planner.input_views) == 11
+    kept = dict(rp.planner.input_views)
+    planned, plain = copy_graph(rp.gm), copy_graph(rp.gm)
+    pre_bucket_fsdp_collectives(planned, bucket_cap_mb=1024.0, recompile=False, planner=rp.planner)
+    pre_bucket_fsdp_collectives(plain, bucket_cap_mb=1024.0, recompile=False)
+    assert rp.planner.input_views == kept  # nothing new: every view was there
+    assert planned.code == plain.code
+    reused = 0
+    for a, b in zip(planned.graph.nodes, plain.graph.nodes, strict=True):
+        va, vb = a.meta.get("val"), b.meta.get("val")
+        if not hasattr(va, "shape"):
+            continue
+        assert (va.shape, va.stride(), va.dtype, va.storage_offset()) == (
+            vb.shape,
+            vb.stride(),
+            vb.dtype,
+            vb.storage_offset(),
+        )
+        if any(va is v for _, v in kept.values()):
+            reused += 1
+            src = a.args[0].meta["val"]
+            assert va.untyped_storage()._cdata == src.untyped_storage()._cdata  # a view of its input
+    assert reused == 11
