@@ -24,7 +24,8 @@ process group named ``0`` (one communicator, as a 1-D job names its default grou
 
 Each directory is summarized as ``tracekit summarize DIR --format json --output FILE`` (the
 default jobs), runs interleaved, best wall time kept (and best CPU time of the process tree,
-less sensitive to others' load); a text run of the 2-D one is checked to
+less sensitive to others' load), with the modules imported from bytecode (written by the check
+runs under the work directory: ``PYTHONPYCACHEPREFIX``), as an installed tracekit imports them; a text run of the 2-D one is checked to
 say ``world N = replicate N/2 × shard 2`` and OK. Printed side by side with the ratio (issue 37:
 2-D / 1-D <= 1.2 wanted) and the machine's load (``os.getloadavg``) before and after.
 """
@@ -113,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_mesh_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    # modules imported from bytecode, as an installed tracekit's are: written by the check runs
+    # below into the work directory (not the tree), whatever PYTHONDONTWRITEBYTECODE says
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     try:
         dirs = make_dirs(work, args.ranks)
         mesh_dir = dirs[MESH_NAME]

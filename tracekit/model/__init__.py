@@ -67,6 +67,21 @@ class ScheduledCollective:
     dtype: str | None = None  # its tensor's dtype (``f32``) in the post-grad graph, when logged
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class GroupSlots:
+    """The group names of final schedules that are equal but for those names (a mesh's shard
+    groups log one schedule each: :mod:`tracekit.read.estimation_templates`), as slots:
+    ``slots[i]`` is the index, in a final's ``names``, of its collective ``i``'s group (None:
+    the collective has no group). One object per such template, so two finals with the same
+    ``GroupSlots`` object and the same names have the same collectives::
+
+        groups ["3", "3", "1"], ["4", "4", "1"]  ->  slots (0, 0, 1); names ("3", "1"), ("4", "1")
+
+    A name ``"None"`` stands for a collective without group (as the estimation row says it)."""
+
+    slots: tuple[int | None, ...]
+
+
 @dataclass(slots=True)
 class FinalSchedule:
     """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
@@ -76,7 +91,10 @@ class FinalSchedule:
     ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
     backward; see :mod:`tracekit.read.pairing`). ``sizes``: ``"matched"`` when every kind's
     estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
-    disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged."""
+    disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged.
+    ``group_slots`` and ``names``: the final's groups as a template's slots and their names,
+    when the reader built it so (None otherwise; not compared, not written): what a mesh's
+    checks key by instead of every collective (:class:`tracekit.model.mesh.RoleSequences`)."""
 
     compile_id: str
     position: int
@@ -84,6 +102,8 @@ class FinalSchedule:
     collectives: list[ScheduledCollective]
     world_size: int | None = None
     sizes: str = "not_logged"
+    group_slots: GroupSlots | None = field(default=None, compare=False, repr=False)
+    names: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @staticmethod
     def count_kinds(collectives: list[ScheduledCollective]) -> dict[str, int]:
@@ -337,8 +357,14 @@ def _opt(v: Any, t: type) -> Any:
     return t(v)
 
 
+#: The fields of a FinalSchedule its JSON form leaves out: the reader's keys of a template
+#: (read-only identities that mean nothing outside one read).
+FINAL_NOT_WRITTEN = ("group_slots", "names")
+
+
 def final_to_dict(f: FinalSchedule | None) -> dict[str, Any] | None:
-    """The JSON form of a FinalSchedule: its fields, nested values as plain dicts."""
+    """The JSON form of a FinalSchedule: its fields (but :data:`FINAL_NOT_WRITTEN`), nested
+    values as plain dicts."""
     if f is None:
         return None
     return {

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.model import FinalSchedule, Graph, Rank, Run
+from tracekit.model import FinalSchedule, Graph, GroupSlots, Rank, Run
 from tracekit.model.rankset import MAX_RANK, format_ranks
 
 #: Roles in the order a mesh is written (outermost dimension first).
@@ -124,9 +124,24 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
                 s.sizes.add(g.group_size)
         return out
 
+    # (id of a GroupSlots, forward) -> (the GroupSlots, kept; its facts by slot)
+    slot_facts: dict[tuple[int, bool], tuple[GroupSlots, tuple[tuple[int, int | None, str], ...]]] = {}
+
+    def facts_of(f: FinalSchedule) -> Iterable[tuple[str, int | None, str, bool]]:
+        slots = f.group_slots
+        if slots is None:
+            return _final_facts(f)
+        # a final built from a template: its facts by slot made once a template, then named
+        forward = f.position == 0
+        hit = slot_facts.get((id(slots), forward))
+        if hit is None or hit[0] is not slots:
+            hit = slot_facts[(id(slots), forward)] = (slots, _slot_facts(f, slots))
+        names = f.names
+        return [(names[s], size, kind, forward) for s, size, kind in hit[1] if names[s] != "None"]
+
     def final_seen(f: FinalSchedule) -> tuple[_Seen, ...]:
         out = []
-        for name, size, kind, forward in _final_facts(f):
+        for name, size, kind, forward in facts_of(f):
             s = at(name)
             if size is not None:
                 s.sizes.add(size)
@@ -190,6 +205,18 @@ def _inferred_size(run: Run, seen: dict[str, _Seen], roles: dict[str, str]) -> d
     return {unread.pop(): world // product}
 
 
+def _slot_facts(f: FinalSchedule, slots: GroupSlots) -> tuple[tuple[int, int | None, str], ...]:
+    """``(slot, size, kind)`` of each collective of a final built from a template, once each:
+    :func:`_final_facts` with the group as its slot (a name ``"None"``, no group, is left out
+    where it is named)."""
+    out = {
+        (s, c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None, c.kind)
+        for c, s in zip(f.collectives, slots.slots, strict=True)
+        if s is not None
+    }
+    return tuple(out)
+
+
 def _final_facts(f: FinalSchedule) -> tuple[tuple[str, int | None, str, bool], ...]:
     """``(group, size, kind, in a forward graph)`` of each collective of a final schedule, once
     each (size None when the log gives none, or an implausible one)."""
@@ -218,23 +245,38 @@ class RoleSequences:
         [["all_gather", "3", 148552, "f32"]]  ->  (("all_gather", "shard", 148552, "f32"),)  # both
     """
 
-    __slots__ = ("roles", "_by_list", "_numbers")
+    __slots__ = ("roles", "_by_list", "_by_slots", "_numbers")
 
     def __init__(self, roles: dict[str, str]) -> None:
         self.roles = roles
         # id of a collectives list -> (the list, kept alive so the id stays its own; the number)
         self._by_list: dict[int, tuple[list[Any], int]] = {}
+        # (id of a final's GroupSlots, its names by role) -> (the GroupSlots, kept; the number)
+        self._by_slots: dict[tuple[int, tuple[str | None, ...]], tuple[GroupSlots, int]] = {}
         self._numbers: dict[tuple[tuple[Any, ...], ...], int] = {}
 
     def number(self, f: FinalSchedule) -> int:
-        """The number of ``f``'s sequence by role: equal numbers, equal sequences."""
+        """The number of ``f``'s sequence by role: equal numbers, equal sequences. A final the
+        reader built from a template (:class:`tracekit.model.GroupSlots`) is looked up by its
+        template and its few names by role: the finals of 512 shard groups, one template and
+        names ``("3", "1")``, ``("4", "1")``, ... by role ``("shard", "replicate")``, are one
+        sequence made once."""
         hit = self._by_list.get(id(f.collectives))
         if hit is not None and hit[0] is f.collectives:
             return hit[1]
-        roles = self.roles
+        roles, slots, key = self.roles, f.group_slots, None
+        if slots is not None:
+            # a name "None" is a collective without group, as in the sequence
+            key = (id(slots), tuple(None if n == "None" else roles.get(n, n) for n in f.names))
+            shit = self._by_slots.get(key)
+            if shit is not None and shit[0] is slots:
+                self._by_list[id(f.collectives)] = (f.collectives, shit[1])
+                return shit[1]
         seq = tuple((c.kind, roles.get(c.group, c.group), c.bytes, c.dtype) for c in f.collectives)  # type: ignore[arg-type]
         n = self._numbers.setdefault(seq, len(self._numbers))
         self._by_list[id(f.collectives)] = (f.collectives, n)
+        if slots is not None and key is not None:
+            self._by_slots[key] = (slots, n)
         return n
 
 

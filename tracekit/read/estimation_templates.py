@@ -4,7 +4,8 @@ In a 2-D mesh each shard group's ranks log their own group's name in
 ``fx_collectives_analytical_estimation``: a 1,024-rank HSDP job has 512 shard groups, so 512
 payloads that are one text but for the names, each parsed, and each giving its own final
 schedule. Here a payload is split into its *template* (each ``group_name:NAME`` numbered by its
-place, ``group_name:0``, ``group_name:1``, ...) and its names in that order. The template is
+distinct name in order of first appearance, ``group_name:0``, ``group_name:1``, ...) and its
+distinct names in that order. The template is
 parsed once (:func:`tracekit.read.parsers.parse_estimation`; its collectives' groups are then
 slot numbers) and each payload binds its names to it::
 
@@ -13,8 +14,13 @@ slot numbers) and each payload binds its names to it::
       -> template  "... group_size:2 group_name:0 input_bytes:148552,0.0097,..."  (parsed once)
          names     ("3",) and ("4",)
 
+(an HSDP backward: its shard group's rows ``group_name:0``, its replicate group's ``:1``;
+names ``("3", "1")``, ``("4", "1")``, ...).
+
 :class:`tracekit.read.pairing.BuildMemo` then builds a final schedule once per template too,
-and binds each payload's names to its collectives (:func:`bind_final`).
+and binds each payload's names to its collectives (:func:`bind_final`); the final keeps its
+template's slots and names (:class:`tracekit.model.GroupSlots`), so that a mesh's checks key
+by them.
 
 Why binding gives what a parse of the payload gives: a name is taken only where it is
 ``[^\\s,]*`` between ``group_name:`` and `` input_bytes:``, so it holds no space and no comma.
@@ -28,55 +34,85 @@ payload is parsed as it is.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from tracekit.model import FinalSchedule, ScheduledCollective
-from tracekit.read.parsers import ArtifactError, Estimation, intern_name, parse_estimation
+from tracekit.model import FinalSchedule, GroupSlots, ScheduledCollective
 
-#: A group name in an estimation row, with the text around it kept by the split.
-_NAME = re.compile(r"(group_name:)([^\s,]*)(?= input_bytes:)")
+#: :func:`tracekit.read.parsers.parse_estimation` (given by the parsers, which import this
+#: module): ``(text, row memo) -> Estimation``, raising ``ArtifactError`` (a ValueError).
+ParseEstimation = Callable[[str, dict], Any]
 
-#: The slot numbers as text, made once.
-_SLOT_TEXT = [str(i) for i in range(256)]
+#: A group name in an estimation row (split out: the parts between, then each name).
+_NAME = re.compile(r"group_name:([^\s,]*)(?= input_bytes:)")
+
+#: The slots as text, made once (what the split took out, with the slot number for the name).
+_SLOT_TEXT = [f"group_name:{i}" for i in range(256)]
 #: Templates kept; past it, the table is cleared (a job has a few per graph).
 TEMPLATE_LIMIT = 1024
 #: Bound collectives kept (shared between the estimations that bind one name to one slot).
 BOUND_LIMIT = 8192
 
 
-@dataclass(eq=False)
+@dataclass
 class GroupTemplate:
     """An estimation with its group names numbered: ``slotted`` is the template's parse, each
     collective's group the number of its name in a payload's names (``"0"``, ``"1"``, ...)."""
 
-    slotted: Estimation
+    slotted: Any  # the template's tracekit.read.parsers.Estimation
     slots: list[int | None] = field(default_factory=list)  # per collective: its name's number
 
 
-class EstimationTemplates:
-    """``parse_estimation`` through templates: one parse per template, then names bound.
-    Holds the row memo of :func:`parse_estimation`, the templates and the bound collectives,
-    each bounded."""
+@dataclass(frozen=True, slots=True)
+class TemplatedEstimation:
+    """A payload read through its template: the template and the payload's distinct group
+    names. :class:`tracekit.read.pairing.BuildMemo` builds its final from the template;
+    :meth:`estimation` is the :class:`tracekit.read.parsers.Estimation` a parse of the payload
+    gives (made on demand: no reader needs it)."""
 
-    def __init__(self) -> None:
+    template: GroupTemplate
+    names: tuple[str, ...]
+
+    @property
+    def world_size(self) -> int | None:
+        return self.template.slotted.world_size
+
+    def estimation(self) -> Any:
+        slotted = self.template.slotted
+        colls = BoundCollectives().bind(slotted.collectives, self.template.slots, self.names)
+        return type(slotted)(self.world_size, colls)
+
+
+class EstimationTemplates:
+    """``parse`` (:data:`ParseEstimation`) through templates: one parse per template, then the
+    names bound. Holds the row memo of ``parse`` and the templates, each bounded."""
+
+    def __init__(self, parse: ParseEstimation) -> None:
+        self._parse = parse
         self._rows: dict = {}
         self._templates: dict[str, GroupTemplate | None] = {}
-        self.bound = BoundCollectives()
 
     def __getstate__(self):  # travels to worker processes empty
-        return {}
+        return {"parse": self._parse}
 
     def __setstate__(self, state) -> None:
-        self.__init__()  # type: ignore[misc]
+        self.__init__(state["parse"])  # type: ignore[misc]
 
-    def parse(self, text: str) -> Estimation:
+    def parse(self, text: str) -> Any:
+        """The payload's Estimation, or its :class:`TemplatedEstimation`."""
+        parse_estimation = self._parse
         parts = _NAME.split(text)
         if len(parts) == 1:  # no group name: nothing to bind
             return parse_estimation(text, self._rows)
-        names = tuple(parts[2::3])
-        parts[2::3] = (
-            _SLOT_TEXT[: len(names)] if len(names) <= len(_SLOT_TEXT) else map(str, range(len(names)))
-        )
+        slot_of: dict[str, int] = {}
+        for n in parts[1::2]:
+            slot_of.setdefault(n, len(slot_of))
+        if len(slot_of) > len(_SLOT_TEXT):
+            return parse_estimation(text, self._rows)
+        names = tuple(slot_of)
+        parts[1::2] = [_SLOT_TEXT[slot_of[n]] for n in parts[1::2]]
         key = "".join(parts)
         if key in self._templates:
             t = self._templates[key]
@@ -87,19 +123,15 @@ class EstimationTemplates:
             self._templates[key] = t
         if t is None:
             return parse_estimation(text, self._rows)
-        bind = self.bound.collective
-        out = [
-            c if s is None else bind(c, names[s]) for c, s in zip(t.slotted.collectives, t.slots, strict=True)
-        ]
-        return Estimation(t.slotted.world_size, out, t, names)
+        return TemplatedEstimation(t, names)
 
     def _template(self, key: str, n: int) -> GroupTemplate | None:
         """The template of ``key`` (a payload with its names numbered), or None when one of
         its collectives' groups is not one slot number, or it does not parse (then each payload
         is parsed as is, and says its own error)."""
         try:
-            slotted = parse_estimation(key, self._rows)
-        except ArtifactError:
+            slotted = self._parse(key, self._rows)
+        except ValueError:  # ArtifactError
             return None
         slots: list[int | None] = []
         for c in slotted.collectives:
@@ -113,40 +145,77 @@ class EstimationTemplates:
 
 
 class BoundCollectives:
-    """A template's collective with a name bound, made once per (collective, name) and shared
-    (read-only, as the parsers' values are): a mesh's shard groups bind a new name to the
-    shard group's collectives, and the same replicate group names to the others."""
+    """A template's collectives with a name bound, made once per (template, slot, name) and
+    shared (read-only, as the parsers' values are): a mesh's shard groups bind a new name to
+    the slot of their shard group's collectives, and the same replicate group names to the
+    slot of the others (8 all-reduces of an HSDP backward: one lookup)."""
 
-    __slots__ = ("_bound",)
+    __slots__ = ("_bound", "_positions")
 
     def __init__(self) -> None:
-        # (id of a template's collective, name) -> (that collective, held so the id stays its
-        # own; the collective with the name)
-        self._bound: dict[tuple[int, str], tuple[ScheduledCollective, ScheduledCollective]] = {}
+        # (id of a template's collectives, slot, name) -> (those collectives, held so the id
+        # stays their own; the collectives of that slot with the name)
+        self._bound: dict[tuple[int, int, str], tuple[list, tuple[ScheduledCollective, ...]]] = {}
+        # id of a template's collectives -> (them, held; the positions of each slot's)
+        self._positions: dict[int, tuple[list, list[list[int]]]] = {}
 
-    def collective(self, c: ScheduledCollective, name: str) -> ScheduledCollective:
-        """``c`` (a group a slot number) with the group ``name``."""
-        hit = self._bound.get((id(c), name))
-        if hit is None or hit[0] is not c:
-            if len(self._bound) >= BOUND_LIMIT:
-                self._bound.clear()
-            hit = self._bound[(id(c), name)] = (
-                c,
-                ScheduledCollective(c.kind, c.op, bind_name(name), c.group_size, c.bytes, c.est_ms, c.dtype),
-            )
-        return hit[1]
+    def bind(
+        self, colls: list[ScheduledCollective], slots: Sequence[int | None], names: tuple[str, ...]
+    ) -> list[ScheduledCollective]:
+        """``colls`` (of a template) with each one's group the name of its slot (None: kept)."""
+        at = self._positions.get(id(colls))
+        if at is None or at[0] is not colls:
+            if len(self._positions) >= BOUND_LIMIT:
+                self._positions.clear()
+            by_slot: list[list[int]] = [[] for _ in names]
+            for i, s in enumerate(slots):
+                if s is not None:
+                    by_slot[s].append(i)
+            at = self._positions[id(colls)] = (colls, by_slot)
+        table = self._bound
+        out = list(colls)
+        for s, positions in enumerate(at[1]):
+            if not positions:
+                continue
+            name = names[s]
+            hit = table.get((id(colls), s, name))
+            if hit is None or hit[0] is not colls:
+                if len(table) >= BOUND_LIMIT:
+                    table.clear()
+                group = bind_name(name)
+                bound = tuple(
+                    ScheduledCollective(c.kind, c.op, group, c.group_size, c.bytes, c.est_ms, c.dtype)
+                    for c in (colls[i] for i in positions)
+                )
+                hit = table[(id(colls), s, name)] = (colls, bound)
+            for i, b in zip(positions, hit[1], strict=True):
+                out[i] = b
+        return out
 
 
 def bind_name(name: str) -> str | None:
     """A group name as an estimation row gives it (``None``: no group)."""
-    return None if name == "None" else intern_name(name)
+    return None if name == "None" else sys.intern(name) if len(name) < 200 else name  # as the parsers do
+
+
+def final_slots(template: FinalSchedule) -> GroupSlots:
+    """The slot of each collective of a final built from a slotted estimation (its group, a
+    slot number; None where the estimation gave none)."""
+    return GroupSlots(tuple(None if c.group is None else int(c.group) for c in template.collectives))
 
 
 def bind_final(
-    template: FinalSchedule, names: tuple[str, ...], compile_id: str, position: int, bound: BoundCollectives
+    template: FinalSchedule,
+    slots: GroupSlots,
+    names: tuple[str, ...],
+    compile_id: str,
+    position: int,
+    bound: BoundCollectives,
 ) -> FinalSchedule:
     """The final schedule of a payload from its template's (built from the template's slotted
-    estimation): each collective's group, a slot number there, bound to the payload's name."""
-    bind = bound.collective
-    colls = [c if c.group is None else bind(c, names[int(c.group)]) for c in template.collectives]
-    return FinalSchedule(compile_id, position, template.counts, colls, template.world_size, template.sizes)
+    estimation; ``slots``: :func:`final_slots`): each collective's group bound to the
+    payload's name of its slot."""
+    colls = bound.bind(template.collectives, slots.slots, names)
+    return FinalSchedule(
+        compile_id, position, template.counts, colls, template.world_size, template.sizes, slots, names
+    )

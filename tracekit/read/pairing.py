@@ -54,12 +54,13 @@ from tracekit.model import (
     FinalSchedule,
     FrameCompile,
     Graph,
+    GroupSlots,
     Rank,
     Run,
     Sizes,
 )
 from tracekit.model.rankset import MAX_RANK
-from tracekit.read.estimation_templates import BoundCollectives, bind_final
+from tracekit.read.estimation_templates import BoundCollectives, TemplatedEstimation, bind_final, final_slots
 from tracekit.read.parsers import (
     ComputeEstimates,
     EntryKey,
@@ -136,7 +137,8 @@ class BuildMemo:
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
         self._finals: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}
-        self._templates: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}  # of templates
+        # of templates: their final (groups: slot numbers) and its slots
+        self._templates: dict[tuple[int, int, int], tuple[tuple, tuple[FinalSchedule, GroupSlots]]] = {}
         self._bound_collectives = BoundCollectives()
         self._sizes: dict[tuple[int, int], tuple[tuple, Sizes]] = {}
 
@@ -145,23 +147,30 @@ class BuildMemo:
         compile_id: str,
         position: int,
         ops: list[tuple[str, str]],
-        est: Estimation | None,
+        est: Estimation | TemplatedEstimation | None,
         dtypes: dict[str, list[str]] | None,
     ) -> FinalSchedule:
         key = (id(ops), id(est), id(dtypes))
         hit = self._finals.get(key)
         if hit is None:
-            if est is not None and est.template is not None:
+            if isinstance(est, TemplatedEstimation):
                 f = self._bound(compile_id, position, ops, est, dtypes)
             else:
                 f = final_schedule(compile_id, position, ops, est, dtypes)
             self._keep(self._finals, key, ((ops, est, dtypes), f))
             return f
         f = hit[1]
-        return FinalSchedule(compile_id, position, f.counts, f.collectives, f.world_size, f.sizes)
+        return FinalSchedule(
+            compile_id, position, f.counts, f.collectives, f.world_size, f.sizes, f.group_slots, f.names
+        )
 
     def _bound(
-        self, compile_id: str, position: int, ops: list[tuple[str, str]], est: Estimation, dtypes: dict | None
+        self,
+        compile_id: str,
+        position: int,
+        ops: list[tuple[str, str]],
+        est: TemplatedEstimation,
+        dtypes: dict | None,
     ) -> FinalSchedule:
         """The final of an estimation read through a template: the template's final (built
         once, from its slotted estimation) with ``est``'s group names bound."""
@@ -169,12 +178,10 @@ class BuildMemo:
         key = (id(ops), id(t), id(dtypes))
         hit = self._templates.get(key)
         if hit is None:
-            hit = self._keep(
-                self._templates,
-                key,
-                ((ops, t, dtypes), final_schedule(compile_id, position, ops, t.slotted, dtypes)),
-            )
-        return bind_final(hit[1], est.names, compile_id, position, self._bound_collectives)
+            f = final_schedule(compile_id, position, ops, t.slotted, dtypes)
+            hit = self._keep(self._templates, key, ((ops, t, dtypes), (f, final_slots(f))))
+        f, slots = hit[1]
+        return bind_final(f, slots, est.names, compile_id, position, self._bound_collectives)
 
     def sizes(self, before: list[CollectiveSize] | None, after: list[CollectiveSize] | None) -> Sizes:
         """``Sizes(before or [], after)``, one for the very same lists (None for both: one ``[]``)."""
@@ -212,10 +219,11 @@ class PostGradGraph:
     position: int
     cache_hit: bool = False
     graph: Graph | None = None
-    estimation: Estimation | None = None
+    estimation: Estimation | TemplatedEstimation | None = None
     final: FinalSchedule | None = None
     dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
-    estimation_after_overlap: Estimation | None = None  # fx_collectives_estimations_after_overlap_bucketing
+    # fx_collectives_estimations_after_overlap_bucketing
+    estimation_after_overlap: Estimation | TemplatedEstimation | None = None
     compute_estimates: ComputeEstimates | None = None  # the first fx_compute_nodes_runtime_estimation
     overlap_before: bool = False  # overlap_scheduling_graph_before was logged: the scheduler ran
     overlap_after: bool = False
@@ -333,7 +341,9 @@ class RankBuilder:
         if state == "hit":
             self._new_position(cache_hit=True)
 
-    def set_estimation(self, estimation: Estimation, after_overlap: bool = False) -> None:
+    def set_estimation(
+        self, estimation: Estimation | TemplatedEstimation, after_overlap: bool = False
+    ) -> None:
         if after_overlap:
             self._open_position().estimation_after_overlap = estimation
         else:

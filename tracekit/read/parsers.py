@@ -18,7 +18,7 @@ import functools
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import orjson
@@ -31,6 +31,7 @@ from tracekit.model import (
     FinalSchedule,
     ScheduledCollective,
 )
+from tracekit.read.estimation_templates import EstimationTemplates
 
 #: An entry's selection key: ``("artifact", NAME)`` for an artifact, ``(TYPE, None)`` otherwise.
 EntryKey = tuple[str, "str | None"]
@@ -176,11 +177,51 @@ def parse_outcome(text: str) -> Outcome:
     )
 
 
+class OutcomeTemplates:
+    """:func:`parse_outcome` once per outcome but for its FSDP groups: a mesh's shard groups
+    log one line each that differs only by the group's name (``fsdp_groups=['3'], ...``,
+    ``fsdp_groups=['4'], ...``). The rest of the line is parsed once (its template: the line
+    with ``fsdp_groups=[]``), the groups each time; the outcome's other values are shared
+    (read-only, as the parsers' values are). A line whose groups or rest do not parse is
+    parsed as it is (its own error)."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._rest: dict[str, Outcome | None] = {}
+        self._limit = limit
+
+    def parse(self, text: str) -> Outcome:
+        t = text.strip()
+        end = t.find("]")
+        if not t.startswith("fsdp_groups=[") or end < 0:
+            return parse_outcome(text)
+        groups_text, rest = t[12 : end + 1], t[end + 1 :]
+        if rest in self._rest:
+            base = self._rest[rest]
+        else:
+            try:
+                base = parse_outcome("fsdp_groups=[]" + rest)
+            except ArtifactError:
+                base = None
+            if len(self._rest) >= self._limit:
+                self._rest.clear()
+            self._rest[rest] = base
+        if base is None or not _STR_LIST_RE.fullmatch(groups_text):
+            return parse_outcome(text)
+        groups = [a if a else b for a, b in _STR_ITEM_RE.findall(groups_text)]
+        return Outcome(groups, base.group_size, base.n_nodes, base.bucket_cap_mb, base.collectives)
+
+    def __getstate__(self):  # travels to worker processes empty
+        return {"_limit": self._limit}
+
+    def __setstate__(self, state) -> None:
+        self.__init__(state["_limit"])  # type: ignore[misc]
+
+
 class OutcomeParser(EntryParser):
     artifacts = frozenset({"pre_bucketing_fsdp_collectives"})
 
     def __init__(self) -> None:
-        self._memo = ValueMemo(parse_outcome)
+        self._memo = ValueMemo(OutcomeTemplates().parse)
 
     def parse(self, payload, envelope):
         return self._memo(payload or "")
@@ -214,9 +255,6 @@ def parse_sizes(text: str) -> list[CollectiveSize]:
 def _intern(s: str) -> str:
     """Node names repeat across graphs and ranks: share one string object per name."""
     return sys.intern(s) if len(s) < 200 else s
-
-
-intern_name = _intern
 
 
 class SizesParser(EntryParser):
@@ -341,14 +379,10 @@ class ScheduleParser(EntryParser):
 @dataclass
 class Estimation:
     """What one ``fx_collectives_analytical_estimation`` says: the world size and one
-    collective per line (graph order, as the overlap scheduler saw them). ``template`` and
-    ``names``: the payload's template and its group names in order, when it was read through
-    one (:mod:`tracekit.read.estimation_templates`)."""
+    collective per line (graph order, as the overlap scheduler saw them)."""
 
     world_size: int | None
     collectives: list[ScheduledCollective]
-    template: Any = field(default=None, compare=False, repr=False)
-    names: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 _KEY_RE = re.compile(
@@ -435,18 +469,16 @@ def _estimation_row(ln: str, ncols: int, nccl: int) -> tuple[ScheduledCollective
 
 class EstimationParser(EntryParser):
     """``fx_collectives_analytical_estimation`` (string, from overlap scheduling): see
-    :func:`parse_estimation`."""
+    :func:`parse_estimation`. Value: an :class:`Estimation`, or a
+    :class:`tracekit.read.estimation_templates.TemplatedEstimation` for a payload that names
+    process groups (its ``estimation()`` is the payload's :class:`Estimation`)."""
 
     artifacts = frozenset({"fx_collectives_analytical_estimation"})
 
     def __init__(self) -> None:
-        self._memo: ValueMemo | None = None  # made at the first parse: its module imports this one
+        self._memo = ValueMemo(EstimationTemplates(parse_estimation).parse)
 
     def parse(self, payload, envelope):
-        if self._memo is None:
-            from tracekit.read.estimation_templates import EstimationTemplates
-
-            self._memo = ValueMemo(EstimationTemplates().parse)
         return self._memo(payload or "")
 
     def apply(self, builder, key, value, file, line):
