@@ -164,6 +164,13 @@ def test_a_log_that_ends_after_a_whole_compile_is_incomplete_not_divergent(tmp_p
     assert "cut short: 3 (see Diagnostics)\n" in text
     assert "ends_after_compile  1\n" in text
     assert "hang or corruption risk" not in text and "DIVERGE" not in text
+    # --strict fails on it as on any input its Diagnostics lists (exit 1, the count said)
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    r = CliRunner().invoke(main, ["summarize", str(d), "--jobs", "1", "--strict"])
+    assert (r.exit_code, r.stderr) == (1, "tracekit summarize: 1 bad input(s) (--strict)\n")
     # what rank 3 did log is still compared: its forward agrees with the others'
     assert [(grp["ranks"], [g["graph_index"] for g in grp["graphs"]]) for grp in doc["groups"]] == [
         ("0-2", [0, 1]), ("3", [0])]

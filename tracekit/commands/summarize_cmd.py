@@ -114,8 +114,11 @@ def summarize(
     why = no_log_reason(run)
     if why:
         fail("summarize", why, BAD_INPUT)
-    if strict and run.diagnostics.total:
-        fail("summarize", f"{run.diagnostics.total} bad input(s) (--strict)", FINDINGS)
+    # the document's diagnostics: the reader's, and a log the analysis finds ends early
+    # (tracekit.analyze.cut.with_logs_that_end_early), as the Diagnostics section shows them
+    bad = sum(doc["diagnostics"]["counts"].values())
+    if strict and bad:
+        fail("summarize", f"{bad} bad input(s) (--strict)", FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None
     if found:
         fail("summarize", f"the ranks diverge: {found} (--fail-on-divergence)", FINDINGS)
