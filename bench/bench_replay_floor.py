@@ -23,7 +23,8 @@ schedule, divided by the cores. Measured side by side in one run:
   process (SELF) and of its largest child (CHILDREN). Goal: 2 workers under 2x the serial run.
 
 Run: ``PYTHONPATH=. python bench/bench_replay_floor.py`` (``--layers 300`` for a quick run;
-``--layers 0`` for the logs only; ``--rss`` for memory). Goals: the command within 1.3x of the floor; per distinct
+``--layers 0`` for the logs only; ``--rss`` for memory; ``--caps-only`` for the synthetic
+graph's caps alone, ours beside the scheduler: run in two trees for a before/after). Goals: the command within 1.3x of the floor; per distinct
 cap at most 1.3x torch's scheduler alone. Say ``uptime`` with the figures: the machine is shared.
 """
 
@@ -96,6 +97,12 @@ def main() -> None:
     ap.add_argument("--logs", default="fixtures/logs/spmd_auto,fixtures/logs/overlap_cap_a")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each process (best kept)")
     ap.add_argument("--rss", action="store_true", help="peak RSS of --jobs 1 beside --jobs 2")
+    ap.add_argument(
+        "--caps-only",
+        action="store_true",
+        help="only the synthetic graph's caps in this process, ours beside the scheduler (no imports, "
+        "logs or --jobs): run it in two trees, one after the other, for a before/after",
+    )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -107,6 +114,11 @@ def main() -> None:
         return
     if args.rss:
         rss(args.layers or 1000)
+        return
+    if args.caps_only:
+        print(f"load {os.getloadavg()[0]:.2f} at start")
+        layers(args.layers or 1000, None, 1)
+        print(f"load {os.getloadavg()[0]:.2f} at end")
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"{cores} cores; load {os.getloadavg()[0]:.2f} at start")
@@ -141,7 +153,7 @@ def main() -> None:
     print(f"load {os.getloadavg()[0]:.2f} at end")
 
 
-def layers(n: int, imports: float, cores: int) -> None:
+def layers(n: int, imports: float | None, cores: int) -> None:
     import logging
 
     spent = time_scheduler()
@@ -169,6 +181,12 @@ def layers(n: int, imports: float, cores: int) -> None:
         print(f"{cap:>8g} {dt:>7.2f} {sched:>11.2f} {ratio:>6}")
     sched = sum(spent)
     distinct = rp.scheduler_runs
+    if imports is None:  # --caps-only
+        print(
+            f"{len(CAPS)} caps, {distinct} distinct schedules: ours {ours:.1f} s, torch's scheduler alone {sched:.1f} s "
+            f"(per distinct cap {ours / sched:.2f}x, goal 1.3x)"
+        )
+        return
     floor = imports + rebuild + sched / cores
     serial = imports + rebuild + ours
     print(
