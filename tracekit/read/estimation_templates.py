@@ -65,7 +65,7 @@ class GroupTemplate:
     slots: list[int | None] = field(default_factory=list)  # per collective: its name's number
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TemplatedEstimation:
     """A payload read through its template: the template and the payload's distinct group
     names. :class:`tracekit.read.pairing.BuildMemo` builds its final from the template;
@@ -106,13 +106,11 @@ class EstimationTemplates:
         parts = _NAME.split(text)
         if len(parts) == 1:  # no group name: nothing to bind
             return parse_estimation(text, self._rows)
-        slot_of: dict[str, int] = {}
-        for n in parts[1::2]:
-            slot_of.setdefault(n, len(slot_of))
-        if len(slot_of) > len(_SLOT_TEXT):
+        names = tuple(dict.fromkeys(parts[1::2]))  # distinct, in order of first appearance
+        if len(names) > len(_SLOT_TEXT):
             return parse_estimation(text, self._rows)
-        names = tuple(slot_of)
-        parts[1::2] = [_SLOT_TEXT[slot_of[n]] for n in parts[1::2]]
+        slot_text = dict(zip(names, _SLOT_TEXT, strict=False))  # _SLOT_TEXT is the longer
+        parts[1::2] = map(slot_text.__getitem__, parts[1::2])
         key = "".join(parts)
         if key in self._templates:
             t = self._templates[key]

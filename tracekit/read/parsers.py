@@ -181,12 +181,13 @@ class OutcomeTemplates:
     """:func:`parse_outcome` once per outcome but for its FSDP groups: a mesh's shard groups
     log one line each that differs only by the group's name (``fsdp_groups=['3'], ...``,
     ``fsdp_groups=['4'], ...``). The rest of the line is parsed once (its template: the line
-    with ``fsdp_groups=[]``), the groups each time; the outcome's other values are shared
-    (read-only, as the parsers' values are). A line whose groups or rest do not parse is
-    parsed as it is (its own error)."""
+    with ``fsdp_groups=[]``), and each list of groups once (a forward's and a backward's name
+    one group); the outcome's values are shared (read-only, as the parsers' values are). A
+    line whose groups or rest do not parse is parsed as it is (its own error)."""
 
     def __init__(self, limit: int = 1024) -> None:
         self._rest: dict[str, Outcome | None] = {}
+        self._groups: dict[str, list[str] | None] = {}  # a group list's text -> its names (None: bad)
         self._limit = limit
 
     def parse(self, text: str) -> Outcome:
@@ -205,9 +206,17 @@ class OutcomeTemplates:
             if len(self._rest) >= self._limit:
                 self._rest.clear()
             self._rest[rest] = base
-        if base is None or not _STR_LIST_RE.fullmatch(groups_text):
+        if groups_text in self._groups:
+            groups = self._groups[groups_text]
+        else:
+            groups = None
+            if _STR_LIST_RE.fullmatch(groups_text):
+                groups = [a if a else b for a, b in _STR_ITEM_RE.findall(groups_text)]
+            if len(self._groups) >= self._limit:
+                self._groups.clear()
+            self._groups[groups_text] = groups
+        if base is None or groups is None:
             return parse_outcome(text)
-        groups = [a if a else b for a, b in _STR_ITEM_RE.findall(groups_text)]
         return Outcome(groups, base.group_size, base.n_nodes, base.bucket_cap_mb, base.collectives)
 
     def __getstate__(self):  # travels to worker processes empty
