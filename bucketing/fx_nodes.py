@@ -11,11 +11,14 @@ without arguments, which ``create_node`` does not walk, and get them at once thr
     before: node = graph.create_node("call_function", aten.view.default, (x, [-1]), {}, name="view")
     after:  node = graph.create_node("call_function", aten.view.default, None, None, name="view")
             node.args = (x, [-1])
+
+A copied node's meta is filled in place (``meta.update``), a shallow copy as ``node_copy``
+makes, rather than assigned: every attribute assigned to a node goes through
+``Node.__setattr__``, which takes the node out of its graph's lookup table and puts it back.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -59,7 +62,7 @@ def copy_graph_nodes(source: fx.Graph, into: fx.Graph) -> Any:
             node.name,
             node.type,
         )
-        new.meta = copy.copy(node.meta)
+        new.meta.update(node.meta)  # the new node's own dict: no Node.__setattr__ (see the module)
         copied[node] = new
     return None
 
