@@ -91,11 +91,11 @@ def _register(gm, scenario: str, before: dict[str, object]) -> None:
 
 
 def test_every_scenario_is_covered() -> None:
-    """46 distinct graphs; every scenario with compiled collectives gives at least one (those
+    """54 distinct graphs; every scenario with compiled collectives gives at least one (those
     whose text another scenario logged first share it: the same model, other caps or ranks)."""
-    assert len(GRAPHS) == 46
+    assert len(GRAPHS) == 54
     assert {v[3] for v in GRAPHS.values()} == {
-        "diverge_rank", "fsdp_tp", "fsdp_tp_overlap", "hsdp", "hsdp_diverge", "hsdp_overlap",
+        "diverge_rank", "fsdp_tp", "fsdp_tp2_overlap", "fsdp_tp_overlap", "hsdp", "hsdp_diverge", "hsdp_overlap",
         "overlap_cap_a", "overlap_cap_a_torch2.14", "overlap_cap_a_torch2.15", "saved_params",
         "saved_params_torch2.14", "spmd_small_cap",
     }  # fmt: skip

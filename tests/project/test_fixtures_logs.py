@@ -60,6 +60,7 @@ EXPECTED.update(
     hsdp_diverge=_mesh("334", "8->1", "5->1", "8->1") + _mesh("4", "10->1", "7->1", "10->1"),
     hsdp_overlap=_mesh("3344", "6->1", "5->1", "6->1"),  # OVERLAP_LAYERS: 6 layers
     fsdp_tp_overlap=_mesh("1212", "8->1", "7->1", "8->1"),  # 6 + the TP MLP's two weights
+    fsdp_tp2_overlap=_mesh("1212", "10->1", "9->1", "10->1"),  # 6 + two TP MLPs' two weights each
 )
 _RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
 

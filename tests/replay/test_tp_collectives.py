@@ -118,3 +118,67 @@ def test_explain_gives_each_tp_all_reduce_its_reason_and_no_what_if():
         "it with, no what-if; read off the graph: its input is mm_7 (aten.mm of relu_6 and a parameter all-gathered "
         "on FSDP group '1'): an activation (compute on a gathered parameter), not a gradient; the graph returns its "
         "result")
+
+
+# -- a TP kind that runs more than once: fsdp_tp2_overlap (two Megatron MLPs in a row) ----------------
+
+FSDP_TP2_OVERLAP = FIXTURE_LOGS / "fsdp_tp2_overlap"
+
+
+def test_two_tp_all_reduces_a_graph_are_a_finding_in_summarize():
+    from click.testing import CliRunner
+
+    from tracekit.commands.summarize_cmd import summarize
+
+    r = CliRunner().invoke(summarize, [str(FSDP_TP2_OVERLAP), "--format", "json"], catch_exceptions=False)
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0
+    assert [(d["graph_index"], d["role"], d["groups"], d["kind"], d["count"], d["bytes"], d["est_ms"])
+            for d in doc["mesh_not_prebucketed"]] == [
+        (0, "tp", ["3", "4"], "all_reduce", 2, 1048576, 0.0392),
+        (1, "tp", ["3", "4"], "all_reduce", 2, 1048576, 0.0392),
+    ]
+    assert "mesh_run_once" not in doc
+
+
+def test_the_what_ifs_run_on_two_chained_tp_all_reduces_and_say_why_they_leave_them():
+    pytest.importorskip("torch")
+    import tracekit.replay
+    from tracekit.render.replay_text import render_text
+
+    doc = tracekit.replay.replay(str(FSDP_TP2_OVERLAP)).to_dict()
+    for g, names in zip(doc["graphs"], (["all_reduce", "all_reduce_1"], ["all_reduce_2", "all_reduce_3"]),
+                        strict=True):
+        m = g["not_prebucketed_on_mesh"]
+        ((found,),) = [m["collectives"]]
+        assert (found["group"], found["role"], found["count"], found["bytes"], found["est_ms"]) == (
+            "3", "tp", 2, 1048576, 0.0392)
+        # the second MLP's all-reduce is computed from the first's result
+        assert found["chained"] == [names]
+        assert found["reason"].endswith(
+            f"; read off the graph: {names[1]} needs {names[0]} (its input is computed from its result): a chain, "
+            "no bucket can hold both")
+        # both what-ifs ran (given group '3'; torch's collective bucketing) and left both, as run
+        assert [(w["name"], w["ok"], w["left"]) for w in m["what_ifs"]] == [
+            ("our_pass_with_groups", True, 2), ("overlap_bucketing", True, 2)]
+        assert {w["exposed_ms"] for w in m["what_ifs"]} == {m["as_run"]["exposed_ms"]}
+    assert [(g["not_prebucketed_on_mesh"]["as_run"]["exposed_ms"], g["not_prebucketed_on_mesh"]["as_run"]["est_ms"])
+            for g in doc["graphs"]] == [(0.0714, 0.1592), (0.0996, 0.2577)]
+    text = render_text(doc, "table")
+    assert max(len(line) for line in text.splitlines()) <= 200
+    assert "    input is computed from its result): a chain, no bucket can hold both\n" in text
+
+
+def test_explain_says_our_pass_leaves_the_chained_tp_all_reduces_alone():
+    pytest.importorskip("torch")
+    from tracekit.explain.buckets import explain
+
+    doc = explain([str(FSDP_TP2_OVERLAP)], graphs=["0/0:0"])
+    (g,) = doc["graphs"]
+    ars = [c for c in g["collectives"] if c["kind"] == "AR"]
+    assert [(c["name"], c["reason"], c.get("what_if")) for c in ars] == [
+        ("all_reduce", "other_group", None), ("all_reduce_1", "other_group", None)]
+    assert {c["detail"] for c in ars} == {
+        "tp group '3' (ranks 0-1) has no FSDP all-gather: torch's pre-bucketing buckets all-reduces only on the "
+        "groups of its FSDP all-gathers ('1'); read off the graph: all_reduce_1 needs all_reduce (its input is "
+        "computed from its result): a chain, no bucket can hold both, so our pass given the group leaves it alone"}

@@ -47,6 +47,20 @@ def add_mesh_reasons(gr: Any, cap_mb: float, collectives: list[dict[str, Any]]) 
         m.name: (kind, i, len(b)) for kind, bs in plan.buckets.items() for i, b in enumerate(bs) for m in b
     }
     long = {"AG": "all_gather", "RS": "reduce_scatter", "AR": "all_reduce"}
+    from tracekit.replay.collective_context import chained
+
+    chains = {
+        key: chained(
+            gr.replayer.gm,
+            [
+                c["name"]
+                for c in collectives
+                if c["reason"] == "other_group" and (c["group"], c["kind"]) == key
+            ],
+        )
+        for key, n in counts.items()
+        if n > 1
+    }
     for c in collectives:
         if c["reason"] != "other_group" or c["group"] not in groups:
             continue
@@ -59,6 +73,13 @@ def add_mesh_reasons(gr: Any, cap_mb: float, collectives: list[dict[str, Any]]) 
             fsdp,
         )
         where = bucket_of.get(c["name"])
+        links = [(a, b) for a, b in chains.get((c["group"], c["kind"]), []) if c["name"] in (a, b)]
+        if where is None and links:  # read off the graph: why our pass buckets it with none
+            c["detail"] += (
+                "; read off the graph: "
+                + ", ".join(f"{b} needs {a} (its input is computed from its result)" for a, b in links)
+                + ": a chain, no bucket can hold both, so our pass given the group leaves it alone"
+            )
         if where is not None:
             kind, i, n = where
             c["what_if"] = {

@@ -115,7 +115,7 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
     out = [
         "\n" + heading("Collectives pre-bucketing never handles on the mesh", fmt),
         table(rows, UNHANDLED_HEADERS, fmt),
-        "\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{r}\n" for r in reasons),
+        "\n" + "".join(("- " if fmt == "markdown" else "  ") + f"{_wrap(r)}\n" for r in reasons),
         "\n" + table(what_rows, WHAT_IF_HEADERS if not any_caps else CAP_HEADERS, fmt),
     ]
     # --recommend: its grid's caps were replayed, the what-ifs ran at some of them
@@ -311,6 +311,14 @@ def what_if_step_label(name: str) -> str:
         if name == "our_pass_with_groups"
         else "torch's scheduler, collective_bucketing on"
     )
+
+
+def _wrap(text: str, width: int = 196) -> str:
+    """A reason within 200 columns: lines past ``width`` go on four spaces in (a shorter one
+    as it is)."""
+    import textwrap
+
+    return text if len(text) <= width else textwrap.fill(text, width, subsequent_indent="    ")
 
 
 def _n(x: int | None) -> str:

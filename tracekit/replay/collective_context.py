@@ -151,4 +151,27 @@ def context(gm: Any, name: str, fsdp: list[str]) -> dict[str, Any] | None:
     }
 
 
-__all__ = ["context"]
+def chained(gm: Any, names: list[str]) -> list[tuple[str, str]]:
+    """The pairs (earlier, later) of the collectives ``names`` (graph order) where the later's
+    input is computed from the earlier's result: a chain no bucket can hold both of (a bucket
+    issues its collectives at once). fsdp_tp2_overlap's forward: [("all_reduce",
+    "all_reduce_1")], the second MLP's input being the first's all-reduced output."""
+    nodes = {n.name: n for n in gm.graph.nodes if n.name in set(names)}
+    out = []
+    for i, later in enumerate(names[1:], 1):
+        node = nodes.get(later)
+        if node is None:
+            continue
+        ancestors: set[str] = set()
+        todo = list(node.all_input_nodes)
+        while todo:
+            n = todo.pop()
+            if n.name in ancestors:
+                continue
+            ancestors.add(n.name)
+            todo.extend(n.all_input_nodes)
+        out += [(e, later) for e in names[:i] if e in ancestors]
+    return out
+
+
+__all__ = ["chained", "context"]

@@ -47,6 +47,7 @@ def unhandled(rp: Any) -> list[dict[str, Any]]:
     torch's estimation CSV; est_ms: the sum of torch's NCCL estimates). Needs the graph's groups
     registered (:meth:`GraphReplayer.register_groups`)."""
     from tracekit.replay import overlap_schedule as osch
+    from tracekit.replay.collective_context import chained
 
     fsdp = list(rp.planner.fsdp_groups)
     if not fsdp:
@@ -63,6 +64,13 @@ def unhandled(rp: Any) -> list[dict[str, Any]]:
         g = by_name.get(group)
         role = g.role if g is not None else None
         members = g.members if g is not None else ()
+        why = reason(group, role, members, kind, fsdp)
+        chain = chained(rp.gm, [c.name for c in cs])
+        if chain:  # read off the graph: what keeps any bucketing from merging them
+            why += (
+                f"; read off the graph: {', '.join(f'{b} needs {a} (its input is computed from its result)' for a, b in chain[:3])}"
+                f"{' ...' if len(chain) > 3 else ''}: a chain, no bucket can hold both"
+            )
         out.append(
             {
                 "group": group,
@@ -72,7 +80,8 @@ def unhandled(rp: Any) -> list[dict[str, Any]]:
                 "count": len(cs),
                 "bytes": sum(c.bytes or 0 for c in cs),
                 "est_ms": _ms(sum(c.est_ms for c in cs)),
-                "reason": reason(group, role, members, kind, fsdp),
+                "reason": why,
+                **({"chained": [list(p) for p in chain]} if chain else {}),
             }
         )
     return out
