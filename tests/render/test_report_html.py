@@ -346,3 +346,18 @@ def test_hsdp_page_shows_the_mesh_and_the_all_reduces_never_bucketed():
 def test_one_d_page_has_no_mesh():
     tree = parse(render_html(fixture_doc("diverge_rank")))
     assert tree.find_all("p", id="mesh") == [] and tree.find_all("h3", id="mesh-not-prebucketed") == []
+    assert tree.find_all("h3", id="mesh-run-once") == []
+
+
+def test_fsdp_tp_overlap_page_shows_the_tp_all_reduces_that_run_once():
+    """FSDP x TP (fsdp_tp_overlap): one all-reduce of activations per graph on the tp groups is
+    no finding, but the report says it under Bucketing did nothing, with bytes and est ms."""
+    dn = parse(render_html(fixture_doc("fsdp_tp_overlap"))).find("section", id="did-nothing")
+    assert dn.find("h3", id="mesh-run-once").text == "On the mesh, one of a kind (no finding)"
+    assert dn.find("p").text == "none: every graph with more than one collective of a type merged some"
+    rows = dn.find_all("tr", data_where="mesh run once")
+    assert [[c.text for c in r.find_all("td")][:7] for r in rows] == [
+        ["0/0", "forward", "tp 3 | 4", "all_reduce 1", "524,288 B", "0.0196", "0-3"],
+        ["0/0", "backward", "tp 3 | 4", "all_reduce 1", "524,288 B", "0.0196", "0-3"],
+    ]
+    assert dn.find_all("h3", id="mesh-not-prebucketed") == []

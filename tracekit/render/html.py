@@ -778,17 +778,51 @@ def mesh_not_prebucketed_table(doc: dict[str, Any]) -> str:
     )
 
 
+def mesh_run_once_table(doc: dict[str, Any]) -> str:
+    """Collectives on groups pre-bucketing never sees that run once in a graph
+    (``mesh_run_once``: fsdp_tp's all-reduce of activations on the tp groups): no finding, one
+    alone has nothing to be bucketed with; per graph and role, the groups, one rank's bytes and
+    estimated ms, the ranks and why."""
+    items = [d for d in doc.get("mesh_run_once") or [] if isinstance(d, dict)]
+    if not items:
+        return ""
+    items, more = _cut(items)
+    rows = [
+        [
+            *_where(d),
+            esc(f"{d.get('role', '?')} {names_text([str(g) for g in d.get('groups') or []])}"),
+            esc(f"{d.get('kind', '?')} {d.get('count', '?')}"),
+            esc(fmt_bytes(d.get("bytes"))),
+            esc("-" if d.get("est_ms") is None else d["est_ms"]),
+            _ranks_cell(d.get("ranks")),
+            esc(d.get("reason", "")),
+        ]
+        for d in items
+    ]
+    return (
+        '<h3 id="mesh-run-once">On the mesh, one of a kind (no finding)</h3>'
+        + table(
+            ["compile id", "graph", "groups", "runs", "bytes", "est ms", "ranks", "why"],
+            rows,
+            row_attrs=_row_ranks(items, "mesh run once"),
+            numeric=(4, 5),
+        )
+        + more
+    )
+
+
 def section_did_nothing(doc: dict[str, Any]) -> str:
     out = ['<section id="did-nothing"><h2>Bucketing did nothing</h2>']
     items = [d for d in doc.get("did_nothing") or [] if isinstance(d, dict)]
-    on_mesh = mesh_not_prebucketed_table(doc)
+    # on a mesh: what pre-bucketing never handles there, then what runs once there (no finding)
+    on_mesh = mesh_not_prebucketed_table(doc) + mesh_run_once_table(doc)
     if not items:
-        if on_mesh:
+        if mesh_not_prebucketed_table(doc):
             out.append(on_mesh)
         elif not (doc.get("totals") or {}).get("graphs"):
             out.append('<p class="muted">no bucketing outcome recorded (see the notes)</p>')
         else:
-            out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p>')
+            out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p>' + on_mesh)
         out.append("</section>")
         return "".join(out)
     items, more = _cut(items)
