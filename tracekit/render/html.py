@@ -746,11 +746,14 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def mesh_not_prebucketed_table(doc: dict[str, Any]) -> str:
-    """The collectives pre-bucketing never handles on a mesh (``mesh_not_prebucketed``): per
-    graph and role, the groups, the kind's count, one rank's bytes and estimated ms, the ranks
-    and the reason read off the graph."""
-    items = [d for d in doc.get("mesh_not_prebucketed") or [] if isinstance(d, dict)]
+def _mesh_groups_table(
+    doc: dict[str, Any], key: str, where: str, title: str, count_header: str, count_text: str
+) -> str:
+    """The rows of ``doc[key]`` (collectives on groups pre-bucketing never sees): per graph and
+    role, the groups, the kind's count (``count_text`` formats it from ``kind`` and ``count``),
+    one rank's bytes and estimated ms, the ranks and the reason read off the graph; under an
+    ``<h3>`` whose id is ``key`` with dashes; each row's ``data-where`` is ``where``."""
+    items = [d for d in doc.get(key) or [] if isinstance(d, dict)]
     if not items:
         return ""
     items, more = _cut(items)
@@ -758,7 +761,7 @@ def mesh_not_prebucketed_table(doc: dict[str, Any]) -> str:
         [
             *_where(d),
             esc(f"{d.get('role', '?')} {names_text([str(g) for g in d.get('groups') or []])}"),
-            esc(f"{d.get('kind', '?')} {d.get('count', '?')}->{d.get('count', '?')}"),
+            esc(count_text.format(kind=d.get("kind", "?"), count=d.get("count", "?"))),
             esc(fmt_bytes(d.get("bytes"))),
             esc("-" if d.get("est_ms") is None else d["est_ms"]),
             _ranks_cell(d.get("ranks")),
@@ -767,47 +770,41 @@ def mesh_not_prebucketed_table(doc: dict[str, Any]) -> str:
         for d in items
     ]
     return (
-        '<h3 id="mesh-not-prebucketed">On the mesh: groups pre-bucketing never sees</h3>'
+        f'<h3 id="{key.replace("_", "-")}">{title}</h3>'
         + table(
-            ["compile id", "graph", "groups", "not merged", "bytes", "est ms", "ranks", "why"],
+            ["compile id", "graph", "groups", count_header, "bytes", "est ms", "ranks", "why"],
             rows,
-            row_attrs=_row_ranks(items, "mesh not pre-bucketed"),
+            row_attrs=_row_ranks(items, where),
             numeric=(4, 5),
         )
         + more
     )
 
 
+def mesh_not_prebucketed_table(doc: dict[str, Any]) -> str:
+    """The collectives pre-bucketing never handles on a mesh (``mesh_not_prebucketed``), a
+    finding: e.g. HSDP's gradient all-reduces on the replicate groups, ``all_reduce 8->8``."""
+    return _mesh_groups_table(
+        doc,
+        "mesh_not_prebucketed",
+        "mesh not pre-bucketed",
+        "On the mesh: groups pre-bucketing never sees",
+        "not merged",
+        "{kind} {count}->{count}",
+    )
+
+
 def mesh_run_once_table(doc: dict[str, Any]) -> str:
     """Collectives on groups pre-bucketing never sees that run once in a graph
     (``mesh_run_once``: fsdp_tp's all-reduce of activations on the tp groups): no finding, one
-    alone has nothing to be bucketed with; per graph and role, the groups, one rank's bytes and
-    estimated ms, the ranks and why."""
-    items = [d for d in doc.get("mesh_run_once") or [] if isinstance(d, dict)]
-    if not items:
-        return ""
-    items, more = _cut(items)
-    rows = [
-        [
-            *_where(d),
-            esc(f"{d.get('role', '?')} {names_text([str(g) for g in d.get('groups') or []])}"),
-            esc(f"{d.get('kind', '?')} {d.get('count', '?')}"),
-            esc(fmt_bytes(d.get("bytes"))),
-            esc("-" if d.get("est_ms") is None else d["est_ms"]),
-            _ranks_cell(d.get("ranks")),
-            esc(d.get("reason", "")),
-        ]
-        for d in items
-    ]
-    return (
-        '<h3 id="mesh-run-once">On the mesh, one of a kind (no finding)</h3>'
-        + table(
-            ["compile id", "graph", "groups", "runs", "bytes", "est ms", "ranks", "why"],
-            rows,
-            row_attrs=_row_ranks(items, "mesh run once"),
-            numeric=(4, 5),
-        )
-        + more
+    alone has nothing to be bucketed with."""
+    return _mesh_groups_table(
+        doc,
+        "mesh_run_once",
+        "mesh run once",
+        "On the mesh, one of a kind (no finding)",
+        "runs",
+        "{kind} {count}",
     )
 
 

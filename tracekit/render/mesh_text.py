@@ -97,7 +97,8 @@ def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     group: field its role, value its name, ranks its members, group_size, detail the reason
     for the role) and ``mesh_not_prebucketed`` (one row per finding: field the kind, value the
     count, fsdp_groups the FSDP groups pre-bucketing saw, bytes and est_ms one rank's, detail
-    the groups it never saw and the reason)."""
+    the groups it never saw and the reason), then ``mesh_run_once`` with the same fields (a
+    kind that runs once on such a group: no finding)."""
     mesh = doc.get("mesh") or {}
     if mesh:
         yield {"section": "mesh", "field": "world", "value": mesh.get("text", "")}
@@ -111,29 +112,17 @@ def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 "group_size": g.get("size"),
                 "detail": g.get("reason", ""),
             }
-    for it in doc.get("mesh_not_prebucketed") or []:
-        yield {
-            "section": "mesh_not_prebucketed",
-            "ranks": it["ranks"],
-            "compile_id": it["compile_id"],
-            "graph": graph_label(it["graph_index"]),
-            "field": it["kind"],
-            "value": it["count"],
-            "fsdp_groups": " ".join(it.get("fsdp_groups") or []),
-            "bytes": it.get("bytes"),
-            "est_ms": it.get("est_ms"),
-            "detail": f"groups={' '.join(it['groups'])}; role={it['role']}; {it['reason']}",
-        }
-    for it in doc.get("mesh_run_once") or []:  # no finding: a kind that runs once on such a group
-        yield {
-            "section": "mesh_run_once",
-            "ranks": it["ranks"],
-            "compile_id": it["compile_id"],
-            "graph": graph_label(it["graph_index"]),
-            "field": it["kind"],
-            "value": it["count"],
-            "fsdp_groups": " ".join(it.get("fsdp_groups") or []),
-            "bytes": it.get("bytes"),
-            "est_ms": it.get("est_ms"),
-            "detail": f"groups={' '.join(it['groups'])}; role={it['role']}; {it['reason']}",
-        }
+    for section in ("mesh_not_prebucketed", "mesh_run_once"):  # run once: no finding
+        for it in doc.get(section) or []:
+            yield {
+                "section": section,
+                "ranks": it["ranks"],
+                "compile_id": it["compile_id"],
+                "graph": graph_label(it["graph_index"]),
+                "field": it["kind"],
+                "value": it["count"],
+                "fsdp_groups": " ".join(it.get("fsdp_groups") or []),
+                "bytes": it.get("bytes"),
+                "est_ms": it.get("est_ms"),
+                "detail": f"groups={' '.join(it['groups'])}; role={it['role']}; {it['reason']}",
+            }
