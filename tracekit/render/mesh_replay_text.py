@@ -73,6 +73,13 @@ def what_if_label(w: dict[str, Any], groups: list[str]) -> str:
     return "torch's scheduler, collective_bucketing on"
 
 
+def _collective_cells(g: dict[str, Any], label: str, c: dict[str, Any]) -> list[Any]:
+    """A collective's cells on a group pre-bucketing never sees: the graph's ranks, its label,
+    the group, role, kind, count, one rank's bytes and estimated ms."""
+    nbytes = "-" if c["bytes"] is None else f"{c['bytes']:,}"
+    return [g["ranks"], label, c["group"], c["role"] or "-", c["kind"], c["count"], nbytes, _ms(c["est_ms"])]
+
+
 def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
     """Collectives pre-bucketing never handles on the mesh (``not_prebucketed_on_mesh``), the
     reason, and the what-ifs run on each graph; empty when no graph has any."""
@@ -88,18 +95,7 @@ def unhandled_section(doc: dict[str, Any], fmt: str) -> str:
     for g, m in entries:
         label = f"{g['compile_id']}:{g['graph_index']}"
         for c in m["collectives"]:
-            rows.append(
-                [
-                    g["ranks"],
-                    label,
-                    c["group"],
-                    c["role"] or "-",
-                    c["kind"],
-                    c["count"],
-                    f"{c['bytes']:,}",
-                    _ms(c["est_ms"]),
-                ]
-            )
+            rows.append(_collective_cells(g, label, c))
             if c["reason"] not in reasons:
                 reasons.append(c["reason"])
         groups = list(dict.fromkeys(c["group"] for c in m["collectives"]))
@@ -222,19 +218,7 @@ def run_once_section(doc: dict[str, Any], fmt: str) -> str:
     for g in doc["graphs"]:
         label = f"{g['compile_id']}:{g['graph_index']}"
         for c in g.get("run_once_on_mesh") or []:
-            rows.append(
-                [
-                    g["ranks"],
-                    label,
-                    c["group"],
-                    c["role"] or "-",
-                    c["kind"],
-                    c["count"],
-                    "-" if c["bytes"] is None else f"{c['bytes']:,}",
-                    _ms(c["est_ms"]),
-                    c["collective"],
-                ]
-            )
+            rows.append([*_collective_cells(g, label, c), c["collective"]])
             text = f"{label} {c['collective']}: {c['reason']}" + (
                 f"; read off the graph: {c['context']['text']}" if c.get("context") else ""
             )
