@@ -41,24 +41,31 @@ def _ms(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
+def _on_other_groups(rp: Any, fsdp: list[str]) -> dict[tuple[str, str], list[Any]]:
+    """The graph's final collectives on groups other than ``fsdp`` (the groups the pass saw),
+    by (group, kind), in graph order."""
+    from tracekit.replay import overlap_schedule as osch
+
+    acc: dict[tuple[str, str], list[Any]] = {}
+    for c in osch.final_collectives(rp.gm, _estimates(rp, None)):
+        if c.group is not None and c.group not in fsdp:
+            acc.setdefault((c.group, c.kind), []).append(c)
+    return acc
+
+
 def unhandled(rp: Any) -> list[dict[str, Any]]:
     """Per group the pass never saw and kind that runs more than once on it: ``{"group",
     "role", "members", "kind", "count", "bytes", "est_ms", "reason"}`` (bytes: the inputs, as
     torch's estimation CSV; est_ms: the sum of torch's NCCL estimates). Needs the graph's groups
     registered (:meth:`GraphReplayer.register_groups`)."""
-    from tracekit.replay import overlap_schedule as osch
     from tracekit.replay.collective_context import chained
 
     fsdp = list(rp.planner.fsdp_groups)
     if not fsdp:
         return []  # a graph torch never pre-bucketed: tracekit.replay.not_prebucketed_graphs
     by_name = {g.name: g for g in rp.groups}
-    acc: dict[tuple[str, str], list[Any]] = {}
-    for c in osch.final_collectives(rp.gm, _estimates(rp, None)):
-        if c.group is not None and c.group not in fsdp:
-            acc.setdefault((c.group, c.kind), []).append(c)
     out = []
-    for (group, kind), cs in acc.items():
+    for (group, kind), cs in _on_other_groups(rp, fsdp).items():
         if len(cs) < 2:
             continue
         g = by_name.get(group)
@@ -94,19 +101,14 @@ def run_once(rp: Any) -> list[dict[str, Any]]:
     collective carries read off the graph (:func:`tracekit.replay.collective_context.context`):
     ``{"group", "role", "members", "kind", "count", "collective", "bytes", "est_ms", "reason",
     "context"}``."""
-    from tracekit.replay import overlap_schedule as osch
     from tracekit.replay.collective_context import context
 
     fsdp = list(rp.planner.fsdp_groups)
     if not fsdp:
         return []
     by_name = {g.name: g for g in rp.groups}
-    acc: dict[tuple[str, str], list[Any]] = {}
-    for c in osch.final_collectives(rp.gm, _estimates(rp, None)):
-        if c.group is not None and c.group not in fsdp:
-            acc.setdefault((c.group, c.kind), []).append(c)
     out = []
-    for (group, kind), cs in acc.items():
+    for (group, kind), cs in _on_other_groups(rp, fsdp).items():
         if len(cs) != 1:
             continue
         (c,) = cs
