@@ -18,7 +18,9 @@ def register_fake_process_groups(
     ``group_size``; this process is ``rank``) if it is not initialized yet; pass the largest
     size first, or ``world_size``, when groups of several sizes are needed. Names that already
     resolve to a group of that size are kept; others get a new fake group (ranks
-    ``0..group_size-1``). Raises ValueError when the world is smaller than ``group_size``.
+    ``0..group_size-1``). A name whose group was destroyed since it was registered (another
+    fake world's, say) is registered again. Idempotent: calling it twice with the same
+    arguments changes nothing. Raises ValueError when the world is smaller than ``group_size``.
     """
     import torch.distributed as dist
     from torch._C._distributed_c10d import _register_process_group, _unregister_process_group
@@ -34,9 +36,15 @@ def register_fake_process_groups(
         raise ValueError(f"torch.distributed world has {world} ranks, fewer than group_size={group_size}")
 
     def registered(name: str):
+        """The live group under ``name``, or None. A name left behind by a group that was
+        destroyed since (c10d keeps a weak reference: "has already been destroyed") is
+        unregistered here, or registering the name again would fail ("A process group is
+        already registered under the name")."""
         try:
             return _resolve_process_group(name)
-        except Exception:  # noqa: BLE001 - not registered
+        except Exception as e:  # noqa: BLE001 - not registered, or a stale name
+            if "destroyed" in str(e):
+                _unregister_process_group(name)
             return None
 
     for name in group_names:

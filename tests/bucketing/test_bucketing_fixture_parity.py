@@ -53,15 +53,19 @@ GRAPHS = _fixture_graphs()
 def _groups_restored() -> Iterator[dict[str, object]]:
     """The fake process groups this module registers under logged names ('0' is also the fake
     world's own name) are put back as they were at the end, so that the next module's groups
-    resolve as it made them; a fake world started here is ended."""
+    resolve as it made them; a fake world started here (or started again, bigger) is ended."""
     import torch.distributed as dist
     from torch._C._distributed_c10d import _register_process_group, _unregister_process_group
     from torch.distributed.distributed_c10d import _resolve_process_group
 
     started = not dist.is_initialized()
+    world = None if started else dist.group.WORLD
     before: dict[str, object] = {}
     yield before
-    if started:
+    if started or dist.group.WORLD is not world:
+        # a fake world started here, or one started again here (a bigger one was needed): the
+        # groups noted before belong to a world that was destroyed, so none is put back
+        before.clear()
         if dist.is_initialized():
             dist.destroy_process_group()
         return
