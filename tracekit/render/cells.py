@@ -4,6 +4,8 @@ files.
 
     >>> groups_text(["0", "1"]), value_text("all_gather", {"before": 8, "after": 1})
     ('0, 1', '8->1')
+    >>> where_text("rank_0.log", 49), where_text("notes.txt", 0), where_text("", 0)
+    ('rank_0.log:49', 'notes.txt', '-')
 """
 
 from __future__ import annotations
@@ -18,6 +20,16 @@ from tracekit.render.text import fmt_counts, fmt_mb
 def total_mb(sizes: list[dict[str, Any]] | None) -> float | None:
     """The MB of a size list of a document (its entries' ``size_mb`` summed)."""
     return None if sizes is None else round(sum(s["size_mb"] for s in sizes), 3)
+
+
+def where_text(file: Any, line: Any) -> str:
+    """Where a diagnostic points: ``FILE:LINE``, or the file alone when it names no line (a
+    whole file: not a log, no entries, another run; its ``line`` is 0 or missing), never
+    ``FILE:0``; ``-`` when it names no file either (a missing rank)."""
+    if not file:
+        return "-"
+    whole = not isinstance(line, int) or isinstance(line, bool) or line < 1
+    return str(file) if whole else f"{file}:{line}"
 
 
 def groups_text(groups: list[Any]) -> str:

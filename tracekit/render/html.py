@@ -35,7 +35,7 @@ from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.mesh import names_text
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
-from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text
+from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
 from tracekit.render.majority import majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, groups_by_role, mesh_line
@@ -867,7 +867,7 @@ def section_diagnostics(doc: dict[str, Any]) -> str:
                 [
                     [
                         esc(e.get("kind")),
-                        f'<span class="mono">{esc(e.get("file"))}:{esc(e.get("line"))}</span>',
+                        f'<span class="mono">{esc(where_text(e.get("file"), e.get("line")))}</span>',
                         esc(e.get("detail", "")),
                     ]
                     for e in examples

@@ -21,6 +21,7 @@ from tracekit.render.cells import (
     ranks_text,
     total_mb,
     value_text,
+    where_text,
 )
 from tracekit.render.compiled_regions_text import render_compiled_regions
 from tracekit.render.majority import majority_cell, majority_headers
@@ -347,7 +348,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         out.append("\n")
         out.append(
             table(
-                [[e["kind"], f"{e['file']}:{e['line']}", e.get("detail", "")] for e in diag["examples"]],
+                [
+                    [e["kind"], where_text(e["file"], e["line"]), e.get("detail", "")]
+                    for e in diag["examples"]
+                ],
                 ["kind", "where", "detail"],
                 fmt,
             )
