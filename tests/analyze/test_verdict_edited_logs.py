@@ -206,6 +206,48 @@ def test_two_logs_that_end_after_the_same_compile_are_incomplete(tmp_path):
     assert doc["world"]["cut"] == "2-3" and doc["diagnostics"]["counts"] == {"ends_after_compile": 2}
 
 
+def test_three_of_four_logs_that_end_after_the_same_compile_are_incomplete(tmp_path):
+    # ranks 1-3 end after the forward, rank 0 logged the backward too: the ranks that lack it
+    # are the majority, yet they are the ones that end early; rank 0, which logged everything,
+    # is neither blamed nor said cut (all four were said cut, 'ranks 0-3 end after compile
+    # 0/0 backward')
+    d = _copy("spmd_auto", tmp_path)
+    for r in (1, 2, 3):
+        _end_after_forward(_rank_file(d, r))
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == (
+        "INCOMPLETE: the 4 ranks found agree on what all of them logged; the logs of ranks 1-3 end "
+        f"after compile 0/0 forward (at {_rank_file(d, 1)}; and 2 more cut file(s)); the other rank (0) "
+        "logged 1 more (0/0 backward): compared only on what they logged"
+    )
+    assert doc["world"]["cut"] == "1-3" and doc["diagnostics"]["counts"] == {"ends_after_compile": 3}
+    assert [e["file"] for e in doc["diagnostics"]["examples"]] == [str(_rank_file(d, r)) for r in (1, 2, 3)]
+    assert {e["detail"] for e in doc["diagnostics"]["examples"]} == {
+        "it ends after compile 0/0 forward, a whole one; the other rank (0) logged 1 more (0/0 backward)"}
+    assert doc["divergence"] == [] and doc["schedule_divergence"] == [] and doc["compile_divergence"] == []
+    assert [(grp["ranks"], [g["graph_index"] for g in grp["graphs"]]) for grp in doc["groups"]] == [
+        ("0", [0, 1]), ("1-3", [0])]
+
+
+@pytest.mark.parametrize("early", [0, 1])
+def test_one_of_two_logs_that_ends_after_a_compile_is_incomplete(tmp_path, early):
+    # two rank logs (ranks 2 and 3 removed), one ending after the forward: a 1-1 split, and
+    # the one that lacks the backward is the one that ends early, whichever it is
+    d = _copy("spmd_auto", tmp_path)
+    for r in (2, 3):
+        _rank_file(d, r).unlink()
+    _end_after_forward(_rank_file(d, early))
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == (
+        "INCOMPLETE: the 2 ranks found agree on what all of them logged; 2 of 4 ranks missing (2-3); "
+        f"rank {early}'s log ends after compile 0/0 forward (at {_rank_file(d, early)}); the other rank "
+        f"({1 - early}) logged 1 more (0/0 backward): compared only on what it logged"
+    )
+    assert doc["world"]["cut"] == str(early)
+    assert doc["diagnostics"]["counts"] == {"ends_after_compile": 1, "missing_rank": 2}
+    assert doc["divergence"] == [] and doc["schedule_divergence"] == [] and doc["compile_divergence"] == []
+
+
 def test_a_line_end_cut_is_not_claimed_when_no_log_ends_a_compile(tmp_path):
     # logs that end no compile at all (every rank's last entry a chromium_event): nothing to
     # tell a cut from, so no rank is said cut

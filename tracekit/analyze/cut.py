@@ -72,22 +72,50 @@ def _graph_name(compile_id: Any, graph_index: Any) -> str:
     return f"{compile_id} {part}"
 
 
-def _logged_more(items: list[dict[str, Any]], rank: int | None) -> list[str]:
-    """What the other ranks logged past ``rank``'s end, from the items it lacks: graphs
-    (``0/0 backward``) and compile ids, each once, in the items' order."""
+def _lacking(item: dict[str, Any]) -> tuple[list[int | None], list[int | None]]:
+    """``(ranks that lack the item, ranks that hold it)``: the side a log that stops early
+    would be on, whichever side is the majority (1 of 4, 2 of 4, 3 of 4, 1 of 2 alike); two
+    empty lists when neither side lacks it (the two hold different values)."""
+    ranks, others = _members(item["ranks"]), _members(item["majority_ranks"])
+    if _lacks(item, ""):
+        return ranks, others
+    if _lacks(item, "majority_"):
+        return others, ranks
+    return [], []
+
+
+def _logged_more(items: list[dict[str, Any]], rank: int | None) -> tuple[list[str], set[int | None]]:
+    """What other ranks logged past ``rank``'s end, from the items it lacks: graphs
+    (``0/0 backward``) and compile ids, each once, in the items' order; and the ranks that
+    logged them."""
     out: list[str] = []
+    holders: set[int | None] = set()
     for d in items:
-        if rank not in _members(d["ranks"]):
+        lack, hold = _lacking(d)
+        if rank not in lack:
             continue
+        holders.update(hold)
         if "graph_index" in d:
             name = _graph_name(d.get("compile_id"), d["graph_index"])
         elif d.get("what") == "compile_ids":
-            name = f"compile {d.get('majority_value')}"
+            held = d.get("majority_value") if rank in _members(d["ranks"]) else d.get("value")
+            name = f"compile {held}"
         else:
             name = f"{d.get('what')} at #{d.get('position')}"
         if name not in out:
             out.append(name)
-    return out
+    return out, holders
+
+
+def _others_text(holders: set[int | None], early: set[int | None], run: Run) -> str:
+    """Who logged more: ``the other ranks`` when every rank not said early did (``the other
+    rank (0)`` when that is one rank: 3 of 4 logs ending early, or 1 of 2), else their ranks
+    (``rank 0``, ``ranks 0-1``)."""
+    rest = {r.rank for r in run.ranks} - early
+    named = sorted(holders, key=lambda r: -1 if r is None else r)
+    if holders >= rest:
+        return f"the other rank ({format_ranks(named)})" if len(rest) == 1 else "the other ranks"
+    return f"rank {format_ranks(named)}" if len(named) == 1 else f"ranks {format_ranks(named)}"
 
 
 def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
@@ -96,16 +124,18 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
     file ends where torch ends a compile, so the reader finds it whole, yet its rank differs
     from its peers only by lacking what they logged after it. ``items`` are the divergence
     items of every section (graphs, schedules, compile ids). A rank is taken when it is on the
-    differing side of some item, is not cut already, and every item it is on is explained by
-    its lacking the item (:func:`explained_by_cut`): a rank whose logged compiles differ from
-    the others' stays divergent. The run itself is not changed (a new one is returned).
+    side of some item that lacks it (:func:`_lacking`: the majority's side or not, so 3 of 4
+    logs ending after the same compile, or 1 of 2, are taken as 1 of 4 is; the side that
+    logged more never is), is not cut already, and every item it is on is explained by its
+    lacking the item (:func:`explained_by_cut`): a rank whose logged compiles differ from the
+    others' stays divergent. The run itself is not changed (a new one is returned).
 
     spmd_auto with rank 3's log ending after its forward's ``compilation_metrics`` (the
     backward, compiled at the first backward call, never logged): ``DIVERGE: 1 of 4 ranks (3)
     differ`` (the backward absent, its schedule missing) becomes ``INCOMPLETE: ... rank 3's
     log ends after compile 0/0 forward; the other ranks logged 1 more (0/0 backward)``."""
     cut = cut_ranks(run)
-    early = {r for d in items for r in _members(d["ranks"])} - cut
+    early = {r for d in items for r in _lacking(d)[0]} - cut
     while early:
         assumed = cut | early
         stay = {r for d in items if not explained_by_cut(d, assumed) for r in _members(d["ranks"])}
@@ -125,8 +155,8 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
             continue
         last = r.graphs[-1] if r.graphs else None
         after = "" if last is None else f" after compile {_graph_name(last.compile_id, last.graph_index)}"
-        more = _logged_more(items, rank)
-        others = f"the other ranks logged {len(more)} more ({', '.join(more)})"
+        more, holders = _logged_more(items, rank)
+        others = f"{_others_text(holders, early, run)} logged {len(more)} more ({', '.join(more)})"
         detail = f"it ends{after}, a whole one; {others}"
         added.append(
             {
