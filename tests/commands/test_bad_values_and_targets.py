@@ -50,6 +50,16 @@ def test_unwritable_trace_dir_and_plot_are_found_before_any_work(tmp_path):
     p = tk("replay", LOGS, "--recommend", "--plot", "/proc/tracekit_plot.png")
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr.startswith("tracekit replay: Invalid value for '--plot': cannot write /proc/tracekit_plot.png")
+    # a directory where no directory can be made, though os.access says yes to root: found
+    # before the replay (it was found after it, the tables printed, exit 2 at the end)
+    p = tk("replay", LOGS, "--trace-out", "/proc/tracekit_traces")
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == (
+        "tracekit replay: Invalid value for '--trace-out': cannot write /proc/tracekit_traces: No such file or directory\n"
+    )
+    p = tk("replay", LOGS, "--trace-out", str(tmp_path / "new" / "traces"))  # made when written
+    assert p.returncode == 0 and p.stderr.endswith(f"1 trace file written to {tmp_path / 'new' / 'traces'}\n")
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["a_file", "new"]  # the probe left nothing
 
 
 def test_a_full_device_is_one_clean_line():

@@ -137,7 +137,8 @@ def writable_target_problem(path: str, *, directory: bool = False) -> str | None
     """None when ``path`` can be written (a file, or with ``directory`` a directory to write
     files into, made if missing); else why not, in a few words. Checked before any work, so an
     unwritable target fails in a second, not after a replay: a missing file is created and
-    removed again (the only probe that holds for root and read-only mounts alike)."""
+    removed again, and a directory made and removed in the directory's first existing ancestor
+    (the only probes that hold for root and read-only mounts alike)."""
     target = os.path.abspath(path)
     if directory:
         probe = target
@@ -145,8 +146,13 @@ def writable_target_problem(path: str, *, directory: bool = False) -> str | None
             probe = os.path.dirname(probe)
         if not os.path.isdir(probe):
             return f"{probe} is not a directory"
-        if not os.access(probe, os.W_OK | os.X_OK):
-            return f"directory {probe} is not writable"
+        # os.access says yes to root everywhere (/proc too): make and remove a directory there
+        import tempfile
+
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".tracekit-probe-", dir=probe))
+        except OSError as e:
+            return f"cannot write {path}: {e.strerror or e}"
         return None
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):

@@ -38,7 +38,7 @@ from tracekit.commands.options import (
 )
 from tracekit.commands.output import output_sink
 from tracekit.render.replay_text import render_text
-from tracekit.render.text import dumps_json, escape_controls
+from tracekit.render.text import dumps_json, escape_controls, plural
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 
@@ -406,7 +406,7 @@ def replay(
             written = write_traces(doc, trace_out)
         except OSError as e:
             fail("replay", f"cannot write traces to {trace_out}: {e.strerror or e}", BAD_INPUT)
-        click.echo(f"{len(written)} trace file(s) written to {trace_out}", err=True)
+        click.echo(f"{plural(len(written), 'trace file')} written to {trace_out}", err=True)
     if not sources and not not_prebucketed:
         click.echo(
             "tracekit replay: no recorded pre_bucketing_fsdp_collectives outcome in the logs", err=True
