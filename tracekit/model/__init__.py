@@ -18,9 +18,10 @@ from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 #: Collective types, in the order torch reports them, with the short names of its size artifacts.
 COLLECTIVE_TYPES: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
@@ -77,9 +78,46 @@ class GroupSlots:
 
         groups ["3", "3", "1"], ["4", "4", "1"]  ->  slots (0, 0, 1); names ("3", "1"), ("4", "1")
 
-    A name ``"None"`` stands for a collective without group (as the estimation row says it)."""
+    A name ``"None"`` stands for a collective without group (as the estimation row says it).
+
+    ``template``: the template's collectives (each group its slot number), from which
+    :meth:`bind` makes a final's collectives when they are first read
+    (:meth:`FinalSchedule.of_template`): one list for equal names, each bound collective made
+    once per position and name (the 512 shard groups of a mesh bind the replicate groups'
+    all-reduces to two names: two objects each)."""
 
     slots: tuple[int | None, ...]
+    template: tuple[ScheduledCollective, ...] = ()
+    _lists: dict[tuple[str, ...], list[ScheduledCollective]] = field(default_factory=dict, repr=False)
+    _named: dict[tuple[int, str], ScheduledCollective] = field(default_factory=dict, repr=False)
+
+    def bind(self, names: tuple[str, ...]) -> list[ScheduledCollective]:
+        """The template's collectives with each one's group the name of its slot in ``names``
+        (``"None"``: no group); the same list for the same names (read-only, as the reader's
+        shared values are)."""
+        out = self._lists.get(names)
+        if out is None:
+            named = self._named
+            out = []
+            for i, (c, s) in enumerate(zip(self.template, self.slots, strict=True)):
+                if s is None:
+                    out.append(c)
+                    continue
+                b = named.get((i, names[s]))
+                if b is None:
+                    group = group_name(names[s])
+                    b = named[(i, names[s])] = ScheduledCollective(
+                        c.kind, c.op, group, c.group_size, c.bytes, c.est_ms, c.dtype
+                    )
+                out.append(b)
+            self._lists[names] = out
+        return out
+
+
+def group_name(name: str) -> str | None:
+    """A group name as an estimation row gives it (``"None"``: no group), interned as the
+    parsers intern names."""
+    return None if name == "None" else sys.intern(name) if len(name) < 200 else name
 
 
 @dataclass(slots=True)
@@ -94,7 +132,10 @@ class FinalSchedule:
     disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged.
     ``group_slots`` and ``names``: the final's groups as a template's slots and their names,
     when the reader built it so (None otherwise; not compared, not written): what a mesh's
-    checks key by instead of every collective (:class:`tracekit.model.mesh.RoleSequences`)."""
+    checks key by instead of every collective (:class:`tracekit.model.mesh.RoleSequences`).
+    Such a final is made without its collectives (:meth:`of_template`): they are bound to its
+    names when first read, as any other field reads (no summary of a mesh needs them a rank).
+    """
 
     compile_id: str
     position: int
@@ -104,6 +145,59 @@ class FinalSchedule:
     sizes: str = "not_logged"
     group_slots: GroupSlots | None = field(default=None, compare=False, repr=False)
     names: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def of_template(
+        cls,
+        compile_id: str,
+        position: int,
+        counts: dict[str, int],
+        world_size: int | None,
+        sizes: str,
+        group_slots: GroupSlots,
+        names: tuple[str, ...],
+    ) -> FinalSchedule:
+        """A final of a template's collectives with ``names`` bound to its slots, made without
+        them: ``collectives`` is ``group_slots.bind(names)``, made when first read (the
+        1,536 finals of a 1,024-rank HSDP mesh, each rank's backward its own, are summarized by
+        their template and names: :class:`tracekit.model.mesh.RoleSequences`)::
+
+            FinalSchedule.of_template("0/0", 1, counts, 4, "matched", slots, ("4", "1")).collectives
+            -> [all_gather on "4", reduce_scatter on "4", all_reduce on "1", ...]
+        """
+        f = cls.__new__(cls)  # every slot but ``collectives`` set: that one is read by __getattr__
+        f.compile_id, f.position, f.counts = compile_id, position, counts
+        f.world_size, f.sizes, f.group_slots, f.names = world_size, sizes, group_slots, names
+        return f
+
+    def at(self, compile_id: str, position: int) -> FinalSchedule:
+        """This final under another compile id and position (a final of a template: made as
+        :meth:`of_template` makes it, its collectives bound when read)."""
+        if self.group_slots is not None:
+            return FinalSchedule.of_template(
+                compile_id, position, self.counts, self.world_size, self.sizes, self.group_slots, self.names
+            )
+        return FinalSchedule(
+            compile_id,
+            position,
+            self.counts,
+            self.collectives,
+            self.world_size,
+            self.sizes,
+            self.group_slots,
+            self.names,
+        )
+
+    if not TYPE_CHECKING:  # (for the type checker, ``collectives`` is a field like the others)
+
+        def __getattr__(self, name: str) -> Any:
+            # called only for a slot not set: the collectives of a final made by of_template
+            if name == "collectives":
+                slots = self.group_slots
+                if slots is not None:
+                    self.collectives = colls = slots.bind(self.names)
+                    return colls
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @staticmethod
     def count_kinds(collectives: list[ScheduledCollective]) -> dict[str, int]:

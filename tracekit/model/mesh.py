@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.model import FinalSchedule, Graph, GroupSlots, Rank, Run
+from tracekit.model import FinalSchedule, Graph, GroupSlots, Rank, Run, ScheduledCollective
 from tracekit.model.rankset import MAX_RANK, format_ranks
 
 #: Roles in the order a mesh is written (outermost dimension first).
@@ -135,7 +135,7 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
         forward = f.position == 0
         hit = slot_facts.get((id(slots), forward))
         if hit is None or hit[0] is not slots:
-            hit = slot_facts[(id(slots), forward)] = (slots, _slot_facts(f, slots))
+            hit = slot_facts[(id(slots), forward)] = (slots, _slot_facts(slots))
         names = f.names
         return [(names[s], size, kind, forward) for s, size, kind in hit[1] if names[s] != "None"]
 
@@ -205,13 +205,13 @@ def _inferred_size(run: Run, seen: dict[str, _Seen], roles: dict[str, str]) -> d
     return {unread.pop(): world // product}
 
 
-def _slot_facts(f: FinalSchedule, slots: GroupSlots) -> tuple[tuple[int, int | None, str], ...]:
-    """``(slot, size, kind)`` of each collective of a final built from a template, once each:
-    :func:`_final_facts` with the group as its slot (a name ``"None"``, no group, is left out
-    where it is named)."""
+def _slot_facts(slots: GroupSlots) -> tuple[tuple[int, int | None, str], ...]:
+    """``(slot, size, kind)`` of each collective of a template's finals, once each (read off
+    the template: no final's collectives bound): :func:`_final_facts` with the group as its
+    slot (a name ``"None"``, no group, is left out where it is named)."""
     out = {
         (s, c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None, c.kind)
-        for c, s in zip(f.collectives, slots.slots, strict=True)
+        for c, s in zip(slots.template, slots.slots, strict=True)
         if s is not None
     }
     return tuple(out)
@@ -245,7 +245,7 @@ class RoleSequences:
         [["all_gather", "3", 148552, "f32"]]  ->  (("all_gather", "shard", 148552, "f32"),)  # both
     """
 
-    __slots__ = ("roles", "_by_list", "_by_slots", "_numbers")
+    __slots__ = ("roles", "_by_list", "_by_slots", "_by_names", "_numbers")
 
     def __init__(self, roles: dict[str, str]) -> None:
         self.roles = roles
@@ -253,6 +253,8 @@ class RoleSequences:
         self._by_list: dict[int, tuple[list[Any], int]] = {}
         # (id of a final's GroupSlots, its names by role) -> (the GroupSlots, kept; the number)
         self._by_slots: dict[tuple[int, tuple[str | None, ...]], tuple[GroupSlots, int]] = {}
+        # (id of a final's GroupSlots, its names) -> (the GroupSlots, kept; the number)
+        self._by_names: dict[tuple[int, tuple[str, ...]], tuple[GroupSlots, int]] = {}
         self._numbers: dict[tuple[tuple[Any, ...], ...], int] = {}
 
     def number(self, f: FinalSchedule) -> int:
@@ -261,23 +263,29 @@ class RoleSequences:
         template and its few names by role: the finals of 512 shard groups, one template and
         names ``("3", "1")``, ``("4", "1")``, ... by role ``("shard", "replicate")``, are one
         sequence made once."""
-        hit = self._by_list.get(id(f.collectives))
-        if hit is not None and hit[0] is f.collectives:
-            return hit[1]
-        roles, slots, key = self.roles, f.group_slots, None
-        if slots is not None:
+        roles, slots = self.roles, f.group_slots
+        if slots is not None:  # its collectives are not read (unbound, made per rank if read)
+            nhit = self._by_names.get((id(slots), f.names))
+            if nhit is not None and nhit[0] is slots:
+                return nhit[1]
             # a name "None" is a collective without group, as in the sequence
             key = (id(slots), tuple(None if n == "None" else roles.get(n, n) for n in f.names))
             shit = self._by_slots.get(key)
-            if shit is not None and shit[0] is slots:
-                self._by_list[id(f.collectives)] = (f.collectives, shit[1])
-                return shit[1]
-        seq = tuple((c.kind, roles.get(c.group, c.group), c.bytes, c.dtype) for c in f.collectives)  # type: ignore[arg-type]
-        n = self._numbers.setdefault(seq, len(self._numbers))
+            if shit is None or shit[0] is not slots:
+                shit = self._by_slots[key] = (slots, self._number(f.collectives))
+            self._by_names[(id(slots), f.names)] = shit
+            return shit[1]
+        hit = self._by_list.get(id(f.collectives))
+        if hit is not None and hit[0] is f.collectives:
+            return hit[1]
+        n = self._number(f.collectives)
         self._by_list[id(f.collectives)] = (f.collectives, n)
-        if slots is not None and key is not None:
-            self._by_slots[key] = (slots, n)
         return n
+
+    def _number(self, collectives: list[ScheduledCollective]) -> int:
+        roles = self.roles
+        seq = tuple((c.kind, roles.get(c.group, c.group), c.bytes, c.dtype) for c in collectives)  # type: ignore[arg-type]
+        return self._numbers.setdefault(seq, len(self._numbers))
 
 
 #: Groups of one role named in a line or a cell; past it, the first ones, ``...``, the last one

@@ -17,10 +17,11 @@ slot numbers) and each payload binds its names to it::
 (an HSDP backward: its shard group's rows ``group_name:0``, its replicate group's ``:1``;
 names ``("3", "1")``, ``("4", "1")``, ...).
 
-:class:`tracekit.read.pairing.BuildMemo` then builds a final schedule once per template too,
-and binds each payload's names to its collectives (:func:`bind_final`); the final keeps its
-template's slots and names (:class:`tracekit.model.GroupSlots`), so that a mesh's checks key
-by them.
+:class:`tracekit.read.pairing.BuildMemo` then builds a final schedule once per template too;
+each payload's final holds the template's slots and collectives
+(:class:`tracekit.model.GroupSlots`) and its names, its collectives bound when first read
+(:meth:`tracekit.model.FinalSchedule.of_template`): a mesh's checks key by slots and names, so
+a summary binds none a rank.
 
 Why binding gives what a parse of the payload gives: a name is taken only where it is
 ``[^\\s,]*`` between ``group_name:`` and `` input_bytes:``, so it holds no space and no comma.
@@ -34,12 +35,11 @@ payload is parsed as it is.
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.model import FinalSchedule, GroupSlots, ScheduledCollective
+from tracekit.model import FinalSchedule, GroupSlots
 
 #: :func:`tracekit.read.parsers.parse_estimation` (given by the parsers, which import this
 #: module): ``(text, row memo) -> Estimation``, raising ``ArtifactError`` (a ValueError).
@@ -52,8 +52,6 @@ _NAME = re.compile(r"group_name:([^\s,]*)(?= input_bytes:)")
 _SLOT_TEXT = [f"group_name:{i}" for i in range(256)]
 #: Templates kept; past it, the table is cleared (a job has a few per graph).
 TEMPLATE_LIMIT = 1024
-#: Bound collectives kept (shared between the estimations that bind one name to one slot).
-BOUND_LIMIT = 8192
 
 
 @dataclass
@@ -81,7 +79,7 @@ class TemplatedEstimation:
 
     def estimation(self) -> Any:
         slotted = self.template.slotted
-        colls = BoundCollectives().bind(slotted.collectives, self.template.slots, self.names)
+        colls = GroupSlots(tuple(self.template.slots), tuple(slotted.collectives)).bind(self.names)
         return type(slotted)(self.world_size, colls)
 
 
@@ -142,78 +140,11 @@ class EstimationTemplates:
         return GroupTemplate(slotted, slots)
 
 
-class BoundCollectives:
-    """A template's collectives with a name bound, made once per (template, slot, name) and
-    shared (read-only, as the parsers' values are): a mesh's shard groups bind a new name to
-    the slot of their shard group's collectives, and the same replicate group names to the
-    slot of the others (8 all-reduces of an HSDP backward: one lookup)."""
-
-    __slots__ = ("_bound", "_positions")
-
-    def __init__(self) -> None:
-        # (id of a template's collectives, slot, name) -> (those collectives, held so the id
-        # stays their own; the collectives of that slot with the name)
-        self._bound: dict[tuple[int, int, str], tuple[list, tuple[ScheduledCollective, ...]]] = {}
-        # id of a template's collectives -> (them, held; the positions of each slot's)
-        self._positions: dict[int, tuple[list, list[list[int]]]] = {}
-
-    def bind(
-        self, colls: list[ScheduledCollective], slots: Sequence[int | None], names: tuple[str, ...]
-    ) -> list[ScheduledCollective]:
-        """``colls`` (of a template) with each one's group the name of its slot (None: kept)."""
-        at = self._positions.get(id(colls))
-        if at is None or at[0] is not colls:
-            if len(self._positions) >= BOUND_LIMIT:
-                self._positions.clear()
-            by_slot: list[list[int]] = [[] for _ in names]
-            for i, s in enumerate(slots):
-                if s is not None:
-                    by_slot[s].append(i)
-            at = self._positions[id(colls)] = (colls, by_slot)
-        table = self._bound
-        out = list(colls)
-        for s, positions in enumerate(at[1]):
-            if not positions:
-                continue
-            name = names[s]
-            hit = table.get((id(colls), s, name))
-            if hit is None or hit[0] is not colls:
-                if len(table) >= BOUND_LIMIT:
-                    table.clear()
-                group = bind_name(name)
-                bound = tuple(
-                    ScheduledCollective(c.kind, c.op, group, c.group_size, c.bytes, c.est_ms, c.dtype)
-                    for c in (colls[i] for i in positions)
-                )
-                hit = table[(id(colls), s, name)] = (colls, bound)
-            for i, b in zip(positions, hit[1], strict=True):
-                out[i] = b
-        return out
-
-
-def bind_name(name: str) -> str | None:
-    """A group name as an estimation row gives it (``None``: no group)."""
-    return None if name == "None" else sys.intern(name) if len(name) < 200 else name  # as the parsers do
-
-
 def final_slots(template: FinalSchedule) -> GroupSlots:
-    """The slot of each collective of a final built from a slotted estimation (its group, a
-    slot number; None where the estimation gave none)."""
-    return GroupSlots(tuple(None if c.group is None else int(c.group) for c in template.collectives))
-
-
-def bind_final(
-    template: FinalSchedule,
-    slots: GroupSlots,
-    names: tuple[str, ...],
-    compile_id: str,
-    position: int,
-    bound: BoundCollectives,
-) -> FinalSchedule:
-    """The final schedule of a payload from its template's (built from the template's slotted
-    estimation; ``slots``: :func:`final_slots`): each collective's group bound to the
-    payload's name of its slot."""
-    colls = bound.bind(template.collectives, slots.slots, names)
-    return FinalSchedule(
-        compile_id, position, template.counts, colls, template.world_size, template.sizes, slots, names
+    """The slots of a final built from a slotted estimation (each collective's group, a slot
+    number; None where the estimation gave none), with its collectives: the template each
+    final of it binds its names to (:meth:`tracekit.model.FinalSchedule.of_template`)."""
+    return GroupSlots(
+        tuple(None if c.group is None else int(c.group) for c in template.collectives),
+        tuple(template.collectives),
     )

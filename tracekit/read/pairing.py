@@ -60,7 +60,7 @@ from tracekit.model import (
     Sizes,
 )
 from tracekit.model.rankset import MAX_RANK
-from tracekit.read.estimation_templates import BoundCollectives, TemplatedEstimation, bind_final, final_slots
+from tracekit.read.estimation_templates import TemplatedEstimation, final_slots
 from tracekit.read.parsers import (
     ComputeEstimates,
     EntryKey,
@@ -139,7 +139,6 @@ class BuildMemo:
         self._finals: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}
         # of templates: their final (groups: slot numbers) and its slots
         self._templates: dict[tuple[int, int, int], tuple[tuple, tuple[FinalSchedule, GroupSlots]]] = {}
-        self._bound_collectives = BoundCollectives()
         self._sizes: dict[tuple[int, int], tuple[tuple, Sizes]] = {}
 
     def final(
@@ -159,10 +158,7 @@ class BuildMemo:
                 f = final_schedule(compile_id, position, ops, est, dtypes)
             self._keep(self._finals, key, ((ops, est, dtypes), f))
             return f
-        f = hit[1]
-        return FinalSchedule(
-            compile_id, position, f.counts, f.collectives, f.world_size, f.sizes, f.group_slots, f.names
-        )
+        return hit[1].at(compile_id, position)
 
     def _bound(
         self,
@@ -173,7 +169,8 @@ class BuildMemo:
         dtypes: dict | None,
     ) -> FinalSchedule:
         """The final of an estimation read through a template: the template's final (built
-        once, from its slotted estimation) with ``est``'s group names bound."""
+        once, from its slotted estimation) with ``est``'s group names, bound when its
+        collectives are read (:meth:`tracekit.model.FinalSchedule.of_template`)."""
         t = est.template
         key = (id(ops), id(t), id(dtypes))
         hit = self._templates.get(key)
@@ -181,7 +178,9 @@ class BuildMemo:
             f = final_schedule(compile_id, position, ops, t.slotted, dtypes)
             hit = self._keep(self._templates, key, ((ops, t, dtypes), (f, final_slots(f))))
         f, slots = hit[1]
-        return bind_final(f, slots, est.names, compile_id, position, self._bound_collectives)
+        return FinalSchedule.of_template(
+            compile_id, position, f.counts, f.world_size, f.sizes, slots, est.names
+        )
 
     def sizes(self, before: list[CollectiveSize] | None, after: list[CollectiveSize] | None) -> Sizes:
         """``Sizes(before or [], after)``, one for the very same lists (None for both: one ``[]``)."""
@@ -744,6 +743,8 @@ class _Interner:
         self._seen: dict[Any, Any] = {}
         self._parts: dict[tuple, int] = {}  # a final's shared parts -> their number
         self._finals: dict[tuple[str, int, int], FinalSchedule] = {}  # (compile id, position, parts)
+        # id of a final's GroupSlots -> (it, held so the id stays its own; the shared one)
+        self._slots_by_id: dict[int, tuple[GroupSlots, GroupSlots]] = {}
 
     def share(self, key: Any, value: Any) -> Any:
         return self._seen.setdefault(key, value)
@@ -751,6 +752,15 @@ class _Interner:
     def _canonical(self, value: Any, key_of: Callable[[Any], Any]) -> Any:
         """The shared value equal to ``value`` (``key_of(value)``: its key)."""
         return self._seen.setdefault(key_of(value), value)
+
+    def _group_slots(self, gs: GroupSlots) -> GroupSlots:
+        """The shared GroupSlots equal to ``gs`` (same slots, same template collectives), looked
+        up by value once per object (files read in separate batches make their own)."""
+        hit = self._slots_by_id.get(id(gs))
+        if hit is None or hit[0] is not gs:
+            key = ("group_slots", gs.slots, _final_collectives_key(gs.template))
+            hit = self._slots_by_id[id(gs)] = (gs, self._seen.setdefault(key, gs))
+        return hit[1]
 
     def rank_lists(self, r: Rank) -> None:
         """The rank's compile-id and cache-event lists, its torch version, and its list of
@@ -773,11 +783,17 @@ class _Interner:
         if f is not None:
             # within a rank too: a long log repeats a schedule under thousands of compile ids
             f.counts = self._canonical(f.counts, _final_counts_key)
-            f.collectives = self._canonical(f.collectives, _final_collectives_key)
             # the key of a final is kept for every graph (compile ids differ): small, so it names
             # the rest by a number, one a distinct (counts, collectives, world size, sizes), the
-            # shared counts and collectives by identity (held here)
-            parts = (id(f.counts), id(f.collectives), f.world_size, f.sizes)
+            # shared counts and collectives by identity (held here). A final of a template
+            # (FinalSchedule.of_template) is known by its template and names, its collectives
+            # left unbound (one list for equal names: GroupSlots.bind)
+            if f.group_slots is not None:
+                f.group_slots = gs = self._group_slots(f.group_slots)
+                parts: tuple = (id(f.counts), id(gs), f.names, f.world_size, f.sizes)
+            else:
+                f.collectives = self._canonical(f.collectives, _final_collectives_key)
+                parts = (id(f.counts), id(f.collectives), f.world_size, f.sizes)
             n = self._parts.get(parts)
             if n is None:
                 n = self._parts[parts] = len(self._parts)
@@ -804,7 +820,7 @@ def _final_counts_key(counts: dict[str, int]) -> tuple:
     return ("final_counts", tuple(counts.items()))
 
 
-def _final_collectives_key(colls: list) -> tuple:
+def _final_collectives_key(colls: list | tuple) -> tuple:
     return (
         "final_collectives",
         tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in colls),
