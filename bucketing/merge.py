@@ -87,9 +87,11 @@ class _Builder:
         fake_mode,
         members: list[fx.Node],
         views: dict[tuple, tuple] | None = None,
+        clones: dict[tuple, tuple] | None = None,
     ):
         self.graph = graph
         self.views = views
+        self.clones = clones
         self.before = before
         self.fake_mode = fake_mode
         self.members = members
@@ -113,7 +115,7 @@ class _Builder:
             node.meta["val"] = vals[0][0][vals[0][1]]
             self._copy_meta(node, member)
             return node
-        val = _fast_meta(target, vals[0], self.fake_mode)
+        val = _fast_meta(target, vals[0], self.fake_mode, vals[1])
         if val is None:
             ctx = self.fake_mode if self.fake_mode is not None else contextlib.nullcontext()
             with ctx:
@@ -153,6 +155,31 @@ class _Builder:
         self.views[key] = (val, node.meta["val"])
         return node
 
+    def output_reshape(self, part: fx.Node, shape: list[int], member: int) -> fx.Node:
+        """:meth:`reshape` of a member's part of the bucket's output. A part that is not
+        contiguous (an all-gather's column of ``[gs, total]``) is cloned first: the clone is a
+        tensor of its own, not a view of the bucket, so with ``clones`` (kept across rewrites
+        of copies of one graph) the fake values of the clone and of its view are made once per
+        member, part shape and dtype, and reused at every cap whatever bucket it is in::
+
+            first cap:  clone = clone(getitem_3); out = _unsafe_view(clone, [8, 16])   # made
+            next caps:  the same two nodes, their fake values the ones made then
+        """
+        val = part.meta["val"]
+        if self.clones is None or getattr(val, "fake_mode", None) is None or val.is_contiguous():
+            return self.reshape(part, shape, member=member)
+        key = (self.members[member].name, tuple(val.shape), val.dtype, val.fake_device, tuple(shape))
+        known = self.clones.get(key)
+        if known is None or known[0].fake_mode is not val.fake_mode:
+            known = None
+        contiguous = {"memory_format": torch.contiguous_format}
+        dense = self.call(aten.clone.default, (part,), contiguous, member=member, val=known and known[0])
+        concrete = list(known[2]) if known else list(self.fake_reshape_shape(part, shape))
+        out = self.call(aten._unsafe_view.default, (dense, concrete), member=member, val=known and known[1])
+        if known is None:
+            self.clones[key] = (dense.meta["val"], out.meta["val"], tuple(concrete))
+        return out
+
     @staticmethod
     def fake_reshape_shape(x: fx.Node, shape: list[int]) -> tuple[int, ...]:
         numel = x.meta["val"].numel()
@@ -163,11 +190,12 @@ class _Builder:
         return tuple(numel // known if s == -1 else s for s in shape)
 
 
-_VIEW_OPS = (aten.view.default, aten._unsafe_view.default)
+_VIEW_OPS = (aten.view.default, aten._unsafe_view.default, aten.slice.Tensor)
 
 
-def _fast_meta(target, args: tuple, fake_mode) -> torch.Tensor | None:
-    """The fake result of a view or a contiguous clone without going through fake dispatch.
+def _fast_meta(target, args: tuple, fake_mode, kwargs: dict | None = None) -> Any:
+    """The fake result of a view, a contiguous clone, a ``cat`` or one of a bucket's own ops
+    (:func:`_fast_bucket_op`) without going through fake dispatch.
 
     Fake dispatch costs 100-350 us per op; running the meta kernel of a view on the fake
     tensor's meta storage and wrapping the result costs about 30 us, and keeps the aliasing
@@ -179,6 +207,11 @@ def _fast_meta(target, args: tuple, fake_mode) -> torch.Tensor | None:
         return None
     if target is aten.cat.default:
         return _fast_cat(args, fake_mode)
+    if target in _BUCKET_OPS:
+        try:
+            return _fast_bucket_op(target, args, kwargs or {}, fake_mode)
+        except Exception:  # noqa: BLE001 - any surprise: use the regular fake dispatch
+            return None
     x = args[0]
     if not isinstance(x, FakeTensor) or x.fake_mode is not fake_mode:
         return None
@@ -201,6 +234,78 @@ def _fast_meta(target, args: tuple, fake_mode) -> torch.Tensor | None:
     except Exception:  # noqa: BLE001 - any surprise: use the regular fake dispatch
         return None
     return None
+
+
+def _new_fake(fake_mode, shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A fresh contiguous fake tensor (a storage of its own)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return FakeTensor(fake_mode, torch.empty(tuple(shape), dtype=dtype, device="meta"), device)
+
+
+def _fast_bucket_op(target, args: tuple, kwargs: dict, fake_mode) -> Any:
+    """The fake result of an op a bucket adds once (its buffer, the buffer's fill, the merged
+    collective and its wait), as fake dispatch gives it, or None (then dispatch is used):
+
+    - ``empty([n], dtype, device)``, a collective (``all_gather_into_tensor_out``,
+      ``reduce_scatter_tensor``, ``all_reduce``) and ``wait_tensor``: a fresh contiguous
+      tensor of the result's shape (the ``out=`` buffer's, the input's first dimension over
+      the group size, the input's);
+    - ``copy_(dst, src)`` of one shape: ``dst``'s own fake value.
+
+    On contiguous static inputs only; ``tests/replay/test_merge_fake_values.py`` checks every
+    node a merge makes against fake dispatch (shapes, strides, storages shared, objects)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def ours(t: Any) -> bool:
+        return isinstance(t, FakeTensor) and t.fake_mode is fake_mode and t.is_contiguous()
+
+    if target is aten.empty.memory_format:
+        dtype, device, size = kwargs.get("dtype"), kwargs.get("device"), args[0]
+        if set(kwargs) - {"dtype", "device", "pin_memory"} or kwargs.get("pin_memory") or len(args) != 1:
+            return None
+        if not isinstance(dtype, torch.dtype) or device is None or not all(type(s) is int for s in size):
+            return None
+        return _new_fake(fake_mode, size, dtype, torch.device(device))
+    x = args[0]
+    if not ours(x):
+        return None
+    if target is aten.copy_.default:
+        src = args[1]
+        if len(args) != 2 or kwargs or not ours(src) or src.shape != x.shape:
+            return None
+        return x
+    if target is WAIT_TARGET:
+        if len(args) != 1 or kwargs:
+            return None
+        return _new_fake(fake_mode, x.shape, x.dtype, x.fake_device)
+    if target is c10d.all_gather_into_tensor_out.default:
+        out: Any = kwargs.get("out")
+        if set(kwargs) != {"out"} or not ours(out) or out.dtype != x.dtype:
+            return None
+        if out.numel() != x.numel() * args[1]:
+            return None
+        return _new_fake(fake_mode, out.shape, out.dtype, out.fake_device)
+    if kwargs:
+        return None
+    if target is c10d.reduce_scatter_tensor.default:
+        group_size = args[2]
+        if x.dim() == 0 or type(group_size) is not int or x.shape[0] % group_size:
+            return None
+        return _new_fake(fake_mode, (x.shape[0] // group_size, *x.shape[1:]), x.dtype, x.fake_device)
+    if target is c10d.all_reduce.default:
+        return _new_fake(fake_mode, x.shape, x.dtype, x.fake_device)
+    return None
+
+
+_BUCKET_OPS = (
+    aten.empty.memory_format,
+    aten.copy_.default,
+    WAIT_TARGET,
+    c10d.all_gather_into_tensor_out.default,
+    c10d.reduce_scatter_tensor.default,
+    c10d.all_reduce.default,
+)
 
 
 def _fast_cat(args: tuple, fake_mode) -> torch.Tensor | None:
@@ -301,14 +406,18 @@ def _replace_and_erase(members: list[fx.Node], outputs: list[fx.Node], also: lis
 
 
 def merge_all_gather_bucket(
-    graph: fx.Graph, members: list[fx.Node], rank: int, views: dict[tuple, tuple] | None = None
+    graph: fx.Graph,
+    members: list[fx.Node],
+    rank: int,
+    views: dict[tuple, tuple] | None = None,
+    clones: dict[tuple, tuple] | None = None,
 ) -> fx.Node:
     """Merge all-gathers of one (group, dtype) into one ``all_gather_into_tensor_out``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
     dtype = min((m.meta["val"].dtype for m in members), key=lambda d: d.itemsize)
     device = members[0].meta["val"].device
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views)
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views, clones)
     casts: list[list[fx.Node]] = []
     flats = []
     numels = []
@@ -334,19 +443,22 @@ def merge_all_gather_bucket(
     outputs = []
     for i, m in enumerate(members):
         part = b.call(operator.getitem, (parts, i), member=i)
-        outputs.append(b.reshape(part, list(m.meta["val"].shape), member=i))
+        outputs.append(b.output_reshape(part, list(m.meta["val"].shape), member=i))
     _replace_and_erase(members, outputs, casts)
     return ag
 
 
 def merge_reduce_scatter_bucket(
-    graph: fx.Graph, members: list[fx.Node], views: dict[tuple, tuple] | None = None
+    graph: fx.Graph,
+    members: list[fx.Node],
+    views: dict[tuple, tuple] | None = None,
+    clones: dict[tuple, tuple] | None = None,
 ) -> fx.Node:
     """Merge reduce-scatters of one (group, op, dtype) into one ``reduce_scatter_tensor``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views)
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views, clones)
     rows = [b.input_view(m.args[0], [group_size, -1], member=i) for i, m in enumerate(members)]
     cat = b.call(aten.cat.default, (rows, 1))
     total = cat.meta["val"].numel()
@@ -358,18 +470,21 @@ def merge_reduce_scatter_bucket(
     outputs = []
     for i, m in enumerate(members):
         part = b.call(operator.getitem, (parts, i), member=i)
-        outputs.append(b.reshape(part, list(m.meta["val"].shape), member=i))
+        outputs.append(b.output_reshape(part, list(m.meta["val"].shape), member=i))
     _replace_and_erase(members, outputs, [[] for _ in members])
     return rs
 
 
 def merge_all_reduce_bucket(
-    graph: fx.Graph, members: list[fx.Node], views: dict[tuple, tuple] | None = None
+    graph: fx.Graph,
+    members: list[fx.Node],
+    views: dict[tuple, tuple] | None = None,
+    clones: dict[tuple, tuple] | None = None,
 ) -> fx.Node:
     """Merge all-reduces of one (group, op, dtype) into one ``all_reduce``."""
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views)
+    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views, clones)
     flats = [b.input_view(m.args[0], [-1], member=i) for i, m in enumerate(members)]
     cat = b.call(aten.cat.default, (flats,))
     ar = b.call(c10d.all_reduce.default, (cat, op, group))
@@ -378,7 +493,7 @@ def merge_all_reduce_bucket(
     outputs = []
     for i, m in enumerate(members):
         part = b.call(operator.getitem, (parts, i), member=i)
-        outputs.append(b.reshape(part, list(m.args[0].meta["val"].shape), member=i))
+        outputs.append(b.output_reshape(part, list(m.args[0].meta["val"].shape), member=i))
     _replace_and_erase(members, outputs, [[] for _ in members])
     return ar
 
@@ -398,18 +513,24 @@ def merge_with_torch(graph: fx.Graph, kind: str, members: list[fx.Node], mode: s
 
 
 def merge_bucket(
-    graph: fx.Graph, kind: str, members: list[fx.Node], mode: str, views: dict[tuple, tuple] | None = None
+    graph: fx.Graph,
+    kind: str,
+    members: list[fx.Node],
+    mode: str,
+    views: dict[tuple, tuple] | None = None,
+    clones: dict[tuple, tuple] | None = None,
 ) -> None:
     """Merge one planned bucket of ``kind`` ("AG", "RS", "AR"). ``views``: the fake values of
-    the members' input views, kept across rewrites of copies of one graph (``_Builder.input_view``)."""
+    the members' input views, ``clones`` those of their outputs' clones, kept across rewrites
+    of copies of one graph (``_Builder.input_view``, ``_Builder.output_reshape``)."""
     if needs_torch_merge(kind, members, mode) is not None:
         merge_with_torch(graph, kind, members, mode)
     elif kind == "AG":
-        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])), views)
+        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])), views, clones)
     elif kind == "RS":
-        merge_reduce_scatter_bucket(graph, members, views)
+        merge_reduce_scatter_bucket(graph, members, views, clones)
     else:
-        merge_all_reduce_bucket(graph, members, views)
+        merge_all_reduce_bucket(graph, members, views, clones)
 
 
 def restore_topological_order(graph: fx.Graph) -> bool:

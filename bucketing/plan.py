@@ -203,6 +203,8 @@ class FsdpPlanner:
         #: fake values of the members' input views made by rewrites of copies of ``gm`` given
         #: this planner (:func:`bucketing.pre_bucket_fsdp_collectives`), kept for the next copy
         self.input_views: dict[tuple, tuple] = {}
+        #: and of the clones of the members' outputs (:meth:`bucketing.merge._Builder.output_reshape`)
+        self.output_clones: dict[tuple, tuple] = {}
         self._collect_candidates()
         self._collect_sizes()
 

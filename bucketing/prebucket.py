@@ -104,11 +104,11 @@ def _pre_bucket(
     _check_mergeable(buckets, planner.mode)
     graph = gm.graph
     merged = 0
+    copy = planner.gm is not gm  # a copy: fake values kept from earlier rewrites of copies are reused
+    views, clones = (planner.input_views, planner.output_clones) if copy else (None, None)
     for kind in KINDS:
         for members in buckets[kind]:
-            merge_bucket(
-                graph, kind, members, planner.mode, None if planner.gm is gm else planner.input_views
-            )
+            merge_bucket(graph, kind, members, planner.mode, views, clones)
             merged += 1
     if merged:
         restore_topological_order(graph)
