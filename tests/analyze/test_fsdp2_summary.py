@@ -85,6 +85,10 @@ def test_the_text_shows_regions_eager_frames_and_bytes_and_no_cache_advice():
         "0 failed to compile; 0 collectives in compiled graphs;"
     ) in section
     assert "no inductor_collective_schedule logged (no compiled graph holds a collective: see Compiled regions)\n" in out
+    # nothing to compare is said so (was 'all 2 ranks run the same collectives ... in all 0 graphs with a schedule')
+    assert (
+        "Schedule consensus: no graph logged the collectives it runs (inductor_collective_schedule): nothing to compare\n"
+    ) in out
     # no advice the log gives no ground for: no cache event, so no cache; no overlap-scheduling question
     assert "cache)" not in out and "inductor cache" not in out and "enable_overlap_scheduling" not in out
     assert max(len(ln) for ln in out.splitlines()) <= 200

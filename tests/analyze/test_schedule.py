@@ -112,7 +112,7 @@ def test_fail_on_divergence_exit_status():
     runner = CliRunner()
     bad = runner.invoke(summarize, [str(FIXTURE_LOGS / "diverge_rank"), "-j", "1", "--fail-on-divergence"])
     assert bad.exit_code == 1
-    assert "the ranks diverge: 9 bucketing difference(s), 2 schedule difference(s)" in bad.output
+    assert "the ranks diverge: 9 bucketing differences, 2 schedule differences" in bad.output
     assert "0/0           forward   3        #0    AG 75,596 B f32 (group 0)  0-2               AG 74,536 B f32 (group 0)" in bad.output
     assert runner.invoke(summarize, [str(FIXTURE_LOGS / "diverge_rank"), "-j", "1"]).exit_code == 0
     good = runner.invoke(summarize, [str(FIXTURE_LOGS / "spmd_auto"), "-j", "1", "--fail-on-divergence"])
@@ -200,7 +200,7 @@ def test_compile_id_and_cache_divergence(tmp_path):
     ]
     assert schedule_divergence(run) == []  # the cache hit is a graph of its own (1/0, position 0)
     res = CliRunner().invoke(summarize, [str(d), "-j", "1", "--fail-on-divergence"])
-    assert res.exit_code == 1 and "3 compile id / cache difference(s)" in res.output
+    assert res.exit_code == 1 and "3 compile id / cache differences" in res.output
     rows = [" ".join(ln.split()) for ln in res.output.splitlines()]
     assert "cache 3 #0 1/0 hit 0-2 1/0 miss" in rows
     assert "compile_ids 2 #1 0/1 0,3 1/0" in rows

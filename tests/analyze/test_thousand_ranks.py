@@ -73,5 +73,5 @@ def test_grouped_json_is_small_and_per_rank_json_is_whole(ranks_1024, tmp_path):
 def test_fail_on_divergence_for_ci_after_a_hang(ranks_1024):
     r = tk("summarize", ranks_1024, "--fail-on-divergence", "--format", "json")
     assert r.returncode == 1
-    assert r.stderr == ("tracekit summarize: the ranks diverge: 9 bucketing difference(s), "
-                        "2 schedule difference(s) (--fail-on-divergence)\n")
+    assert r.stderr == ("tracekit summarize: the ranks diverge: 9 bucketing differences, "
+                        "2 schedule differences (--fail-on-divergence)\n")

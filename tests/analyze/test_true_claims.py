@@ -67,7 +67,7 @@ def test_two_ranks_that_differ_split_and_nobody_is_blamed(tmp_path):
     assert [(d["ranks"], d["majority_ranks"], d["majority"]) for d in doc["schedule_divergence"]] == [
         ("3", "2", False), ("3", "2", False)]
     out = tk("summarize", str(tmp_path)).stdout
-    assert "9 difference(s) where the ranks split with no majority (no rank is blamed)" in out
+    assert "9 differences where the ranks split with no majority (no rank is blamed)" in out
     assert "than the others (no majority: no rank is blamed)" in out
     assert "differ from the majority" not in out
 

@@ -170,7 +170,7 @@ def test_a_log_that_ends_after_a_whole_compile_is_incomplete_not_divergent(tmp_p
     from tracekit.cli import main
 
     r = CliRunner().invoke(main, ["summarize", str(d), "--jobs", "1", "--strict"])
-    assert (r.exit_code, r.stderr) == (1, "tracekit summarize: 1 bad input(s) (--strict)\n")
+    assert (r.exit_code, r.stderr) == (1, "tracekit summarize: 1 bad input (--strict)\n")
     # what rank 3 did log is still compared: its forward agrees with the others'
     assert [(grp["ranks"], [g["graph_index"] for g in grp["graphs"]]) for grp in doc["groups"]] == [
         ("0-2", [0, 1]), ("3", [0])]
@@ -200,7 +200,7 @@ def test_two_logs_that_end_after_the_same_compile_are_incomplete(tmp_path):
     assert doc["verdict"]["status"] == "incomplete"
     assert doc["verdict"]["text"] == (
         "INCOMPLETE: the 4 ranks found agree on what all of them logged; the logs of ranks 2-3 end "
-        f"after compile 0/0 forward (at {_rank_file(d, 2)}; and 1 more cut file(s)); the other ranks "
+        f"after compile 0/0 forward (at {_rank_file(d, 2)}; and 1 more cut file); the other ranks "
         "logged 1 more (0/0 backward): compared only on what they logged"
     )
     assert doc["world"]["cut"] == "2-3" and doc["diagnostics"]["counts"] == {"ends_after_compile": 2}
@@ -217,7 +217,7 @@ def test_three_of_four_logs_that_end_after_the_same_compile_are_incomplete(tmp_p
     doc = summary_document(load(d, jobs=1))
     assert doc["verdict"]["text"] == (
         "INCOMPLETE: the 4 ranks found agree on what all of them logged; the logs of ranks 1-3 end "
-        f"after compile 0/0 forward (at {_rank_file(d, 1)}; and 2 more cut file(s)); the other rank (0) "
+        f"after compile 0/0 forward (at {_rank_file(d, 1)}; and 2 more cut files); the other rank (0) "
         "logged 1 more (0/0 backward): compared only on what they logged"
     )
     assert doc["world"]["cut"] == "1-3" and doc["diagnostics"]["counts"] == {"ends_after_compile": 3}

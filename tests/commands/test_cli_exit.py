@@ -37,7 +37,7 @@ def test_exit_statuses_are_clicks(tmp_path):
     log.write_bytes(b"not a glog line\n" + good)
     strict = tk("summarize", str(log), "--strict")
     assert strict.returncode == 1
-    assert strict.stderr.decode().strip().splitlines()[-1] == "tracekit summarize: 1 bad input(s) (--strict)"
+    assert strict.stderr.decode().strip().splitlines()[-1] == "tracekit summarize: 1 bad input (--strict)"
     assert b"bad_prefix" in strict.stdout
     assert tk("summarize", str(log)).returncode == 0
     usage = tk("summarize", "--bogus")

@@ -47,7 +47,7 @@ def test_a_missing_rank_is_named_first_and_fails_strict(tmp_path):
         "Why: see World, Diagnostics below", "",
         "World: 3 ranks found (0-1,3) of 4 expected; missing: 2; seen in two runs: none"]
     strict = tk("summarize", str(logs), "--strict")
-    assert strict.returncode == 1 and strict.stderr == "tracekit summarize: 1 bad input(s) (--strict)\n"
+    assert strict.returncode == 1 and strict.stderr == "tracekit summarize: 1 bad input (--strict)\n"
 
 
 def test_two_runs_are_never_merged():
@@ -145,7 +145,7 @@ def test_strict_checks_every_line(tmp_path):
     assert strict.diagnostics.counts == {"md5_mismatch": 1, "orphan_payload": 1, "bad_json": 1}
     assert fast.diagnostics.total < 3
     r = tk("summarize", str(p), "--strict")
-    assert r.returncode == 1 and r.stderr == "tracekit summarize: 3 bad input(s) (--strict)\n"
+    assert r.returncode == 1 and r.stderr == "tracekit summarize: 3 bad inputs (--strict)\n"
 
 
 @pytest.mark.parametrize("args, message", [

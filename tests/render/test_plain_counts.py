@@ -40,3 +40,53 @@ def test_a_run_of_one_graph_says_1_graph(tmp_path):
 
 def test_the_check_finds_a_plural_after_one():
     assert ONE_PLURAL.findall("on all 1 graphs; 21 ranks; 0.1 ranks; 1 graph") == ["1 graphs"]
+
+
+#: "(s)" after a noun: a count said without agreeing with it ("1 bad input(s)", "9 difference(s)").
+MAYBE_PLURAL = re.compile(r"\b[a-z][a-z-]+\(s\)")
+
+
+@pytest.mark.parametrize("scenario", sorted(p.name for p in FIXTURE_LOGS.iterdir() if p.is_dir()))
+def test_no_noun_says_maybe_plural(scenario):
+    text = render_text(summary_document(load(FIXTURE_LOGS / scenario, jobs=1)), "table")
+    assert MAYBE_PLURAL.findall(text) == []
+
+
+def test_counts_agree_in_a_divergent_cut_run_and_its_exit_lines(tmp_path):
+    """diverge_rank (rank 3 differs: 9 differences, 2 graphs of schedule differences) with rank
+    2's log holding a line of one NUL byte and rank 1's cut mid-entry: every count agrees with its
+    noun, in the text, the report's divergence line and --strict / --fail-on-divergence's last
+    lines (they said '9 difference(s)', '2 graph(s) where', '2 bad input(s)')."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    d = tmp_path / "diverge_rank"
+    shutil.copytree(FIXTURE_LOGS / "diverge_rank", d)
+    (r1,) = d.glob("*_rank_1_*.log")
+    data = r1.read_bytes()
+    r1.write_bytes(data[: data.index(b'"name": "inductor_collective_schedule"', len(data) // 2)])
+    (r2,) = d.glob("*_rank_2_*.log")
+    lines = r2.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"V") and b'"str"' in line)
+    lines.insert(at, b"\0")  # a line of one NUL byte between two entries
+    r2.write_bytes(b"\n".join(lines))
+    text = render_text(summary_document(load(d, jobs=1)), "table")
+    assert "9 differences from the majority\n" in text
+    assert "2 graphs where ranks run other collectives" in text
+    assert "1 NUL byte in the line" in text
+    assert MAYBE_PLURAL.findall(text) == []
+    r = CliRunner().invoke(main, ["summarize", str(d), "--strict"])
+    assert (r.exit_code, r.stderr) == (1, "tracekit summarize: 2 bad inputs (--strict)\n")
+    r = CliRunner().invoke(main, ["summarize", str(d), "--fail-on-divergence"])
+    assert r.stderr == (
+        "tracekit summarize: the ranks diverge: 9 bucketing differences, 2 schedule differences (--fail-on-divergence)\n"
+    )
+    page = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(d), "-o", str(page)]).exit_code == 0
+    html = page.read_text()
+    assert "differing rank: " in html and MAYBE_PLURAL.findall(html) == []
+
+
+def test_the_maybe_plural_check_finds_one():
+    assert MAYBE_PLURAL.findall("1 bad input(s); 2 all-gather(s); f(s)") == ["input(s)", "all-gather(s)"]

@@ -193,7 +193,8 @@ def cut_text(run: Run) -> str:
         if len(ranks) == 1
         else f"the logs of ranks {format_ranks(ranks)} are"
     )
-    more = f"; and {len(run.cut) - 1} more cut file(s)" if len(run.cut) > 1 else ""
+    extra = len(run.cut) - 1
+    more = f"; and {extra} more cut file{'' if extra == 1 else 's'}" if extra else ""
     text = f"{who} cut ({how}, at {where}{more})"
     if first.get("kind") == ENDS_EARLY:  # whole, but shorter than its peers'
         who = who.replace("'s log is", "'s log").replace(" are", "")

@@ -90,7 +90,7 @@ def _reason(g: Graph, group: str, role: str, kind: str, count: int) -> str:
     on = (
         f"group {group} ({role}) runs no all-gather in this graph"
         if not gathers
-        else f"group {group} ({role}) runs {gathers} all-gather(s) the pass did not take for FSDP ones"
+        else f"group {group} ({role}) runs {gathers} all-gather{'' if gathers == 1 else 's'} the pass did not take for FSDP ones"
     )
     fsdp = ", ".join(g.fsdp_groups) or "none"
     return (

@@ -94,7 +94,7 @@ def explain(paths, rank, graphs, fmt, output):
         notes.append(nothing_to_do("explain", paths, status))
     if diag.total:
         notes.append(
-            f"{diag.total} bad input(s) while reading: "
+            f"{diag.total} bad input{'' if diag.total == 1 else 's'} while reading: "
             + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
         )
     # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs

@@ -360,7 +360,7 @@ def replay(
         notes.append(WHAT_IF_REACH)
     if diag.total:
         notes.append(
-            f"{diag.total} bad input(s) while reading: "
+            f"{diag.total} bad input{'' if diag.total == 1 else 's'} while reading: "
             + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
         )
     doc = replay_document(

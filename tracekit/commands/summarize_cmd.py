@@ -118,7 +118,7 @@ def summarize(
     # (tracekit.analyze.cut.with_logs_that_end_early), as the Diagnostics section shows them
     bad = sum(doc["diagnostics"]["counts"].values())
     if strict and bad:
-        fail("summarize", f"{bad} bad input(s) (--strict)", FINDINGS)
+        fail("summarize", f"{bad} bad input{'' if bad == 1 else 's'} (--strict)", FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None
     if found:
         fail("summarize", f"the ranks diverge: {found} (--fail-on-divergence)", FINDINGS)

@@ -382,7 +382,7 @@ class Scanner:
         if m is None:
             nuls = buf.count(b"\x00", p + 1, le)
             if nuls:  # a crash leaves zeroed blocks
-                self.report("nul_bytes", lineno, f"{nuls} NUL byte(s) in the line")
+                self.report("nul_bytes", lineno, f"{nuls} NUL byte{'' if nuls == 1 else 's'} in the line")
             else:
                 self.report("bad_prefix", lineno, buf[p + 1 : min(le, p + 61)].decode("utf-8", "replace"))
             return _OpenEntry(_BAD, lineno)
@@ -501,7 +501,9 @@ class Scanner:
             elif pend.has and not n:
                 self.report("missing_payload", pend.lineno, "has_payload set but no payload lines follow")
         elif kind == _NONE and n:
-            self.report("orphan_payload", pend.lineno, f"{n} payload line(s) without an envelope")
+            self.report(
+                "orphan_payload", pend.lineno, f"{n} payload line{'' if n == 1 else 's'} without an envelope"
+            )
         return None
 
     def _consume(self, pend: _OpenEntry, buf: bytes, a: int, limit: int, eof: bool) -> int:

@@ -95,7 +95,9 @@ class StrictError(Exception):
     """Raised by ``load(strict=True)`` when the logs had any bad input; carries the Run."""
 
     def __init__(self, run: Run) -> None:
-        super().__init__(f"{run.diagnostics.total} bad input(s): {run.diagnostics.counts}")
+        super().__init__(
+            f"{run.diagnostics.total} bad input{'' if run.diagnostics.total == 1 else 's'}: {run.diagnostics.counts}"
+        )
         self.run = run
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import format_ranks
-from tracekit.render.text import fmt_counts, fmt_mb
+from tracekit.render.text import fmt_counts, fmt_mb, plural
 
 
 def total_mb(sizes: list[dict[str, Any]] | None) -> float | None:
@@ -107,15 +107,16 @@ def ranks_text(ranks: Any) -> str:
     return ranks if isinstance(ranks, str) else format_ranks(ranks)
 
 
-def differences_line(items: list[dict[str, Any]], what: str = "difference(s)") -> str:
-    """``9 difference(s) from the majority``, or, with ties, how many have no majority."""
+def differences_line(items: list[dict[str, Any]], what: str = "difference") -> str:
+    """``9 differences from the majority`` (``1 difference``), or, with ties, how many have no
+    majority."""
     ties = sum(1 for d in items if not d.get("majority", True))
     if not ties:
-        return f"{len(items)} {what} from the majority"
+        return f"{plural(len(items), what)} from the majority"
     if ties == len(items):
-        return f"{len(items)} {what} where the ranks split with no majority (no rank is blamed)"
+        return f"{plural(len(items), what)} where the ranks split with no majority (no rank is blamed)"
     return (
-        f"{len(items) - ties} {what} from the majority, {ties} where the ranks split with no "
+        f"{plural(len(items) - ties, what)} from the majority, {ties} where the ranks split with no "
         "majority (no rank is blamed)"
     )
 

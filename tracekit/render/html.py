@@ -204,7 +204,11 @@ def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
             f"{n} difference{'s' if n != 1 else ''}"
         )
     if world.get("missing"):
-        return "incomplete", f"rank(s) {ranks_text(world['missing'])} missing from the logs"
+        missing = ranks_text(world["missing"])
+        return (
+            "incomplete",
+            f"{'rank' if missing.isdigit() else 'ranks'} {missing} missing from the logs",
+        )
     return "agree", (
         f"all {plural(totals.get('ranks', 0), 'rank')} agree on all {plural(_graph_count(doc), 'graph')}"
     )
@@ -557,7 +561,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
         return "".join(out)
     if differing:
         out.append(
-            f'<p data-ranks="{esc(differing)}" data-where="divergence">differing rank(s): '
+            f'<p data-ranks="{esc(differing)}" data-where="divergence">differing {"rank" if str(differing).isdigit() else "ranks"}: '
             f'<span class="mono">{esc(differing)}</span></p>'
         )
     splits: dict[tuple[str, ...], None] = {}

@@ -153,7 +153,7 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
             )
         )
         out.append(
-            f"{len(div)} graph(s) where ranks run other collectives (kind, group, bytes, dtype, "
+            f"{plural(len(div), 'graph')} where ranks run other collectives (kind, group, bytes, dtype, "
             f"in order) {whom}: a hang or corruption risk\n\n"
         )
         in_group = any("group" in d for d in div)  # a mesh: the group and its members
@@ -191,15 +191,14 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
             )
     elif nranks > 1:
         ngraphs = len({(f["compile_id"], f["position"]) for _r, f in _finals(doc)})
-        out.append(
-            "\n"
-            + section_line(
-                "Schedule consensus",
-                f"all {plural(nranks, 'rank')} run the same collectives "
-                f"(kind, group, bytes, dtype, in order) in all {plural(ngraphs, 'graph')} with a schedule",
-                fmt,
-            )
+        where = "the one graph" if ngraphs == 1 else f"all {ngraphs} graphs"
+        said = (
+            f"all {plural(nranks, 'rank')} run the same collectives (kind, group, bytes, dtype, in order) "
+            f"in {where} with a schedule"
+            if ngraphs
+            else "no graph logged the collectives it runs (inductor_collective_schedule): nothing to compare"
         )
+        out.append("\n" + section_line("Schedule consensus", said, fmt))
     else:
         out.append("\n" + section_line("Schedule consensus", "fewer than two ranks: nothing to compare", fmt))
 
@@ -246,11 +245,11 @@ def any_divergence(doc: dict[str, Any]) -> str:
     none): of the bucketing outcome (``divergence``), of the collectives that run
     (``schedule_divergence``), of compile ids and cache events (``compile_divergence``)."""
     parts = [
-        f"{len(doc[k])} {what}"
+        f"{len(doc[k])} {what}{'' if len(doc[k]) == 1 else 's'}"
         for k, what in (
-            ("divergence", "bucketing difference(s)"),
-            ("schedule_divergence", "schedule difference(s)"),
-            ("compile_divergence", "compile id / cache difference(s)"),
+            ("divergence", "bucketing difference"),
+            ("schedule_divergence", "schedule difference"),
+            ("compile_divergence", "compile id / cache difference"),
         )
         if doc.get(k)
     ]
