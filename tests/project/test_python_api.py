@@ -23,6 +23,17 @@ def test_the_five_lines_of_the_page_print_what_it_says():
     assert p.stdout == printed
 
 
+def test_the_readme_shows_the_five_lines_and_what_they_print():
+    """The README shows the Python API in the page's five lines, which the test above runs, and
+    quotes what they print (issue 39)."""
+    readme = (ROOT / "README.md").read_text()
+    code, printed = re.findall(r"```(?:python)?\n(.*?)```", PAGE, re.S)[:2]
+    (shown,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert shown == code and len(shown.strip().splitlines()) == 5
+    first, second = printed.strip().splitlines()
+    assert f"these five lines print `{first}` and `{second}`:" in " ".join(readme.split("\n"))
+
+
 def test_outcomes_hold_the_graphs_never_prebucketed_with_their_schedule():
     run = tracekit.load(FIXTURE_LOGS / "saved_params")
     rows = tracekit.records.outcomes(run)
