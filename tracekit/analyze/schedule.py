@@ -185,16 +185,20 @@ def schedule_divergence(
     roles = role_names(mesh) if mesh and is_mesh(mesh) else {}
     canon = _by_role(roles) if roles else None
     members = {g.name: g.members for g in mesh or []}
-    # ranks whose graphs run the same (shared) final schedules: their finals are made once
-    finals = _same_values(run.ranks, _finals_key, rank_finals)
+    if roles and (by_role is None or by_role.roles != roles):
+        by_role = RoleSequences(roles)
+    # ranks whose graphs run the same (shared) final schedules: their finals are made once; in
+    # a mesh, ranks whose finals are the same by role (a rank's backward is its own final there)
+    rb = by_role if roles else None
+    finals = _same_values(
+        run.ranks, _finals_key if rb is None else lambda r: _role_finals_key(r, rb), rank_finals
+    )
     order: dict[str, int] = {}
     for _, fs in finals:
         for cid, _pos in fs:
             order.setdefault(cid, len(order))
     keys = sorted({k for _, fs in finals for k in fs}, key=lambda k: (order[k[0]], k[1]))
     items = []
-    if roles and (by_role is None or by_role.roles != roles):
-        by_role = RoleSequences(roles)
     for cid, pos in keys:
         if not roles or by_role is None:
             values = [
@@ -239,6 +243,19 @@ def _finals_key(rank: Rank) -> tuple:
     """What :func:`rank_finals` makes a rank's finals from, by identity: ranks with the same
     key have the same finals (the objects are the rank's own, alive while the Run is)."""
     return (tuple(id(g.final) for g in rank.graphs), tuple(map(id, rank.schedules_without_outcome)))
+
+
+def _role_finals_key(rank: Rank, by_role: RoleSequences) -> tuple:
+    """What :func:`rank_finals` makes a rank's finals from, by role: ranks with the same key
+    have finals at the same compile ids and positions whose sequences by role are equal
+    (:meth:`RoleSequences.number`), so one rank's finals stand for theirs in a mesh's check."""
+    return (
+        tuple(
+            None if (f := g.final) is None else (f.compile_id, f.position, by_role.number(f))
+            for g in rank.graphs
+        ),
+        tuple((f.compile_id, f.position, by_role.number(f)) for f in rank.schedules_without_outcome),
+    )
 
 
 def compile_divergence(run: Run) -> list[dict[str, Any]]:

@@ -124,31 +124,43 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
                 s.sizes.add(g.group_size)
         return out
 
-    # (id of a GroupSlots, forward) -> (the GroupSlots, kept; its facts by slot)
-    slot_facts: dict[tuple[int, bool], tuple[GroupSlots, tuple[tuple[int, int | None, str], ...]]] = {}
-
-    def facts_of(f: FinalSchedule) -> Iterable[tuple[str, int | None, str, bool]]:
-        slots = f.group_slots
-        if slots is None:
-            return _final_facts(f)
-        # a final built from a template: its facts by slot made once a template, then named
-        forward = f.position == 0
-        hit = slot_facts.get((id(slots), forward))
-        if hit is None or hit[0] is not slots:
-            hit = slot_facts[(id(slots), forward)] = (slots, _slot_facts(slots))
-        names = f.names
-        return [(names[s], size, kind, forward) for s, size, kind in hit[1] if names[s] != "None"]
+    # (id of a GroupSlots, forward) -> (the GroupSlots, kept; per slot, its (size, kind) facts)
+    slot_facts: dict[tuple[int, bool], tuple[GroupSlots, tuple[tuple[int, frozenset], ...]]] = {}
+    # (id of a GroupSlots, forward, slot, name) -> (the GroupSlots, kept; that group, the slot's
+    # facts added to it): each rank's backward on a mesh is a final of its own, its groups not
+    named: dict[tuple[int, bool, int, str], tuple[GroupSlots, _Seen]] = {}
 
     def final_seen(f: FinalSchedule) -> tuple[_Seen, ...]:
-        out = []
-        for name, size, kind, forward in facts_of(f):
-            s = at(name)
-            if size is not None:
-                s.sizes.add(size)
-            assert s.forward_kinds is not None and s.backward_kinds is not None
-            (s.forward_kinds if forward else s.backward_kinds).add(kind)
-            out.append(s)
-        return tuple(out)
+        slots = f.group_slots
+        if slots is not None:  # a final of a template: its facts by slot, added once a name
+            forward = f.position == 0
+            hit = slot_facts.get((id(slots), forward))
+            if hit is None or hit[0] is not slots:
+                hit = slot_facts[(id(slots), forward)] = (slots, _slot_facts(slots))
+            names, got = f.names, []
+            for slot, facts in hit[1]:
+                name = names[slot]
+                if name == "None":
+                    continue
+                nhit = named.get((id(slots), forward, slot, name))
+                if nhit is None or nhit[0] is not slots:
+                    nhit = named[(id(slots), forward, slot, name)] = (
+                        slots,
+                        _add_facts(at(name), facts, forward),
+                    )
+                got.append(nhit[1])
+            return tuple(got)
+        return tuple(
+            _add_facts(at(name), ((size, kind),), forward) for name, size, kind, forward in _final_facts(f)
+        )
+
+    def final_member(f: FinalSchedule, rank: int | None) -> None:
+        fhit = final_done.get(id(f))
+        if fhit is None or fhit[0] is not f:
+            fhit = final_done[id(f)] = (f, final_seen(f))
+        if rank is not None:
+            for s in fhit[1]:
+                s.members.add(rank)
 
     for r in run.ranks:
         for g in r.graphs:
@@ -161,13 +173,10 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
                 if r.rank is not None:
                     for s in hit[1]:
                         s.members.add(r.rank)
-        for f in _finals(r):
-            fhit = final_done.get(id(f))
-            if fhit is None or fhit[0] is not f:
-                fhit = final_done[id(f)] = (f, final_seen(f))
-            if r.rank is not None:
-                for s in fhit[1]:
-                    s.members.add(r.rank)
+            if g.final is not None:
+                final_member(g.final, r.rank)
+        for f in r.schedules_without_outcome:
+            final_member(f, r.rank)
     names = sorted(seen, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n))
     roles = {name: _role(seen[name], any_fsdp) for name in names}
     inferred = _inferred_size(run, seen, {n: r for n, (r, _) in roles.items()})
@@ -205,16 +214,27 @@ def _inferred_size(run: Run, seen: dict[str, _Seen], roles: dict[str, str]) -> d
     return {unread.pop(): world // product}
 
 
-def _slot_facts(slots: GroupSlots) -> tuple[tuple[int, int | None, str], ...]:
-    """``(slot, size, kind)`` of each collective of a template's finals, once each (read off
-    the template: no final's collectives bound): :func:`_final_facts` with the group as its
-    slot (a name ``"None"``, no group, is left out where it is named)."""
-    out = {
-        (s, c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None, c.kind)
-        for c, s in zip(slots.template, slots.slots, strict=True)
-        if s is not None
-    }
-    return tuple(out)
+def _slot_facts(slots: GroupSlots) -> tuple[tuple[int, frozenset[tuple[int | None, str]]], ...]:
+    """Per slot of a template's finals, the ``(size, kind)`` of its collectives, once each
+    (read off the template: no final's collectives bound): :func:`_final_facts` with the group
+    as its slot."""
+    out: dict[int, set[tuple[int | None, str]]] = {}
+    for c, s in zip(slots.template, slots.slots, strict=True):
+        if s is not None:
+            size = c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None
+            out.setdefault(s, set()).add((size, c.kind))
+    return tuple((s, frozenset(facts)) for s, facts in out.items())
+
+
+def _add_facts(s: _Seen, facts: Iterable[tuple[int | None, str]], forward: bool) -> _Seen:
+    """``s`` with the sizes and kinds of collectives on it added (in a forward graph or not)."""
+    kinds = s.forward_kinds if forward else s.backward_kinds
+    assert kinds is not None
+    for size, kind in facts:
+        if size is not None:
+            s.sizes.add(size)
+        kinds.add(kind)
+    return s
 
 
 def _final_facts(f: FinalSchedule) -> tuple[tuple[str, int | None, str, bool], ...]:

@@ -50,6 +50,8 @@ _NAME = re.compile(r"group_name:([^\s,]*)(?= input_bytes:)")
 
 #: The slots as text, made once (what the split took out, with the slot number for the name).
 _SLOT_TEXT = [f"group_name:{i}" for i in range(256)]
+#: What a template table gives for a text not seen (None is a text that makes no template).
+_NOT_SEEN: Any = object()
 #: Templates kept; past it, the table is cleared (a job has a few per graph).
 TEMPLATE_LIMIT = 1024
 
@@ -104,15 +106,19 @@ class EstimationTemplates:
         parts = _NAME.split(text)
         if len(parts) == 1:  # no group name: nothing to bind
             return parse_estimation(text, self._rows)
-        names = tuple(dict.fromkeys(parts[1::2]))  # distinct, in order of first appearance
-        if len(names) > len(_SLOT_TEXT):
-            return parse_estimation(text, self._rows)
-        slot_text = dict(zip(names, _SLOT_TEXT, strict=False))  # _SLOT_TEXT is the longer
-        parts[1::2] = map(slot_text.__getitem__, parts[1::2])
-        key = "".join(parts)
-        if key in self._templates:
-            t = self._templates[key]
+        found = parts[1::2]
+        if found.count(found[0]) == len(found):  # one group (a forward: its shard group's)
+            names: tuple[str, ...] = (found[0],)
+            parts[1::2] = [_SLOT_TEXT[0]] * len(found)
         else:
+            names = tuple(dict.fromkeys(found))  # distinct, in order of first appearance
+            if len(names) > len(_SLOT_TEXT):
+                return parse_estimation(text, self._rows)
+            slot_text = dict(zip(names, _SLOT_TEXT, strict=False))  # _SLOT_TEXT is the longer
+            parts[1::2] = [slot_text[n] for n in found]
+        key = "".join(parts)
+        t = self._templates.get(key, _NOT_SEEN)
+        if t is _NOT_SEEN:
             t = self._template(key, len(names))
             if len(self._templates) >= TEMPLATE_LIMIT:
                 self._templates.clear()

@@ -177,6 +177,10 @@ def parse_outcome(text: str) -> Outcome:
     )
 
 
+#: What a template table gives for a text not seen (None is a text that does not parse).
+_NOT_SEEN: Any = object()
+
+
 class OutcomeTemplates:
     """:func:`parse_outcome` once per outcome but for its FSDP groups: a mesh's shard groups
     log one line each that differs only by the group's name (``fsdp_groups=['3'], ...``,
@@ -196,9 +200,8 @@ class OutcomeTemplates:
         if not t.startswith("fsdp_groups=[") or end < 0:
             return parse_outcome(text)
         groups_text, rest = t[12 : end + 1], t[end + 1 :]
-        if rest in self._rest:
-            base = self._rest[rest]
-        else:
+        base = self._rest.get(rest, _NOT_SEEN)
+        if base is _NOT_SEEN:
             try:
                 base = parse_outcome("fsdp_groups=[]" + rest)
             except ArtifactError:
@@ -206,9 +209,8 @@ class OutcomeTemplates:
             if len(self._rest) >= self._limit:
                 self._rest.clear()
             self._rest[rest] = base
-        if groups_text in self._groups:
-            groups = self._groups[groups_text]
-        else:
+        groups = self._groups.get(groups_text, _NOT_SEEN)
+        if groups is _NOT_SEEN:
             groups = None
             if _STR_LIST_RE.fullmatch(groups_text):
                 groups = [a if a else b for a, b in _STR_ITEM_RE.findall(groups_text)]
