@@ -82,6 +82,11 @@ class _Seen:
     backward_kinds: set[str] | None = None
 
 
+#: A slot of a template's finals: its number, the (size, kind) facts of its collectives, and the
+#: groups named there so far by name (:func:`mesh_groups`).
+_SlotGroups = tuple[int, frozenset[tuple[int | None, str]], dict[str, _Seen]]
+
+
 def _role(s: _Seen, any_fsdp: bool) -> tuple[str, str]:
     fwd, bwd = s.forward_kinds or set(), s.backward_kinds or set()
     sharding = {"all_gather", "reduce_scatter"}
@@ -124,40 +129,41 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
                 s.sizes.add(g.group_size)
         return out
 
-    # (id of a GroupSlots, forward) -> (the GroupSlots, kept; per slot, its (size, kind) facts)
-    slot_facts: dict[tuple[int, bool], tuple[GroupSlots, tuple[tuple[int, frozenset], ...]]] = {}
-    # (id of a GroupSlots, forward, slot, name) -> (the GroupSlots, kept; that group, the slot's
-    # facts added to it): each rank's backward on a mesh is a final of its own, its groups not
-    named: dict[tuple[int, bool, int, str], tuple[GroupSlots, _Seen]] = {}
-
-    def final_seen(f: FinalSchedule) -> tuple[_Seen, ...]:
-        slots = f.group_slots
-        if slots is not None:  # a final of a template: its facts by slot, added once a name
-            forward = f.position == 0
-            hit = slot_facts.get((id(slots), forward))
-            if hit is None or hit[0] is not slots:
-                hit = slot_facts[(id(slots), forward)] = (slots, _slot_facts(slots))
-            names, got = f.names, []
-            for slot, facts in hit[1]:
-                name = names[slot]
-                if name == "None":
-                    continue
-                nhit = named.get((id(slots), forward, slot, name))
-                if nhit is None or nhit[0] is not slots:
-                    nhit = named[(id(slots), forward, slot, name)] = (
-                        slots,
-                        _add_facts(at(name), facts, forward),
-                    )
-                got.append(nhit[1])
-            return tuple(got)
-        return tuple(
-            _add_facts(at(name), ((size, kind),), forward) for name, size, kind, forward in _final_facts(f)
-        )
+    # (id of a GroupSlots, forward) -> (the GroupSlots, kept; per slot: its (size, kind) facts,
+    # and the groups named there so far, each with those facts added once)
+    slot_groups: dict[
+        tuple[int, bool], tuple[GroupSlots, tuple[tuple[int, frozenset, dict[str, _Seen]], ...]]
+    ] = {}
 
     def final_member(f: FinalSchedule, rank: int | None) -> None:
+        slots = f.group_slots
+        if slots is not None:  # a final of a template (each rank's backward on a mesh is its
+            forward = f.position == 0  # own): its groups by slot and name
+            hit = slot_groups.get((id(slots), forward))
+            if hit is None or hit[0] is not slots:
+                by_slot: tuple[_SlotGroups, ...] = tuple(
+                    (slot, facts, {}) for slot, facts in _slot_facts(slots)
+                )
+                hit = slot_groups[(id(slots), forward)] = (slots, by_slot)
+            names = f.names
+            for slot, facts, by_name in hit[1]:
+                name = names[slot]
+                s = by_name.get(name)
+                if s is None:
+                    if name == "None":
+                        continue
+                    s = by_name[name] = _add_facts(at(name), facts, forward)
+                if rank is not None:
+                    s.members.add(rank)
+            return
         fhit = final_done.get(id(f))
         if fhit is None or fhit[0] is not f:
-            fhit = final_done[id(f)] = (f, final_seen(f))
+            fhit = final_done[id(f)] = (
+                f,
+                tuple(
+                    _add_facts(at(name), ((size, kind),), fwd) for name, size, kind, fwd in _final_facts(f)
+                ),
+            )
         if rank is not None:
             for s in fhit[1]:
                 s.members.add(rank)
