@@ -10,11 +10,15 @@ without arguments, which ``create_node`` does not walk, and get them at once thr
 
     before: node = graph.create_node("call_function", aten.view.default, (x, [-1]), {}, name="view")
     after:  node = graph.create_node("call_function", aten.view.default, None, None, name="view")
-            node.args = (x, [-1])
+            object.__setattr__(node, "args", (x, [-1]))   # Node.args's setter
 
+Every attribute assigned to a node goes through ``Node.__setattr__``, which takes the node out
+of its graph's lookup table (``find_nodes``'s, keyed by op and target) and puts it back at the
+end. A new node's arguments are given through the property setters themselves
+(``object.__setattr__``: the same ``Node.args`` / ``Node.kwargs`` setters, without that round
+trip); the new node is the last of its key in the table either way, so the table is the same.
 A copied node's meta is filled in place (``meta.update``), a shallow copy as ``node_copy``
-makes, rather than assigned: every attribute assigned to a node goes through
-``Node.__setattr__``, which takes the node out of its graph's lookup table and puts it back.
+makes, rather than assigned.
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ def new_node(
     """``graph.create_node(op, target, args, kwargs, name, type_expr)`` at the insert point,
     without the walk over the arguments (see the module)."""
     node = graph.create_node(op, target, None, None, name, type_expr)
+    # the Node.args / Node.kwargs property setters, without Node.__setattr__ (see the module)
     if args:
-        node.args = args
+        object.__setattr__(node, "args", args)
     if kwargs:
-        node.kwargs = kwargs
+        object.__setattr__(node, "kwargs", kwargs)
     return node
 
 

@@ -119,11 +119,14 @@ class _Dag:
             self.overlay[member] = [joint]
 
     def renumber(self) -> None:
-        """Recompute a topological numbering after merges (Kahn's algorithm)."""
-        total = len(self.base) + len(self.extra)
+        """Recompute a topological numbering after merges (Kahn's algorithm). Each node's
+        children are listed once (:meth:`children` without a call per visit)."""
+        overlay, base, extra = self.overlay, self.base, self.extra
+        kids = [overlay[v] if v in overlay else c for v, c in enumerate(base + extra)]
+        total = len(kids)
         indegree = [0] * total
-        for v in range(total):
-            for c in self.children(v):
+        for cs in kids:
+            for c in cs:
                 indegree[c] += 1
         ready = [v for v in range(total) if indegree[v] == 0]
         topo = [0] * total
@@ -132,7 +135,7 @@ class _Dag:
             v = ready.pop()
             topo[v] = position
             position += 1
-            for c in self.children(v):
+            for c in kids[v]:
                 indegree[c] -= 1
                 if indegree[c] == 0:
                     ready.append(c)
@@ -303,9 +306,9 @@ class FsdpPlanner:
         notes = plan.notes
         merged_ags: set[fx.Node] = set()
         for kind in KINDS:
-            if kind != "AG" and dag.extra:
-                dag.renumber()
             cands = self.candidates[kind]
+            if kind != "AG" and dag.extra and cands:  # no candidates: no bucket, numbering unused
+                dag.renumber()
             if kind == "RS" and merged_ags:
                 kept = []
                 for c in cands:
@@ -326,6 +329,18 @@ class FsdpPlanner:
                     merged_ags.update(nodes)
                 dag.merge([c.coll for c in bucket], [self.waits[c.coll] for c in bucket])
         return plan
+
+    def partition(self, bucket_cap_mb: float | None = None) -> tuple:
+        """The plan's buckets at ``bucket_cap_mb`` (None: automatic cap) as member names, per
+        kind in name order: what a rewrite at that cap makes (``()`` without FSDP groups). The
+        plan without its report (:meth:`plan`), for a caller that keys rewrites by it."""
+        if not self.fsdp_groups:
+            return ()
+        plan = self.plan_at(self.cap_for(bucket_cap_mb).cap_mb)
+        return tuple(
+            (kind, tuple(tuple(m.name for m in b) for b in buckets))
+            for kind, buckets in sorted(plan.buckets.items())
+        )
 
     def plan(self, bucket_cap_mb: float | None = None, *, explain: bool = False) -> BucketingReport:
         """A report of what the pass would do at ``bucket_cap_mb`` (None: automatic cap);

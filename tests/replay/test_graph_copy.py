@@ -1,6 +1,7 @@
 """Our graph copy (tracekit.replay.overlap_schedule.copy_graph, bucketing.fx_nodes) makes the
 nodes torch's Graph.graph_copy makes, without create_node's walk over each node's arguments:
-same names, ops, targets, arguments, users in the same order, meta, and the same code. On the
+same names, ops, targets, arguments, users in the same order, meta, the same table behind
+find_nodes, and the same code. On the
 graphs of overlap_cap_a (45 and 87 nodes as rebuilt from its log) and spmd_auto (59 and 110)."""
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ def _rebuilt(scenario: str, index: int):
 
     srcs = [s for s in graph_sources([FIXTURE_LOGS / scenario]) if s.rank in (0, None)]
     return parse_graph_text(srcs[index].text)
+
+
+def _lookup_table(gm) -> dict[str, list[str]]:
+    """fx's table behind ``Graph.find_nodes``: per (op, target), its nodes in the table's order."""
+    table = gm.graph._find_nodes_lookup_table.table
+    return {f"{op} {target}": [n.name for n in nodes] for (op, target), nodes in table.items() if nodes}
 
 
 def _shape(gm):
@@ -43,6 +50,7 @@ def test_the_copy_is_the_graph_torch_s_graph_copy_makes(scenario, index, nodes):
     theirs = fx.GraphModule(gm, g)
     ours = copy_graph(gm)
     assert _shape(ours) == _shape(theirs)
+    assert _lookup_table(ours) == _lookup_table(theirs)
     for a, b in zip(ours.graph.nodes, theirs.graph.nodes, strict=True):
         assert a.meta == b.meta and a.meta is not b.meta
         assert a.meta.get("val") is b.meta.get("val")  # fake values shared with the rebuild

@@ -431,15 +431,11 @@ class GraphReplayer:
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
             # the reproduction runs with the run's settings; the overrides are what-ifs
             settings = osch.scheduler_settings(self.options.scheduler_overrides if what_if else None)
-        plan = planner.plan(cap_mb)
         key = (
             mode,
             self.options.gpu,
             repr(sorted(settings.items())),
-            tuple(
-                (kind, tuple(tuple(m.name for m in b) for b in buckets))
-                for kind, buckets in sorted(plan.buckets.items())
-            ),
+            planner.partition(cap_mb),
             None if compute_us is None else tuple(sorted(compute_us.items())),
             self.what_if_hardware(what_if),
         )
