@@ -317,6 +317,53 @@ def test_a_gz_of_a_plain_log_is_a_copy_not_another_run(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("name", ["rank0_backup.log.gz", "dedicated_log_torch_trace_rank_0_aaa.log.gz"])
+def test_a_cut_copy_of_a_rank_log_is_a_copy_not_a_cut_rank(tmp_path, name):
+    # a .gz of the first 300,000 bytes of rank 0's log (a backup that stopped) beside the whole
+    # log, read after it or (named to sort first) before it: it was 'another run (its compile
+    # ids start again at 0/0): not merged', 'ranks 0 also found in another run', and the
+    # verdict said rank 0's log cut at the copy's last line, while rank 0's whole log was read
+    d = _copy("spmd_auto", tmp_path)
+    plain = _rank_file(d, 0)
+    gz = d / name
+    gz.write_bytes(gzip.compress(plain.read_bytes()[:300_000], mtime=0))
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == "OK: all 4 ranks agree on all 2 graphs"
+    assert doc["world"]["copies"] == [str(gz)] and doc["world"]["duplicated"] == "" and "cut" not in doc["world"]
+    assert doc["diagnostics"]["counts"] == {"truncated_entry": 1, "copied_file": 1}
+    read_instead = f": {plain} read instead" if name.startswith("dedicated") else ": read once"
+    assert doc["diagnostics"]["examples"] == [
+        {"kind": "truncated_entry", "file": str(gz), "line": 4528,
+         "detail": "the file ends inside this entry (no final newline)"},
+        {"kind": "copied_file", "file": str(gz), "line": 0, "detail": f"a copy cut short of {plain}{read_instead}"},
+    ]  # fmt: skip
+    # rank 0 is its whole log: both graphs, as the others
+    assert [(grp["ranks"], len(grp["graphs"])) for grp in doc["groups"]] == [("0-3", 2)]
+
+
+def test_a_gz_cut_mid_stream_beside_the_whole_log_is_a_copy(tmp_path):
+    d = _copy("spmd_auto", tmp_path)
+    plain = _rank_file(d, 0)
+    gz = d / "rank0.log.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes(), mtime=0)[:40_000])
+    doc = summary_document(load(d, jobs=1))
+    assert doc["verdict"]["text"] == "OK: all 4 ranks agree on all 2 graphs"
+    assert doc["world"]["copies"] == [str(gz)] and "cut" not in doc["world"]
+    assert doc["diagnostics"]["counts"] == {"truncated_entry": 1, "bad_gzip": 1, "copied_file": 1}
+
+
+def test_another_run_of_a_rank_is_still_another_run(tmp_path):
+    # a log of rank 0 from another job (spmd_small_cap: the same model at another cap) is no
+    # copy, cut or whole: not merged, said another run
+    d = _copy("spmd_auto", tmp_path)
+    (other,) = (FIXTURE_LOGS / "spmd_small_cap").glob("*_rank_0_*.log")
+    shutil.copy(other, d / "zz_rank0_other_job.log")
+    doc = summary_document(load(d, jobs=1))
+    assert doc["world"]["duplicated"] == "0" and "copies" not in doc["world"]
+    assert doc["diagnostics"]["counts"] == {"duplicate_rank": 1}
+    assert doc["verdict"]["text"] == "INCOMPLETE: the 4 ranks found agree; rank 0 also found in another run (not merged)"
+
+
 def test_python_load_of_a_missing_path_raises(tmp_path):
     import tracekit
 

@@ -592,7 +592,8 @@ def _verdict(
     if w["missing"]:
         incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
     if w["duplicated"]:
-        incomplete.append(f"ranks {w['duplicated']} also found in another run (not merged)")
+        who = "rank" if str(w["duplicated"]).isdigit() else "ranks"
+        incomplete.append(f"{who} {w['duplicated']} also found in another run (not merged)")
     if w.get("unplaced"):
         k = len(w["unplaced"])
         incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")

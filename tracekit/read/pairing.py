@@ -850,7 +850,11 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     per compile id, compile ids kept once; ranks sorted (the rank-less one last).
 
     A second file of a rank that belongs to another run (:func:`another_run`) is never merged:
-    it is a ``duplicate_rank`` diagnostic and its rank is listed in ``Run.duplicated``. A file
+    it is a ``duplicate_rank`` diagnostic and its rank is listed in ``Run.duplicated``; unless it
+    holds the same log or a start of it (:func:`_same_bytes`): a copy, or a copy cut short,
+    read once (``copied_file``, ``Run.copies``); when the rank's first file is the start of the
+    second, the second is read instead. Where a copy or another run's file ends is no rank's
+    cut. A file
     whose name says another rank than its entries is a ``rank_mismatch`` diagnostic (the
     entries win)."""
 
@@ -865,6 +869,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
     open_ends: dict[int | None, tuple[str, int, str]] = {}
     closed = False  # a file of the run ends with a compile's closing metrics
     copies: list[str] = []
+    others: list[str] = []  # files of another run, not merged: where they end is no rank's cut
     for res in results:
         end = open_end(res)
         if res.entries and end is None and not cut_ends(res):
@@ -904,6 +909,19 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                 f"the entries say rank {res.rank}, the file name rank {res.name_rank}",
             )
         m = merging.get(res.rank)
+        why = same = None
+        if m is not None:
+            why = another_run(m, res)
+            same = _same_bytes(m.rank.files[0], res.path) if why is not None else ""
+            if same == "cut_a" and len(m.rank.files) == 1:  # the rank's file so far: a cut copy of this one
+                first = m.rank.files[0]
+                diagnostics.add(
+                    "copied_file", first, 0, f"a copy cut short of {res.path}: {res.path} read instead"
+                )
+                copies.append(first)
+                open_ends.pop(res.rank, None)
+                del merging[res.rank]
+                m = None
         if m is None:
             r = Rank(
                 res.rank,
@@ -929,12 +947,12 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
             )
         else:
             r = m.rank
-            why = another_run(m, res)
-            same = why is not None and _same_bytes(r.files[0], res.path)
-            if same:
-                how = (
-                    "a byte-identical copy" if same == "bytes" else "a copy (the same log once decompressed)"
-                )
+            if same and same != "cut_a":
+                how = {
+                    "bytes": "a byte-identical copy",
+                    "content": "a copy (the same log once decompressed)",
+                    "cut_b": "a copy cut short",
+                }[same]
                 diagnostics.add("copied_file", res.path, 0, f"{how} of {r.files[0]}: read once")
                 copies.append(res.path)
                 continue
@@ -947,6 +965,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                     f"rank {who} is also in {r.files[0]}; this file is another run ({why}): not merged",
                 )
                 duplicated.add(res.rank)
+                others.append(res.path)
                 continue
             _continue_rank(m, res)
         if end is not None and not cut_ends(res):  # a rank's later file goes on from its earlier
@@ -982,7 +1001,11 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
         diagnostics=diagnostics,
         duplicated=_rank_order(duplicated),
         unplaced=unplaced,
-        cut=[c for c in cut if c["file"] not in unplaced and c["file"] not in copies],
+        cut=[
+            c
+            for c in cut
+            if c["file"] not in unplaced and c["file"] not in copies and c["file"] not in others
+        ],
         copies=copies,
     )
 
@@ -1029,30 +1052,38 @@ def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:
 def _same_bytes(a: str, b: str) -> str:
     """Whether two files hold the same log (a copy of a rank's log is not another run):
     ``"bytes"`` for the same bytes, ``"content"`` for the same bytes once decompressed (a
-    ``.gz`` of the plain log), ``""`` otherwise."""
+    ``.gz`` of the plain log), ``"cut_b"`` when ``b`` holds the start of ``a``'s log and
+    nothing else (a copy cut short: a backup that stopped, a ``.gz`` cut mid-stream), ``"cut_a"``
+    when ``a`` is such a copy of ``b``, ``""`` otherwise."""
     try:
         if filecmp.cmp(a, b, shallow=False):
             return "bytes"
-        return "content" if _same_content(a, b) else ""
+        return _same_content(a, b)
     except OSError:
         return ""
 
 
-def _same_content(a: str, b: str) -> bool:
-    """Whether two logs read the same through :func:`tracekit.read.sources.open_log` (gzip
-    undone), compared 1 MiB at a time; False at once when neither is gzipped."""
+def _same_content(a: str, b: str) -> str:
+    """How two logs compare read through :func:`tracekit.read.sources.open_log` (gzip undone),
+    1 MiB at a time: ``"content"`` (the same log), ``"cut_a"`` / ``"cut_b"`` (one is a start of
+    the other: a copy cut short), ``""`` (they differ)."""
     sa, ra = open_log(a)
     try:
         sb, rb = open_log(b)
         try:
-            if sa is ra and sb is rb:  # two plain files: the bytes said it
-                return False
             while True:
                 x, y = sa.read(1 << 20), sb.read(1 << 20)
-                if x != y:
-                    return False
-                if not x:
-                    return not getattr(sa, "error", None) and not getattr(sb, "error", None)
+                if x == y:
+                    if not x:
+                        clean = not getattr(sa, "error", None) and not getattr(sb, "error", None)
+                        return "content" if clean and not (sa is ra and sb is rb) else ""
+                    continue
+                # one ends inside the other: the shorter is a start of the longer, if it ends here
+                if x and y.startswith(x) and not sa.read(1):
+                    return "cut_a"
+                if y and x.startswith(y) and not sb.read(1):
+                    return "cut_b"
+                return ""
         finally:
             sb.close()
             rb.close()
