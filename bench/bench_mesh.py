@@ -3,6 +3,7 @@
 
     python bench/bench_mesh.py                       # 1,024 ranks, small logs, 5 runs
     python bench/bench_mesh.py --ranks 4096 --runs 3
+    python bench/bench_mesh.py --runs 7 --against /tmp/before   # and a checkout of an earlier commit
 
 The directories are made by ``bench/make_ranks.py`` from real fixture logs, ``--small`` (the
 entries summarize reads). The first 1-D one: rank 0 of ``fixtures/logs/spmd_auto`` for every rank. The
@@ -28,6 +29,9 @@ less sensitive to others' load), with the modules imported from bytecode (writte
 runs under the work directory: ``PYTHONPYCACHEPREFIX``), as an installed tracekit imports them; a text run of the 2-D one is checked to
 say ``world N = replicate N/2 × shard 2`` and OK. Printed side by side with the ratio (issue 37:
 2-D / 1-D <= 1.2 wanted) and the machine's load (``os.getloadavg``) before and after.
+``--against TREE``: another checkout (``git worktree add --detach /tmp/before COMMIT``, its C
+scanner built) summarizes the same directories in the same runs, interleaved: a before/after
+measured side by side.
 """
 
 from __future__ import annotations
@@ -106,49 +110,68 @@ def dir_bytes(d: Path) -> int:
     return sum(f.stat().st_size for f in d.iterdir())
 
 
+def tree_env(tree: Path, pycache: Path) -> dict[str, str]:
+    """The environment that runs ``tree``'s tracekit, its modules imported from bytecode kept in
+    ``pycache`` (as an installed tracekit imports them), whatever PYTHONDONTWRITEBYTECODE says."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    env["PYTHONSAFEPATH"] = "1"  # ``-c`` puts the working directory first: it may be another tree
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", action="store_true", help="keep the directories")
+    ap.add_argument("--against", metavar="TREE", type=Path, default=None,
+                    help="another tracekit checkout (a worktree of an earlier commit, its C scanner built): "
+                    "it summarizes the same directories too, runs interleaved, both printed (a before/after "
+                    "in one run)")
     args = ap.parse_args(argv)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_mesh_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    # modules imported from bytecode, as an installed tracekit's are: written by the check runs
-    # below into the work directory (not the tree), whatever PYTHONDONTWRITEBYTECODE says
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    trees = {"this tree": ROOT, **({"against": args.against.resolve()} if args.against else {})}
+    envs = {label: tree_env(tree, work / f"pycache{i}") for i, (label, tree) in enumerate(trees.items())}
     try:
         dirs = make_dirs(work, args.ranks)
         mesh_dir = dirs[MESH_NAME]
-        text = subprocess.run([sys.executable, "-c", TRACEKIT, "summarize", str(mesh_dir)], env=env,
-                              capture_output=True, text=True, check=True).stdout
-        want = f"Mesh: world {args.ranks} = replicate {args.ranks // 2} × shard 2;"
-        if want not in text or not text.split("\n")[2].startswith("OK:"):
-            sys.exit(f"the 2-D directory is not read as a healthy mesh:\n{text[:2000]}")
-        text = subprocess.run([sys.executable, "-c", TRACEKIT, "summarize", str(dirs[SAME_NAME])], env=env,
-                              capture_output=True, text=True, check=True).stdout
-        if "Mesh:" in text or not text.split("\n")[2].startswith(f"OK: all {args.ranks} ranks agree"):
-            sys.exit(f"the 1-D directory of the same bytes is not read as a healthy 1-D run:\n{text[:2000]}")
+        for env in envs.values():  # the check runs write each tree's bytecode
+            text = subprocess.run([sys.executable, "-c", TRACEKIT, "summarize", str(mesh_dir)], env=env,
+                                  capture_output=True, text=True, check=True).stdout
+            want = f"Mesh: world {args.ranks} = replicate {args.ranks // 2} × shard 2;"
+            if want not in text or not text.split("\n")[2].startswith("OK:"):
+                sys.exit(f"the 2-D directory is not read as a healthy mesh:\n{text[:2000]}")
+            text = subprocess.run([sys.executable, "-c", TRACEKIT, "summarize", str(dirs[SAME_NAME])], env=env,
+                                  capture_output=True, text=True, check=True).stdout
+            if "Mesh:" in text or not text.split("\n")[2].startswith(f"OK: all {args.ranks} ranks agree"):
+                sys.exit(f"the 1-D directory of the same bytes is not read as a healthy 1-D run:\n{text[:2000]}")
         out = work / "out.json"
         load_before = os.getloadavg()
-        best: dict[str, float] = {}
-        best_cpu: dict[str, float] = {}
+        best: dict[tuple[str, str], float] = {}
+        best_cpu: dict[tuple[str, str], float] = {}
         for _ in range(args.runs):
             for name, d in dirs.items():
-                cmd = [sys.executable, "-c", TRACEKIT, "summarize", str(d), "--format", "json", "--output", str(out)]
-                wall, _rss, _pss, rc, cpu = run(cmd, env)
-                if rc != 0:
-                    sys.exit(f"{name}: exited {rc}")
-                best[name] = min(wall, best.get(name, wall))
-                best_cpu[name] = min(cpu, best_cpu.get(name, cpu))
+                for label, env in envs.items():
+                    cmd = [sys.executable, "-c", TRACEKIT, "summarize", str(d), "--format", "json", "--output", str(out)]
+                    wall, _rss, _pss, rc, cpu = run(cmd, env)
+                    if rc != 0:
+                        sys.exit(f"{name} ({label}): exited {rc}")
+                    key = (label, name)
+                    best[key] = min(wall, best.get(key, wall))
+                    best_cpu[key] = min(cpu, best_cpu.get(key, cpu))
         load_after = os.getloadavg()
         print(f"summarize, {args.ranks:,} small rank logs, best of {args.runs} (interleaved)")
-        for name, wall in best.items():
-            print(f"  {name:<24}{wall:>8.3f} s wall {best_cpu[name]:>7.3f} s CPU {dir_bytes(dirs[name]):>12,} B")
-        for base, same in ((FLAT_NAME, "same rank count"), (SAME_NAME, "same rank count and bytes")):
-            wall, cpu = best[MESH_NAME] / best[base], best_cpu[MESH_NAME] / best_cpu[base]
-            print(f"  2-D / {base}: {wall:.2f} wall, {cpu:.2f} CPU (<= 1.2 wanted; {same})")
+        for label, tree in trees.items():
+            if len(trees) > 1:
+                print(f"{label}: {tree}")
+            for name in dirs:
+                wall, cpu = best[(label, name)], best_cpu[(label, name)]
+                print(f"  {name:<24}{wall:>8.3f} s wall {cpu:>7.3f} s CPU {dir_bytes(dirs[name]):>12,} B")
+            for base, same in ((FLAT_NAME, "same rank count"), (SAME_NAME, "same rank count and bytes")):
+                wall = best[(label, MESH_NAME)] / best[(label, base)]
+                cpu = best_cpu[(label, MESH_NAME)] / best_cpu[(label, base)]
+                print(f"  2-D / {base}: {wall:.2f} wall, {cpu:.2f} CPU (<= 1.2 wanted; {same})")
         print(f"  load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     finally:
         if not args.keep:

@@ -164,7 +164,7 @@ def _cached_canon(
     else:
         k = (
             group_free_facts(g),
-            tuple(by_role.roles.get(n, n) for n in g.fsdp_groups),
+            tuple(map(by_role.roles.get, g.fsdp_groups, g.fsdp_groups)),
             None if g.final is None else by_role.number(g.final),
         )
     text = cache.get(k)

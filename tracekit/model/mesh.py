@@ -271,10 +271,12 @@ class RoleSequences:
         [["all_gather", "3", 148552, "f32"]]  ->  (("all_gather", "shard", 148552, "f32"),)  # both
     """
 
-    __slots__ = ("roles", "_by_list", "_by_slots", "_by_names", "_numbers")
+    __slots__ = ("roles", "_slot_roles", "_by_list", "_by_slots", "_by_names", "_numbers")
 
     def __init__(self, roles: dict[str, str]) -> None:
         self.roles = roles
+        # a final's names by role: a name "None" is no group (as an estimation row says it)
+        self._slot_roles: dict[str, str | None] = {**roles, "None": None}
         # id of a collectives list -> (the list, kept alive so the id stays its own; the number)
         self._by_list: dict[int, tuple[list[Any], int]] = {}
         # (id of a final's GroupSlots, its names by role) -> (the GroupSlots, kept; the number)
@@ -289,13 +291,13 @@ class RoleSequences:
         template and its few names by role: the finals of 512 shard groups, one template and
         names ``("3", "1")``, ``("4", "1")``, ... by role ``("shard", "replicate")``, are one
         sequence made once."""
-        roles, slots = self.roles, f.group_slots
+        slots = f.group_slots
         if slots is not None:  # its collectives are not read (unbound, made per rank if read)
             nhit = self._by_names.get((id(slots), f.names))
             if nhit is not None and nhit[0] is slots:
                 return nhit[1]
             # a name "None" is a collective without group, as in the sequence
-            key = (id(slots), tuple(None if n == "None" else roles.get(n, n) for n in f.names))
+            key = (id(slots), tuple(map(self._slot_roles.get, f.names, f.names)))
             shit = self._by_slots.get(key)
             if shit is None or shit[0] is not slots:
                 shit = self._by_slots[key] = (slots, self._number(f.collectives))
