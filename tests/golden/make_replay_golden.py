@@ -35,6 +35,7 @@ SCENARIOS = (
     "overlap_cap_a",
     "overlap_cap_b",
     "spmd_auto_gz",
+    "fsdp_tp2_overlap",  # a mesh: shard 2 x tp 2, two tensor-parallel all-reduces a graph (issue 37)
 )
 FORMATS = ("table", "json", "markdown")
 
