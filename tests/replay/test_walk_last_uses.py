@@ -25,6 +25,19 @@ CASES = {
     ("spmd_auto", 1, 1024.0): (141, 656496, 20),
 }
 
+# (scenario, graph, cap MB) -> nodes that allocate or free, in graph order and in the late order
+# (a node the late order leaves out is never scheduled)
+EVENTS = {
+    ("overlap_cap_a", 0, 0.1): [45, 45],
+    ("overlap_cap_a", 0, 1024.0): [44, 44],
+    ("overlap_cap_a", 1, 0.1): [87, 86],
+    ("overlap_cap_a", 1, 1024.0): [78, 77],
+    ("spmd_auto", 0, 0.1): [64, 64],
+    ("spmd_auto", 0, 1024.0): [56, 56],
+    ("spmd_auto", 1, 0.1): [109, 106],
+    ("spmd_auto", 1, 1024.0): [97, 94],
+}
+
 
 def _bucketed(scenario: str, index: int, cap: float):
     from bucketing import pre_bucket_fsdp_collectives
@@ -87,3 +100,31 @@ def test_the_walk_asks_about_last_uses_with_every_use_s_figures(scenario, index,
         assert max(len(u) for u in ours.alias_tracker.storage_to_uses.values()) == 1
         assert _walk(ours, order) == _walk(every, order)
     assert max(_walk(memory_walk(gm, Unscheduled(), list(gm.graph.nodes)), list(gm.graph.nodes))) == peak
+
+
+@pytest.mark.parametrize(("scenario", "index", "cap"), list(CASES))
+def test_only_the_nodes_that_allocate_or_free_go_through_the_tracker(scenario, index, cap):
+    """schedule()'s walk hands the tracker only the nodes _walk_events names (they allocate a
+    storage or are the last use of one) and adds the others to its scheduled set: the same
+    bytes after every node as torch's tracker asking about every node and every use."""
+    from tracekit.replay.overlap_schedule import _walk_events, memory_walk
+
+    class Unscheduled:
+        memory_tracker = None
+
+    gm = _bucketed(scenario, index, cap)
+    sizes = []
+    for order in (list(gm.graph.nodes), _late_order(gm)):
+        ours = memory_walk(gm, Unscheduled(), order)
+        events = _walk_events(ours)
+        assert events is not None
+        got = []
+        for n in order:
+            if n in events:
+                ours.schedule_node(n)
+            else:
+                ours.scheduled.add(n)
+            got.append(ours.current_memory_bytes)
+        assert got == _walk(memory_walk(gm, Unscheduled()), order)
+        sizes.append(len(events & set(order)))
+    assert sizes == EVENTS[(scenario, index, cap)]
