@@ -208,6 +208,7 @@ class FsdpPlanner:
         self.input_views: dict[tuple, tuple] = {}
         #: and of the clones of the members' outputs (:meth:`bucketing.merge._Builder.output_reshape`)
         self.output_clones: dict[tuple, tuple] = {}
+        self._plans: dict[float, FsdpPlan] = {}  # plan_at's, by cap
         self._collect_candidates()
         self._collect_sizes()
 
@@ -288,13 +289,14 @@ class FsdpPlanner:
 
     # -- the plan ---------------------------------------------------------------------------
     def plan_at(self, cap_mb: float) -> FsdpPlan:
-        """:meth:`plan_nodes` at one cap for every bucket, the last one kept: a replay asks for
-        the plan of a cap (:meth:`plan`), then the rewrite of a copy at that cap asks again."""
-        last = getattr(self, "_last_plan", None)
-        if last is not None and last[0] == cap_mb:
-            return last[1]
-        plan = self.plan_nodes(lambda _index: cap_mb)
-        self._last_plan = (cap_mb, plan)
+        """:meth:`plan_nodes` at one cap for every bucket, kept by cap: a replay asks for the
+        plan of a cap (:meth:`plan`), then the rewrite of a copy at that cap asks again, and a
+        sweep in several processes plans every cap first (to schedule each distinct plan once)
+        and then each again as it replays it. A plan is of the graph as it was planned: a
+        planner is not asked again after rewriting its own graph."""
+        plan = self._plans.get(cap_mb)
+        if plan is None:
+            plan = self._plans[cap_mb] = self.plan_nodes(lambda _index: cap_mb)
         return plan
 
     def plan_nodes(self, cap_mb_by_index: Callable[[int], float]) -> FsdpPlan:

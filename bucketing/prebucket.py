@@ -39,6 +39,7 @@ def pre_bucket_fsdp_collectives(
     group_size: int | None = None,
     planner: FsdpPlanner | None = None,
     lint: bool = True,
+    artifacts: bool = True,
 ) -> BucketingReport:
     """Merge FSDP all-gathers, reduce-scatters and all-reduces of ``gm`` into capped buckets.
 
@@ -63,11 +64,16 @@ def pre_bucket_fsdp_collectives(
     cap is rewritten on ``gm``, its nodes found by name, instead of planning ``gm`` again (a
     replay rewrites a copy of one graph per cap); ``mode``, ``fsdp_groups`` and ``group_size``
     are then the planner's. ``lint=False`` skips checking the rewritten graph (``Graph.lint``)
-    for a caller that checked the rewrite of the same graph at another cap.
+    for a caller that checked the rewrite of the same graph at another cap. ``artifacts=False``
+    emits none (a replay's copies are not a run's graphs; and with no TORCH_TRACE, torch's trace
+    handler still has the first artifact of a process made, the whole graph printed, before it
+    finds it has nowhere to write: 0.7 s on a 9,000-node graph).
     """
     check_torch()
     with gc_paused():
-        return _pre_bucket(gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size, planner, lint)
+        return _pre_bucket(
+            gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size, planner, lint, artifacts
+        )
 
 
 def _pre_bucket(
@@ -79,6 +85,7 @@ def _pre_bucket(
     group_size: int | None = None,
     planner: FsdpPlanner | None = None,
     lint: bool = True,
+    emit: bool = True,
 ) -> BucketingReport:
     if planner is None:
         planner = FsdpPlanner(gm, mode, fsdp_groups=fsdp_groups, group_size=group_size)
@@ -86,11 +93,12 @@ def _pre_bucket(
     if not planner.fsdp_groups:
         report.skipped_reason = "no FSDP all-gather in the graph"
         return report
-    verbose = _verbose()
-    artifacts.emit_string(
-        artifacts.INPUT_GRAPH,
-        lambda: gm.print_readable(print_output=False, include_stride=True, include_device=True),
-    )
+    verbose = emit and _verbose()
+    if emit:
+        artifacts.emit_string(
+            artifacts.INPUT_GRAPH,
+            lambda: gm.print_readable(print_output=False, include_stride=True, include_device=True),
+        )
     if verbose:
         sizes_before = report.sizes_before
         artifacts.emit_json(artifacts.SIZES, lambda: sizes_before)
@@ -98,7 +106,8 @@ def _pre_bucket(
     report.cap_mb, report.cap_source = cap.cap_mb, cap.source
     plan = planner.plan_at(cap.cap_mb)
     fill_buckets(report, plan)
-    artifacts.emit_json(artifacts.BUCKETS, report.buckets_payload)
+    if emit:
+        artifacts.emit_json(artifacts.BUCKETS, report.buckets_payload)
 
     buckets = plan.buckets if planner.gm is gm else _on_copy(gm.graph, planner.nodes, plan.buckets)
     _check_mergeable(buckets, planner.mode)
@@ -124,7 +133,8 @@ def _pre_bucket(
         artifacts.emit_json(artifacts.SIZES_AFTER, lambda: sizes_after)
     line = report.summary_line()
     logger.info("pre_bucket_fsdp_collectives: %s", line)
-    artifacts.emit_string(artifacts.SUMMARY, lambda: line)
+    if emit:
+        artifacts.emit_string(artifacts.SUMMARY, lambda: line)
     return report
 
 

@@ -201,8 +201,8 @@ def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
     "-j",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker processes scheduling a graph's caps side by side (default: the machine's cores; "
-    "1: one after another in this process). The output is the same.",
+    help="Processes scheduling a graph's caps side by side: this one and N-1 forked workers (default: "
+    "the machine's cores; 1: one after another in this process). The output is the same.",
 )
 @examples(
     "tracekit replay logs/ --cap-mb 64",

@@ -58,7 +58,8 @@ def replay(
     """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
 
     Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``; ``jobs``:
-    worker processes for each graph's distinct caps, :mod:`~tracekit.replay.parallel_caps`). Without
+    processes for each graph's distinct caps, this one and ``jobs - 1`` forked workers,
+    :mod:`~tracekit.replay.parallel_caps`). Without
     torch, or on a release that lacks what it calls (2.13 to 2.15 have it), raises
     :class:`bucketing.compat.UnsupportedTorch` (``pip install 'tracekit[replay]'``).
     """

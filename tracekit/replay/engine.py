@@ -71,7 +71,8 @@ class ReplayOptions:
     overlap: bool | None = None
     gpu: str = "H100"  # whose roofline times nodes without a recorded estimate
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)  # OverlapScheduler settings
-    # worker processes for a graph's distinct caps (:mod:`parallel_caps`); 1: one after another
+    # processes for a graph's distinct caps, this one and jobs - 1 workers (:mod:`parallel_caps`);
+    # 1: one after another here
     jobs: int = 1
     # the run's process groups read from every rank's logs (:mod:`process_groups`): sizes and
     # members of the groups a graph names without a size (a mesh's all-reduce groups); None: none read
@@ -400,6 +401,7 @@ class GraphReplayer:
                     recompile=False,
                     planner=self.what_if_planner if what_if else self.planner,
                     lint=not self._linted,
+                    artifacts=False,  # a copy of a replay: nothing for a TORCH_TRACE
                 )
             self._linted = True
             hw = self.what_if_hardware(what_if)

@@ -1,0 +1,110 @@
+"""How a sweep's caps are shared with ``--jobs`` (issue 41, tracekit.replay.parallel_caps): the
+smallest cap (the most buckets: the longest schedule) leaves for a worker first, this process
+schedules the others meanwhile instead of waiting, each distinct plan is scheduled once; plans
+are kept by cap, and a replay's copies emit no TORCH_TRACE artifact (torch's handler would
+otherwise print the whole graph once a process). On overlap_cap_a's backward graph (110 nodes,
+forked here with ``min_nodes=0``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from tests.conftest import FIXTURE_LOGS
+
+pytest.importorskip("torch")
+
+A = FIXTURE_LOGS / "overlap_cap_a"
+
+
+def _backward():
+    from tracekit.read.reader import graph_sources
+
+    return [s for s in graph_sources([str(A)]) if s.graph_index == 1][0]
+
+
+def _held(job):
+    """In the worker (the pool finds it by name): held until this process has made its two
+    schedules (``_held.release`` exists; a minute at most), then the real one, with its pid."""
+    import time
+
+    for _ in range(6000):
+        if _held.release.exists():
+            break
+        time.sleep(0.01)
+    return ("worker", os.getpid(), job[0], _held.real(job))
+
+
+def test_the_smallest_cap_leaves_first_and_this_process_schedules_the_rest(tmp_path, monkeypatch):
+    from tracekit.replay import parallel_caps
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+
+    src = _backward()
+    wanted = [(1.5, False), (64.0, True), (0.5, True), (0.01, True), (0.1, True), (4.0, True), (1.0, True)]
+    here = GraphReplayer(src.text, ReplayOptions())
+    keys: dict[tuple, float] = {}  # the distinct plans, smallest cap first: the order they go in
+    for cap, what_if in sorted(wanted):
+        keys.setdefault(here.schedule_key(cap, src.compute_estimates_us, what_if)[0], cap)
+    assert list(keys.values()) == [0.01, 4.0, 64.0]
+
+    release = tmp_path / "release"
+    monkeypatch.setattr(_held, "release", release, raising=False)
+    monkeypatch.setattr(_held, "real", parallel_caps._schedule_one, raising=False)
+    monkeypatch.setattr(parallel_caps, "_schedule_one", _held)
+    sweep = GraphReplayer(src.text, ReplayOptions(jobs=2))
+    made: list[tuple] = []
+    keep = sweep.keep_schedule
+
+    def kept(key, scheduled):
+        if isinstance(scheduled, tuple):  # a worker's
+            made.append(scheduled[:3])
+            scheduled = scheduled[3]
+        else:
+            made.append(("here", os.getpid(), keys[key]))
+            if sum(m[0] == "here" for m in made) == 2:
+                release.touch()
+        keep(key, scheduled)
+
+    sweep.keep_schedule = kept
+    assert parallel_caps.schedule_in_workers(sweep, wanted, src.compute_estimates_us, 2, min_nodes=0) == 3
+    workers = {m[1] for m in made if m[0] == "worker"}
+    assert [(m[0], m[2]) for m in made] == [("here", 4.0), ("here", 64.0), ("worker", 0.01)]
+    assert len(workers) == 1 and os.getpid() not in workers  # one worker forked for 2 jobs
+    for cap, what_if in wanted:  # and every cap finds its schedule, the one made alone
+        got = sweep.scheduled(cap, src.compute_estimates_us, what_if)
+        want = here.scheduled(cap, src.compute_estimates_us, what_if)
+        assert dataclasses.asdict(got) == dataclasses.asdict(want)
+    assert sweep.scheduler_runs == here.scheduler_runs == 3
+
+
+def test_plans_are_kept_by_cap():
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+
+    planner = GraphReplayer(_backward().text, ReplayOptions()).planner
+    one = planner.plan_at(1.0)
+    four = planner.plan_at(4.0)
+    assert planner.plan_at(1.0) is one and planner.plan_at(4.0) is four
+    assert [len(b) for b in one.buckets["RS"]] != [len(b) for b in four.buckets["RS"]]
+
+
+def test_a_replays_copies_emit_no_artifact():
+    from bucketing_support import captured_artifacts
+
+    from bucketing import pre_bucket_fsdp_collectives
+    from tracekit.replay import overlap_schedule as osch
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+
+    src = _backward()
+    rp = GraphReplayer(src.text, ReplayOptions())
+    with captured_artifacts() as records:
+        rp.scheduled(1.0, src.compute_estimates_us)
+    assert records == []
+    with captured_artifacts() as records:  # the pass as inductor runs it: its artifacts
+        pre_bucket_fsdp_collectives(osch.copy_graph(rp.gm), bucket_cap_mb=1.0, recompile=False)
+    assert [name for name, _ in records] == [
+        "tracekit_fsdp_input_graph",
+        "tracekit_fsdp_buckets",
+        "pre_bucketing_fsdp_collectives",
+    ]
