@@ -108,3 +108,36 @@ def test_a_replays_copies_emit_no_artifact():
         "tracekit_fsdp_buckets",
         "pre_bucketing_fsdp_collectives",
     ]
+
+
+def test_progress_moves_while_caps_are_scheduled_side_by_side(monkeypatch):
+    """With --jobs the caps' progress is told as their schedules are made, while the worker
+    still runs (it is told again by the loop over the caps only if it goes up): per graph,
+    steps go up to every cap, as with one job."""
+    import multiprocessing
+
+    from tracekit.replay import parallel_caps
+    from tracekit.replay.engine import CapRequest, ReplayOptions, replay_sources
+    from tracekit.replay.selection import replay_sources_for
+
+    monkeypatch.setattr(parallel_caps, "MIN_NODES", 0)
+    caps = [CapRequest(0.01), CapRequest(4.0), CapRequest(64.0), CapRequest(1.0)]
+    sources = replay_sources_for([str(A)])
+    seen: dict[int, list[tuple[int, int, bool]]] = {}
+
+    def on_cap(graph, graphs, done, total):
+        seen.setdefault(graph, []).append((done, total, bool(multiprocessing.active_children())))
+
+    replay_sources(sources, ReplayOptions(caps=caps, jobs=2), on_cap=on_cap)
+    one: dict[int, list[tuple[int, int]]] = {}
+    replay_sources(
+        sources,
+        ReplayOptions(caps=caps, jobs=1),
+        on_cap=lambda g, n, d, t: one.setdefault(g, []).append((d, t)),
+    )
+    assert one == {1: [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)], 2: [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]}
+    assert sorted(seen) == [1, 2]
+    for steps in seen.values():
+        done = [d for d, _, _ in steps]
+        assert done == sorted(set(done)) and done[-1] == 5 and {t for _, t, _ in steps} == {5}
+        assert any(worker for _, _, worker in steps)  # told while the worker was scheduling

@@ -732,6 +732,8 @@ def _replay_caps(
     requests: list[CapRequest | None] = list(options.caps)
     if (options.bucket_mode or options.scheduler_overrides) and not requests:
         requests = [None]  # the recorded cap, in the what-if bucket mode or scheduler settings
+    if on_cap is not None:  # progress never goes back: caps scheduled side by side are told first
+        on_cap = _forward_only(on_cap)
     if run_schedule and options.jobs > 1:
         from tracekit.replay.parallel_caps import schedule_in_workers
 
@@ -740,7 +742,9 @@ def _replay_caps(
             wanted += [(float(_request_cap(rp, req, repro, hw)), True) for req in requests]
         except Exception:  # noqa: BLE001 - the loop below meets the same error, and says it
             wanted = []
-        schedule_in_workers(rp, wanted, out.compute_estimates_us, options.jobs)
+        total = 1 + len(requests)
+        ready = None if on_cap is None else (lambda n, step=on_cap: step(n, total))
+        schedule_in_workers(rp, wanted, out.compute_estimates_us, options.jobs, on_ready=ready)
     if run_schedule:
         _schedule_cap(rp, out, repro, what_if=False)
         if repro.schedule is not None and out.overlap_scheduled:
@@ -790,6 +794,21 @@ def _replay_caps(
         out.replays.append(r)
         if on_cap is not None:
             on_cap(1 + len(out.replays), 1 + len(requests))
+
+
+def _forward_only(on_cap: Callable[[int, int], None]) -> Callable[[int, int], None]:
+    """``on_cap``, called only when the count of caps done goes up (with ``--jobs``, the caps
+    scheduled side by side are counted as their schedules are made; the loop over the caps
+    that follows then finds them done)."""
+    told = 0
+
+    def step(done: int, total: int) -> None:
+        nonlocal told
+        if done > told:
+            told = done
+            on_cap(done, total)
+
+    return step
 
 
 def _request_cap(rp: GraphReplayer, req: CapRequest | None, repro: CapReplay, hw: ce.Hardware) -> float:

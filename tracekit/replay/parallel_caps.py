@@ -41,7 +41,7 @@ import gc
 import multiprocessing
 import signal
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -144,28 +144,29 @@ def schedule_in_workers(
     compute_us: dict[str, float] | None,
     jobs: int,
     min_nodes: int | None = None,
-    on_made: Callable[[int], None] | None = None,
+    on_ready: Callable[[int], None] | None = None,
 ) -> int:
     """Schedule the ``(cap_mb, what_if)`` pairs of ``wanted`` whose schedules are distinct and
     not yet made, in this process and up to ``jobs - 1`` forked workers; the replayer keeps the
     results. Returns how many were made (none for a graph of fewer than ``min_nodes`` nodes, by
-    default :data:`MIN_NODES`). ``on_made(n)``: called here as schedules are kept, with how
-    many are kept so far."""
+    default :data:`MIN_NODES`). ``on_ready(n)``: called here as schedules are made (by this
+    process after each of its own, as the workers' come back), with how many of ``wanted``,
+    counted with repeats, have theirs."""
     global _REPLAYER
     if len(replayer.gm.graph.nodes) < (MIN_NODES if min_nodes is None else min_nodes):
         return 0
     if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return 0
+    repeats = Counter(wanted)
     # smallest cap first: more buckets, the longest schedule (see the module's docstring)
-    pairs = sorted(dict.fromkeys(wanted), key=lambda p: p[0])
-    seen: set[tuple] = set()
+    pairs = sorted(repeats, key=lambda p: p[0])
+    keys: dict[tuple[float, bool], tuple] = {}  # the pairs planned so far: their schedule's key
 
     def distinct(cap_mb: float, what_if: bool) -> tuple | None:
         key, _ = replayer.schedule_key(cap_mb, compute_us, what_if)
-        if replayer.knows_schedule(key) or key in seen:
-            return None
-        seen.add(key)
-        return key
+        new = not replayer.knows_schedule(key) and key not in keys.values()
+        keys[cap_mb, what_if] = key
+        return key if new else None
 
     # the first two distinct caps: fewer than two are scheduled here, by the caller's loop
     todo: list[tuple[tuple, Job]] = []
@@ -185,6 +186,18 @@ def schedule_in_workers(
     feeders: list[_Feeder] = []
     queue = _Queue()
     finished = False
+    told = -1
+
+    def tell() -> None:
+        nonlocal told
+        if on_ready is None:
+            return
+        back = {key for f in feeders for key, scheduled in list(f.done) if scheduled is not None}
+        ready = sum(repeats[p] for p, key in keys.items() if key in back or replayer.knows_schedule(key))
+        if ready != told:
+            told = ready
+            on_ready(ready)
+
     try:
         queue.put(*todo[1])
         try:
@@ -210,10 +223,11 @@ def schedule_in_workers(
             except Exception:  # noqa: BLE001 - the caller's loop meets the same error, and says it
                 continue
             made += 1
-            if on_made is not None:
-                on_made(made + sum(len(f.done) for f in feeders))
+            tell()
         for feeder in feeders:
-            feeder.join()
+            while feeder.is_alive():  # the workers' last caps: progress as they come back
+                feeder.join(0.25)
+                tell()
         for feeder in feeders:
             for key, scheduled in feeder.done:
                 if scheduled is not None:
@@ -230,8 +244,7 @@ def schedule_in_workers(
             end_pool(pool, kill=not finished)
         for feeder in feeders:
             feeder.join()
-    if on_made is not None:
-        on_made(made)
+    tell()
     return made
 
 
