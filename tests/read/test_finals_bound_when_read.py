@@ -6,7 +6,9 @@ mesh made from it by bench/bench_mesh.py (8 shard groups named 3-10, replicate g
 from __future__ import annotations
 
 import copy
+import hashlib
 import pickle
+import re
 
 import pytest
 
@@ -77,3 +79,40 @@ def test_a_summary_of_a_16_rank_mesh_reads_the_collectives_of_two_finals(mesh16)
         shard, replicate = str(3 + r.rank // 2), "1" if r.rank % 2 == 0 else "2"
         assert [c.group for c in fwd.collectives] == [shard]
         assert [c.group for c in bwd.collectives] == [shard, shard] + [replicate] * 8
+
+
+def test_a_rank_that_diverges_in_its_shard_group_is_named_among_16(mesh16, tmp_path):
+    """The schedule check groups ranks by their finals' sequences by role (one group for the 15
+    healthy ranks): the rank whose backward all-gather differs is still named, with its group."""
+    d = tmp_path / "mesh16_rank9"
+    d.mkdir()
+    for f in mesh16.iterdir():
+        data = f.read_bytes()
+        if "_rank_9_" in f.name:  # its backward all-gather's bytes, and that payload's MD5
+            data = _edit_payload(data, b"group_name:7 input_bytes:139848", b"group_name:7 input_bytes:139852")
+        (d / f.name).write_bytes(data)
+    doc = summary_document(load(d, jobs=1), with_ranks=False)
+    [item] = doc["schedule_divergence"]
+    assert (item["ranks"], item["majority_ranks"], item["group"], item["role"], item["peers"]) == (
+        "9",
+        "0-8,10-15",
+        "7",
+        "shard",
+        "8-9",
+    )
+    assert (item["compile_id"], item["graph_index"], item["position"]) == ("0/0", 1, 0)
+    assert item["value"] == {"kind": "all_gather", "group": "7", "bytes": 139852, "dtype": None}
+    assert item["majority_value"] == {"kind": "all_gather", "group": "3", "bytes": 139848, "dtype": None}
+
+
+def _edit_payload(log: bytes, old: bytes, new: bytes) -> bytes:
+    """``log`` with ``old`` replaced by ``new`` in one payload, whose ``has_payload`` is then
+    that of its new text (as torch would have written it)."""
+    lines = log.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if old in line)
+    lines[at] = lines[at].replace(old, new)
+    env = max(i for i in range(at) if not lines[i].startswith(b"\t"))
+    end = next((i for i in range(at, len(lines)) if not lines[i].startswith(b"\t")), len(lines))
+    digest = hashlib.md5(b"\n".join(p[1:] for p in lines[env + 1 : end])).hexdigest().encode()
+    lines[env] = re.sub(rb'"has_payload": "[0-9a-f]{32}"', b'"has_payload": "' + digest + b'"', lines[env])
+    return b"\n".join(lines)
