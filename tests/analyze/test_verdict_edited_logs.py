@@ -364,6 +364,34 @@ def test_another_run_of_a_rank_is_still_another_run(tmp_path):
     assert doc["verdict"]["text"] == "INCOMPLETE: the 4 ranks found agree; rank 0 also found in another run (not merged)"
 
 
+def test_subdirectories_are_said_not_read(tmp_path):
+    # one level is read: a folder whose logs are in node0/ and node1/ said only 'no log could be
+    # read' on its last line; one with logs beside a subdirectory of another run said nothing of it
+    nodes = tmp_path / "nodes"
+    for node, ranks in (("node0", (0, 1)), ("node1", (2, 3))):
+        (nodes / node).mkdir(parents=True)
+        for r in ranks:
+            f = _rank_file(FIXTURE_LOGS / "spmd_auto", r)
+            shutil.copy(f, nodes / node / f.name)
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    r = CliRunner().invoke(main, ["summarize", str(nodes)])
+    assert (r.exit_code, r.stderr) == (
+        2, f"tracekit summarize: {nodes}: directory holds no .log or .log.gz file; its subdirectories node0, node1 do: pass them\n")
+    mixed = _copy("spmd_auto", tmp_path)
+    shutil.copytree(FIXTURE_LOGS / "diverge_rank", mixed / "old_run")
+    (mixed / ".cache").mkdir()  # hidden, and holding no log: not said
+    doc = summary_document(load(mixed, jobs=1))
+    assert doc["verdict"]["text"] == "OK: all 4 ranks agree on all 2 graphs"
+    assert doc["world"]["subdirectories"] == [str(mixed / "old_run")]
+    assert render_text(doc, "table").split("\n")[4] == (
+        "World: 4 ranks found (0-3) of 4 expected; missing: none; seen in two runs: none; "
+        "not read: 1 subdirectory holding logs (old_run: pass it)")
+    assert "subdirectories" not in summary_document(load(FIXTURE_LOGS / "spmd_auto", jobs=1))["world"]
+
+
 def test_python_load_of_a_missing_path_raises(tmp_path):
     import tracekit
 

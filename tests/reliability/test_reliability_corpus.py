@@ -72,7 +72,7 @@ def _normal(doc: dict, same_lines: bool) -> dict:
     doc.pop("paths")
     doc.pop("diagnostics")
     # what only the damage says: where a log is cut, files that are no rank, "see Diagnostics"
-    for k in ("cut", "unplaced", "not_logs"):
+    for k in ("cut", "unplaced", "not_logs", "subdirectories"):
         doc["world"].pop(k, None)
     v = doc["verdict"]
     v["text"] = re.sub(r"; (rank \S+'s log is cut \(.*|\d+ files? read as no rank \(see Diagnostics\))$",
@@ -105,6 +105,8 @@ def test_damaged_log(corpus, name):
     assert "Traceback" not in ok.stderr, ok.stderr
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
+    # a subdirectory holding a log is said not read (one level is read); a link to "." is not said
+    assert doc["world"].get("subdirectories") == ([str(out / case.inputs[0] / "old")] if name == "junk_dir" else None)
     # every intact entry counted: equal to the clean log minus the damaged entries
     assert _normal(doc, case.same_lines) == _normal(expected, case.same_lines)
     assert _signature(doc) == ABSOLUTE[name]

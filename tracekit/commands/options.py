@@ -91,6 +91,13 @@ def no_log_reason(run: Any) -> str | None:
 
     why = next(
         (e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None
+    ) or next(  # a folder of runs: its subdirectories hold the logs
+        (
+            f"{e['file']}: {e['detail']}"
+            for e in run.diagnostics.examples
+            if e["kind"] == "no_log_files" and "subdirectories" in e["detail"]
+        ),
+        None,
     )
     return escape_controls(why or "no log could be read")
 

@@ -331,6 +331,7 @@ class Run:
     cut: list[dict[str, Any]] = field(default_factory=list)
     not_logs: list[str] = field(default_factory=list)  # files in the directories that hold no log entry
     copies: list[str] = field(default_factory=list)  # copies of a rank's log (plain or .gz), read once
+    subdirs: list[str] = field(default_factory=list)  # subdirectories holding logs, beside logs: not read
 
     def rank(self, rank: int | None) -> Rank | None:
         for r in self.ranks:

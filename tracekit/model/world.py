@@ -73,6 +73,7 @@ def world(run: Run) -> dict[str, Any]:
         **({"cut": cut} if cut else {}),
         **({"not_logs": list(run.not_logs)} if run.not_logs else {}),
         **({"copies": list(run.copies)} if run.copies else {}),
+        **({"subdirectories": list(run.subdirs)} if getattr(run, "subdirs", None) else {}),
     }
 
 
@@ -117,6 +118,11 @@ def world_text(w: dict[str, Any]) -> str:
     if not_logs:
         names = ", ".join(os.path.basename(f) for f in not_logs[:3]) + (", ..." if len(not_logs) > 3 else "")
         tail += f"; not a log: {len(not_logs)} file{'s' if len(not_logs) != 1 else ''} ({names})"
+    subdirs = w.get("subdirectories") or []
+    if subdirs:
+        names = ", ".join(os.path.basename(f) for f in subdirs[:3]) + (", ..." if len(subdirs) > 3 else "")
+        k = len(subdirs)
+        tail += f"; not read: {k} subdirector{'ies' if k != 1 else 'y'} holding logs ({names}: pass {'them' if k != 1 else 'it'})"
     cut = w.get("cut") or ""
     if cut:
         tail += f"; cut short: {'rank not logged' if cut == '-' else cut} (see Diagnostics)"

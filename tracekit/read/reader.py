@@ -150,7 +150,8 @@ def load(
     paths_given = path_list(paths)
     diagnostics = Diagnostics()
     not_logs: list[str] = []
-    names = find_log_names(paths_given, diagnostics, not_logs)
+    subdirs: list[str] = []
+    names = find_log_names(paths_given, diagnostics, not_logs, subdirs)
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     validate_all = strict if validate_all is None else validate_all
     total = done = 0
@@ -195,6 +196,7 @@ def load(
     finally:  # the workers end here, also on an error or Ctrl-C: the caller holding the error
         parts.close()  # (its traceback holds this frame, and so the pool) holds no process
     run.not_logs = not_logs
+    run.subdirs = subdirs
     read_frame_compiles(run)
     check_world(run)
     if strict and run.diagnostics.total:

@@ -94,7 +94,10 @@ def holds_entries(path: str) -> bool:
 
 
 def _dir_names(
-    directory: str, diagnostics: Diagnostics | None = None, skipped: list[str] | None = None
+    directory: str,
+    diagnostics: Diagnostics | None = None,
+    skipped: list[str] | None = None,
+    subdirs: list[str] | None = None,
 ) -> tuple[list[tuple[str, int | None]], set[str]]:
     """The names of a directory's log files, in reading order, each with the rank its name
     gives (:func:`rank_from_name`), and those of them that are symlinks (or may be). One
@@ -102,7 +105,9 @@ def _dir_names(
     name, and only names are kept, never the entries: 100,000 ranks are 100,000 files, and
     what is made here while they are listed must stay small next to what reading them keeps.
     Files not named like trace logs are opened to see whether they hold entries
-    (:func:`holds_entries`); ``skipped`` gets the paths of those that hold none."""
+    (:func:`holds_entries`); ``skipped`` gets the paths of those that hold none, ``subdirs``
+    the directory's subdirectories (one level is read: they are not; hidden ones and links to
+    directories, which can loop, left out)."""
     regular: list[str] = []
     links: set[str] = set()
     odd: list[tuple[str, str]] = []  # (name, path) named like a trace log, not a regular file
@@ -115,6 +120,8 @@ def _dir_names(
                         links.add(e.name)
                 elif diagnostics is not None and _TRACE_FILE_RE.search(e.name):
                     odd.append((e.name, e.path))
+                elif subdirs is not None and not e.name.startswith(".") and _is_dir(e) and not _is_link(e):
+                    subdirs.append(e.path)
     except OSError:
         return [], set()
     ranked: list[tuple[int, str, int | None]] = []  # (rank in the name, name, rank hint)
@@ -169,6 +176,13 @@ def _is_file(entry: os.DirEntry) -> bool:
         return False
 
 
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
 def _is_link(entry: os.DirEntry) -> bool:
     try:
         return entry.is_symlink()
@@ -210,11 +224,15 @@ def listed_size(path: str) -> int:
 
 
 def find_log_names(
-    paths: list[str] | tuple[str, ...] | str, diagnostics: Diagnostics, skipped: list[str] | None = None
+    paths: list[str] | tuple[str, ...] | str,
+    diagnostics: Diagnostics,
+    skipped: list[str] | None = None,
+    subdirs: list[str] | None = None,
 ) -> list[tuple[str, int | None]]:
     """:func:`find_logs` before the files' sizes: ``(path, rank hint)`` of each file to read,
     in order, each once (a directory's 100,000 files are listed without a ``stat`` each).
-    ``skipped``: gets the directories' files that hold no log entry (not read)."""
+    ``skipped``: gets the directories' files that hold no log entry (not read); ``subdirs``:
+    the subdirectories of the directories given that hold logs (not read: one level is)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[tuple[str, int | None]] = []
@@ -222,9 +240,12 @@ def find_log_names(
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
-            names, links = _dir_names(p, diagnostics, skipped)
+            inside: list[str] = []
+            names, links = _dir_names(p, diagnostics, skipped, inside)
             if not names:
                 diagnostics.add("no_log_files", p, 0, _no_logs_detail(p))
+            elif subdirs is not None:  # beside logs: said in World when they hold logs too
+                subdirs.extend(d for d in sorted(inside) if _dir_names(d)[0])
             files: Iterable[tuple[str, str | None, int | None]] = _dir_files(p, names, links)
         elif os.path.isfile(p):
             files = [(p, None, rank_from_name(p))]

@@ -72,7 +72,7 @@ COLUMNS = [
 
 
 #: The world's lists of files (paths, not ranks): one cell, joined by "; ".
-WORLD_PATHS = ("unplaced", "not_logs", "copies")
+WORLD_PATHS = ("unplaced", "not_logs", "copies", "subdirectories")
 
 
 def _ranks(v: Any) -> str:
