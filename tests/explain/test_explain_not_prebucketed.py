@@ -79,7 +79,7 @@ def test_text_output_names_the_reason_and_the_what_if():
             "merges RS 8->1: 0.0704 -> 0.0116 ms estimated (verified by running our pass)") in out
     assert "8 collectives, no_fsdp_group: reduce_scatter_tensor, reduce_scatter_tensor_1," in out
     assert ("what-if overlap_bucketing: with aten_distributed_optimizations.collective_bucketing = True torch's "
-            "overlap scheduler buckets RS 8->8: comm 0.0704 -> 0.0704 ms, exposed 0.0002 -> 0.0002 ms, "
+            "overlap scheduler merges nothing (RS 8->8): comm 0.0704 -> 0.0704 ms, exposed 0.0002 -> 0.0002 ms, "
             "est 0.0702 -> 0.0702 ms (torch's estimates) (run through torch's overlap scheduler)") in out
     assert "note: None" not in out
 
@@ -94,6 +94,20 @@ def test_overlap_bucketing_what_if_runs_torchs_scheduler(backward):
     assert o["as_run"] == {"collective_bucketing": False, **want}
     assert o["bucketed"] == {"collective_bucketing": True, **want}
     assert backward["note"] is None
+
+
+def test_the_overlap_what_if_says_buckets_only_when_it_merges(backward):
+    """'merges nothing (RS 8->8)' for saved_params' backward as torch ran it (it said 'buckets RS
+    8->8'); 'buckets RS 8->1' for the same figures with the bucketed side's count lowered."""
+    from tracekit.explain.not_prebucketed import overlap_text
+
+    _, o = backward["what_ifs"]
+    assert overlap_text(o).startswith(
+        "with aten_distributed_optimizations.collective_bucketing = True torch's overlap scheduler merges nothing "
+        "(RS 8->8): comm 0.0704 -> 0.0704 ms"
+    )
+    merged = {**o, "bucketed": {**o["bucketed"], "counts": {"reduce_scatter": 1}}}
+    assert "torch's overlap scheduler buckets RS 8->1: comm 0.0704 -> 0.0704 ms" in overlap_text(merged)
 
 
 def test_the_explain_command_of_summarize_selects_it():
