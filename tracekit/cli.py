@@ -122,8 +122,8 @@ def run() -> None:
         code = code if isinstance(code, int) else 0
     except SystemExit as e:
         code = e.code
-    except click.exceptions.Abort:  # click's form of KeyboardInterrupt
-        click.echo("\ntracekit: interrupted", err=True)
+    except click.exceptions.Abort:  # click's form of KeyboardInterrupt; click ended the line already
+        click.echo("tracekit: interrupted", err=True)
         code = 130
     except KeyboardInterrupt:
         click.echo("\ntracekit: interrupted", err=True)
