@@ -361,3 +361,42 @@ def test_fsdp_tp_overlap_page_shows_the_tp_all_reduces_that_run_once():
         ["0/0", "backward", "tp 3 | 4", "all_reduce 1", "524,288 B", "0.0196", "0-3"],
     ]
     assert dn.find_all("h3", id="mesh-not-prebucketed") == []
+
+
+def test_the_world_accounts_for_every_file_as_the_text_does(tmp_path):
+    """spmd_auto with a byte-identical copy of rank 2's log, a README, a 0-byte rank_5 file, a
+    subdirectory holding rank 0's log and rank 3's log ending after its forward: the page's
+    World lists them as the text's World line does (it showed expected, found, missing and
+    duplicated only)."""
+    import shutil
+
+    d = tmp_path / "run"
+    shutil.copytree(FIXTURE_LOGS / "spmd_auto", d)
+    (r2,) = d.glob("*_rank_2_*.log")
+    shutil.copy(r2, d / "copy_of_rank2.log")
+    (d / "README.txt").write_text("from the cluster\n")
+    (d / "dedicated_log_torch_trace_rank_5_x.log").write_bytes(b"")
+    (d / "sub").mkdir()
+    (r0,) = d.glob("*_rank_0_*.log")
+    shutil.copy(r0, d / "sub" / r0.name)
+    (r3,) = d.glob("*_rank_3_*.log")
+    data = r3.read_bytes()
+    r3.write_bytes(data[: data.index(b"\n", data.index(b'{"compilation_metrics": ')) + 1])
+    out = tmp_path / "r.html"
+    assert tk("report", str(d), "-o", str(out)).exit_code == 0
+    world = parse(out.read_text()).find("section", id="world")
+    rows = dict(zip([e.text for e in world.find_all("dt")], [" ".join(e.text.split()) for e in world.find_all("dd")]))
+    assert rows == {
+        "expected": "4", "found": "4 (0-3)", "missing": "none", "duplicated": "none",
+        "cut short": "3 (see Diagnostics)",
+        "not a rank": "1: dedicated_log_torch_trace_rank_5_x.log (see Diagnostics)",
+        "copies read once": "1: copy_of_rank2.log",
+        "not a log": "1: README.txt",
+        "not read (subdirectories holding logs)": "1: sub",
+    }  # fmt: skip
+    text = tk("summarize", str(d)).stdout
+    assert (
+        "World: 4 ranks found (0-3) of 4 expected; missing: none; seen in two runs: none; not a rank: 1 file "
+        "(see Diagnostics); copies read once: 1 file; not a log: 1 file (README.txt); not read: 1 subdirectory "
+        "holding logs (sub: pass it); cut short: 3 (see Diagnostics)"
+    ) in text

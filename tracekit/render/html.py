@@ -24,6 +24,7 @@ Everything taken from the document is untrusted (it comes from logs): every stri
 from __future__ import annotations
 
 import html
+import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -369,6 +370,29 @@ def mesh_rows(mesh: dict[str, Any]) -> str:
     )
 
 
+def _world_files_rows(world: dict[str, Any]) -> list[tuple[str, str]]:
+    """The World rows that account for every file besides the ranks' logs, as the text's World
+    line does (:func:`tracekit.model.world.world_text`): cut logs, files that are no rank,
+    copies read once, files that are no log, subdirectories not read; each only when there is
+    one."""
+    rows = []
+    cut = world.get("cut")
+    if cut:
+        rows.append(("cut short", f'<span class="mono">{esc(cut)}</span> (see Diagnostics)'))
+    for key, label, tail in (
+        ("unplaced", "not a rank", " (see Diagnostics)"),
+        ("copies", "copies read once", ""),
+        ("not_logs", "not a log", ""),
+        ("subdirectories", "not read (subdirectories holding logs)", ""),
+    ):
+        paths = [str(p) for p in world.get(key) or []]
+        if paths:
+            names = ", ".join(esc(os.path.basename(p.rstrip("/")) or p) for p in paths[:10])
+            more = f", and {len(paths) - 10} more" if len(paths) > 10 else ""
+            rows.append((label, f'{len(paths)}: <span class="mono">{names}</span>{more}{tail}'))
+    return rows
+
+
 def section_world(world: dict[str, Any], mesh: dict[str, Any] | None = None) -> str:
     """The world: expected, found, missing and duplicated ranks, the mesh (:func:`mesh_rows`)
     when the ranks form one, and a rank map."""
@@ -399,6 +423,7 @@ def section_world(world: dict[str, Any], mesh: dict[str, Any] | None = None) -> 
     dup = ranks_text(world.get("duplicated") or [])
     if dup or "duplicated" in world and not world.get("derived"):
         rows.append(("duplicated", f'<span class="mono">{esc(dup) or "none"}</span>'))
+    rows += _world_files_rows(world)
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in rows)
     last = max(
         [r for r in rank_members(ranks) | rank_members(world.get("missing") or []) if r is not None],
