@@ -468,6 +468,30 @@ def _plain_scheduled(tracker: Any) -> Any:
     return tracker
 
 
+@contextlib.contextmanager
+def nodes_released() -> Any:
+    """Let go of the nodes torch's scheduler keeps once the block ends (or raises).
+
+    ``overlap_scheduling.get_group_name`` is ``functools.cache``'d by node: every collective
+    the scheduler (or we, for the timeline) ask about stays in its cache, and with it the
+    node's graph. A replay schedules a copy of a graph per cap, so each copy, rewritten and
+    scheduled, was kept for the life of the process: on the 1,000-layer graph 16,030 nodes and
+    their fake values a cap, which the collector then carried through every generation. The
+    cache is emptied at the end (torch asks again and caches again)::
+
+        before: get_group_name.cache -> {ag_copy_1: '0', ...} -> ag_copy_1.graph -> every node
+        after:  the cache emptied once the schedule's figures are read; the copy is garbage
+    """
+    try:
+        yield
+    finally:
+        from torch._inductor.fx_passes import overlap_scheduling
+
+        clear = getattr(getattr(overlap_scheduling, "get_group_name", None), "cache_clear", None)
+        if clear is not None:
+            clear()
+
+
 def schedule(
     gm: fx.GraphModule,
     compute_us: dict[str, float] | None,
@@ -484,7 +508,21 @@ def schedule(
     ``comm_model``: makes the context in which torch's NCCL model answers for what-if hardware
     (:func:`tracekit.replay.comm_estimate.scheduler_model`), around the scheduler's run and the
     estimates of the collectives before and after it; None: the hardware torch detects.
-    Raises what the scheduler raises (the caller turns it into a note on that graph)."""
+    Raises what the scheduler raises (the caller turns it into a note on that graph).
+    Whatever happens, torch's scheduler keeps none of the graph's nodes (:func:`nodes_released`)."""
+    with nodes_released():
+        return _schedule(gm, compute_us, gpu, settings, members, estimates, comm_model)
+
+
+def _schedule(
+    gm: fx.GraphModule,
+    compute_us: dict[str, float] | None,
+    gpu: Gpu,
+    settings: dict[str, Any],
+    members: dict[str, list[str]] | None = None,
+    estimates: dict[tuple, float] | None = None,
+    comm_model: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+) -> ScheduledGraph:
     from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
 
     hook = RecordedEstimates(compute_us)
