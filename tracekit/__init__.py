@@ -33,13 +33,14 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
     ``jobs``: worker processes (default: the cores); ``strict``: raise
     ``tracekit.read.reader.StrictError`` on any bad input; ``progress``: see ``tracekit.read.reader.load``.
     Raises ``FileNotFoundError`` when a path does not exist, or a directory holds no log file:
-    it never returns an empty Run for a typo.
+    it never returns an empty Run for a typo; ``ValueError`` when the files hold no compile log
+    (an empty file, a foreign one), in the words ``tracekit summarize`` exits with.
     """
     import errno
     import os
 
+    from tracekit.read.reader import holds_compile_log, no_log_detail, path_list
     from tracekit.read.reader import load as _load
-    from tracekit.read.reader import path_list
 
     for p in path_list(paths):
         if not os.path.lexists(p):
@@ -48,6 +49,8 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
     if not run.ranks and not run.unplaced and "no_log_files" in run.diagnostics.counts:
         where = next(e for e in run.diagnostics.examples if e["kind"] == "no_log_files")
         raise FileNotFoundError(errno.ENOENT, where["detail"], where["file"])
+    if not holds_compile_log(run):
+        raise ValueError(no_log_detail(run))
     return run
 
 

@@ -410,6 +410,25 @@ def test_python_load_of_a_missing_path_raises(tmp_path):
     assert len(tracekit.load(FIXTURE_LOGS / "spmd_auto", jobs=1).ranks) == 4
 
 
+def test_python_load_of_files_holding_no_log_raises(tmp_path):
+    # it returned a Run of no rank (diagnostics only) for a 0-byte file or a foreign one, while
+    # every command exits 2 on them: the API says it as the commands do
+    import tracekit
+
+    empty = tmp_path / "dedicated_log_torch_trace_rank_5_x.log"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError) as e:
+        tracekit.load(empty)
+    assert str(e.value) == f"no log entries in {empty} (the file is empty)"
+    notes = tmp_path / "train.log"
+    notes.write_text("step 1 loss 2.3\n")
+    with pytest.raises(ValueError) as e:
+        tracekit.load(notes)
+    assert str(e.value) == f"no log entries in {notes} (1 bad line)"
+    # logs with compiles but no collective (an FSDP2 run) are logs: a Run
+    assert len(tracekit.load(FIXTURE_LOGS / "fsdp2").ranks) == 2
+
+
 def test_an_ok_run_where_nothing_merged_says_so():
     # overlap_cap_a: a 1.5 MB cap under 6 MB layers, every count N -> N
     doc = summary_document(load(FIXTURE_LOGS / "overlap_cap_a", jobs=1))

@@ -124,6 +124,7 @@ def test_ctrl_c_in_a_real_replay_is_one_line_after_the_interrupted_one():
     one line (click's Abort had added a blank line before ours: two newlines)."""
     import signal
     import time
+    from pathlib import Path
 
     p = subprocess.Popen(
         [sys.executable, "-m", "tracekit", "replay", "fixtures/logs/hsdp_overlap", "--recommend", "--all-ranks"],
@@ -131,7 +132,12 @@ def test_ctrl_c_in_a_real_replay_is_one_line_after_the_interrupted_one():
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a test run in the background ignores it
     )  # fmt: skip
     try:
-        time.sleep(1.5)  # past the imports of tracekit.cli (0.1 s): torch is loading or replay runs
+        # once torch's library is mapped the command runs (run() holds Ctrl-C): before that, in
+        # the interpreter's start and tracekit.cli's imports, Python's own traceback is all there is
+        maps = Path(f"/proc/{p.pid}/maps")
+        deadline = time.monotonic() + 120
+        while p.poll() is None and time.monotonic() < deadline and "libtorch" not in maps.read_text():
+            time.sleep(0.05)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
     finally:

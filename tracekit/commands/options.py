@@ -70,36 +70,24 @@ def require_torch(command: str, scheduler: bool = False) -> None:
 
 
 def has_log_entries(run: Any) -> bool:
-    """False when nothing in the input looked like a compile log: no rank, or only a rank-less
-    one with no graph, no compile, no compiled graph and no cache hit (an empty or foreign
-    file). Every command then exits :data:`BAD_INPUT` ("no log could be read"), whatever else
-    it prints. A rank-less log with compiles but no collective (tlparse's ``simple.log``) is a
-    log: summarize says what it holds."""
-    return any(
-        r.rank is not None or r.graphs or r.compiles or r.compiled_graphs or r.cache_hits for r in run.ranks
-    )
+    """False when nothing in the input looked like a compile log
+    (:func:`tracekit.read.reader.holds_compile_log`). Every command then exits
+    :data:`BAD_INPUT` ("no log could be read"), whatever else it prints."""
+    from tracekit.read.reader import holds_compile_log
+
+    return holds_compile_log(run)
 
 
 def no_log_reason(run: Any) -> str | None:
     """None when ``run`` holds a compile log (:func:`has_log_entries`); else the one line every
-    command fails with: the reader's own words for the first file that held no entry, or whose
-    rank cannot be placed ("no log entries in FILE (N bad lines)"), else "no log could be read".
-    Control characters are escaped (the file name comes from the user, the detail from a log)."""
+    command fails with (:func:`tracekit.read.reader.no_log_detail`). Control characters are
+    escaped (the file name comes from the user, the detail from a log)."""
     if has_log_entries(run):
         return None
+    from tracekit.read.reader import no_log_detail
     from tracekit.render.text import escape_controls
 
-    why = next(
-        (e["detail"] for e in run.diagnostics.examples if e["kind"] in ("no_entries", "unplaced_rank")), None
-    ) or next(  # a folder of runs: its subdirectories hold the logs
-        (
-            f"{e['file']}: {e['detail']}"
-            for e in run.diagnostics.examples
-            if e["kind"] == "no_log_files" and "subdirectories" in e["detail"]
-        ),
-        None,
-    )
-    return escape_controls(why or "no log could be read")
+    return escape_controls(no_log_detail(run))
 
 
 def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str:

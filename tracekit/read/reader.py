@@ -86,7 +86,9 @@ __all__ = [
     "NotPrebucketedSource",
     "graph_and_not_prebucketed_sources",
     "graph_sources",
+    "holds_compile_log",
     "load",
+    "no_log_detail",
     "read_file",
 ]
 
@@ -111,6 +113,28 @@ def read_file(
     return build_file(
         log, [read_segment(Segment(log), on_chunk=on_chunk, validate_all=validate_all)], SUMMARY_PARSERS
     )
+
+
+def holds_compile_log(run: Run) -> bool:
+    """False when nothing in the input looked like a compile log: no rank, or only a rank-less
+    one with no graph, no compile, no compiled graph and no cache hit (an empty or foreign
+    file). A rank-less log with compiles but no collective (tlparse's ``simple.log``) is a log."""
+    return any(
+        r.rank is not None or r.graphs or r.compiles or r.compiled_graphs or r.cache_hits for r in run.ranks
+    )
+
+
+def no_log_detail(run: Run) -> str:
+    """Why ``run`` holds no compile log, in the reader's own words: the first file that held no
+    entry, or whose rank cannot be placed (``no log entries in FILE (N bad lines)``), a folder
+    whose logs are in its subdirectories, else ``no log could be read``."""
+    for e in run.diagnostics.examples:
+        if e["kind"] in ("no_entries", "unplaced_rank"):
+            return str(e["detail"])
+    for e in run.diagnostics.examples:
+        if e["kind"] == "no_log_files" and "subdirectories" in e["detail"]:
+            return f"{e['file']}: {e['detail']}"
+    return "no log could be read"
 
 
 def path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
