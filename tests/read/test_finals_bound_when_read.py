@@ -17,7 +17,7 @@ from tracekit.analyze.summarize import summary_document
 from tracekit.model import FinalSchedule, ScheduledCollective
 from tracekit.read.reader import load
 
-_SLOT = FinalSchedule.__dict__["collectives"]
+_SLOT = FinalSchedule.__dict__["collectives"].slot  # the slot itself (reading the attribute binds)
 
 
 def _bound(f: FinalSchedule) -> bool:
