@@ -58,7 +58,7 @@ def test_saved_params_comm_is_one_number_in_summarize_replay_and_explain():
 
     explain = _out("explain", logs)
     assert "the pass merges RS 8->1: 0.0704 -> 0.0116 ms estimated" in explain
-    assert "buckets RS 8->8: comm 0.0704 -> 0.0704 ms" in explain
+    assert "merges nothing (RS 8->8): comm 0.0704 -> 0.0704 ms" in explain  # b1bd04d's wording
 
 
 def test_summarize_sums_the_logged_figures_replay_the_model():
