@@ -15,6 +15,13 @@ schedule, divided by the cores. Measured side by side in one run:
   cap (our copy, pre-bucketing, scheduler, memory walk and timeline) beside the scheduler alone,
   per distinct cap; then the same caps with ``--jobs`` = the cores (workers forked after the
   rebuild, :mod:`tracekit.replay.parallel_caps`), checked equal to the serial schedules;
+- beside each of the synthetic graph's figures, its CPU time (``getrusage``: user + system of
+  this process, and of its workers once they have ended): on a machine others load, the wall
+  clock of 2 processes says more about the others than about us, while CPU seconds do not
+  move much. ``--jobs``' CPU line gives this process's and its workers' CPU during the sweep;
+  on free cores the sweep lasts about the larger (each is busy until the caps run out), and
+  that is compared with the floor in CPU seconds (the imports' child, the rebuild, torch's
+  scheduler over the cores);
 - ``--rss``: peak memory of the same sweep with ``--jobs 1`` beside ``--jobs 2``, each in a
   fresh process (rebuild + the 17 caps), with its workers: the largest sum of the resident
   sizes of the process and its children (psutil, sampled every 50 ms; a page shared by a
@@ -46,9 +53,22 @@ CAPS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048,
 IMPORTS = "import os, torch, torch._inductor.fx_passes.overlap_scheduling; os._exit(0)"
 
 
+#: CPU seconds of each construction and run of torch's scheduler (:func:`time_scheduler`).
+SPENT_CPU: list[float] = []
+
+
+def cpu(who: int) -> float:
+    """User + system CPU seconds of ``resource.RUSAGE_SELF`` or ``RUSAGE_CHILDREN``."""
+    import resource
+
+    used = resource.getrusage(who)
+    return used.ru_utime + used.ru_stime
+
+
 def time_scheduler() -> list[float]:
     """Make torch's ``OverlapScheduler`` add the seconds of each construction and run to the
-    returned list (the class is replaced in its module by a timing subclass)."""
+    returned list, and their CPU seconds to :data:`SPENT_CPU` (the class is replaced in its
+    module by a timing subclass)."""
     import torch._inductor.fx_passes.overlap_scheduling as ovs
 
     spent: list[float] = []
@@ -56,16 +76,18 @@ def time_scheduler() -> list[float]:
 
     class Timed(base):  # type: ignore[misc, valid-type]
         def __init__(self, *a, **k):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             super().__init__(*a, **k)
             spent.append(time.perf_counter() - t0)
+            SPENT_CPU.append(time.process_time() - c0)
 
         def run(self):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return super().run()
             finally:
                 spent.append(time.perf_counter() - t0)
+                SPENT_CPU.append(time.process_time() - c0)
 
     ovs.OverlapScheduler = Timed
     return spent
@@ -122,8 +144,16 @@ def main() -> None:
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"{cores} cores; load {os.getloadavg()[0]:.2f} at start")
-    imports = min(wall([sys.executable, "-c", IMPORTS]) for _ in range(args.repeat))
-    print(f"imports (torch, overlap_scheduling): {imports:.2f} s")
+    import resource
+
+    imports_cpu = []
+    walls = []
+    for _ in range(args.repeat):
+        c0 = cpu(resource.RUSAGE_CHILDREN)
+        walls.append(wall([sys.executable, "-c", IMPORTS]))
+        imports_cpu.append(cpu(resource.RUSAGE_CHILDREN) - c0)
+    imports = min(walls)
+    print(f"imports (torch, overlap_scheduling): {imports:.2f} s, CPU {min(imports_cpu):.2f} s")
     print(
         f"{'log':<32} {'jobs 1 s':>9} {'jobs ' + str(cores) + ' s':>9} {'scheduler s':>11} {'floor s':>8} "
         f"{'x floor':>8} {'x floor':>8}"
@@ -149,12 +179,13 @@ def main() -> None:
             f"{log:<32} {t:>9.2f} {jobs:>9.2f} {sched:>11.2f} {floor:>8.2f} {t / floor:>7.2f}x {jobs / floor:>7.2f}x"
         )
     if args.layers:
-        layers(args.layers, imports, cores)
+        layers(args.layers, imports, cores, min(imports_cpu))
     print(f"load {os.getloadavg()[0]:.2f} at end")
 
 
-def layers(n: int, imports: float | None, cores: int) -> None:
+def layers(n: int, imports: float | None, cores: int, imports_cpu: float = 0.0) -> None:
     import logging
+    import resource
 
     spent = time_scheduler()
     from bench.graphs import make_fsdp_graph
@@ -163,23 +194,24 @@ def layers(n: int, imports: float | None, cores: int) -> None:
     logging.getLogger("torch._inductor.fx_passes.fsdp").setLevel(logging.WARNING)
     logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)
     text = make_fsdp_graph(n).print_readable(print_output=False, include_stride=True, include_device=True)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rp = GraphReplayer(text, ReplayOptions())
-    rebuild = time.perf_counter() - t0
+    rebuild, rebuild_cpu = time.perf_counter() - t0, time.process_time() - c0
     compute_us = {x.name: 10.0 for x in rp.gm.graph.nodes if x.op == "call_function" and "mm" in x.name}
-    ours = 0.0
+    ours = ours_cpu = 0.0
     print(f"\n{n} layers, {len(rp.gm.graph.nodes)} fx nodes: rebuild {rebuild:.2f} s")
     print(f"{'cap MB':>8} {'ours s':>7} {'scheduler s':>11} {'ratio':>6}")
     for cap in CAPS:
         before = len(spent)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rp.scheduled(float(cap), compute_us)
         dt = time.perf_counter() - t0
         ours += dt
+        ours_cpu += time.process_time() - c0
         sched = sum(spent[before:])
         ratio = f"{dt / sched:.2f}x" if sched else "reused"
         print(f"{cap:>8g} {dt:>7.2f} {sched:>11.2f} {ratio:>6}")
-    sched = sum(spent)
+    sched, sched_cpu = sum(spent), sum(SPENT_CPU)  # before --jobs: its caps here are timed too
     distinct = rp.scheduler_runs
     if imports is None:  # --caps-only
         print(
@@ -206,15 +238,27 @@ def layers(n: int, imports: float | None, cores: int) -> None:
 
     first = {cap: rp.scheduled(float(cap), compute_us) for cap in CAPS}
     rp2 = GraphReplayer(text, ReplayOptions(jobs=cores))
-    t0 = time.perf_counter()
+    t0, c0, w0 = time.perf_counter(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
     schedule_in_workers(rp2, [(float(c), False) for c in CAPS], compute_us, cores)
     again = {cap: rp2.scheduled(float(cap), compute_us) for cap in CAPS}
     parallel = time.perf_counter() - t0
+    here_cpu, workers_cpu = cpu(resource.RUSAGE_SELF) - c0, cpu(resource.RUSAGE_CHILDREN) - w0
     same = all(dataclasses.asdict(again[c]) == dataclasses.asdict(first[c]) for c in CAPS)
     total = imports + rebuild + parallel
     print(
         f"--jobs {cores}: caps {parallel:.1f} s ({ours / parallel:.2f}x faster; same schedules: {same}); "
         f"with imports and rebuild {total:.1f} s = {total / floor:.2f}x the floor (goal 1.3x)"
+    )
+    # CPU seconds: the floor's, one process's, and the sweep's on free cores (the busier process)
+    floor_cpu = imports_cpu + rebuild_cpu + sched_cpu / cores
+    free = max(here_cpu, workers_cpu / max(1, cores - 1))
+    serial_cpu = imports_cpu + rebuild_cpu + ours_cpu
+    print(
+        f"CPU: floor (imports {imports_cpu:.1f} + rebuild {rebuild_cpu:.1f} + scheduler/{cores} "
+        f"{sched_cpu / cores:.1f}) {floor_cpu:.1f} s; one process {serial_cpu:.1f} s = "
+        f"{serial_cpu / floor_cpu:.2f}x; --jobs {cores}: this process {here_cpu:.1f} s, its workers "
+        f"{workers_cpu:.1f} s; on free cores about {free:.1f} s, with imports and rebuild "
+        f"{imports_cpu + rebuild_cpu + free:.1f} s = {(imports_cpu + rebuild_cpu + free) / floor_cpu:.2f}x the floor"
     )
 
 
