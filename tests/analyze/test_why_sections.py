@@ -157,6 +157,25 @@ def _gz_copy(d: Path) -> None:
     (d / (f.name + ".gz")).write_bytes(gzip.compress(f.read_bytes()))
 
 
+def _three_of_four_end_early(d: Path) -> None:
+    for r in (1, 2, 3):
+        f = _rank_file(d, r)
+        data = f.read_bytes()
+        f.write_bytes(data[: data.index(b"\n", data.index(b'{"compilation_metrics": ')) + 1])
+
+
+def _cut_gz_copy(d: Path) -> None:
+    import gzip
+
+    f = _rank_file(d, 0)
+    (d / "rank0_backup.log.gz").write_bytes(gzip.compress(f.read_bytes()[:300_000]))
+
+
+def _subdirectory(d: Path) -> None:
+    (d / "old_run").mkdir()
+    shutil.copy(_rank_file(d, 0), d / "old_run" / "rank0.log")
+
+
 EDITS = {
     "cut mid-entry": ("spmd_auto", _cut_mid_entry, ["World", "Diagnostics"]),
     "cut at a line end": ("spmd_auto", _cut_at_line_end, ["World", "Diagnostics"]),
@@ -168,6 +187,9 @@ EDITS = {
     "rank removed": ("spmd_auto", _rank_removed, ["World"]),
     "another run": ("spmd_auto", _another_run, ["World"]),
     "gz copy": ("spmd_auto", _gz_copy, []),
+    "3 of 4 end after a compile": ("spmd_auto", _three_of_four_end_early, ["World", "Diagnostics"]),
+    "cut gz copy": ("spmd_auto", _cut_gz_copy, []),
+    "subdirectory": ("spmd_auto", _subdirectory, []),
 }
 
 
