@@ -141,3 +141,31 @@ def test_progress_moves_while_caps_are_scheduled_side_by_side(monkeypatch):
         done = [d for d, _, _ in steps]
         assert done == sorted(set(done)) and done[-1] == 5 and {t for _, t, _ in steps} == {5}
         assert any(worker for _, _, worker in steps)  # told while the worker was scheduling
+
+
+def _dies(job):
+    """In the worker: it dies at its first cap (killed, out of memory)."""
+    os._exit(3)
+
+
+def test_a_worker_lost_leaves_its_cap_to_this_process(monkeypatch):
+    """The worker dies at the smallest cap: this process still schedules the others, no process is
+    left, and the caller's loop schedules the lost cap as one job would: the same schedules."""
+    import multiprocessing
+
+    from tracekit.replay import parallel_caps
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+
+    src = _backward()
+    wanted = [(1.5, False), (64.0, True), (0.01, True), (4.0, True)]
+    monkeypatch.setattr(parallel_caps, "_schedule_one", _dies)
+    sweep = GraphReplayer(src.text, ReplayOptions(jobs=2))
+    assert parallel_caps.schedule_in_workers(sweep, wanted, src.compute_estimates_us, 2, min_nodes=0) == 2
+    assert multiprocessing.active_children() == []
+    assert sweep.scheduler_runs == 2  # 4 and 64 MB here; 0.01 MB lost with the worker
+    here = GraphReplayer(src.text, ReplayOptions())
+    for cap, what_if in wanted:
+        got = sweep.scheduled(cap, src.compute_estimates_us, what_if)
+        want = here.scheduled(cap, src.compute_estimates_us, what_if)
+        assert dataclasses.asdict(got) == dataclasses.asdict(want)
+    assert sweep.scheduler_runs == here.scheduler_runs == 3
