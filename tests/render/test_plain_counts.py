@@ -90,3 +90,29 @@ def test_counts_agree_in_a_divergent_cut_run_and_its_exit_lines(tmp_path):
 
 def test_the_maybe_plural_check_finds_one():
     assert MAYBE_PLURAL.findall("1 bad input(s); 2 all-gather(s); f(s)") == ["input(s)", "all-gather(s)"]
+
+
+def test_findings_on_one_rank_say_rank(tmp_path):
+    """The verdict's findings name one rank as 'rank 0' (they said 'ranks 0'): saved_params with
+    ranks 1-3 removed (its backward never pre-bucketed), and hsdp with ranks 1-3 ending after the
+    forward (rank 0's backward alone holds the replicate all-reduces)."""
+    d = tmp_path / "saved_params"
+    shutil.copytree(FIXTURE_LOGS / "saved_params", d)
+    for r in (1, 2, 3):
+        next(d.glob(f"*_rank_{r}_*.log")).unlink()
+    assert summary_document(load(d, jobs=1))["verdict"]["text"] == (
+        "INCOMPLETE: one rank found; 3 of 4 ranks missing (1-3); FINDING: 1 graph never pre-bucketed "
+        "(0/0 backward on rank 0: 8 reduce-scatters, 298,144 B, 0.0704 ms estimated, run one by one); "
+        "see Bucketing did nothing"
+    )
+    h = tmp_path / "hsdp"
+    shutil.copytree(FIXTURE_LOGS / "hsdp", h)
+    for r in (1, 2, 3):
+        f = next(h.glob(f"*_rank_{r}_*.log"))
+        data = f.read_bytes()
+        f.write_bytes(data[: data.index(b"\n", data.index(b'{"compilation_metrics": ')) + 1])
+    text = summary_document(load(h, jobs=1))["verdict"]["text"]
+    assert text.endswith(
+        "FINDING: collectives pre-bucketing never handles on this mesh, run one by one: 8 all_reduce on "
+        "replicate group 1 (0/0 backward, rank 0: 148,552 B, 0.0658 ms est.)"
+    )

@@ -413,6 +413,11 @@ def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[st
     return items
 
 
+def _ranks_words(ranks: str) -> str:
+    """``rank 3`` or ``ranks 0-3``: a rank set's text with its noun in agreement."""
+    return f"rank {ranks}" if ranks.isdigit() else f"ranks {ranks}"
+
+
 def findings_text(dn: list[dict[str, Any]]) -> str:
     """The verdict's finding for graphs never pre-bucketed (``dn``: :func:`did_nothing`'s
     items), e.g. ``FINDING: 1 graph not pre-bucketed (0/0 backward on ranks 0-3: 8
@@ -422,7 +427,7 @@ def findings_text(dn: list[dict[str, Any]]) -> str:
         return ""
     keys = {(d["compile_id"], d["graph_index"]) for d in items}
     what = "; ".join(
-        f"{d['compile_id']} {graph_label(d['graph_index'])} on ranks {format_ranks(d['ranks'])}: "
+        f"{d['compile_id']} {graph_label(d['graph_index'])} on {_ranks_words(format_ranks(d['ranks']))}: "
         f"{counts_text(d)}, run one by one"
         for d in items[:3]
     )
