@@ -169,3 +169,24 @@ def test_a_worker_lost_leaves_its_cap_to_this_process(monkeypatch):
         want = here.scheduled(cap, src.compute_estimates_us, what_if)
         assert dataclasses.asdict(got) == dataclasses.asdict(want)
     assert sweep.scheduler_runs == here.scheduler_runs == 3
+
+
+@pytest.mark.parametrize(("jobs", "forked"), [(2, 1), (3, 2), (8, 2)])
+def test_no_more_workers_than_distinct_caps_to_share(jobs, forked, monkeypatch):
+    """3 distinct schedules: at most 2 workers (this process takes one), whatever --jobs says."""
+    from tracekit.replay import parallel_caps
+    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+
+    sizes = []
+    real = parallel_caps.ProcessPoolExecutor
+
+    def pool(max_workers, **kwargs):
+        sizes.append(max_workers)
+        return real(max_workers=max_workers, **kwargs)
+
+    monkeypatch.setattr(parallel_caps, "ProcessPoolExecutor", pool)
+    src = _backward()
+    wanted = [(1.5, False), (64.0, True), (0.01, True), (4.0, True), (0.1, True)]
+    sweep = GraphReplayer(src.text, ReplayOptions(jobs=jobs))
+    assert parallel_caps.schedule_in_workers(sweep, wanted, src.compute_estimates_us, jobs, min_nodes=0) == 3
+    assert sizes == [forked]

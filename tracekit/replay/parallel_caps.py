@@ -19,8 +19,10 @@ How the work is shared (a 1,000-layer graph, 17 caps, 10 distinct schedules of 1
 - **Longest first.** A smaller cap makes more, smaller buckets: more collectives for torch's
   scheduler to place (9 s at 0.05 MB against 1.9 s from 4 MB up). The caps go smallest first,
   so the longest starts at once and the short ones fill in at the end.
-- **The first cap leaves at once.** The smallest cap is planned and sent to a worker first; the
-  others are planned here while it runs.
+- **The first cap leaves at once.** With one worker (``--jobs 2``), the smallest cap is planned
+  and sent to it first; the others are planned here while it runs. With more, every cap is
+  planned first (a few hundred ms on 9,000 nodes), so that no more workers are forked than
+  there are distinct caps to share (each fork, made here one after another, costs tens of ms).
 - **A free process takes the next cap.** A thread here per worker hands it the next cap when it
   is done with one (the threads only wait and hand over: torch runs in this thread alone); this
   process takes the next one itself between its own. No process idles while a cap waits.
@@ -168,17 +170,20 @@ def schedule_in_workers(
         keys[cap_mb, what_if] = key
         return key if new else None
 
-    # the first two distinct caps: fewer than two are scheduled here, by the caller's loop
+    # Fewer than two distinct caps are scheduled here, by the caller's loop. With one worker,
+    # the first two are found and the rest planned while it runs; with more, every cap is
+    # planned first, so that no more workers are forked than there are caps for them.
     todo: list[tuple[tuple, Job]] = []
     rest = iter(pairs)
     for cap_mb, what_if in rest:
         key = distinct(cap_mb, what_if)
         if key is not None:
             todo.append((key, (cap_mb, compute_us, what_if)))
-            if len(todo) == 2:
+            if len(todo) == 2 and jobs == 2:
                 break
     if len(todo) < 2:
         return 0
+    workers = min(jobs - 1, len(todo) - 1)
     replayer.register_groups()  # before the fork: the workers inherit the fake process groups
     _REPLAYER = replayer
     made = 0
@@ -199,16 +204,17 @@ def schedule_in_workers(
             on_ready(ready)
 
     try:
-        queue.put(*todo[1])
+        for job in todo[1:]:
+            queue.put(*job)
         try:
             ctx = multiprocessing.get_context("fork")
-            pool = ProcessPoolExecutor(max_workers=jobs - 1, mp_context=ctx, initializer=_start_worker)
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker)
             # the longest cap leaves at once; submitting forks the workers, from this thread
             first = (todo[0][0], pool.submit(_schedule_one, todo[0][1]))
         except (OSError, RuntimeError, BrokenProcessPool):  # no process could be made: all here
             queue.put_first(*todo[0])
         else:
-            feeders = [_Feeder(pool, queue, first if i == 0 else None) for i in range(jobs - 1)]
+            feeders = [_Feeder(pool, queue, first if i == 0 else None) for i in range(workers)]
             for feeder in feeders:
                 feeder.start()
         for cap_mb, what_if in rest:  # planned here while the workers run
