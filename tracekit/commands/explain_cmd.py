@@ -21,7 +21,6 @@ from tracekit.commands.options import (
     FINDINGS,
     OK,
     examples,
-    fail,
     format_option,
     nothing_to_do,
     output_option,
@@ -60,11 +59,11 @@ def explain(paths, rank, graphs, fmt, output):
     status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("explain")
+    from tracekit.commands.graph_sources import read_graph_sources
     from tracekit.explain.buckets import explain_mixed, not_prebucketed_of
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import NotPrebucketedSource
-    from tracekit.read.reader import graph_and_not_prebucketed_sources
-    from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import SelectionError, parse_graph_selector
 
     paths = list(paths)
     try:
@@ -72,22 +71,7 @@ def explain(paths, rank, graphs, fmt, output):
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
     diag = Diagnostics()
-    status.say("reading the logs ...")
-    reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
-    try:
-        mixed = replay_sources_for(
-            paths,
-            rank=rank,
-            graphs=selectors,
-            diagnostics=diag,
-            reader=graph_and_not_prebucketed_sources,
-            progress=reading,
-        )
-    except SelectionError as e:
-        reading.close()
-        status.close()
-        fail("explain", str(e), BAD_INPUT)
-    reading.close()
+    mixed = read_graph_sources("explain", paths, status, rank=rank, graphs=selectors, diagnostics=diag)
     sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
     notes = []
     if not sources and not not_prebucketed_of(mixed):  # status 2 when no log, else the note (exit 0)

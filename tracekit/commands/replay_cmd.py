@@ -248,14 +248,14 @@ def replay(
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("replay", scheduler=True)
     from bucketing.plan import resolve_mode
+    from tracekit.commands.graph_sources import read_graph_sources
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import NotPrebucketedSource
-    from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.read.segments import default_jobs
     from tracekit.replay import comm_estimate as ce
     from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
     from tracekit.replay.not_prebucketed_graphs import replay_not_prebucketed
-    from tracekit.replay.selection import SelectionError, parse_graph_selector, replay_sources_for
+    from tracekit.replay.selection import SelectionError, parse_graph_selector
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
 
     if rank is not None and all_ranks:
@@ -308,23 +308,9 @@ def replay(
         selectors = [parse_graph_selector(g) for g in graphs]
     except SelectionError as e:
         raise click.BadParameter(str(e), param_hint="--graph") from None
-    status.say("reading the logs ...")
-    reading = ProgressBar()  # large inputs: a bar of bytes read (on a terminal only)
-    try:
-        mixed = replay_sources_for(
-            list(paths),
-            rank=rank,
-            all_ranks=all_ranks,
-            graphs=selectors,
-            diagnostics=diag,
-            reader=graph_and_not_prebucketed_sources,
-            progress=reading,
-        )
-    except SelectionError as e:
-        reading.close()
-        status.close()
-        fail("replay", str(e), BAD_INPUT)
-    reading.close()
+    mixed = read_graph_sources(
+        "replay", list(paths), status, rank=rank, all_ranks=all_ranks, graphs=selectors, diagnostics=diag
+    )
     sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
     not_prebucketed_sources = [
         s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives
