@@ -25,6 +25,7 @@ from typing import Any
 
 from tracekit.model import Diagnostics, Run
 from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.words import plural
 
 #: The kind (a diagnostic and a ``Run.cut`` record) of a log that ends after a whole compile,
 #: where the other ranks logged more (:func:`with_logs_that_end_early`).
@@ -194,7 +195,7 @@ def cut_text(run: Run) -> str:
         else f"the logs of ranks {format_ranks(ranks)} are"
     )
     extra = len(run.cut) - 1
-    more = f"; and {extra} more cut file{'' if extra == 1 else 's'}" if extra else ""
+    more = f"; and {plural(extra, 'more cut file')}" if extra else ""
     text = f"{who} cut ({how}, at {where}{more})"
     if first.get("kind") == ENDS_EARLY:  # whole, but shorter than its peers'
         who = who.replace("'s log is", "'s log").replace(" are", "")

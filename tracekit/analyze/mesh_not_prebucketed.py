@@ -21,6 +21,7 @@ from typing import Any
 from tracekit.model import Graph
 from tracekit.model.mesh import MeshGroup, names_text
 from tracekit.model.rankset import format_ranks
+from tracekit.model.words import plural
 
 _LABELS = {0: "forward", 1: "backward"}
 
@@ -90,7 +91,7 @@ def _reason(g: Graph, group: str, role: str, kind: str, count: int) -> str:
     on = (
         f"group {group} ({role}) runs no all-gather in this graph"
         if not gathers
-        else f"group {group} ({role}) runs {gathers} all-gather{'' if gathers == 1 else 's'} the pass did not take for FSDP ones"
+        else f"group {group} ({role}) runs {plural(gathers, 'all-gather')} the pass did not take for FSDP ones"
     )
     fsdp = ", ".join(g.fsdp_groups) or "none"
     return (

@@ -59,7 +59,7 @@ def explain(paths, rank, graphs, fmt, output):
     status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("explain")
-    from tracekit.commands.graph_sources import read_graph_sources
+    from tracekit.commands.graph_sources import bad_input_note, read_graph_sources
     from tracekit.explain.buckets import explain_mixed, not_prebucketed_of
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import NotPrebucketedSource
@@ -77,10 +77,7 @@ def explain(paths, rank, graphs, fmt, output):
     if not sources and not not_prebucketed_of(mixed):  # status 2 when no log, else the note (exit 0)
         notes.append(nothing_to_do("explain", paths, status))
     if diag.total:
-        notes.append(
-            f"{diag.total} bad input{'' if diag.total == 1 else 's'} while reading: "
-            + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
-        )
+        notes.append(bad_input_note(diag))
     # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs
     from tracekit.replay.process_groups import table_for
 

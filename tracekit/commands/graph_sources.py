@@ -8,6 +8,7 @@ from typing import Any
 
 from tracekit.commands.options import BAD_INPUT, fail
 from tracekit.commands.progress import ProgressBar
+from tracekit.model.words import plural
 
 
 def read_graph_sources(command: str, paths: list[str], status: ProgressBar, **selection: Any) -> list[Any]:
@@ -30,3 +31,9 @@ def read_graph_sources(command: str, paths: list[str], status: ProgressBar, **se
         fail(command, str(e), BAD_INPUT)
     reading.close()
     return list(mixed)
+
+
+def bad_input_note(diag: Any) -> str:
+    """The note replay and explain add when the reader set inputs aside: '3 bad inputs while reading: k=v, ...'."""
+    counts = ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
+    return f"{plural(diag.total, 'bad input')} while reading: {counts}"

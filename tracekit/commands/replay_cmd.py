@@ -37,8 +37,9 @@ from tracekit.commands.options import (
     require_torch,
 )
 from tracekit.commands.output import output_sink
+from tracekit.model.words import plural
 from tracekit.render.replay_text import render_text
-from tracekit.render.text import dumps_json, escape_controls, plural
+from tracekit.render.text import dumps_json, escape_controls
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 
@@ -248,7 +249,7 @@ def replay(
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("replay", scheduler=True)
     from bucketing.plan import resolve_mode
-    from tracekit.commands.graph_sources import read_graph_sources
+    from tracekit.commands.graph_sources import bad_input_note, read_graph_sources
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.read.segments import default_jobs
@@ -345,10 +346,7 @@ def replay(
     if (ic or group_size or gpus_per_node) and scheduled:
         notes.append(WHAT_IF_REACH)
     if diag.total:
-        notes.append(
-            f"{diag.total} bad input{'' if diag.total == 1 else 's'} while reading: "
-            + ", ".join(f"{k}={v}" for k, v in sorted(diag.counts.items()))
-        )
+        notes.append(bad_input_note(diag))
     doc = replay_document(
         results, options, {"paths": list(paths), "notes": notes, "diagnostics": diag.to_dict()}
     )

@@ -25,6 +25,7 @@ from tracekit.commands.options import (
     output_option,
     paths_argument,
 )
+from tracekit.model.words import plural
 from tracekit.render.summary_text import render_text
 from tracekit.render.text import FORMATS, escape_controls
 
@@ -118,7 +119,7 @@ def summarize(
     # (tracekit.analyze.cut.with_logs_that_end_early), as the Diagnostics section shows them
     bad = sum(doc["diagnostics"]["counts"].values())
     if strict and bad:
-        fail("summarize", f"{bad} bad input{'' if bad == 1 else 's'} (--strict)", FINDINGS)
+        fail("summarize", f"{plural(bad, 'bad input')} (--strict)", FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None
     if found:
         fail("summarize", f"the ranks diverge: {found} (--fail-on-divergence)", FINDINGS)

@@ -18,6 +18,7 @@ from typing import Any
 from tracekit.model import Run
 from tracekit.model.mesh import log_world_size
 from tracekit.model.rankset import MAX_RANK, format_ranks
+from tracekit.model.words import plural
 
 
 def expected_world(run: Run) -> int | None:
@@ -73,7 +74,7 @@ def world(run: Run) -> dict[str, Any]:
         **({"cut": cut} if cut else {}),
         **({"not_logs": list(run.not_logs)} if run.not_logs else {}),
         **({"copies": list(run.copies)} if run.copies else {}),
-        **({"subdirectories": list(run.subdirs)} if getattr(run, "subdirs", None) else {}),
+        **({"subdirectories": list(run.subdirs)} if run.subdirs else {}),
     }
 
 
@@ -106,27 +107,23 @@ def world_text(w: dict[str, Any]) -> str:
     if ranks == "-":
         ranks = "its rank is not logged"
     unplaced = w.get("unplaced") or []
-    tail = (
-        f"; not a rank: {len(unplaced)} file{'s' if len(unplaced) != 1 else ''} (see Diagnostics)"
-        if unplaced
-        else ""
-    )
+    tail = f"; not a rank: {plural(len(unplaced), 'file')} (see Diagnostics)" if unplaced else ""
     copies = w.get("copies") or []
     if copies:
-        tail += f"; copies read once: {len(copies)} file{'s' if len(copies) != 1 else ''}"
+        tail += f"; copies read once: {plural(len(copies), 'file')}"
     not_logs = w.get("not_logs") or []
     if not_logs:
         names = ", ".join(os.path.basename(f) for f in not_logs[:3]) + (", ..." if len(not_logs) > 3 else "")
-        tail += f"; not a log: {len(not_logs)} file{'s' if len(not_logs) != 1 else ''} ({names})"
+        tail += f"; not a log: {plural(len(not_logs), 'file')} ({names})"
     subdirs = w.get("subdirectories") or []
     if subdirs:
         names = ", ".join(os.path.basename(f) for f in subdirs[:3]) + (", ..." if len(subdirs) > 3 else "")
-        k = len(subdirs)
-        tail += f"; not read: {k} subdirector{'ies' if k != 1 else 'y'} holding logs ({names}: pass {'them' if k != 1 else 'it'})"
+        many = len(subdirs) != 1
+        tail += f"; not read: {plural(len(subdirs), 'subdirectory', 'subdirectories')} holding logs ({names}: pass {'them' if many else 'it'})"
     cut = w.get("cut") or ""
     if cut:
         tail += f"; cut short: {'rank not logged' if cut == '-' else cut} (see Diagnostics)"
     return (
-        f"{n} rank{'s' if n != 1 else ''} found ({ranks or 'none'}) {exp}; missing: {missing or 'none'}; "
+        f"{plural(n, 'rank')} found ({ranks or 'none'}) {exp}; missing: {missing or 'none'}; "
         f"seen in two runs: {dup or 'none'}{tail}"
     )

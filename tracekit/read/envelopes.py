@@ -33,6 +33,7 @@ from typing import IO, Any
 import orjson
 
 from tracekit.model.rankset import MAX_RANK
+from tracekit.model.words import plural
 
 try:  # the scanner's inner loop in C (tracekit/read/_scan.c), when it was built
     from tracekit.read._scan import block_end as _native_block_end
@@ -382,7 +383,7 @@ class Scanner:
         if m is None:
             nuls = buf.count(b"\x00", p + 1, le)
             if nuls:  # a crash leaves zeroed blocks
-                self.report("nul_bytes", lineno, f"{nuls} NUL byte{'' if nuls == 1 else 's'} in the line")
+                self.report("nul_bytes", lineno, f"{plural(nuls, 'NUL byte')} in the line")
             else:
                 self.report("bad_prefix", lineno, buf[p + 1 : min(le, p + 61)].decode("utf-8", "replace"))
             return _OpenEntry(_BAD, lineno)
@@ -501,9 +502,7 @@ class Scanner:
             elif pend.has and not n:
                 self.report("missing_payload", pend.lineno, "has_payload set but no payload lines follow")
         elif kind == _NONE and n:
-            self.report(
-                "orphan_payload", pend.lineno, f"{n} payload line{'' if n == 1 else 's'} without an envelope"
-            )
+            self.report("orphan_payload", pend.lineno, f"{plural(n, 'payload line')} without an envelope")
         return None
 
     def _consume(self, pend: _OpenEntry, buf: bytes, a: int, limit: int, eof: bool) -> int:

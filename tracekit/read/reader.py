@@ -65,6 +65,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 
 from bucketing.gc_pause import gc_paused
 from tracekit.model import Diagnostics, FrameCompile, Run
+from tracekit.model.words import plural
 from tracekit.read import segments
 from tracekit.read.pairing import (
     BuildMemo,
@@ -97,9 +98,7 @@ class StrictError(Exception):
     """Raised by ``load(strict=True)`` when the logs had any bad input; carries the Run."""
 
     def __init__(self, run: Run) -> None:
-        super().__init__(
-            f"{run.diagnostics.total} bad input{'' if run.diagnostics.total == 1 else 's'}: {run.diagnostics.counts}"
-        )
+        super().__init__(f"{plural(run.diagnostics.total, 'bad input')}: {run.diagnostics.counts}")
         self.run = run
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import format_ranks
-from tracekit.render.text import fmt_counts, fmt_mb, plural
+from tracekit.model.words import plural
+from tracekit.render.text import fmt_counts, fmt_mb
 
 
 def total_mb(sizes: list[dict[str, Any]] | None) -> float | None:

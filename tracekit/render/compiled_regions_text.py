@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.render.text import heading, plural, ranks_cell, table
+from tracekit.model.words import plural
+from tracekit.render.text import heading, ranks_cell, table
 
 #: A frame compile's status, as the table says it.
 STATUS_TEXT = {"compiled": "compiled", "eager": "fell back to eager", "failed": "failed to compile"}

@@ -10,6 +10,7 @@ from typing import Any
 from tracekit.analyze.diff import Diff, FieldChange, GraphChange, format_ranks
 from tracekit.analyze.summarize import graph_label
 from tracekit.model import CollectiveSize, Graph
+from tracekit.model.words import plural
 from tracekit.render.schedule_text import final_change_rows
 from tracekit.render.text import (
     UNITS_MB,
@@ -17,7 +18,6 @@ from tracekit.render.text import (
     dumps_json,
     fmt_mb,
     heading,
-    plural,
     table,
 )
 

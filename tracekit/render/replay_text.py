@@ -8,6 +8,7 @@ from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.rankset import format_ranks, parse_ranks
+from tracekit.model.words import plural
 from tracekit.render.text import (
     UNITS_MB,
     UNITS_SIZES,
@@ -15,7 +16,6 @@ from tracekit.render.text import (
     fmt_counts,
     fmt_mb,
     heading,
-    plural,
     table,
 )
 

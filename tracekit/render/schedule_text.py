@@ -15,9 +15,10 @@ from tracekit.analyze.schedule import ENTRY_KEYS, first_difference
 from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.model.rankset import rank_members
+from tracekit.model.words import plural
 from tracekit.render.cells import bytes_text, entry_text, sequence_text
 from tracekit.render.majority import majority_cell, majority_headers
-from tracekit.render.text import UNITS_BYTES, heading, plural, ranks_cell, section_line, table
+from tracekit.render.text import UNITS_BYTES, heading, ranks_cell, section_line, table
 
 FINAL_HEADERS = ["compile id", "graph", "ranks", "AG", "RS", "AR", "other", "bytes", "est ms", "sizes"]
 
@@ -245,7 +246,7 @@ def any_divergence(doc: dict[str, Any]) -> str:
     none): of the bucketing outcome (``divergence``), of the collectives that run
     (``schedule_divergence``), of compile ids and cache events (``compile_divergence``)."""
     parts = [
-        f"{len(doc[k])} {what}{'' if len(doc[k]) == 1 else 's'}"
+        plural(len(doc[k]), what)
         for k, what in (
             ("divergence", "bucketing difference"),
             ("schedule_divergence", "schedule difference"),

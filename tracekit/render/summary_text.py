@@ -13,6 +13,7 @@ from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.mesh import names_text
 from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.words import plural
 from tracekit.model.world import world_text
 from tracekit.render.cells import (
     did_nothing_none_text,
@@ -34,7 +35,6 @@ from tracekit.render.text import (
     fmt_counts,
     fmt_mb,
     heading,
-    plural,
     ranks_cell,
     section_line,
     table,

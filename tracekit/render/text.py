@@ -161,12 +161,6 @@ def fmt_caps(values: Iterable[float | None]) -> dict[float | None, str]:
     return {None: "-", **texts}
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """A count and its noun, in agreement: ``1 graph``, ``2 graphs`` (``many`` for an irregular
-    plural: ``plural(n, "copy", "copies")``)."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
-
-
 def fmt_counts(c: dict[str, int] | None) -> str:
     """A collective count before and after bucketing, ``{"before": 8, "after": 1}``: ``8->1``."""
     return "-" if not c else f"{c['before']}->{c['after']}"

@@ -492,6 +492,7 @@ def nodes_released() -> Any:
             clear()
 
 
+@nodes_released()
 def schedule(
     gm: fx.GraphModule,
     compute_us: dict[str, float] | None,
@@ -510,19 +511,6 @@ def schedule(
     estimates of the collectives before and after it; None: the hardware torch detects.
     Raises what the scheduler raises (the caller turns it into a note on that graph).
     Whatever happens, torch's scheduler keeps none of the graph's nodes (:func:`nodes_released`)."""
-    with nodes_released():
-        return _schedule(gm, compute_us, gpu, settings, members, estimates, comm_model)
-
-
-def _schedule(
-    gm: fx.GraphModule,
-    compute_us: dict[str, float] | None,
-    gpu: Gpu,
-    settings: dict[str, Any],
-    members: dict[str, list[str]] | None = None,
-    estimates: dict[tuple, float] | None = None,
-    comm_model: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
-) -> ScheduledGraph:
     from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
 
     hook = RecordedEstimates(compute_us)
