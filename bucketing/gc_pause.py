@@ -1,4 +1,5 @@
-"""``gc_paused()``: Python's cyclic garbage collector paused while a block or a function runs.
+"""``gc_paused()``: Python's cyclic garbage collector paused while a block or a function runs;
+``young_collections()``: only its youngest generation collected, often, while a block runs.
 
 Torch-free (``import bucketing.gc_pause`` imports no torch), so the log reader uses it too.
 Reading logs, rebuilding a graph from its text and planning buckets all make many small objects
@@ -13,6 +14,17 @@ raises, and garbage made meanwhile is collected then.
 
     @gc_paused()
     def load(paths): ...
+
+A block that makes many short-lived reference cycles is the opposite case: torch's overlap
+scheduler leaves about 280,000 cyclic objects a run on a 1,000-layer graph (``tree_flatten``'s
+recursive ``helper`` closure, one per call). Left to the paused collector, they were collected
+in one pass over 400,000 objects when it resumed, 0.25-0.3 s a run; collected a few hundred at
+a time while the scheduler runs, still in the CPU's caches, they cost 0.04 s::
+
+    before: with gc_paused(): copy; pre-bucket; OverlapScheduler(gm).run(); walk   # one big pass
+    after:  with gc_paused(): copy; pre-bucket
+                with young_collections(): OverlapScheduler(gm).run()          # small passes
+                walk
 """
 
 from __future__ import annotations
@@ -20,6 +32,9 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
+
+#: Older generations are not collected inside :func:`young_collections` (Python counts up to it).
+_NEVER = 2**31 - 1
 
 
 @contextlib.contextmanager
@@ -33,3 +48,27 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@contextlib.contextmanager
+def young_collections() -> Iterator[None]:
+    """Collect the youngest generation as objects are made while the block runs, and nothing
+    older; the collector's state and thresholds are put back when the block ends or raises.
+
+    On entry the youngest generation is collected once, so that what the caller made before the
+    block (a graph copy, alive) is not walked by the block's collections: their cost is the
+    block's own garbage. A block's survivors move to the next generation, which its usual
+    threshold collects after the block. The collector runs inside the block even if it was
+    paused or off outside it; the block's own allocations decide when (Python's first threshold,
+    700 unless set)."""
+    enabled = gc.isenabled()
+    threshold = gc.get_threshold()
+    gc.collect(0)
+    gc.set_threshold(threshold[0] or 700, _NEVER, _NEVER)
+    gc.enable()
+    try:
+        yield
+    finally:
+        if not enabled:
+            gc.disable()
+        gc.set_threshold(*threshold)

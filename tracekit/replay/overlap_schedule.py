@@ -37,6 +37,7 @@ import torch
 import torch.fx as fx
 
 from bucketing.compat import Call
+from bucketing.gc_pause import young_collections
 from tracekit.read.parsers import collective_op
 
 
@@ -518,7 +519,9 @@ def schedule(
     model = comm_model or contextlib.nullcontext
     with model():
         before = final_collectives(gm, estimates)
-        with gpu_peaks(gpu), no_estimation_artifacts():
+        # the scheduler's own cyclic garbage (pytree's closures) collected as it is made, in
+        # small passes, rather than all at once when the caller's paused collector resumes
+        with gpu_peaks(gpu), no_estimation_artifacts(), young_collections():
             sched = OverlapScheduler(gm, custom_runtime_estimation=hook, **settings)
             gm = sched.run()
     order = list(sched.scheduled)
