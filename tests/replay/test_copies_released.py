@@ -71,3 +71,14 @@ def test_a_copy_is_freed_when_the_scheduler_raises(monkeypatch):
     gc.collect()
     assert len(made) == 1 and made[0]() is None
     assert ovs.get_group_name.cache_info().currsize == 0
+
+
+def test_a_cap_s_copy_is_collected_when_the_cap_ends(monkeypatch):
+    """No collection by the caller: the cap collects what it dropped before it returns (the
+    copy is in the collector's middle generation by then, which its thresholds seldom reach)."""
+    rp = _replayer()
+    made = _recording_copies(monkeypatch)
+    rp.scheduled(0.1, None)
+    assert len(made) == 1 and made[0]() is None
+    rp.scheduled(3.0, None)
+    assert len(made) == 2 and made[1]() is None
