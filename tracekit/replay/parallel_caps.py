@@ -49,10 +49,12 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-#: Graphs smaller than this are scheduled here: their schedules take milliseconds, less than
-#: starting workers (the fixture logs' graphs of 59-110 nodes: 6.4 s with one job, 8.5 s with
-#: two; a 2,703-node graph's caps take 1-4 s each).
-MIN_NODES = 1000
+#: Graphs smaller than this are scheduled here: their schedules take milliseconds, about what
+#: forking a worker and handing it caps costs. The bench's graphs at its 17 caps, one job
+#: against two on 2 free cores (best of 3-4, load 1.0): 93 nodes 0.071 / 0.081 s, 138 nodes
+#: 0.107 / 0.105 s, 183 nodes 0.187 / 0.135 s, 363 nodes 0.41 / 0.28 s, 723 nodes 1.09 /
+#: 0.65 s (the fixture logs' graphs, 59-110 nodes, stay here).
+MIN_NODES = 200
 
 #: The replayer the forked workers inherit (set only while a pool runs).
 _REPLAYER: Any = None
