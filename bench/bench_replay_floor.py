@@ -12,8 +12,10 @@ schedule, divided by the cores. Measured side by side in one run:
   subclass), then with the default jobs (the cores);
 - the synthetic graph (``--layers``, default 1,000: 9,003 nodes; ``bench/graphs.py``) at the
   17 caps of ``bench_overlap_schedule.py``: its rebuild, then ``GraphReplayer.scheduled`` per
-  cap (our copy, pre-bucketing, scheduler, memory walk and timeline) beside the scheduler alone,
-  per distinct cap; then the same caps with ``--jobs`` = the cores (workers forked after the
+  cap (our copy, pre-bucketing, scheduler, memory walk and timeline, and the collection of what
+  the cap dropped) beside the scheduler alone, per distinct cap (its construction and run, with
+  the young collections of its own garbage that replay runs it with:
+  ``bucketing.gc_pause.young_collections``); then the same caps with ``--jobs`` = the cores (workers forked after the
   rebuild, :mod:`tracekit.replay.parallel_caps`), checked equal to the serial schedules;
 - beside each of the synthetic graph's figures, its CPU time (``getrusage``: user + system of
   this process, and of its workers once they have ended): on a machine others load, the wall
