@@ -27,9 +27,8 @@ from tracekit.commands.options import (
     paths_argument,
     require_torch,
 )
-from tracekit.commands.output import output_sink
+from tracekit.commands.output import write_document
 from tracekit.render.explain_text import render_text
-from tracekit.render.text import dumps_json, escape_controls
 
 EXPLAIN_FORMATS = ("table", "json", "markdown")
 
@@ -93,14 +92,7 @@ def explain(paths, rank, graphs, fmt, output):
     from tracekit.replay.torch_versions import torch_section
 
     doc["torch"] = torch_section(doc["graphs"], torch.__version__)
-    with output_sink(output, command="explain", error_status=BAD_INPUT) as write:
-        write(
-            (
-                dumps_json(doc)
-                if fmt == "json"
-                else escape_controls(render_text(doc, fmt), keep_newlines=True)
-            ).encode("utf-8")
-        )
+    write_document(doc, fmt, render_text, output, command="explain", error_status=BAD_INPUT)
     # a graph of a log where pre-bucketing never ran is not compared (reproduced None), never blamed
     ok = all(g["error"] is None and (g["reproduced"] or g.get("not_compared")) for g in doc["graphs"])
     sys.exit(OK if ok else FINDINGS)

@@ -11,6 +11,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import click
 
@@ -41,3 +42,21 @@ def output_sink(
     finally:
         if f is not None and not f.closed:
             f.close()
+
+
+def write_document(
+    doc: dict[str, Any],
+    fmt: str,
+    render: Callable[[dict[str, Any], str], str],
+    output: str | None,
+    *,
+    command: str,
+    error_status: int,
+) -> None:
+    """Write a command's document to ``output`` (:func:`output_sink`): as JSON for ``json``,
+    else as ``render(doc, fmt)`` with terminal control characters escaped."""
+    from tracekit.render.text import dumps_json, escape_controls
+
+    with output_sink(output, command=command, error_status=error_status) as write:
+        text = dumps_json(doc) if fmt == "json" else escape_controls(render(doc, fmt), keep_newlines=True)
+        write(text.encode("utf-8"))

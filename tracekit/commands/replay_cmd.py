@@ -36,10 +36,9 @@ from tracekit.commands.options import (
     plot_option,
     require_torch,
 )
-from tracekit.commands.output import output_sink
+from tracekit.commands.output import write_document
 from tracekit.model.words import plural
 from tracekit.render.replay_text import render_text
-from tracekit.render.text import dumps_json, escape_controls
 
 REPLAY_FORMATS = ("table", "json", "markdown")
 
@@ -367,14 +366,7 @@ def replay(
         from tracekit.replay.mesh_what_ifs import add_at_recommended_cap
 
         add_at_recommended_cap(results, options, cap_labels(options)[1:], doc)
-    with output_sink(output, command="replay", error_status=BAD_INPUT) as write:
-        write(
-            (
-                dumps_json(doc)
-                if fmt == "json"
-                else escape_controls(render_text(doc, fmt), keep_newlines=True)
-            ).encode("utf-8")
-        )
+    write_document(doc, fmt, render_text, output, command="replay", error_status=BAD_INPUT)
     if plot_path:
         from tracekit.render.plot import PlotUnavailable, plot_replay
 

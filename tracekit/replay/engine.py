@@ -30,10 +30,11 @@ from typing import Any
 
 import torch.fx as fx
 
-from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, Diagnostics, Graph
+from tracekit.model import COLLECTIVE_TYPES, Diagnostics, Graph
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
+from tracekit.replay.rewrite_counts import applied_result, collective_counts
 from tracekit.replay.schedule_figures import round_ms, schedule_figures, shown_delta
 
 #: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
@@ -77,14 +78,6 @@ class ReplayOptions:
     # the run's process groups read from every rank's logs (:mod:`process_groups`): sizes and
     # members of the groups a graph names without a size (a mesh's all-reduce groups); None: none read
     groups: Any = None
-
-
-def _collective_counts(report) -> dict[str, dict[str, int]]:
-    """A BucketingReport's counts in the shape summarize uses: ``{"all_gather": {"before", "after"}}``."""
-    return {
-        LONG_NAMES[k]: {"before": report.counts_before.get(k, 0), "after": report.counts_after.get(k, 0)}
-        for k in KINDS
-    }
 
 
 @dataclass
@@ -344,7 +337,7 @@ class GraphReplayer:
         """Plan at ``cap_mb``; comm time on ``hardware``; with ``apply``, the rewrite too;
         ``what_if``: in the what-if bucket mode (``ReplayOptions.bucket_mode``)."""
         report = (self.what_if_planner if what_if else self.planner).plan(cap_mb)
-        collectives = _collective_counts(report)
+        collectives = collective_counts(report)
         sizes = {k: [s["size_mb"] for s in report.sizes_after if s["type"] == k] for k in KINDS}
         largest = max((x for v in sizes.values() for x in v), default=0.0)
         out = CapReplay(
@@ -524,15 +517,7 @@ class GraphReplayer:
             gm.graph.lint()
         except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
             return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        counts = _collective_counts(report)
-        return {
-            "ok": True,
-            "lint": "ok",
-            "rewritten": report.rewritten,
-            "collectives": counts,
-            "matches_plan": counts == planned,
-            "nodes_after": len(gm.graph.nodes),
-        }
+        return applied_result(report, gm, planned)
 
 
 def _graph_groups(gm: fx.GraphModule, options: ReplayOptions) -> list[Any]:

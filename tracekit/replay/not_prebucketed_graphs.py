@@ -33,6 +33,7 @@ import torch.fx as fx
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError, parse_graph_text
+from tracekit.replay.rewrite_counts import applied_result, collective_counts
 from tracekit.replay.schedule_figures import round_ms, schedule_figures, shown_delta
 
 #: The recorded outcome of such a graph, as summarize names it.
@@ -304,13 +305,7 @@ class NotPrebucketedReplayer:
             )
         report = planner.plan(cap_mb)
         buckets = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
-        counts = {
-            t: {
-                "before": report.counts_before.get(SHORT_NAMES[t], 0),
-                "after": report.counts_after.get(SHORT_NAMES[t], 0),
-            }
-            for t in COLLECTIVE_TYPES
-        }
+        counts = collective_counts(report)
         out = GroupsWhatIf(
             list(fwd.fsdp_groups),
             fwd.group_size,
@@ -342,21 +337,7 @@ class NotPrebucketedReplayer:
             gm.graph.lint()
         except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
             return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        counts = {
-            t: {
-                "before": report.counts_before.get(SHORT_NAMES[t], 0),
-                "after": report.counts_after.get(SHORT_NAMES[t], 0),
-            }
-            for t in COLLECTIVE_TYPES
-        }
-        return {
-            "ok": True,
-            "lint": "ok",
-            "rewritten": report.rewritten,
-            "collectives": counts,
-            "matches_plan": counts == planned,
-            "nodes_after": len(gm.graph.nodes),
-        }
+        return applied_result(report, gm, planned)
 
 
 # --- replay: many graphs, at each cap ------------------------------------------------------------
