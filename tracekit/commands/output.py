@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from tracekit.render.text import dumps_json, escape_controls
+
 
 @contextlib.contextmanager
 def output_sink(
@@ -55,8 +57,6 @@ def write_document(
 ) -> None:
     """Write a command's document to ``output`` (:func:`output_sink`): as JSON for ``json``,
     else as ``render(doc, fmt)`` with terminal control characters escaped."""
-    from tracekit.render.text import dumps_json, escape_controls
-
     with output_sink(output, command=command, error_status=error_status) as write:
         text = dumps_json(doc) if fmt == "json" else escape_controls(render(doc, fmt), keep_newlines=True)
         write(text.encode("utf-8"))

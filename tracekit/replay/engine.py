@@ -508,16 +508,14 @@ class GraphReplayer:
 
         from bucketing import pre_bucket_fsdp_collectives
 
-        try:
+        def rewrite() -> tuple[Any, fx.GraphModule]:
             gm = parse_graph_text(self.text, self.options.symbols)
             self.register_groups()
             mode_patch = {"aten_distributed_optimizations.bucket_mode": self.what_if_planner.bucket_mode}
             with inductor_config.patch(mode_patch):
-                report = pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb)
-            gm.graph.lint()
-        except Exception as e:  # noqa: BLE001 - any failure of the rewrite is a reported result
-            return {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-        return applied_result(report, gm, planned)
+                return pre_bucket_fsdp_collectives(gm, mode=self.options.mode, bucket_cap_mb=cap_mb), gm
+
+        return applied_result(rewrite, planned)
 
 
 def _graph_groups(gm: fx.GraphModule, options: ReplayOptions) -> list[Any]:
