@@ -95,7 +95,7 @@ def end_children() -> None:
     """End any worker process still running (multiprocessing's, as concurrent.futures' pools
     start them), waiting for each: ``os._exit`` skips the exit hooks that would otherwise join
     them, and a forked worker holds its pool's pipes open, so it would never see its parent
-    go. Pools shut themselves down (:func:`tracekit.replay.parallel_caps.end_pool`, the
+    go. Pools shut themselves down (:func:`tracekit.read.process_pools.end_pool`, the
     reader's); this only makes sure nothing outlives the command. Nothing to do (and nothing
     imported) when no process was started."""
     mp = sys.modules.get("multiprocessing")

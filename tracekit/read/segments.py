@@ -16,16 +16,13 @@ to the workers as names only, each file sized by its read
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 import re
-import signal
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
 from typing import IO, Any, NamedTuple
 
 from tracekit.model import Diagnostics
@@ -34,6 +31,7 @@ from tracekit.read import machinery
 from tracekit.read.entries import PayloadMemo, check_gzip, decode_entries
 from tracekit.read.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.read.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
+from tracekit.read.process_pools import end_pool, fork_context, ignore_sigint
 from tracekit.read.sources import (
     GZIP_MAGIC,
     LogFile,
@@ -589,7 +587,7 @@ def _read_pooled(
     try:
         if len(batches) > here:
             pool = ProcessPoolExecutor(
-                min(jobs, len(batches) - here), mp_context=_fork_context(), initializer=_ignore_sigint
+                min(jobs, len(batches) - here), mp_context=fork_context(), initializer=ignore_sigint
             )
             submit_upto(here)
         if between is not None:
@@ -618,32 +616,10 @@ def _read_pooled(
 AHEAD = 4
 
 
-def _fork_context() -> BaseContext | None:
-    """The ``fork`` start method where there is one (workers start at once, with what this
-    process has imported), else the system's default."""
-    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-
-
 def _shutdown(pool: ProcessPoolExecutor, pending: deque[Future]) -> None:
-    """Cancel the batches not started and end the pool (a batch being read is let finish),
-    and every worker it made. A pool that could fork only some of its workers never started
-    the thread that ends them (``shutdown`` then leaves them waiting for work, and the
-    interpreter's exit waits for them forever): those are terminated here. Python 3.14 has
-    ``terminate_workers``; before it, the pool's processes are only in ``_processes``."""
+    """Cancel the batches not started and end the pool (a batch being read is let finish), and
+    every worker it made (:func:`tracekit.read.process_pools.end_pool`)."""
     for fut in pending:
         fut.cancel()
     pending.clear()
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    try:
-        pool.shutdown(wait=True, cancel_futures=True)
-    finally:
-        for proc in workers:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join()
-
-
-def _ignore_sigint() -> None:
-    """In a worker process: Ctrl-C (sent to the whole process group) is the parent's to handle
-    (it shuts the pool down; a worker's result then is never read)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_pool(pool)

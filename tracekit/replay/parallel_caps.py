@@ -40,14 +40,14 @@ command ends with ``os._exit`` (which would skip concurrent.futures' own exit ho
 from __future__ import annotations
 
 import gc
-import multiprocessing
-import signal
 import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+from tracekit.read.process_pools import end_pool, fork_context, ignore_sigint
 
 #: Graphs smaller than this are scheduled here: their schedules take milliseconds, about what
 #: forking a worker and handing it caps costs. The bench's graphs at its 17 caps, one job
@@ -67,7 +67,7 @@ def _start_worker() -> None:
     """In a new worker: the inherited objects out of the collector's passes, Ctrl-C left to the
     parent (which ends the workers)."""
     gc.freeze()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_sigint()
 
 
 def _schedule_one(job: Job) -> Any:
@@ -159,7 +159,8 @@ def schedule_in_workers(
     global _REPLAYER
     if len(replayer.gm.graph.nodes) < (MIN_NODES if min_nodes is None else min_nodes):
         return 0
-    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    ctx = fork_context()
+    if jobs < 2 or ctx is None:
         return 0
     repeats = Counter(wanted)
     # smallest cap first: more buckets, the longest schedule (see the module's docstring)
@@ -209,7 +210,6 @@ def schedule_in_workers(
         for job in todo[1:]:
             queue.put(*job)
         try:
-            ctx = multiprocessing.get_context("fork")
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker)
             # the longest cap leaves at once; submitting forks the workers, from this thread
             first = (todo[0][0], pool.submit(_schedule_one, todo[0][1]))
@@ -256,27 +256,4 @@ def schedule_in_workers(
     return made
 
 
-def end_pool(pool: ProcessPoolExecutor, kill: bool) -> None:
-    """Shut ``pool`` down and wait for its workers to exit, so that none outlives the call.
-
-    ``kill`` (an error or Ctrl-C in this process while workers still run): the queued caps are
-    cancelled and the workers terminated first, as their schedules would only be thrown away.
-    Otherwise the workers are idle and exit when told."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    if kill:
-        # concurrent.futures has no public way to stop a running task before Python 3.14's
-        # terminate_workers(): its processes, as the executor keeps them
-        for process in workers:
-            if process.is_alive():
-                process.terminate()
-    try:
-        pool.shutdown(wait=True, cancel_futures=True)
-    finally:
-        # a pool that forked only some of its workers never started the thread that ends them
-        for process in workers:
-            if process.is_alive():
-                process.terminate()
-            process.join()
-
-
-__all__ = ["end_pool", "schedule_in_workers"]
+__all__ = ["schedule_in_workers"]
