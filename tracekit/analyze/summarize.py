@@ -52,6 +52,7 @@ from tracekit.model import (
 )
 from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.words import rank_noun
 from tracekit.model.world import world
 
 SCHEMA = "tracekit.summary/2"
@@ -413,11 +414,6 @@ def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[st
     return items
 
 
-def _ranks_words(ranks: str) -> str:
-    """``rank 3`` or ``ranks 0-3``: a rank set's text with its noun in agreement."""
-    return f"rank {ranks}" if ranks.isdigit() else f"ranks {ranks}"
-
-
 def findings_text(dn: list[dict[str, Any]]) -> str:
     """The verdict's finding for graphs never pre-bucketed (``dn``: :func:`did_nothing`'s
     items), e.g. ``FINDING: 1 graph not pre-bucketed (0/0 backward on ranks 0-3: 8
@@ -427,7 +423,7 @@ def findings_text(dn: list[dict[str, Any]]) -> str:
         return ""
     keys = {(d["compile_id"], d["graph_index"]) for d in items}
     what = "; ".join(
-        f"{d['compile_id']} {graph_label(d['graph_index'])} on {_ranks_words(format_ranks(d['ranks']))}: "
+        f"{d['compile_id']} {graph_label(d['graph_index'])} on {rank_noun(format_ranks(d['ranks']))} {format_ranks(d['ranks'])}: "
         f"{counts_text(d)}, run one by one"
         for d in items[:3]
     )
@@ -597,8 +593,9 @@ def _verdict(
     if w["missing"]:
         incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
     if w["duplicated"]:
-        who = "rank" if str(w["duplicated"]).isdigit() else "ranks"
-        incomplete.append(f"{who} {w['duplicated']} also found in another run (not merged)")
+        incomplete.append(
+            f"{rank_noun(w['duplicated'])} {w['duplicated']} also found in another run (not merged)"
+        )
     if w.get("unplaced"):
         k = len(w["unplaced"])
         incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")

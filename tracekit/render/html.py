@@ -36,7 +36,7 @@ from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.mesh import names_text
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
-from tracekit.model.words import plural
+from tracekit.model.words import plural, rank_noun
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
 from tracekit.render.majority import majority_headers
@@ -209,7 +209,7 @@ def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
         missing = ranks_text(world["missing"])
         return (
             "incomplete",
-            f"{'rank' if missing.isdigit() else 'ranks'} {missing} missing from the logs",
+            f"{rank_noun(missing)} {missing} missing from the logs",
         )
     return "agree", (
         f"all {plural(totals.get('ranks', 0), 'rank')} agree on all {plural(_graph_count(doc), 'graph')}"
@@ -587,7 +587,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
         return "".join(out)
     if differing:
         out.append(
-            f'<p data-ranks="{esc(differing)}" data-where="divergence">differing {"rank" if str(differing).isdigit() else "ranks"}: '
+            f'<p data-ranks="{esc(differing)}" data-where="divergence">differing {rank_noun(differing)}: '
             f'<span class="mono">{esc(differing)}</span></p>'
         )
     splits: dict[tuple[str, ...], None] = {}
