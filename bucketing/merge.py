@@ -39,6 +39,8 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._mode_utils import no_dispatch
 
 from bucketing.compat import TORCH_MERGE_CALLS, check_calls
 from bucketing.fx_nodes import new_node
@@ -201,8 +203,6 @@ def _fast_meta(target, args: tuple, fake_mode, kwargs: dict | None = None) -> An
     tensor's meta storage and wrapping the result costs about 30 us, and keeps the aliasing
     (same storage). Returns None when the shortcut does not apply (then dispatch is used).
     """
-    from torch._subclasses.fake_tensor import FakeTensor
-
     if fake_mode is None or not args:
         return None
     if target is aten.cat.default:
@@ -217,14 +217,10 @@ def _fast_meta(target, args: tuple, fake_mode, kwargs: dict | None = None) -> An
         return None
     try:
         if target is aten.split_with_sizes.default:
-            from torch.utils._mode_utils import no_dispatch
-
             with no_dispatch():
                 parts = target(x, *args[1:])
             return [FakeTensor(fake_mode, p, x.fake_device) for p in parts]
         if target in _VIEW_OPS:
-            from torch.utils._mode_utils import no_dispatch
-
             with no_dispatch():
                 out = target(x, *args[1:])
             return FakeTensor(fake_mode, out, x.fake_device)
@@ -238,8 +234,6 @@ def _fast_meta(target, args: tuple, fake_mode, kwargs: dict | None = None) -> An
 
 def _new_fake(fake_mode, shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A fresh contiguous fake tensor (a storage of its own)."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
     return FakeTensor(fake_mode, torch.empty(tuple(shape), dtype=dtype, device="meta"), device)
 
 
@@ -255,7 +249,6 @@ def _fast_bucket_op(target, args: tuple, kwargs: dict, fake_mode) -> Any:
 
     On contiguous static inputs only; ``tests/replay/test_merge_fake_values.py`` checks every
     node a merge makes against fake dispatch (shapes, strides, storages shared, objects)."""
-    from torch._subclasses.fake_tensor import FakeTensor
 
     def ours(t: Any) -> bool:
         return isinstance(t, FakeTensor) and t.fake_mode is fake_mode and t.is_contiguous()
@@ -310,8 +303,6 @@ _BUCKET_OPS = (
 
 def _fast_cat(args: tuple, fake_mode) -> torch.Tensor | None:
     """Fake ``cat`` of static tensors: a new contiguous tensor, promoted dtype, summed dim."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
     tensors = args[0]
     dim = args[1] if len(args) > 1 else 0
     if not tensors or not all(isinstance(t, FakeTensor) and t.fake_mode is fake_mode for t in tensors):

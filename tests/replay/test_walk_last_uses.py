@@ -128,3 +128,48 @@ def test_only_the_nodes_that_allocate_or_free_go_through_the_tracker(scenario, i
         assert got == _walk(memory_walk(gm, Unscheduled()), order)
         sizes.append(len(events & set(order)))
     assert sizes == EVENTS[(scenario, index, cap)]
+
+
+@pytest.mark.parametrize(("scenario", "index", "cap"), list(CASES))
+def test_byte_changes_give_the_tracker_s_bytes_after_every_node(scenario, index, cap):
+    """schedule()'s walk adds byte_changes' figure per node instead of stepping torch's
+    tracker: the same bytes in use after every node as the tracker asking about every node and
+    every use, in graph order and in the late order (whose left-out uses keep storages live);
+    a node that neither allocates nor frees has no entry."""
+    from tracekit.replay.overlap_schedule import byte_changes, memory_walk
+
+    class Unscheduled:
+        memory_tracker = None
+
+    gm = _bucketed(scenario, index, cap)
+    peaks = []
+    for order in (list(gm.graph.nodes), _late_order(gm)):
+        ours = memory_walk(gm, Unscheduled(), order)
+        start = ours.current_memory_bytes
+        changes = byte_changes(ours, order)
+        assert changes is not None
+        assert all(changes.values())
+        got, cur = [], start
+        for n in order:
+            cur += changes.get(n, 0)
+            got.append(cur)
+        assert got == _walk(memory_walk(gm, Unscheduled()), order)
+        peaks.append(max(got))
+    assert peaks[0] == CASES[(scenario, index, cap)][1]
+
+
+def test_byte_changes_leave_to_the_tracker_what_they_cannot_read():
+    """Without uses reduced to the last one in the walk's order (no order given), or with a
+    storage used before it is live, byte_changes answers None: the tracker walks."""
+    from tracekit.replay.overlap_schedule import byte_changes, memory_walk
+
+    class Unscheduled:
+        memory_tracker = None
+
+    gm = _bucketed("spmd_auto", 0, 0.1)
+    order = list(gm.graph.nodes)
+    assert byte_changes(memory_walk(gm, Unscheduled()), order) is None
+    tracker = memory_walk(gm, Unscheduled(), order)
+    assert byte_changes(tracker, order) is not None
+    tracker.current_live_storages = set()  # the placeholders' storages not live: a use asserts
+    assert byte_changes(tracker, order) is None
