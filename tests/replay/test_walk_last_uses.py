@@ -144,7 +144,7 @@ def test_byte_changes_give_the_tracker_s_bytes_after_every_node(scenario, index,
     gm = _bucketed(scenario, index, cap)
     peaks = []
     for order in (list(gm.graph.nodes), _late_order(gm)):
-        ours = memory_walk(gm, Unscheduled(), order)
+        ours = memory_walk(gm, Unscheduled())
         start = ours.current_memory_bytes
         changes = byte_changes(ours, order)
         assert changes is not None
@@ -159,8 +159,8 @@ def test_byte_changes_give_the_tracker_s_bytes_after_every_node(scenario, index,
 
 
 def test_byte_changes_leave_to_the_tracker_what_they_cannot_read():
-    """Without uses reduced to the last one in the walk's order (no order given), or with a
-    storage used before it is live, byte_changes answers None: the tracker walks."""
+    """With a storage used before it is live, or a tracker without torch's storage map,
+    byte_changes answers None: the tracker walks."""
     from tracekit.replay.overlap_schedule import byte_changes, memory_walk
 
     class Unscheduled:
@@ -168,8 +168,8 @@ def test_byte_changes_leave_to_the_tracker_what_they_cannot_read():
 
     gm = _bucketed("spmd_auto", 0, 0.1)
     order = list(gm.graph.nodes)
-    assert byte_changes(memory_walk(gm, Unscheduled()), order) is None
-    tracker = memory_walk(gm, Unscheduled(), order)
+    tracker = memory_walk(gm, Unscheduled())
     assert byte_changes(tracker, order) is not None
     tracker.current_live_storages = set()  # the placeholders' storages not live: a use asserts
     assert byte_changes(tracker, order) is None
+    assert byte_changes(Unscheduled(), order) is None

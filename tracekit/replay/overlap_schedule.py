@@ -378,6 +378,11 @@ def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = Non
     return out
 
 
+def every_device(device: Any) -> bool:
+    """The memory walk's device filter: every device counts (torch's own skips CPU tensors)."""
+    return True
+
+
 def memory_walk(gm: fx.GraphModule, sched: Any, order: list[fx.Node] | None = None) -> Any:
     """torch's ``MemoryTracker`` over the scheduled graph ``gm``, every device counted (the
     scheduler's own skips CPU tensors), for our walk in the scheduled order.
@@ -402,12 +407,12 @@ def memory_walk(gm: fx.GraphModule, sched: Any, order: list[fx.Node] | None = No
     mapped = getattr(known, "node_to_output_storages", None)
     nodes = list(gm.graph.nodes)
     if not isinstance(mapped, dict) or len(mapped) != len(nodes) or not all(n in mapped for n in nodes):
-        tracker = memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True)
+        tracker = memory_estimator.MemoryTracker(gm.graph, device_filter=every_device)
     else:
         made = memory_estimator.GraphAliasTracker
         memory_estimator.GraphAliasTracker = lambda _nodes: known
         try:
-            tracker = memory_estimator.MemoryTracker(gm.graph, device_filter=lambda d: True)
+            tracker = memory_estimator.MemoryTracker(gm.graph, device_filter=every_device)
         finally:
             memory_estimator.GraphAliasTracker = made
     return _last_uses(_plain_scheduled(tracker), order)
@@ -473,53 +478,62 @@ def _walk_events(tracker: Any) -> set[fx.Node] | None:
 def byte_changes(tracker: Any, order: list[fx.Node]) -> dict[fx.Node, int] | None:
     """The bytes in use that each node of ``order`` adds (its fresh storages) less those it
     frees (the storages whose last use in ``order`` it is), for the nodes that change them:
-    what torch's ``MemoryTracker`` gives scheduling ``order`` node by node, read off the map
-    it was built on (:func:`memory_walk`, with :func:`_last_uses`) in one pass.
+    what torch's ``MemoryTracker`` gives scheduling ``order`` node by node, read off the
+    storage map it was built on (:func:`memory_walk`) in two passes.
 
     The tracker's own step runs about 5 us of Python a node (an assertion, an ordered set of
-    freed storages, a debug log call, a size through ``optimization_hint``), and a
-    1,443-node graph has 1,000 nodes that allocate or free: a tenth of what our side of a cap
-    costs. The same rules: a storage counts from its allocating node on, on the tracker's
-    devices; it is freed at its last use unless its allocator is not releasable (a primal)::
+    freed storages, a debug log call, a size through ``optimization_hint``), and asks about
+    every use of each storage a node uses; a 1,443-node graph has 1,000 nodes that allocate or
+    free. The same rules: a storage counts from its allocating node on, on the tracker's
+    devices; it is freed once every node that uses it has run (at its last use in ``order``;
+    never, if a node that uses it is not in ``order``), unless its allocator is not releasable
+    (a primal)::
 
         before: tracker.schedule_node(n); cur = tracker.current_memory_bytes   # per node
         after:  cur += changes.get(n, 0)                                       # the same cur
 
     None where the tracker could not walk ``order`` cleanly (a storage used before it is
-    live, a size that is not an int, a map without these fields, uses not reduced to the
-    last): then the tracker walks it, node by node, as before."""
+    live, a size that is not an int, a map without these fields): then the tracker walks it,
+    node by node, as before."""
     alias: Any = getattr(tracker, "alias_tracker", None)
     try:
         fresh = alias.node_to_fresh_allocations
         uses = alias.node_to_storage_uses
-        last = alias.storage_to_uses
         allocator = alias.storage_to_allocator
         counted = tracker.device_filter
         releasable = tracker.is_releasable
         size_of = tracker._get_storage_size
-        live = set(tracker.current_live_storages)
-    except (AttributeError, TypeError):
+        live = {s: size_of(s) for s in tracker.current_live_storages}
+    except Exception:  # noqa: BLE001 - not the tracker this was written for: it walks
         return None
-    if not isinstance(getattr(alias, "walk_events", None), set):  # uses not reduced (_last_uses)
-        return None
+    every = counted is every_device  # then no storage is filtered out: the filter is not asked
     changes: dict[fx.Node, int] = {}
     try:
+        walked = set(order)
+        # the last use of each storage in ``order``; None: a node outside ``order`` uses it,
+        # so it is never freed
+        last: dict[Any, fx.Node | None] = {s: None for n in uses if n not in walked for s in uses[n]}
+        setdefault = last.setdefault
+        for n in reversed(order):
+            for s in uses[n]:
+                setdefault(s, n)
         for n in order:
             if n.op in ("placeholder", "get_attr", "output"):
                 continue
             change = 0
             for s in fresh[n]:
-                if s not in live and counted(s.device):
-                    live.add(s)
-                    change += size_of(s)
+                if s not in live and (every or counted(s.device)):
+                    live[s] = size = size_of(s)
+                    change += size
             for s in uses[n]:
-                if not counted(s.device):
+                size = live.get(s)
+                if size is None:
+                    if every or counted(s.device):
+                        return None  # used before it is live: the tracker asserts; let it walk
                     continue
-                if s not in live:
-                    return None  # the tracker asserts here: let it walk
-                if last[s][0] is n and releasable(allocator[s]):
-                    live.remove(s)
-                    change -= size_of(s)
+                if last[s] is n and releasable(allocator[s]):
+                    del live[s]
+                    change -= size
             if type(change) is not int:
                 return None
             if change:
@@ -612,9 +626,12 @@ def schedule(
     # its start node and takes its estimate on its group's stream; its wait holds the compute
     # stream for the collective's exposed time (so the compute stream ends at est_ms).
     t = 0.0
-    tracker = memory_walk(gm, sched, order)
+    tracker = memory_walk(gm, sched)
     changes = byte_changes(tracker, order)
-    events = None if changes is not None else _walk_events(tracker)
+    events = None
+    if changes is None:  # torch's tracker walks, asking about each storage's last use only
+        tracker = _last_uses(tracker, order)
+        events = _walk_events(tracker)
     peak = cur = tracker.current_memory_bytes
     out.memory.append([0.0, peak])
     for n in order:
