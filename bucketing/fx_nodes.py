@@ -49,15 +49,36 @@ def new_node(
     return node
 
 
-def copy_graph_nodes(source: fx.Graph, into: fx.Graph) -> Any:
+def copy_graph_nodes(
+    source: fx.Graph,
+    into: fx.Graph,
+    copied: dict[fx.Node, fx.Node] | None = None,
+    left_out: dict[fx.Node, Any] | None = None,
+) -> Any:
     """Copy every node of ``source`` into the empty graph ``into`` as ``into.graph_copy(source,
     {})`` does (same names, types and order; node meta copied shallowly), and return what the
-    copy's output should return (None if ``source`` has no output node)."""
-    copied: dict[fx.Node, fx.Node] = {}
-    remap: Callable[[fx.Node], fx.Node] = copied.__getitem__
+    copy's output should return (None if ``source`` has no output node). ``copied``: filled
+    with each source node's copy.
+
+    ``left_out``: nodes not copied, each with what its users' arguments hold in its place (a
+    mark the caller replaces later). A node left out still takes its name in ``into``'s
+    namespace, at its place: the names made after the copy are those a whole copy leaves free."""
+    copied = {} if copied is None else copied
+    remap: Callable[[fx.Node], Any] = copied.__getitem__
+    take_name: Callable[[str, None], str] | None = None
+    if left_out:
+        marks = left_out
+
+        def remap(n: fx.Node) -> Any:
+            return copied[n] if n in copied else marks[n]
+
+        take_name = into._graph_namespace.create_name
     for node in source.nodes:
         if node.op == "output":
             return fx.node.map_arg(node.args[0], remap)
+        if take_name is not None and node in left_out:  # type: ignore[operator]  # left_out is set
+            take_name(node.name, None)
+            continue
         new = new_node(
             into,
             node.op,
@@ -72,4 +93,24 @@ def copy_graph_nodes(source: fx.Graph, into: fx.Graph) -> Any:
     return None
 
 
-__all__ = ["copy_graph_nodes", "new_node"]
+def graph_module(root: fx.GraphModule, graph: fx.Graph) -> fx.GraphModule:
+    """``graph`` as a module with ``root``'s attributes: torch's ``_LazyGraphModule``, whose
+    Python code is generated only if something reads it or calls the module (a plain
+    ``GraphModule`` generates the code of the whole graph at once, two thirds of a copy's
+    time, and a rewritten copy that is only scheduled never runs it)."""
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:  # a release without it: the code is generated, nothing else changes
+        return fx.GraphModule(root, graph)
+    return _LazyGraphModule(root, graph)
+
+
+def copy_graph_module(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of ``gm`` to rewrite: its nodes copied (:func:`copy_graph_nodes`, meta shallowly:
+    fake values are shared) into a :func:`graph_module`."""
+    graph = fx.Graph()
+    graph.output(copy_graph_nodes(gm.graph, graph))
+    return graph_module(gm, graph)
+
+
+__all__ = ["copy_graph_module", "copy_graph_nodes", "graph_module", "new_node"]

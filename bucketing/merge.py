@@ -97,7 +97,7 @@ class _Builder:
         self.before = before
         self.fake_mode = fake_mode
         self.members = members
-        self.sources = [_node_source(m) for m in members]
+        self.sources = [_node_source(m, id(graph)) for m in members]
         self.first_meta = members[0].meta
 
     def call(
@@ -329,15 +329,16 @@ def _target_text(target) -> str:
     return str(target)  # str() of an OpOverload rebuilds its schema: slow, so cached
 
 
-def _node_source(node: fx.Node):
-    """``NodeSource(node, ...)`` as torch builds it, with the target's text cached."""
+def _node_source(node: fx.Node, graph_id: int):
+    """``NodeSource(node, ...)`` as torch builds it, with the target's text cached; ``graph_id``:
+    the id of the graph the bucket is merged in (``node``'s own, or its copy's)."""
     import copy
 
     from torch.fx.traceback import NodeSource, NodeSourceAction
 
     source = NodeSource(None, PASS_NAME, [NodeSourceAction.CREATE, NodeSourceAction.REPLACE])
     source.node_info = NodeSource.NodeInfo(
-        name=node.name, target=_target_text(node.target), graph_id=id(node.graph)
+        name=node.name, target=_target_text(node.target), graph_id=graph_id
     )
     source.from_node = copy.deepcopy(node.meta["from_node"]) if "from_node" in node.meta else []
     return source
@@ -396,25 +397,48 @@ def _replace_and_erase(members: list[fx.Node], outputs: list[fx.Node], also: lis
             graph.erase_node(n)
 
 
+class InPlace:
+    """Where a merge reads its members' inputs, puts its nodes and sends their users: the
+    members' own graph. The merge of a copy that is made without the members is the other
+    site (:class:`bucketing.copy_rewrite.OnCopy`)."""
+
+    def input(self, node: fx.Node) -> fx.Node:
+        """The node of the graph being rewritten that stands for a member's input ``node``."""
+        return node
+
+    def before(self, members: list[fx.Node]) -> fx.Node:
+        """The node the bucket's nodes go before: the one after its last collective."""
+        return members[-1].next
+
+    def replace(self, members: list[fx.Node], outputs: list[fx.Node], also: list[list[fx.Node]]) -> None:
+        """The users of each member's wait take its output; the members, waits and ``also``
+        (folded casts) go."""
+        _replace_and_erase(members, outputs, also)
+
+
+IN_PLACE = InPlace()
+
+
 def merge_all_gather_bucket(
     graph: fx.Graph,
     members: list[fx.Node],
     rank: int,
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
+    site: InPlace = IN_PLACE,
 ) -> fx.Node:
     """Merge all-gathers of one (group, dtype) into one ``all_gather_into_tensor_out``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
     dtype = min((m.meta["val"].dtype for m in members), key=lambda d: d.itemsize)
     device = members[0].meta["val"].device
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views, clones)
+    b = _Builder(graph, site.before(members), _fake_mode_of(members), members, views, clones)
     casts: list[list[fx.Node]] = []
     flats = []
     numels = []
     for i, m in enumerate(members):
         cast = _foldable_cast(m)
-        src = cast.args[0] if cast is not None else m.args[0]
+        src = site.input(cast.args[0] if cast is not None else m.args[0])
         casts.append([cast] if cast is not None else [])
         numels.append(src.meta["val"].numel())
         flats.append(b.input_view(src, [-1], member=i))
@@ -435,7 +459,7 @@ def merge_all_gather_bucket(
     for i, m in enumerate(members):
         part = b.call(operator.getitem, (parts, i), member=i)
         outputs.append(b.output_reshape(part, list(m.meta["val"].shape), member=i))
-    _replace_and_erase(members, outputs, casts)
+    site.replace(members, outputs, casts)
     return ag
 
 
@@ -444,13 +468,14 @@ def merge_reduce_scatter_bucket(
     members: list[fx.Node],
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
+    site: InPlace = IN_PLACE,
 ) -> fx.Node:
     """Merge reduce-scatters of one (group, op, dtype) into one ``reduce_scatter_tensor``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views, clones)
-    rows = [b.input_view(m.args[0], [group_size, -1], member=i) for i, m in enumerate(members)]
+    b = _Builder(graph, site.before(members), _fake_mode_of(members), members, views, clones)
+    rows = [b.input_view(site.input(m.args[0]), [group_size, -1], member=i) for i, m in enumerate(members)]
     cat = b.call(aten.cat.default, (rows, 1))
     total = cat.meta["val"].numel()
     flat = b.reshape(cat, [total])
@@ -462,7 +487,7 @@ def merge_reduce_scatter_bucket(
     for i, m in enumerate(members):
         part = b.call(operator.getitem, (parts, i), member=i)
         outputs.append(b.output_reshape(part, list(m.meta["val"].shape), member=i))
-    _replace_and_erase(members, outputs, [[] for _ in members])
+    site.replace(members, outputs, [[] for _ in members])
     return rs
 
 
@@ -471,12 +496,13 @@ def merge_all_reduce_bucket(
     members: list[fx.Node],
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
+    site: InPlace = IN_PLACE,
 ) -> fx.Node:
     """Merge all-reduces of one (group, op, dtype) into one ``all_reduce``."""
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
-    b = _Builder(graph, members[-1].next, _fake_mode_of(members), members, views, clones)
-    flats = [b.input_view(m.args[0], [-1], member=i) for i, m in enumerate(members)]
+    b = _Builder(graph, site.before(members), _fake_mode_of(members), members, views, clones)
+    flats = [b.input_view(site.input(m.args[0]), [-1], member=i) for i, m in enumerate(members)]
     cat = b.call(aten.cat.default, (flats,))
     ar = b.call(c10d.all_reduce.default, (cat, op, group))
     wait = b.call(WAIT_TARGET, (ar,))
@@ -485,7 +511,7 @@ def merge_all_reduce_bucket(
     for i, m in enumerate(members):
         part = b.call(operator.getitem, (parts, i), member=i)
         outputs.append(b.output_reshape(part, list(m.args[0].meta["val"].shape), member=i))
-    _replace_and_erase(members, outputs, [[] for _ in members])
+    site.replace(members, outputs, [[] for _ in members])
     return ar
 
 
@@ -510,18 +536,22 @@ def merge_bucket(
     mode: str,
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
+    site: InPlace = IN_PLACE,
 ) -> None:
     """Merge one planned bucket of ``kind`` ("AG", "RS", "AR"). ``views``: the fake values of
     the members' input views, ``clones`` those of their outputs' clones, kept across rewrites
-    of copies of one graph (``_Builder.input_view``, ``_Builder.output_reshape``)."""
-    if needs_torch_merge(kind, members, mode) is not None:
+    of copies of one graph (``_Builder.input_view``, ``_Builder.output_reshape``). ``site``:
+    where the members' inputs are and the bucket goes (:class:`InPlace`: the members' graph).
+    A bucket torch's functions merge needs its members in ``graph``: another site is given only
+    buckets ``needs_torch_merge`` found none of (:func:`bucketing.copy_rewrite.left_out`)."""
+    if site is IN_PLACE and needs_torch_merge(kind, members, mode) is not None:
         merge_with_torch(graph, kind, members, mode)
     elif kind == "AG":
-        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])), views, clones)
+        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])), views, clones, site)
     elif kind == "RS":
-        merge_reduce_scatter_bucket(graph, members, views, clones)
+        merge_reduce_scatter_bucket(graph, members, views, clones, site)
     else:
-        merge_all_reduce_bucket(graph, members, views, clones)
+        merge_all_reduce_bucket(graph, members, views, clones, site)
 
 
 def restore_topological_order(graph: fx.Graph) -> bool:

@@ -8,9 +8,12 @@ import torch.fx as fx
 
 from bucketing import artifacts
 from bucketing.compat import check_torch
+from bucketing.copy_rewrite import rewritten_copy
+from bucketing.fx_nodes import copy_graph_module, graph_module
 from bucketing.gc_pause import gc_paused
 from bucketing.merge import (
     BucketingError,
+    InPlace,
     group_rank,
     merge_bucket,
     needs_torch_merge,
@@ -73,6 +76,24 @@ def pre_bucket_fsdp_collectives(
     with gc_paused():
         return _pre_bucket(
             gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size, planner, lint, artifacts
+        )[1]
+
+
+def pre_bucketed_copy(
+    gm: fx.GraphModule, planner: FsdpPlanner, bucket_cap_mb: float | None = None, *, lint: bool = True
+) -> tuple[fx.GraphModule, BucketingReport]:
+    """A copy of ``gm``, the graph ``planner`` was made on (left as it is), pre-bucketed at
+    ``bucket_cap_mb`` with the planner's plan, and the pass's report: what
+    ``pre_bucket_fsdp_collectives(copy, planner=planner, recompile=False, lint=lint,
+    artifacts=False)`` gives on a whole copy, the same graph node for node, made without the
+    nodes that rewrite would erase (:mod:`bucketing.copy_rewrite`; a plan that needs them is
+    rewritten on a whole copy). A replay rewrites one copy per cap."""
+    if planner.gm is not gm:
+        raise BucketingError("pre_bucketed_copy: the planner was made on another graph")
+    check_torch()
+    with gc_paused():
+        return _pre_bucket(
+            gm, None, bucket_cap_mb, False, planner=planner, lint=lint, emit=False, into_copy=True
         )
 
 
@@ -86,13 +107,16 @@ def _pre_bucket(
     planner: FsdpPlanner | None = None,
     lint: bool = True,
     emit: bool = True,
-) -> BucketingReport:
+    into_copy: bool = False,
+) -> tuple[fx.GraphModule, BucketingReport]:
+    """The pass on ``gm``, or (``into_copy``) on a copy of ``gm`` made rewritten: the graph
+    rewritten and the report."""
     if planner is None:
         planner = FsdpPlanner(gm, mode, fsdp_groups=fsdp_groups, group_size=group_size)
     report = planner.base_report()
     if not planner.fsdp_groups:
         report.skipped_reason = "no FSDP all-gather in the graph"
-        return report
+        return (copy_graph_module(gm) if into_copy else gm), report
     verbose = emit and _verbose()
     if emit:
         artifacts.emit_string(
@@ -109,16 +133,29 @@ def _pre_bucket(
     if emit:
         artifacts.emit_json(artifacts.BUCKETS, report.buckets_payload)
 
-    buckets = plan.buckets if planner.gm is gm else _on_copy(gm.graph, planner.nodes, plan.buckets)
-    _check_mergeable(buckets, planner.mode)
-    graph = gm.graph
-    merged = 0
-    copy = planner.gm is not gm  # a copy: fake values kept from earlier rewrites of copies are reused
+    # a copy: fake values kept from earlier rewrites of copies are reused
+    copy = into_copy or planner.gm is not gm
     views, clones = (planner.input_views, planner.output_clones) if copy else (None, None)
-    for kind in KINDS:
-        for members in buckets[kind]:
-            merge_bucket(graph, kind, members, planner.mode, views, clones)
-            merged += 1
+    made = None
+    if into_copy:
+        _check_mergeable(plan.buckets, planner.mode)  # before left_out asks the same of the members
+
+        def merge(graph: fx.Graph, kind: str, members: list[fx.Node], site: InPlace) -> None:
+            merge_bucket(graph, kind, members, planner.mode, views, clones, site)
+
+        made = rewritten_copy(gm, plan.buckets, planner.ids, planner.mode, merge, graph_module)
+        gm = made if made is not None else copy_graph_module(gm)
+    if made is not None:
+        merged = sum(len(plan.buckets.get(kind, [])) for kind in KINDS)
+    else:
+        buckets = plan.buckets if planner.gm is gm else _on_copy(gm.graph, planner.nodes, plan.buckets)
+        _check_mergeable(buckets, planner.mode)
+        merged = 0
+        for kind in KINDS:
+            for members in buckets[kind]:
+                merge_bucket(gm.graph, kind, members, planner.mode, views, clones)
+                merged += 1
+    graph = gm.graph
     if merged:
         restore_topological_order(graph)
         if lint:
@@ -135,7 +172,7 @@ def _pre_bucket(
     logger.info("pre_bucket_fsdp_collectives: %s", line)
     if emit:
         artifacts.emit_string(artifacts.SUMMARY, lambda: line)
-    return report
+    return gm, report
 
 
 def _on_copy(

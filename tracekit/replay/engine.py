@@ -371,8 +371,8 @@ class GraphReplayer:
 
         import torch._inductor.config as inductor_config
 
-        from bucketing import pre_bucket_fsdp_collectives
         from bucketing.gc_pause import gc_paused
+        from bucketing.prebucket import pre_bucketed_copy
         from tracekit.replay import overlap_schedule as osch
 
         # The collector paused: plan, copy, pass and scheduler allocate many small objects
@@ -384,18 +384,15 @@ class GraphReplayer:
                 return dataclasses.replace(done)
             self.register_groups()
             mode = key[0]
-            gm = osch.copy_graph(self.gm)
-            # the copy is rewritten with the plan made on the rebuilt graph (same node names),
-            # not planned again; checked (lint) at the first cap, the rewrite is the same after
+            # a copy rewritten with the plan made on the rebuilt graph, not planned again, made
+            # without the nodes the rewrite erases; checked (lint) at the first cap, the rewrite
+            # is the same after
             with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
-                report = pre_bucket_fsdp_collectives(
-                    gm,
-                    mode=self.options.mode,
-                    bucket_cap_mb=cap_mb,
-                    recompile=False,
-                    planner=self.what_if_planner if what_if else self.planner,
+                gm, report = pre_bucketed_copy(
+                    self.gm,
+                    self.what_if_planner if what_if else self.planner,
+                    cap_mb,
                     lint=not self._linted,
-                    artifacts=False,  # a copy of a replay: nothing for a TORCH_TRACE
                 )
             self._linted = True
             hw = self.what_if_hardware(what_if)

@@ -264,16 +264,9 @@ def copy_graph(gm: fx.GraphModule) -> fx.GraphModule:
     graph at once, two thirds of a copy's time. The nodes are copied as ``Graph.graph_copy``
     copies them, without ``create_node``'s walk over each node's arguments (half of the copy:
     :func:`bucketing.fx_nodes.copy_graph_nodes`)."""
-    from bucketing.fx_nodes import copy_graph_nodes
+    from bucketing.fx_nodes import copy_graph_module
 
-    g = fx.Graph()
-    out = copy_graph_nodes(gm.graph, g)
-    g.output(out)
-    try:
-        from torch.fx._lazy_graph_module import _LazyGraphModule
-    except ImportError:  # a release without it: the code is generated, nothing else changes
-        return fx.GraphModule(gm, g)
-    return _LazyGraphModule(gm, g)
+    return copy_graph_module(gm)
 
 
 def _group_name(node: fx.Node) -> str | None:
