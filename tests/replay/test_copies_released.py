@@ -24,17 +24,21 @@ def _replayer():
 
 
 def _recording_copies(monkeypatch) -> list:
-    from tracekit.replay import overlap_schedule as osch
+    """Weak references to every graph module a copy is made into (a whole copy, or one made
+    rewritten: bucketing.fx_nodes.graph_module, through either module's name for it)."""
+    import bucketing.fx_nodes as fx_nodes
+    import bucketing.prebucket as prebucket
 
     made: list = []
-    copy = osch.copy_graph
+    module = fx_nodes.graph_module
 
-    def recorded(gm):
-        out = copy(gm)
+    def recorded(root, graph):
+        out = module(root, graph)
         made.append(weakref.ref(out))
         return out
 
-    monkeypatch.setattr(osch, "copy_graph", recorded)
+    monkeypatch.setattr(fx_nodes, "graph_module", recorded)
+    monkeypatch.setattr(prebucket, "graph_module", recorded)
     return made
 
 
