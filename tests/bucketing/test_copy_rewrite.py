@@ -125,3 +125,93 @@ def test_a_planner_of_another_graph_is_refused():
     rp, other = _replayer("overlap_cap_a", 1), _replayer("overlap_cap_a", 0)
     with pytest.raises(BucketingError, match="the planner was made on another graph"):
         pre_bucketed_copy(rp.gm, other.planner, 3.0)
+
+
+def _orderings_graph():
+    """A graph the fixtures have no case of (built with fx, fake values by fake dispatch):
+    all-gathers issued two by two before their waits; ``both = add(w_1, w_2)`` uses the waits
+    of two buckets, and ``mul(w_2, 2)`` comes after it; the reduce-scatters' last collective and
+    a later bucket's last all-gather sit side by side, in one gap between kept nodes; and
+    ``both`` and ``w_3``'s view were rewritten after later users of their waits were made, so
+    ``w_2.users`` and ``w_3.users`` are not in graph order."""
+    import torch
+    import torch.fx as fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    aten, c10d = torch.ops.aten, torch.ops._c10d_functional
+    graph, mode = fx.Graph(), FakeTensorMode()
+
+    def val(node, target, args):
+        with mode:
+            node.meta["val"] = target(*fx.node.map_arg(args, lambda n: n.meta["val"]))
+        return node
+
+    def call(target, *args):
+        return val(graph.call_function(target, args), target, args)
+
+    def placeholder(name, shape):
+        node = graph.placeholder(name)
+        with mode:
+            node.meta["val"] = torch.empty(shape)
+        return node
+
+    x = placeholder("x", (8, 64))
+    p = [placeholder(f"p_{i}", (1024,)) for i in range(6)]
+
+    def gather(i):
+        return call(c10d.all_gather_into_tensor.default, p[i], 4, "0")
+
+    ag = [gather(0), gather(1)]
+    w = [call(c10d.wait_tensor.default, a) for a in ag]
+    ag += [gather(2), gather(3)]
+    w += [call(c10d.wait_tensor.default, a) for a in ag[2:]]
+    both = call(aten.add.Tensor, w[1], w[2])
+    m_2 = call(aten.mul.Tensor, w[2], 2.0)
+    h = x
+    views = []
+    for t in (w[0], both, m_2, w[3]):
+        views.append(call(aten.view.default, t, [64, 64]))
+        h = call(aten.mm.default, h, views[-1])
+    neg = call(aten.neg.default, w[3])
+    s = call(aten.sum.default, h)
+    grads = [call(aten.view.default, call(aten.mul.Tensor, t, s), [-1]) for t in (w[0], w[3])]
+    rs = [call(c10d.reduce_scatter_tensor.default, g, "sum", 4, "0") for g in grads]
+    ag += [gather(4), gather(5)]  # rs[1] and ag[5]: last of their buckets, side by side
+    waits = [call(c10d.wait_tensor.default, r) for r in rs] + [
+        call(c10d.wait_tensor.default, a) for a in ag[4:]
+    ]
+    out = call(aten.add.Tensor, waits[2], waits[3])
+    graph.output((h, out, neg, waits[0], waits[1]))
+    both.args = both.args  # both moves after m_2 in w_2.users
+    views[3].args = views[3].args  # and w_3's view after neg
+    return fx.GraphModule(torch.nn.Module(), graph)
+
+
+def test_orderings_the_fixtures_never_reach_are_the_pass_s_too():
+    import bucketing
+    from bucketing import pre_bucket_fsdp_collectives
+    from bucketing.copy_rewrite import left_out
+    from bucketing.fx_nodes import copy_graph_module
+    from bucketing.prebucket import pre_bucketed_copy
+
+    bucketing.register_fake_process_groups(["0"], 4)
+    gm = _orderings_graph()
+    w_2 = next(n for n in gm.graph.nodes if n.name == "wait_tensor_default_2")
+    assert [u.name for u in w_2.users] == ["mul_tensor", "add_tensor"]  # not in graph order
+    w_3 = next(n for n in gm.graph.nodes if n.name == "wait_tensor_default_3")
+    assert [u.name for u in w_3.users] == ["neg_default", "mul_tensor_2", "view_default_3"]
+    planner = bucketing.FsdpPlanner(gm)
+    cap = 0.04  # two 16 KiB all-gathers a bucket
+    plan = planner.plan_at(planner.cap_for(cap).cap_mb)
+    ag = [f"all_gather_into_tensor_default{s}" for s in ("", "_1", "_2", "_3", "_4", "_5")]
+    assert [[m.name for m in b] for b in plan.buckets["AG"]] == [ag[0:2], ag[2:4], ag[4:6]]
+    rs = ["reduce_scatter_tensor_default", "reduce_scatter_tensor_default_1"]
+    assert [[m.name for m in b] for b in plan.buckets["RS"]] == [rs]
+    assert left_out(plan.buckets, planner.mode) is not None
+    whole = copy_graph_module(gm)
+    theirs = pre_bucket_fsdp_collectives(whole, bucket_cap_mb=cap, recompile=False, planner=planner)
+    ours, report = pre_bucketed_copy(gm, planner, cap)
+    assert report.to_dict() == theirs.to_dict()
+    assert _nodes(ours) == _nodes(whole)
+    assert _described(ours) == _described(whole)
+    assert ours.code == whole.code
