@@ -36,7 +36,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from bucketing.merge import InPlace, needs_torch_merge
+from bucketing.merge import InPlace
 from bucketing.predicates import KINDS, WAIT_TARGET
 
 
@@ -52,18 +52,17 @@ class _Waiting:
         return f"<{self.wait.name} until merged>"
 
 
-def left_out(buckets: dict[str, list[list[fx.Node]]], mode: str) -> dict[fx.Node, Any] | None:
-    """The nodes of ``buckets`` (nodes of the planned graph) a copy can leave out, each with
-    what stands in its users' arguments (a :class:`_Waiting` for a wait, None for a collective
-    or a folded cast, which only those nodes use), or None if the plan needs a whole copy."""
+def left_out(buckets: dict[str, list[list[fx.Node]]]) -> dict[fx.Node, Any] | None:
+    """The nodes of ``buckets`` (nodes of the planned graph, each bucket one our merge takes:
+    ``needs_torch_merge`` is None) a copy can leave out, each with what stands in its users'
+    arguments (a :class:`_Waiting` for a wait, None for a collective or a folded cast, which
+    only those nodes use), or None if the plan needs a whole copy."""
     from bucketing.merge import _foldable_cast
 
     out: dict[fx.Node, Any] = {}
     chain: dict[fx.Node, fx.Node] = {}  # a left-out node -> the one left-out node it may use
     for kind in KINDS:
         for members in buckets.get(kind, []):
-            if needs_torch_merge(kind, members, mode) is not None:
-                return None
             for m in members:
                 if len(m.users) != 1:
                     return None
@@ -162,16 +161,16 @@ def rewritten_copy(
     gm: fx.GraphModule,
     buckets: dict[str, list[list[fx.Node]]],
     position: dict[fx.Node, int],
-    mode: str,
     merge: Callable[[fx.Graph, str, list[fx.Node], InPlace], None],
     module: Callable[[fx.GraphModule, fx.Graph], fx.GraphModule],
 ) -> fx.GraphModule | None:
-    """A copy of ``gm`` with ``buckets`` (its nodes, planned) merged: each bucket by ``merge``
+    """A copy of ``gm`` with ``buckets`` (its nodes, planned, none of them a bucket torch's
+    functions merge) merged: each bucket by ``merge``
     (graph, kind, members, site), the copy made a module by ``module`` (gm, graph); None (and
     nothing done) if the plan needs a whole copy (see the module)."""
     from bucketing.fx_nodes import copy_graph_nodes
 
-    marks = left_out(buckets, mode)
+    marks = left_out(buckets)
     graph = fx.Graph()
     if marks is None or not callable(getattr(getattr(graph, "_graph_namespace", None), "create_name", None)):
         return None

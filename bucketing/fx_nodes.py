@@ -58,26 +58,20 @@ def copy_graph_nodes(
     """Copy every node of ``source`` into the empty graph ``into`` as ``into.graph_copy(source,
     {})`` does (same names, types and order; node meta copied shallowly), and return what the
     copy's output should return (None if ``source`` has no output node). ``copied``: filled
-    with each source node's copy.
+    with each source node's copy (a node left out: what its users hold instead).
 
     ``left_out``: nodes not copied, each with what its users' arguments hold in its place (a
     mark the caller replaces later). A node left out still takes its name in ``into``'s
     namespace, at its place: the names made after the copy are those a whole copy leaves free."""
     copied = {} if copied is None else copied
     remap: Callable[[fx.Node], Any] = copied.__getitem__
-    take_name: Callable[[str, None], str] | None = None
-    if left_out:
-        marks = left_out
-
-        def remap(n: fx.Node) -> Any:
-            return copied[n] if n in copied else marks[n]
-
-        take_name = into._graph_namespace.create_name
+    take_name = into._graph_namespace.create_name if left_out else None
     for node in source.nodes:
         if node.op == "output":
             return fx.node.map_arg(node.args[0], remap)
         if take_name is not None and node in left_out:  # type: ignore[operator]  # left_out is set
             take_name(node.name, None)
+            copied[node] = left_out[node]  # type: ignore[index]  # what its users hold instead
             continue
         new = new_node(
             into,

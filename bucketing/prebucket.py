@@ -138,12 +138,13 @@ def _pre_bucket(
     views, clones = (planner.input_views, planner.output_clones) if copy else (None, None)
     made = None
     if into_copy:
-        _check_mergeable(plan.buckets, planner.mode)  # before left_out asks the same of the members
+        by_torch = _check_mergeable(plan.buckets, planner.mode)
 
         def merge(graph: fx.Graph, kind: str, members: list[fx.Node], site: InPlace) -> None:
             merge_bucket(graph, kind, members, planner.mode, views, clones, site)
 
-        made = rewritten_copy(gm, plan.buckets, planner.ids, planner.mode, merge, graph_module)
+        if not by_torch:  # torch's merge functions need the members in the graph: a whole copy
+            made = rewritten_copy(gm, plan.buckets, planner.ids, merge, graph_module)
         gm = made if made is not None else copy_graph_module(gm)
     if made is not None:
         merged = sum(len(plan.buckets.get(kind, [])) for kind in KINDS)
@@ -202,12 +203,17 @@ def _on_copy(
     return out
 
 
-def _check_mergeable(buckets: dict[str, list[list[fx.Node]]], mode: str) -> None:
-    """Raise before any rewrite if a bucket could not be merged (unregistered group, ...)."""
+def _check_mergeable(buckets: dict[str, list[list[fx.Node]]], mode: str) -> bool:
+    """Raise before any rewrite if a bucket could not be merged (unregistered group, ...);
+    return whether a bucket goes through torch's merge functions (``needs_torch_merge``)."""
+    by_torch = False
     for kind in KINDS:
         for members in buckets[kind]:
-            if kind == "AG" and needs_torch_merge(kind, members, mode) is None:
+            ours = needs_torch_merge(kind, members, mode) is None
+            by_torch |= not ours
+            if kind == "AG" and ours:
                 group_rank(group_name_of(members[0]))
             for m in members:
                 if len(m.users) != 1:
                     raise BucketingError(f"{m.name}: collective with {len(m.users)} users cannot be bucketed")
+    return by_torch

@@ -85,7 +85,7 @@ def test_the_copy_made_rewritten_is_the_pass_s_graph_on_a_whole_copy(scenario, i
     sizes = []
     for cap in CAPS:
         plan = rp.planner.plan_at(rp.planner.cap_for(cap).cap_mb)
-        assert left_out(plan.buckets, rp.planner.mode) is not None  # nothing merged in place
+        assert left_out(plan.buckets) is not None  # nothing merged in place
         whole = copy_graph(rp.gm)
         theirs = pre_bucket_fsdp_collectives(whole, bucket_cap_mb=cap, recompile=False, planner=rp.planner)
         ours, report = pre_bucketed_copy(rp.gm, rp.planner, cap)
@@ -102,14 +102,16 @@ def test_a_plan_torch_merges_is_rewritten_on_a_whole_copy():
     """custom_ops_multidtype buckets go through torch's merge functions, which need the members
     in the graph: the copy is whole, then rewritten, as the pass does."""
     from bucketing import FsdpPlanner, pre_bucket_fsdp_collectives
-    from bucketing.copy_rewrite import left_out
+    from bucketing.merge import needs_torch_merge
     from bucketing.prebucket import pre_bucketed_copy
     from tracekit.replay.overlap_schedule import copy_graph
 
     rp = _replayer("overlap_cap_a", 1)
     planner = FsdpPlanner(rp.gm, "custom_ops_multidtype")
     plan = planner.plan_at(planner.cap_for(1024.0).cap_mb)
-    assert left_out(plan.buckets, planner.mode) is None
+    assert {needs_torch_merge(kind, b, planner.mode) for kind, bs in plan.buckets.items() for b in bs} == {
+        "bucket mode 'custom_ops_multidtype'"
+    }
     whole = copy_graph(rp.gm)
     theirs = pre_bucket_fsdp_collectives(whole, bucket_cap_mb=1024.0, recompile=False, planner=planner)
     ours, report = pre_bucketed_copy(rp.gm, planner, 1024.0)
@@ -207,7 +209,7 @@ def test_orderings_the_fixtures_never_reach_are_the_pass_s_too():
     assert [[m.name for m in b] for b in plan.buckets["AG"]] == [ag[0:2], ag[2:4], ag[4:6]]
     rs = ["reduce_scatter_tensor_default", "reduce_scatter_tensor_default_1"]
     assert [[m.name for m in b] for b in plan.buckets["RS"]] == [rs]
-    assert left_out(plan.buckets, planner.mode) is not None
+    assert left_out(plan.buckets) is not None
     whole = copy_graph_module(gm)
     theirs = pre_bucket_fsdp_collectives(whole, bucket_cap_mb=cap, recompile=False, planner=planner)
     ours, report = pre_bucketed_copy(gm, planner, cap)
