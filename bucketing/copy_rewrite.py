@@ -94,6 +94,22 @@ def _marks_in(args: Any) -> list[_Waiting]:
     return found
 
 
+class WaitUsers:
+    """What the copies of one planned graph ask of it at every cap: each wait's users in graph
+    order (a user rewritten after a later one was made sits after it in ``users``), and the
+    nodes that use more than one wait (the only users whose order among a wait's users can
+    change as buckets are merged)."""
+
+    def __init__(self, nodes: list[fx.Node], position: dict[fx.Node, int]):
+        self.in_order: dict[fx.Node, tuple[fx.Node, ...]] = {}
+        self.several: set[fx.Node] = set()
+        for n in nodes:
+            if n.target is WAIT_TARGET:
+                self.in_order[n] = tuple(sorted(n.users, key=position.__getitem__))
+            elif sum(1 for i in n._input_nodes if i.target is WAIT_TARGET) > 1:
+                self.several.add(n)
+
+
 class OnCopy(InPlace):
     """The merge's site on a copy made without the buckets' nodes (:func:`rewritten_copy`)."""
 
@@ -103,11 +119,13 @@ class OnCopy(InPlace):
         copied: dict[fx.Node, fx.Node],
         marks: dict[fx.Node, Any],
         position: dict[fx.Node, int],
+        waits: WaitUsers,
     ):
         self.graph = graph
         self.copied = copied
         self.marks = marks
         self.position = position
+        self.waits = waits
         #: the kept node each gap ends at -> (position of a bucket's last collective, its first node)
         self.groups: dict[fx.Node, list[tuple[int, fx.Node]]] = {}
         #: each wait's users, in the order its copy's users would be (see the module)
@@ -141,10 +159,13 @@ class OnCopy(InPlace):
         def swap(a: Any) -> Any:
             return replacement.get(a, a) if type(a) is _Waiting else a
 
+        several = self.waits.several
         for user in rewritten:
             node = self.copied[user] if user.op != "output" else self.graph.output_node()
             node.args = fx.node.map_aggregate(node.args, swap)
             node.kwargs = fx.node.map_aggregate(node.kwargs, swap)
+            if user not in several:
+                continue
             for mark in _marks_in((node.args, node.kwargs)):  # the pass's setters moved this user
                 users = self._users(mark.wait)  # to the end of the users of the waits it still uses
                 users.pop(user, None)
@@ -153,7 +174,7 @@ class OnCopy(InPlace):
     def _users(self, wait: fx.Node) -> dict[fx.Node, None]:
         users = self.users.get(wait)
         if users is None:
-            users = self.users[wait] = dict.fromkeys(sorted(wait.users, key=self.position.__getitem__))
+            users = self.users[wait] = dict.fromkeys(self.waits.in_order[wait])
         return users
 
 
@@ -163,11 +184,13 @@ def rewritten_copy(
     position: dict[fx.Node, int],
     merge: Callable[[fx.Graph, str, list[fx.Node], InPlace], None],
     module: Callable[[fx.GraphModule, fx.Graph], fx.GraphModule],
+    waits: WaitUsers | None = None,
 ) -> fx.GraphModule | None:
     """A copy of ``gm`` with ``buckets`` (its nodes, planned, none of them a bucket torch's
     functions merge) merged: each bucket by ``merge``
     (graph, kind, members, site), the copy made a module by ``module`` (gm, graph); None (and
-    nothing done) if the plan needs a whole copy (see the module)."""
+    nothing done) if the plan needs a whole copy (see the module). ``waits``: made once per
+    planned graph and kept for its next copies (made here if not given)."""
     from bucketing.fx_nodes import copy_graph_nodes
 
     marks = left_out(buckets)
@@ -176,11 +199,11 @@ def rewritten_copy(
         return None
     copied: dict[fx.Node, fx.Node] = {}
     graph.output(copy_graph_nodes(gm.graph, graph, copied, marks))
-    site = OnCopy(graph, copied, marks, position)
+    site = OnCopy(graph, copied, marks, position, waits or WaitUsers(list(gm.graph.nodes), position))
     for kind in KINDS:
         for members in buckets.get(kind, []):
             merge(graph, kind, members, site)
     return module(gm, graph)
 
 
-__all__ = ["OnCopy", "left_out", "rewritten_copy"]
+__all__ = ["OnCopy", "WaitUsers", "left_out", "rewritten_copy"]

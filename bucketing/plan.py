@@ -208,6 +208,9 @@ class FsdpPlanner:
         self.input_views: dict[tuple, tuple] = {}
         #: and of the clones of the members' outputs (:meth:`bucketing.merge._Builder.output_reshape`)
         self.output_clones: dict[tuple, tuple] = {}
+        #: the waits' users in graph order, and the nodes that use several waits: what a copy
+        #: made rewritten asks of ``gm`` at every cap (:class:`bucketing.copy_rewrite.WaitUsers`)
+        self.wait_users: Any = None
         self._plans: dict[float, FsdpPlan] = {}  # plan_at's, by cap
         self._collect_candidates()
         self._collect_sizes()

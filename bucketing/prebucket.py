@@ -8,7 +8,7 @@ import torch.fx as fx
 
 from bucketing import artifacts
 from bucketing.compat import check_torch
-from bucketing.copy_rewrite import rewritten_copy
+from bucketing.copy_rewrite import WaitUsers, rewritten_copy
 from bucketing.fx_nodes import copy_graph_module, graph_module
 from bucketing.gc_pause import gc_paused
 from bucketing.merge import (
@@ -144,7 +144,9 @@ def _pre_bucket(
             merge_bucket(graph, kind, members, planner.mode, views, clones, site)
 
         if not by_torch:  # torch's merge functions need the members in the graph: a whole copy
-            made = rewritten_copy(gm, plan.buckets, planner.ids, merge, graph_module)
+            if planner.wait_users is None:
+                planner.wait_users = WaitUsers(planner.nodes, planner.ids)
+            made = rewritten_copy(gm, plan.buckets, planner.ids, merge, graph_module, planner.wait_users)
         gm = made if made is not None else copy_graph_module(gm)
     if made is not None:
         merged = sum(len(plan.buckets.get(kind, [])) for kind in KINDS)

@@ -117,7 +117,7 @@ def test_a_plan_torch_merges_is_rewritten_on_a_whole_copy():
     ours, report = pre_bucketed_copy(rp.gm, planner, 1024.0)
     assert report.to_dict() == theirs.to_dict()
     assert ours.code == whole.code
-    assert len(ours.graph.nodes) == len(whole.graph.nodes) == 107
+    assert len(ours.graph.nodes) == len(whole.graph.nodes) > len(rp.gm.graph.nodes)  # merged: torch's IR
 
 
 def test_a_planner_of_another_graph_is_refused():

@@ -504,7 +504,10 @@ def byte_changes(tracker: Any, order: list[fx.Node]) -> dict[fx.Node, int] | Non
         counted = tracker.device_filter
         releasable = tracker.is_releasable
         size_of = tracker._get_storage_size
-        live = {s: size_of(s) for s in tracker.current_live_storages}
+        # storages by their address (torch's StorageKey: the storage's, on one device), a
+        # plain int: a StorageKey hashes and compares in Python, thousands of times a walk
+        live = {s.storage._cdata: size_of(s) for s in tracker.current_live_storages}
+        freed = {s.storage._cdata: releasable(allocator[s]) for s in tracker.current_live_storages}
     except Exception:  # noqa: BLE001 - not the tracker this was written for: it walks
         return None
     every = counted is every_device  # then no storage is filtered out: the filter is not asked
@@ -513,27 +516,32 @@ def byte_changes(tracker: Any, order: list[fx.Node]) -> dict[fx.Node, int] | Non
         walked = set(order)
         # the last use of each storage in ``order``; None: a node outside ``order`` uses it,
         # so it is never freed
-        last: dict[Any, fx.Node | None] = {s: None for n in uses if n not in walked for s in uses[n]}
+        last: dict[int, fx.Node | None] = {
+            s.storage._cdata: None for n in uses if n not in walked for s in uses[n]
+        }
         setdefault = last.setdefault
         for n in reversed(order):
             for s in uses[n]:
-                setdefault(s, n)
+                setdefault(s.storage._cdata, n)
         for n in order:
             if n.op in ("placeholder", "get_attr", "output"):
                 continue
             change = 0
             for s in fresh[n]:
-                if s not in live and (every or counted(s.device)):
-                    live[s] = size = size_of(s)
+                key = s.storage._cdata
+                if key not in live and (every or counted(s.device)):
+                    live[key] = size = size_of(s)
+                    freed[key] = releasable(n)  # n allocates it
                     change += size
             for s in uses[n]:
-                size = live.get(s)
+                key = s.storage._cdata
+                size = live.get(key)
                 if size is None:
                     if every or counted(s.device):
                         return None  # used before it is live: the tracker asserts; let it walk
                     continue
-                if last[s] is n and releasable(allocator[s]):
-                    del live[s]
+                if last[key] is n and freed[key]:
+                    del live[key]
                     change -= size
             if type(change) is not int:
                 return None
