@@ -365,17 +365,32 @@ def _foldable_cast(ag: fx.Node) -> fx.Node | None:
     return None
 
 
-def needs_torch_merge(kind: str, members: list[fx.Node], mode: str) -> str | None:
-    """Why a bucket goes through torch's merge functions instead of ours, or None."""
+def needs_torch_merge(
+    kind: str, members: list[fx.Node], mode: str, known: dict[fx.Node, str | None] | None = None
+) -> str | None:
+    """Why a bucket goes through torch's merge functions instead of ours, or None. ``known``:
+    each member's own answer, kept across buckets of one graph (a planner's, asked per cap)."""
     if mode != "default":
         return f"bucket mode {mode!r}"
     for m in members:
-        if isinstance(collective_arg(m, "group_name"), fx.Node):
-            return "group given as a graph node"
-        for n in (m, m.all_input_nodes[0]):
-            val = n.meta.get("val")
-            if not isinstance(val, torch.Tensor) or not _static(val):
-                return "symbolic or missing sizes"
+        if known is None:
+            why = _member_needs_torch(m)
+        elif m in known:
+            why = known[m]
+        else:
+            why = known[m] = _member_needs_torch(m)
+        if why is not None:
+            return why
+    return None
+
+
+def _member_needs_torch(m: fx.Node) -> str | None:
+    if isinstance(collective_arg(m, "group_name"), fx.Node):
+        return "group given as a graph node"
+    for n in (m, m.all_input_nodes[0]):
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not _static(val):
+            return "symbolic or missing sizes"
     return None
 
 

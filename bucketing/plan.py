@@ -211,6 +211,8 @@ class FsdpPlanner:
         #: the waits' users in graph order, and the nodes that use several waits: what a copy
         #: made rewritten asks of ``gm`` at every cap (:class:`bucketing.copy_rewrite.WaitUsers`)
         self.wait_users: Any = None
+        #: each collective's own part of ``bucketing.merge.needs_torch_merge``, asked per cap
+        self.merge_checks: dict[fx.Node, str | None] = {}
         self._plans: dict[float, FsdpPlan] = {}  # plan_at's, by cap
         self._collect_candidates()
         self._collect_sizes()

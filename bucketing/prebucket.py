@@ -138,7 +138,7 @@ def _pre_bucket(
     views, clones = (planner.input_views, planner.output_clones) if copy else (None, None)
     made = None
     if into_copy:
-        by_torch = _check_mergeable(plan.buckets, planner.mode)
+        by_torch = _check_mergeable(plan.buckets, planner.mode, planner.merge_checks)
 
         def merge(graph: fx.Graph, kind: str, members: list[fx.Node], site: InPlace) -> None:
             merge_bucket(graph, kind, members, planner.mode, views, clones, site)
@@ -205,13 +205,16 @@ def _on_copy(
     return out
 
 
-def _check_mergeable(buckets: dict[str, list[list[fx.Node]]], mode: str) -> bool:
+def _check_mergeable(
+    buckets: dict[str, list[list[fx.Node]]], mode: str, known: dict[fx.Node, str | None] | None = None
+) -> bool:
     """Raise before any rewrite if a bucket could not be merged (unregistered group, ...);
-    return whether a bucket goes through torch's merge functions (``needs_torch_merge``)."""
+    return whether a bucket goes through torch's merge functions (``needs_torch_merge``, with
+    ``known`` its members' answers kept across calls)."""
     by_torch = False
     for kind in KINDS:
         for members in buckets[kind]:
-            ours = needs_torch_merge(kind, members, mode) is None
+            ours = needs_torch_merge(kind, members, mode, known) is None
             by_torch |= not ours
             if kind == "AG" and ours:
                 group_rank(group_name_of(members[0]))

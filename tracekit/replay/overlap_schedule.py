@@ -311,21 +311,19 @@ def _is_collective_start(node: fx.Node) -> bool:
 
 def _collective_of(target: Any) -> tuple[str, str] | None:
     """``collective_op`` of a ``_c10d_functional`` op's name (None for any other target and
-    for a wait), kept per target: a walk over a graph's nodes asks once per op, not per node."""
-    try:
-        return _COLLECTIVE_OF[target]
-    except KeyError:
-        pass
-    except TypeError:  # a target that cannot be a key
-        text = str(target)
-        return collective_op(text) if "_c10d_functional" in text else None
+    for a wait), kept per target: a walk over a graph's nodes asks once per op, not per node.
+    Kept by the target's identity (an ``OpOverload`` hashes in Python), with the target itself
+    beside its answer so that an identity reused by another object is not believed."""
+    known = _COLLECTIVE_OF.get(id(target))
+    if known is not None and known[0] is target:
+        return known[1]
     text = str(target)
     kind = collective_op(text) if "_c10d_functional" in text else None
-    _COLLECTIVE_OF[target] = kind
+    _COLLECTIVE_OF[id(target)] = (target, kind)
     return kind
 
 
-_COLLECTIVE_OF: dict[Any, tuple[str, str] | None] = {}
+_COLLECTIVE_OF: dict[int, tuple[Any, tuple[str, str] | None]] = {}
 
 
 def _estimate_key(node: fx.Node) -> tuple:
