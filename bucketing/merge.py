@@ -184,6 +184,13 @@ class _Builder:
             self.clones[key] = (dense.meta["val"], out.meta["val"], tuple(concrete))
         return out
 
+    def member_outputs(self, parts: fx.Node, shapes: list[list[int]]) -> list[fx.Node]:
+        """Each member's item of the bucket's split output (``parts``), reshaped to its shape."""
+        return [
+            self.output_reshape(self.call(operator.getitem, (parts, i), member=i), shape, member=i)
+            for i, shape in enumerate(shapes)
+        ]
+
     @staticmethod
     def fake_reshape_shape(x: fx.Node, shape: list[int]) -> tuple[int, ...]:
         numel = x.meta["val"].numel()
@@ -472,11 +479,7 @@ def merge_all_gather_bucket(
     wait = b.call(WAIT_TARGET, (ag,))
     rows = b.call(aten.view.default, (wait, [group_size, -1]))
     parts = b.call(aten.split_with_sizes.default, (rows, numels, 1))
-    outputs = []
-    for i, m in enumerate(members):
-        part = b.call(operator.getitem, (parts, i), member=i)
-        outputs.append(b.output_reshape(part, list(m.meta["val"].shape), member=i))
-    site.replace(members, outputs, casts)
+    site.replace(members, b.member_outputs(parts, [list(m.meta["val"].shape) for m in members]), casts)
     return ag
 
 
@@ -500,10 +503,7 @@ def merge_reduce_scatter_bucket(
     wait = b.call(WAIT_TARGET, (rs,))
     chunks = [m.args[0].meta["val"].numel() // group_size for m in members]
     parts = b.call(aten.split_with_sizes.default, (wait, chunks))
-    outputs = []
-    for i, m in enumerate(members):
-        part = b.call(operator.getitem, (parts, i), member=i)
-        outputs.append(b.output_reshape(part, list(m.meta["val"].shape), member=i))
+    outputs = b.member_outputs(parts, [list(m.meta["val"].shape) for m in members])
     site.replace(members, outputs, [[] for _ in members])
     return rs
 
@@ -524,10 +524,7 @@ def merge_all_reduce_bucket(
     ar = b.call(c10d.all_reduce.default, (cat, op, group))
     wait = b.call(WAIT_TARGET, (ar,))
     parts = b.call(aten.split_with_sizes.default, (wait, [m.args[0].meta["val"].numel() for m in members]))
-    outputs = []
-    for i, m in enumerate(members):
-        part = b.call(operator.getitem, (parts, i), member=i)
-        outputs.append(b.output_reshape(part, list(m.args[0].meta["val"].shape), member=i))
+    outputs = b.member_outputs(parts, [list(m.args[0].meta["val"].shape) for m in members])
     site.replace(members, outputs, [[] for _ in members])
     return ar
 
