@@ -36,7 +36,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from bucketing.merge import InPlace
+from bucketing.merge import InPlace, _foldable_cast
 from bucketing.predicates import KINDS, WAIT_TARGET
 
 
@@ -57,8 +57,6 @@ def left_out(buckets: dict[str, list[list[fx.Node]]]) -> dict[fx.Node, Any] | No
     ``needs_torch_merge`` is None) a copy can leave out, each with what stands in its users'
     arguments (a :class:`_Waiting` for a wait, None for a collective or a folded cast, which
     only those nodes use), or None if the plan needs a whole copy."""
-    from bucketing.merge import _foldable_cast
-
     out: dict[fx.Node, Any] = {}
     chain: dict[fx.Node, fx.Node] = {}  # a left-out node -> the one left-out node it may use
     for kind in KINDS:
@@ -116,7 +114,7 @@ class OnCopy(InPlace):
     def __init__(
         self,
         graph: fx.Graph,
-        copied: dict[fx.Node, fx.Node],
+        copied: dict[fx.Node, Any],
         marks: dict[fx.Node, Any],
         position: dict[fx.Node, int],
         waits: WaitUsers,
@@ -187,17 +185,17 @@ def rewritten_copy(
     waits: WaitUsers | None = None,
 ) -> fx.GraphModule | None:
     """A copy of ``gm`` with ``buckets`` (its nodes, planned, none of them a bucket torch's
-    functions merge) merged: each bucket by ``merge``
-    (graph, kind, members, site), the copy made a module by ``module`` (gm, graph); None (and
-    nothing done) if the plan needs a whole copy (see the module). ``waits``: made once per
-    planned graph and kept for its next copies (made here if not given)."""
+    functions merge) merged: each bucket by ``merge`` (graph, kind, members, site), the copy
+    made a module by ``module`` (gm, graph); None (and nothing done) if the plan needs a whole
+    copy (see the module). ``waits``: made once per planned graph and kept for its next copies
+    (made here if not given)."""
     from bucketing.fx_nodes import copy_graph_nodes
 
     marks = left_out(buckets)
     graph = fx.Graph()
     if marks is None or not callable(getattr(getattr(graph, "_graph_namespace", None), "create_name", None)):
         return None
-    copied: dict[fx.Node, fx.Node] = {}
+    copied: dict[fx.Node, Any] = {}  # a kept node's copy; a left-out node's mark
     graph.output(copy_graph_nodes(gm.graph, graph, copied, marks))
     site = OnCopy(graph, copied, marks, position, waits or WaitUsers(list(gm.graph.nodes), position))
     for kind in KINDS:

@@ -52,7 +52,7 @@ def new_node(
 def copy_graph_nodes(
     source: fx.Graph,
     into: fx.Graph,
-    copied: dict[fx.Node, fx.Node] | None = None,
+    copied: dict[fx.Node, Any] | None = None,
     left_out: dict[fx.Node, Any] | None = None,
 ) -> Any:
     """Copy every node of ``source`` into the empty graph ``into`` as ``into.graph_copy(source,
