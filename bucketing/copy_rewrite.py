@@ -36,6 +36,8 @@ from typing import Any
 
 import torch.fx as fx
 
+from bucketing import fx_nodes
+from bucketing.fx_nodes import copy_graph_nodes
 from bucketing.merge import InPlace, _foldable_cast
 from bucketing.predicates import KINDS, WAIT_TARGET
 
@@ -181,27 +183,23 @@ def rewritten_copy(
     buckets: dict[str, list[list[fx.Node]]],
     position: dict[fx.Node, int],
     merge: Callable[[fx.Graph, str, list[fx.Node], InPlace], None],
-    module: Callable[[fx.GraphModule, fx.Graph], fx.GraphModule],
-    waits: WaitUsers | None = None,
+    waits: WaitUsers,
 ) -> fx.GraphModule | None:
     """A copy of ``gm`` with ``buckets`` (its nodes, planned, none of them a bucket torch's
-    functions merge) merged: each bucket by ``merge`` (graph, kind, members, site), the copy
-    made a module by ``module`` (gm, graph); None (and nothing done) if the plan needs a whole
-    copy (see the module). ``waits``: made once per planned graph and kept for its next copies
-    (made here if not given)."""
-    from bucketing.fx_nodes import copy_graph_nodes
-
+    functions merge) merged, each bucket by ``merge`` (graph, kind, members, site), as a
+    :func:`bucketing.fx_nodes.graph_module`; None (and nothing done) if the plan needs a whole
+    copy (see the module). ``waits``: made once per planned graph, kept for its next copies."""
     marks = left_out(buckets)
     graph = fx.Graph()
     if marks is None or not callable(getattr(getattr(graph, "_graph_namespace", None), "create_name", None)):
         return None
     copied: dict[fx.Node, Any] = {}  # a kept node's copy; a left-out node's mark
     graph.output(copy_graph_nodes(gm.graph, graph, copied, marks))
-    site = OnCopy(graph, copied, marks, position, waits or WaitUsers(list(gm.graph.nodes), position))
+    site = OnCopy(graph, copied, marks, position, waits)
     for kind in KINDS:
         for members in buckets.get(kind, []):
             merge(graph, kind, members, site)
-    return module(gm, graph)
+    return fx_nodes.graph_module(gm, graph)
 
 
 __all__ = ["OnCopy", "WaitUsers", "left_out", "rewritten_copy"]

@@ -29,7 +29,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
@@ -53,6 +53,9 @@ from bucketing.predicates import (
 )
 from bucketing.report import BucketingReport, BucketMember
 from bucketing.sizes import MB, bucket_bytes, reported_bytes, round_mb
+
+if TYPE_CHECKING:
+    from bucketing.copy_rewrite import WaitUsers
 
 BUCKET_MODES = ("default", "custom_ops", "custom_ops_multidtype", "coalesced")
 
@@ -210,7 +213,7 @@ class FsdpPlanner:
         self.output_clones: dict[tuple, tuple] = {}
         #: the waits' users in graph order, and the nodes that use several waits: what a copy
         #: made rewritten asks of ``gm`` at every cap (:class:`bucketing.copy_rewrite.WaitUsers`)
-        self.wait_users: Any = None
+        self.wait_users: WaitUsers | None = None
         #: each collective's own part of ``bucketing.merge.needs_torch_merge``, asked per cap
         self.merge_checks: dict[fx.Node, str | None] = {}
         self._plans: dict[float, FsdpPlan] = {}  # plan_at's, by cap

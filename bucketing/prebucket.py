@@ -9,7 +9,7 @@ import torch.fx as fx
 from bucketing import artifacts
 from bucketing.compat import check_torch
 from bucketing.copy_rewrite import WaitUsers, rewritten_copy
-from bucketing.fx_nodes import copy_graph_module, graph_module
+from bucketing.fx_nodes import copy_graph_module
 from bucketing.gc_pause import gc_paused
 from bucketing.merge import (
     BucketingError,
@@ -146,7 +146,7 @@ def _pre_bucket(
         if not by_torch:  # torch's merge functions need the members in the graph: a whole copy
             if planner.wait_users is None:
                 planner.wait_users = WaitUsers(planner.nodes, planner.ids)
-            made = rewritten_copy(gm, plan.buckets, planner.ids, merge, graph_module, planner.wait_users)
+            made = rewritten_copy(gm, plan.buckets, planner.ids, merge, planner.wait_users)
         gm = made if made is not None else copy_graph_module(gm)
     if made is not None:
         merged = sum(len(plan.buckets.get(kind, [])) for kind in KINDS)

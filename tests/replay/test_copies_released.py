@@ -25,9 +25,8 @@ def _replayer():
 
 def _recording_copies(monkeypatch) -> list:
     """Weak references to every graph module a copy is made into (a whole copy, or one made
-    rewritten: bucketing.fx_nodes.graph_module, through either module's name for it)."""
+    rewritten: bucketing.fx_nodes.graph_module)."""
     import bucketing.fx_nodes as fx_nodes
-    import bucketing.prebucket as prebucket
 
     made: list = []
     module = fx_nodes.graph_module
@@ -38,7 +37,6 @@ def _recording_copies(monkeypatch) -> list:
         return out
 
     monkeypatch.setattr(fx_nodes, "graph_module", recorded)
-    monkeypatch.setattr(prebucket, "graph_module", recorded)
     return made
 
 

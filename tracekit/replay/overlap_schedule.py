@@ -264,14 +264,8 @@ class ScheduledGraph:
 
 
 def copy_graph(gm: fx.GraphModule) -> fx.GraphModule:
-    """A copy of ``gm`` to rewrite (node meta copied shallowly: fake values are shared).
-
-    The copy is torch's ``_LazyGraphModule``: its Python code is generated only if something
-    reads it or calls the module, and nothing does here (the passes and the scheduler rewrite
-    the graph; a replay never runs it). A plain ``GraphModule`` generates the code of the whole
-    graph at once, two thirds of a copy's time. The nodes are copied as ``Graph.graph_copy``
-    copies them, without ``create_node``'s walk over each node's arguments (half of the copy:
-    :func:`bucketing.fx_nodes.copy_graph_nodes`)."""
+    """A copy of ``gm`` to rewrite (node meta copied shallowly: fake values are shared), in a
+    module whose code is generated only if read (:func:`bucketing.fx_nodes.copy_graph_module`)."""
     from bucketing.fx_nodes import copy_graph_module
 
     return copy_graph_module(gm)
@@ -505,7 +499,8 @@ def byte_changes(tracker: Any, order: list[fx.Node]) -> dict[fx.Node, int] | Non
         # storages by their address (torch's StorageKey: the storage's, on one device), a
         # plain int: a StorageKey hashes and compares in Python, thousands of times a walk
         live = {s.storage._cdata: size_of(s) for s in tracker.current_live_storages}
-        freed = {s.storage._cdata: releasable(allocator[s]) for s in tracker.current_live_storages}
+        # whether a storage goes at its last use (its allocator is releasable: not a primal)
+        may_free = {s.storage._cdata: releasable(allocator[s]) for s in tracker.current_live_storages}
     except Exception:  # noqa: BLE001 - not the tracker this was written for: it walks
         return None
     every = counted is every_device  # then no storage is filtered out: the filter is not asked
@@ -529,7 +524,7 @@ def byte_changes(tracker: Any, order: list[fx.Node]) -> dict[fx.Node, int] | Non
                 key = s.storage._cdata
                 if key not in live and (every or counted(s.device)):
                     live[key] = size = size_of(s)
-                    freed[key] = releasable(n)  # n allocates it
+                    may_free[key] = releasable(n)  # n allocates it
                     change += size
             for s in uses[n]:
                 key = s.storage._cdata
@@ -538,7 +533,7 @@ def byte_changes(tracker: Any, order: list[fx.Node]) -> dict[fx.Node, int] | Non
                     if every or counted(s.device):
                         return None  # used before it is live: the tracker asserts; let it walk
                     continue
-                if last[key] is n and freed[key]:
+                if last[key] is n and may_free[key]:
                     del live[key]
                     change -= size
             if type(change) is not int:
