@@ -56,6 +56,8 @@ CAPS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048,
 IMPORTS = "import os, torch, torch._inductor.fx_passes.overlap_scheduling; os._exit(0)"
 
 
+#: Where the synthetic graph's values are (``--device``).
+DEVICE = "cuda:0"
 #: CPU seconds of each construction and run of torch's scheduler (:func:`time_scheduler`).
 SPENT_CPU: list[float] = []
 
@@ -136,9 +138,17 @@ def main() -> None:
         help="only the synthetic graph's caps in this process, ours beside the scheduler (no imports, "
         "logs or --jobs): run it in two trees, one after the other, for a before/after",
     )
+    ap.add_argument(
+        "--device",
+        default="cuda:0",
+        help="where the synthetic graph's values are: cuda:0 (default) as in a GPU run's log, which "
+        "is what users replay (torch here has no CUDA kernels); cpu as in the fixture logs",
+    )
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
     sizes = [int(x) for x in str(args.layers).split(",") if x.strip() and int(x)]
     if args.child:
         child(*args.child)
@@ -208,13 +218,15 @@ def layers(n: int, imports: float | None, cores: int, imports_cpu: float = 0.0) 
 
     logging.getLogger("torch._inductor.fx_passes.fsdp").setLevel(logging.WARNING)
     logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)
-    text = make_fsdp_graph(n).print_readable(print_output=False, include_stride=True, include_device=True)
+    text = make_fsdp_graph(n, device=DEVICE).print_readable(
+        print_output=False, include_stride=True, include_device=True
+    )
     t0, c0 = time.perf_counter(), time.process_time()
     rp = GraphReplayer(text, ReplayOptions())
     rebuild, rebuild_cpu = time.perf_counter() - t0, time.process_time() - c0
     compute_us = {x.name: 10.0 for x in rp.gm.graph.nodes if x.op == "call_function" and "mm" in x.name}
     ours = ours_cpu = 0.0
-    print(f"\n{n} layers, {len(rp.gm.graph.nodes)} fx nodes: rebuild {rebuild:.2f} s")
+    print(f"\n{n} layers, {len(rp.gm.graph.nodes)} fx nodes on {DEVICE}: rebuild {rebuild:.2f} s")
     print(f"{'cap MB':>8} {'ours s':>7} {'scheduler s':>11} {'ratio':>6}")
     for cap in CAPS:
         before = len(spent)
@@ -286,7 +298,7 @@ def rss(n: int) -> None:
     got = {}
     for jobs in (1, 2):
         side = os.path.join("/tmp", f"bench_replay_rss_{os.getpid()}.json")
-        t = wall([sys.executable, os.path.abspath(__file__), "--rss-child", str(jobs), str(n), side])
+        t = wall([sys.executable, os.path.abspath(__file__), "--rss-child", str(jobs), str(n), side, "--device", DEVICE])
         with open(side) as f:
             got[jobs] = json.load(f)
         os.unlink(side)
@@ -336,7 +348,7 @@ def rss_child(jobs: str, n: str, out: str) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        text = make_fsdp_graph(int(n)).print_readable(
+        text = make_fsdp_graph(int(n), device=DEVICE).print_readable(
             print_output=False, include_stride=True, include_device=True
         )
         rp = GraphReplayer(text, ReplayOptions(jobs=int(jobs)))

@@ -20,21 +20,25 @@ from __future__ import annotations
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 aten = torch.ops.aten
 c10d = torch.ops._c10d_functional
 
 
 class _GraphBuilder:
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
         self.graph = fx.Graph()
         self.mode = FakeTensorMode()
+        self.device = torch.device(device)
 
     def placeholder(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> fx.Node:
         node = self.graph.placeholder(name)
-        with self.mode:
-            node.meta["val"] = torch.empty(shape, dtype=dtype)
+        if self.device.type == "cpu":
+            with self.mode:
+                node.meta["val"] = torch.empty(shape, dtype=dtype)
+        else:  # a fake tensor on a device this torch may lack kernels for, as a log's are rebuilt
+            node.meta["val"] = FakeTensor(self.mode, torch.empty(shape, dtype=dtype, device="meta"), self.device)
         return node
 
     def call(self, target, *args) -> fx.Node:
@@ -52,14 +56,16 @@ def make_fsdp_graph(
     group_name: str = "0",
     dtype: torch.dtype = torch.float32,
     reduce_scatters: bool = True,
+    device: str = "cpu",
 ) -> fx.GraphModule:
     """A SimpleFSDP-like graph with ``n_layers`` FSDP all-gathers (and as many reduce-scatters).
 
     Each all-gather's output is ``dim * dim`` elements of ``dtype`` (64 x 64 float32: 16 KiB).
+    ``device``: where its values are (``"cuda:0"``: as a GPU run's log has them).
     """
     if (dim * dim) % group_size:
         raise ValueError(f"dim*dim={dim * dim} is not divisible by group_size={group_size}")
-    b = _GraphBuilder()
+    b = _GraphBuilder(device)
     x = b.placeholder("x", (8, dim), dtype)
     params = [b.placeholder(f"p_{i}", (dim * dim // group_size,), dtype) for i in range(n_layers)]
     views = []
