@@ -78,7 +78,7 @@ def copy_graph_nodes(
             node.op,
             node.target,
             fx.node.map_arg(node.args, remap),
-            fx.node.map_arg(node.kwargs, remap),
+            fx.node.map_arg(node.kwargs, remap) if node.kwargs else None,
             node.name,
             node.type,
         )

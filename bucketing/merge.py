@@ -623,7 +623,8 @@ def restore_topological_order(graph: fx.Graph) -> bool:
         if node.op == "output":
             output = node
             continue
-        absent = [i for i in node._input_nodes if i not in placed]
+        inputs = node._input_nodes
+        absent = [i for i in inputs if i not in placed] if not placed.issuperset(inputs) else None
         if absent:
             missing[node] = len(absent)
             for i in absent:

@@ -348,9 +348,10 @@ def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = Non
     cache = {} if cache is None else cache
     out = []
     for n in gm.graph.nodes:
-        if not _is_collective_start(n):
+        collective = _collective_of(n.target) if n.op == "call_function" else None
+        if collective is None:
             continue
-        kind, op = _collective_of(n.target)  # type: ignore[misc]  # a collective (_is_collective_start)
+        kind, op = collective
         try:
             key = _estimate_key(n)
         except Exception:  # noqa: BLE001 - unbacked sizes: estimate this one without the cache
