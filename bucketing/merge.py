@@ -97,7 +97,6 @@ class _Builder:
         self.views = views
         self.clones = clones
         self.before = before
-        self.fake_mode = fake_mode
         self.fakes = _Fakes(fake_mode) if fake_mode is not None else None
         self.members = members
         self.sources = [_node_source(m, id(graph)) for m in members]
@@ -122,7 +121,7 @@ class _Builder:
             return node
         val = _fast_meta(target, vals[0], self.fakes, vals[1])
         if val is None:
-            ctx = self.fake_mode if self.fake_mode is not None else contextlib.nullcontext()
+            ctx = self.fakes.mode if self.fakes is not None else contextlib.nullcontext()
             with ctx:
                 val = target(*vals[0], **vals[1])
         node.meta["val"] = val

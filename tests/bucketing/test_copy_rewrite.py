@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURE_LOGS
-
 pytest.importorskip("torch")
 
-from tests.replay.test_merge_fake_values import _described  # noqa: E402
+from tests.replay.test_merge_fake_values import _described, _replayer  # noqa: E402
 
 # (scenario, graph) -> nodes of the rebuilt graph, and of the copy made at 0.1, 3 and 1,024 MB
 GRAPHS = {
@@ -29,16 +27,6 @@ GRAPHS = {
     ("saved_params", 0): (62, [88, 86, 86]),
 }
 CAPS = (0.1, 3.0, 1024.0)
-
-
-def _replayer(scenario: str, index: int):
-    from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
-
-    srcs = [s for s in graph_sources([FIXTURE_LOGS / scenario]) if s.rank in (0, None)]
-    rp = GraphReplayer(srcs[index].text, ReplayOptions())
-    rp.register_groups()
-    return rp
 
 
 def _nodes(gm) -> list[tuple]:

@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FIXTURE_LOGS
-
 pytest.importorskip("torch")
 
+from tests.replay.test_merge_fake_values import _replayer  # noqa: E402
+
 MB = 1024 * 1024
-
-
-def _planner(scenario: str, index: int):
-    from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
-
-    srcs = [s for s in graph_sources([FIXTURE_LOGS / scenario]) if s.rank in (0, None)]
-    return GraphReplayer(srcs[index].text, ReplayOptions()).planner
 
 
 @pytest.mark.parametrize(
@@ -32,7 +24,7 @@ def _planner(scenario: str, index: int):
     ],
 )
 def test_every_cap_s_plan_is_its_own_and_the_unbound_ones_are_planned_once(scenario, index, unbinding, caps):
-    planner = _planner(scenario, index)
+    planner = _replayer(scenario, index).planner
     assert planner.unbinding_bytes == unbinding
     plans = {cap: planner.plan_at(cap) for cap in caps}
     for cap, plan in plans.items():

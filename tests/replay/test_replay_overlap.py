@@ -265,5 +265,5 @@ def test_caps_with_the_same_buckets_reuse_one_schedule_equal_to_a_fresh_one():
 
     pre_bucket_fsdp_collectives(gm, bucket_cap_mb=1.5, recompile=False)
     for c, n in zip(osch.final_collectives(gm, dict(rp._estimates)),
-                    [n for n in gm.graph.nodes if osch._is_collective_start(n)]):
+                    [n for n in gm.graph.nodes if osch._collective_start(n)]):
         assert c.est_ms == round(float(_get_collective_estimations(n)[0]), 4)

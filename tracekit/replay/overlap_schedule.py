@@ -299,8 +299,9 @@ def _group_size(node: fx.Node) -> int | None:
     return None
 
 
-def _is_collective_start(node: fx.Node) -> bool:
-    return node.op == "call_function" and _collective_of(node.target) is not None
+def _collective_start(node: fx.Node) -> tuple[str, str] | None:
+    """The (kind, op) of a node that starts a collective; None for any other node (a wait too)."""
+    return _collective_of(node.target) if node.op == "call_function" else None
 
 
 def _collective_of(target: Any) -> tuple[str, str] | None:
@@ -348,7 +349,7 @@ def final_collectives(gm: fx.GraphModule, cache: dict[tuple, float] | None = Non
     cache = {} if cache is None else cache
     out = []
     for n in gm.graph.nodes:
-        collective = _collective_of(n.target) if n.op == "call_function" else None
+        collective = _collective_start(n)
         if collective is None:
             continue
         kind, op = collective
