@@ -19,7 +19,8 @@ from tracekit.model import FinalSchedule, ScheduledCollective
 from tracekit.read.parsers import ArtifactError, ScheduleParser, collective_op, parse_estimation
 from tracekit.read.reader import load
 from tracekit.analyze.schedule import compile_divergence, first_difference, schedule_divergence
-from tracekit.analyze.summarize import run_from_document, summary_document
+from tracekit.analyze.documents import run_from_document
+from tracekit.analyze.summarize import summary_document
 
 AG, RS = "all_gather_into_tensor_out", "reduce_scatter_tensor"
 

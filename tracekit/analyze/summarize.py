@@ -37,7 +37,6 @@ from tracekit.model import (
     GRAPH_FIELDS,
     SHORT_NAMES,
     CollectiveSize,
-    Diagnostics,
     DumpMemo,
     Graph,
     Rank,
@@ -47,7 +46,6 @@ from tracekit.model import (
     final_to_dict,
     graph_to_dict,
     group_free_facts,
-    rank_from_dict,
     rank_to_dict,
 )
 from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
@@ -868,39 +866,3 @@ def write_summary_json(
         {"groups": lambda gs, ind: items(gs, ind, group), "ranks": lambda rs, ind: items(rs, ind, rank)},
     )
     write(b"\n")
-
-
-class DocumentError(ValueError):
-    """A JSON document that is not a ``tracekit.summary`` document."""
-
-
-def run_from_document(doc: Any) -> Run:
-    """A Run back from a ``tracekit.summary/1`` or ``/2`` document (graphs, counters,
-    diagnostics): per-rank entries when the document has them, else every rank of every group
-    (``/2``'s default), each with the group's graphs."""
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("tracekit.summary/"):
-        raise DocumentError("not a tracekit.summary document (no 'schema': 'tracekit.summary/2')")
-    try:
-        if doc.get("ranks") is not None or "groups" not in doc:
-            ranks = [rank_from_dict(r) for r in doc.get("ranks") or []]
-        else:
-            ranks = []
-            for grp in doc["groups"]:
-                for rk in rank_members(str(grp["ranks"])):
-                    ranks.append(rank_from_dict({**grp, "rank": rk, "files": []}))
-            ranks.sort(key=lambda r: (r.rank is None, _rank_order(r.rank)))
-        diag = Diagnostics()
-        d = doc.get("diagnostics") or {}
-        diag.counts = {str(k): int(v) for k, v in (d.get("counts") or {}).items()}
-        diag.examples = list(d.get("examples") or [])
-    except (KeyError, TypeError, ValueError) as e:
-        raise DocumentError(f"malformed summary document: {e}") from None
-    w = doc.get("world") or {}
-    dup_v = w.get("duplicated") or []
-    try:
-        dup: list[int | None] = [
-            r for r in (rank_members(dup_v) if isinstance(dup_v, str) else dup_v) if isinstance(r, int)
-        ]
-    except (TypeError, ValueError):
-        raise DocumentError("malformed summary document: world.duplicated is not a rank set") from None
-    return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)

@@ -12,111 +12,28 @@ one-line message on stderr.
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
-import orjson
 
 from tracekit.analyze.diff import diff_runs
-from tracekit.analyze.summarize import run_from_document
+from tracekit.analyze.documents import InputError, load_json, run_from_summary, sniff_json
 from tracekit.commands import options
 from tracekit.commands.options import examples, format_option, has_log_entries, jobs_option, output_option
 from tracekit.commands.output import output_sink
 from tracekit.commands.progress import ProgressBar
 from tracekit.model import Run
 from tracekit.model.words import plural
-from tracekit.read.sources import GZIP_MAGIC
 from tracekit.render.diff_text import render
-from tracekit.render.text import (
-    escape_controls,
-)
+from tracekit.render.text import escape_controls
 
-SUMMARY_PREFIX = "tracekit.summary/"
-#: The summary majors this version reads: /1 (per rank) and /2 (ranks grouped by outcome).
-SUPPORTED_SUMMARY_MAJORS = (1, 2)
 DIFF_FORMATS = ("table", "json", "markdown")
 
 
-class InputError(Exception):
-    """An input that cannot be diffed; the message is one line meant for the user."""
-
-
 # --- reading the inputs --------------------------------------------------------------------------
-
-
-def sniff_json(path: str) -> Callable[..., Any] | None:
-    """How to open the file (``open`` or ``gzip.open``) when its first non-space byte is ``{``
-    (looked at through gzip when the file is gzipped): a JSON document, not a glog-prefixed
-    compile log. None for anything else."""
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    opener: Callable[..., Any] = open
-    if head[:2] == GZIP_MAGIC:
-        opener = gzip.open
-        with gzip.open(path, "rb") as f:
-            head = f.read(4096)
-    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    return opener if head[:1] == b"{" else None
-
-
-def summary_major(schema: Any, path: str) -> int:
-    """The major version of a ``tracekit.summary/MAJOR[.MINOR]`` schema string, or InputError."""
-    if not isinstance(schema, str) or not schema.startswith(SUMMARY_PREFIX):
-        raise InputError(
-            f"{path}: JSON with schema {schema!r} is not a tracekit summary "
-            f"(expected {SUMMARY_PREFIX}{SUPPORTED_SUMMARY_MAJORS[-1]})"
-        )
-    version = schema[len(SUMMARY_PREFIX) :]
-    major = version.split(".", 1)[0]
-    if not major.isdigit():
-        raise InputError(f"{path}: unreadable summary schema version {schema!r}")
-    return int(major)
-
-
-def run_from_summary(doc: Any, path: str) -> Run:
-    """A :class:`Run` rebuilt from a ``tracekit.summary/1.x`` or ``/2.x`` document; keys this
-    version does not know are ignored, missing optional ones take their defaults."""
-    if not isinstance(doc, dict) or "schema" not in doc:
-        raise InputError(f'{path}: JSON without a "schema" key is not a tracekit summary')
-    major = summary_major(doc["schema"], path)
-    if major not in SUPPORTED_SUMMARY_MAJORS:
-        readable = " and ".join(f"{SUMMARY_PREFIX}{m}.x" for m in SUPPORTED_SUMMARY_MAJORS)
-        raise InputError(
-            f"{path}: summary schema {doc['schema']!r} is not supported (this tracekit reads {readable})"
-        )
-    for key in ("ranks", "groups"):
-        if not isinstance(doc.get(key) or [], list):
-            raise InputError(f'{path}: bad summary: "{key}" is not a list')
-    try:
-        run = run_from_document(doc)  # the model keeps only the keys it knows
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise InputError(f"{path}: bad summary: {e}") from None
-    problem = summary_problem(run)
-    if problem:
-        raise InputError(f"{path}: bad summary: {problem}")
-    if not run.paths:
-        run.paths = [path]
-    return run
-
-
-def summary_problem(run: Run) -> str:
-    """What makes a rebuilt summary unusable (values of the wrong type), or "" when it is fine.
-    A summary is untrusted input, like a log."""
-    seen: set[Any] = set()
-    for r in run.ranks:
-        if r.rank is not None and (not isinstance(r.rank, int) or isinstance(r.rank, bool)):
-            return f"rank {r.rank!r} is not an integer"
-        if r.rank in seen:
-            return f"rank {r.rank} appears twice"
-        seen.add(r.rank)
-        for g in r.graphs:
-            if g.group_size is not None and not isinstance(g.group_size, int):
-                return f"rank {r.rank} graph {g.label}: group_size {g.group_size!r}"
-    return ""
 
 
 def load_run(
@@ -131,14 +48,7 @@ def load_run(
         except (OSError, EOFError) as e:
             raise InputError(f"{path}: cannot read: {e}") from None
         if opener is not None:
-            try:
-                with opener(path, "rb") as f:
-                    doc = orjson.loads(f.read())
-            except orjson.JSONDecodeError as e:
-                raise InputError(f"{path}: bad JSON summary: {e}") from None
-            except (OSError, EOFError) as e:
-                raise InputError(f"{path}: cannot read: {e}") from None
-            return run_from_summary(doc, path), "summary"
+            return run_from_summary(load_json(path, opener), path), "summary"
 
     try:
         from tracekit.read.reader import load as read_logs  # says why a path holds no log itself
@@ -160,9 +70,6 @@ def load_run(
             extra = f" ({plural(bad, 'bad line')})" if bad else ""
         raise InputError(f"{path}: no torch.compile logs found{extra}")
     return run, "logs"
-
-
-# --- rendering -----------------------------------------------------------------------------------
 
 
 # --- the command ---------------------------------------------------------------------------------

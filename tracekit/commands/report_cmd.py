@@ -27,7 +27,6 @@ from tracekit.commands.options import (
     writable_target_problem,
 )
 
-SUMMARY_PREFIX = "tracekit.summary/"
 #: The replay document ``--replay`` reads (the one with per-cap step estimates).
 REPLAY_SCHEMA = "tracekit.replay/3"
 
@@ -35,11 +34,9 @@ REPLAY_SCHEMA = "tracekit.replay/3"
 def saved_summary(path: str) -> dict[str, Any] | None:
     """The document of a saved JSON summary at ``path``; None when the file is not JSON (a log).
     A JSON file that is not a usable ``tracekit.summary`` document is an error (exit 2), judged
-    as ``diff`` judges it (:func:`tracekit.commands.diff_cmd.run_from_summary`): the same bad
+    as ``diff`` judges it (:func:`tracekit.analyze.documents.run_from_summary`): the same bad
     summary gets the same status and message from both."""
-    import orjson
-
-    from tracekit.commands.diff_cmd import InputError, run_from_summary, sniff_json
+    from tracekit.analyze.documents import SUMMARY_PREFIX, InputError, load_json, run_from_summary, sniff_json
 
     if not os.path.isfile(path):
         return None
@@ -47,12 +44,11 @@ def saved_summary(path: str) -> dict[str, Any] | None:
         opener = sniff_json(path)
         if opener is None:
             return None
-        with opener(path, "rb") as f:
-            doc = orjson.loads(f.read())
-    except orjson.JSONDecodeError as e:
-        fail("report", f"{path}: bad JSON summary: {e}")
+        doc = load_json(path, opener)
     except (OSError, EOFError) as e:
         fail("report", f"{path}: cannot read: {e}")
+    except InputError as e:
+        fail("report", str(e))
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(SUMMARY_PREFIX):
         fail("report", f'{path}: JSON that is not a tracekit summary (no "schema": "{SUMMARY_PREFIX}N")')
     try:
