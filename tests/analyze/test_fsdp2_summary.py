@@ -7,7 +7,8 @@ from __future__ import annotations
 from click.testing import CliRunner
 from conftest import FIXTURE_LOGS
 
-from tracekit.analyze.summarize import summary_document, why_no_outcome
+from tracekit.analyze.notes import why_no_outcome
+from tracekit.analyze.summarize import summary_document
 from tracekit.commands.summarize_cmd import summarize
 from tracekit.model import COMPILED, EAGER
 from tracekit.read.pairing import build_file

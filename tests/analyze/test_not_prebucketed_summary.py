@@ -16,7 +16,8 @@ from tracekit.model import FinalSchedule, Rank, ScheduledCollective
 from tracekit.analyze.not_prebucketed import REASONS, finding, reason_of
 from tracekit.read.reader import load
 from tracekit.render.html import render_html
-from tracekit.analyze.summarize import did_nothing, summary_document, totals
+from tracekit.analyze.summarize import did_nothing, summary_document
+from tracekit.analyze.totals import totals
 
 LOGS = FIXTURE_LOGS / "saved_params"
 RS_BYTES = [144, 16384, 1024, 131072, 1040, 131072, 1024, 16384]

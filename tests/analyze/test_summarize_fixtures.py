@@ -15,15 +15,10 @@ from conftest import FIXTURE_LOGS, ROOT
 from tracekit.commands.summarize_cmd import summarize
 from tracekit.model import Counts, Rank, Run
 from tracekit.read.reader import load
-from tracekit.analyze.summarize import (
-    SCHEMA,
-    did_nothing,
-    divergence,
-    notes,
-    run_from_document,
-    summary_document,
-    totals,
-)
+from tracekit.analyze.documents import run_from_document
+from tracekit.analyze.notes import notes
+from tracekit.analyze.summarize import SCHEMA, did_nothing, divergence, summary_document
+from tracekit.analyze.totals import totals
 
 
 def test_spmd_auto_ranks_agree_and_totals_add_up():

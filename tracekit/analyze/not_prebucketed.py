@@ -157,7 +157,7 @@ def not_prebucketed(groups: list[Any]) -> list[dict[str, Any]]:
 
 
 def table_totals(t: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run's totals as the outcome table totals them: ``t`` (:func:`tracekit.analyze.summarize.totals`,
+    """The run's totals as the outcome table totals them: ``t`` (:func:`tracekit.analyze.totals.totals`,
     the pre-bucketing outcomes) plus the graphs never pre-bucketed (``items``: the did-nothing
     list, those with an ``outcome``), each counted once per rank. Their collectives run one by
     one, so each adds its counts to both ``before`` and ``after`` and its bytes (as MB) to both

@@ -1,39 +1,41 @@
-"""Per-rank model -> summary: rank groups, totals, rank consensus/divergence, world, verdict.
+"""Per-rank model -> summary: rank groups, rank consensus/divergence, did-nothing graphs, and
+the summary document that holds them with the world, totals, notes and verdict.
 
-Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file or formats text.
+Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file.
 
 - :func:`rank_groups`: ranks whose graphs are identical, as groups (1,024 identical ranks are
   one group); every analysis below works on groups, so its cost grows with distinct outcomes.
 - :func:`divergence`: where the ranks' bucketing outcomes differ from the majority, graph by
   graph and field by field, with the first differing collective.
-- :func:`totals`, :func:`did_nothing`, :func:`notes`, :func:`verdict`.
+- :func:`did_nothing`; the totals, notes and verdict are :mod:`tracekit.analyze.totals`,
+  :mod:`tracekit.analyze.notes` and :mod:`tracekit.analyze.verdict`.
 - :func:`summary_document` (the ``tracekit.summary/2`` JSON document: groups by default, per
-  rank with ``per_rank=True``) and :func:`run_from_document` (back to a Run, for diff; reads
-  ``tracekit.summary/1`` too).
+  rank with ``per_rank=True``); a saved one is read back by :mod:`tracekit.analyze.documents`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from bucketing.compat import TESTED_TORCH
 from bucketing.gc_pause import gc_paused
-from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
-from tracekit.analyze.cut import compared_items, cut_text, with_logs_that_end_early
+from tracekit.analyze.compiled_regions import compiled_regions
+from tracekit.analyze.cut import compared_items, with_logs_that_end_early
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
     mesh_not_prebucketed_text,
     mesh_run_once,
 )
-from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, table_totals, unmerged_kinds
+from tracekit.analyze.not_prebucketed import not_prebucketed, table_totals
+from tracekit.analyze.notes import notes
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
+from tracekit.analyze.totals import totals
+from tracekit.analyze.verdict import verdict
 from tracekit.model import (
-    COLLECTIVE_TYPES,
     GRAPH_FIELDS,
     SHORT_NAMES,
     CollectiveSize,
@@ -49,21 +51,10 @@ from tracekit.model import (
     rank_to_dict,
 )
 from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
-from tracekit.model.rankset import format_ranks, rank_members
-from tracekit.model.words import rank_noun
+from tracekit.model.rankset import format_ranks
 from tracekit.model.world import world
 
 SCHEMA = "tracekit.summary/2"
-
-#: Releases whose logs tracekit was tested on (``2.13``, ``2.14``, ``2.15``): each logs a
-#: ``before_post_grad_graph`` for every graph inductor compiles.
-TESTED_RELEASES = tuple(".".join(v.split(".")[:2]) for v in TESTED_TORCH)
-
-
-def graph_label(graph_index: int | None) -> str:
-    """``forward`` for the first outcome of a compile id, ``backward`` for the second, then N."""
-    labels: dict[int | None, str] = {0: "forward", 1: "backward"}
-    return labels.get(graph_index, str(graph_index))
 
 
 @dataclass
@@ -334,47 +325,6 @@ def _graph_map(graphs: list[Graph]) -> dict[tuple[str, int], Graph]:
     return {g.key: g for g in graphs}
 
 
-def _sum_sizes(graphs: list[Graph], after: bool) -> float | None:
-    total, any_ = 0.0, False
-    for g in graphs:
-        if g.sizes_mb is None:
-            continue
-        lst = g.sizes_mb.after if after else g.sizes_mb.before
-        if lst is None:
-            continue
-        any_ = True
-        total += sum(s.size_mb for s in lst)
-    return round(total, 3) if any_ else None
-
-
-def totals(run: Run) -> dict[str, Any]:
-    """Counts over every rank's pre-bucketing outcomes: graphs, collectives before/after, MB
-    before/after, counters (the document's ``totals`` add the graphs never pre-bucketed:
-    :func:`tracekit.analyze.not_prebucketed.table_totals`)."""
-    graphs = [g for r in run.ranks for g in r.graphs]
-    return {
-        "ranks": len(run.ranks),
-        "graphs": len(graphs),
-        "compiles": sum(r.compiles for r in run.ranks),
-        "compiled_graphs": sum(r.compiled_graphs for r in run.ranks),
-        "cache_hits": sum(r.cache_hits for r in run.ranks),
-        "collectives": {
-            t: {
-                "before": sum(g.collectives[t].before for g in graphs if t in g.collectives),
-                "after": sum(g.collectives[t].after for g in graphs if t in g.collectives),
-            }
-            for t in COLLECTIVE_TYPES
-        },
-        "mb_before": _sum_sizes(graphs, after=False),
-        "mb_after": _sum_sizes(graphs, after=True),
-        "did_nothing": sum(1 for g in graphs if g.did_nothing()),
-        # graphs torch never pre-bucketed (tracekit.analyze.not_prebucketed), one per rank and graph
-        "not_prebucketed": sum(
-            1 for r in run.ranks for f in r.schedules_without_outcome if unmerged_kinds(f)
-        ),
-    }
-
-
 def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[str, Any]]:
     """Graphs where bucketing merged nothing (N -> N with N > 1), grouped across ranks, then
     the graphs torch never pre-bucketed (:func:`tracekit.analyze.not_prebucketed.not_prebucketed`).
@@ -412,27 +362,6 @@ def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[st
     return items
 
 
-def findings_text(dn: list[dict[str, Any]]) -> str:
-    """The verdict's finding for graphs never pre-bucketed (``dn``: :func:`did_nothing`'s
-    items), e.g. ``FINDING: 1 graph not pre-bucketed (0/0 backward on ranks 0-3: 8
-    reduce-scatters, ...)``; empty when there is none."""
-    items = [d for d in dn if d.get("outcome") == "not pre-bucketed"]
-    if not items:
-        return ""
-    keys = {(d["compile_id"], d["graph_index"]) for d in items}
-    what = "; ".join(
-        f"{d['compile_id']} {graph_label(d['graph_index'])} on {rank_noun(format_ranks(d['ranks']))} {format_ranks(d['ranks'])}: "
-        f"{counts_text(d)}, run one by one"
-        for d in items[:3]
-    )
-    more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
-    n = len(keys)
-    return (
-        f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); "
-        "see Bucketing did nothing"
-    )
-
-
 def explain_command(paths: list[str], ranks: list[int | None], compile_id: str, graph_index: int) -> str:
     """The ``tracekit explain`` command that says why a graph's collectives were not merged."""
     import shlex
@@ -442,269 +371,6 @@ def explain_command(paths: list[str], ranks: list[int | None], compile_id: str, 
     return (
         f"tracekit explain {' '.join(shlex.quote(p) for p in paths)}{rank} --graph {compile_id}:{graph_index}"
     )
-
-
-def notes(run: Run, t: dict[str, Any] | None = None) -> list[str]:
-    """Plain-language remarks, true to what the logs hold: e.g. why a run has no bucketing
-    outcome at all (``t``: the run's :func:`totals`, when the caller has them already)."""
-    out: list[str] = []
-    if t is None:
-        t = totals(run)
-    if not run.ranks and run.unplaced:
-        k = len(run.unplaced)
-        out.append(f"no rank read: {k} file{'s are' if k != 1 else ' is'} no rank log (see Diagnostics)")
-    elif not run.ranks:
-        out.append("no log entries read")
-    elif t["graphs"] == 0:
-        if t["cache_hits"]:
-            out.append(
-                f"no bucketing recorded: {_graphs_were(t['cache_hits'])} inductor cache hits "
-                "(the cache skips the post-grad passes); re-run with caches disabled "
-                "(torch._inductor.config.force_disable_caches = True)"
-            )
-        elif t["compiled_graphs"] and _no_collective(run):
-            out += _no_collective(run)
-        elif t["compiled_graphs"]:
-            out.append(
-                f"no bucketing recorded: {t['compiled_graphs']} graph{'' if t['compiled_graphs'] == 1 else 's'} went through the post-grad "
-                "passes without FSDP collectives pre-bucketing (is "
-                "aten_distributed_optimizations.enable_overlap_scheduling on, and are the "
-                "all-gathers FSDP ones?)"
-            )
-        elif t["compiles"]:
-            versions = sorted({r.torch_version for r in run.ranks if r.torch_version})
-            head = (
-                f"no bucketing recorded: {t['compiles']} compile{' was' if t['compiles'] == 1 else 's were'} "
-                "logged, but no graph reached the post-grad passes' log (no before_post_grad_graph): "
-            )
-            if versions and all(
-                v.startswith(TESTED_RELEASES) for v in versions
-            ):  # the tested releases log them: the compiles stopped
-                why = (
-                    f"torch {', '.join(versions)} logs one for every graph inductor compiles, so the compiles "
-                    "stopped before inductor's post-grad passes (an error, a graph break with nothing to "
-                    "compile, or another backend)"
-                )
-            else:
-                torch = (
-                    f"torch {', '.join(versions)}" if versions else "a torch that does not say its version"
-                )
-                why = (
-                    f"{torch} may not log them (tracekit reads the logs of torch {', '.join(TESTED_RELEASES)}), "
-                    "or the compiles stopped before inductor"
-                )
-            out.append(head + why)
-        else:
-            out.append(
-                "no bucketing recorded: the logs hold no compile (no dynamo_start entry); "
-                "were they written with TORCH_TRACE set?"
-            )
-        out += _failure_notes(run)
-    elif t["cache_hits"]:
-        out.append(
-            f"{_graphs_were(t['cache_hits'])} inductor cache hits and have no bucketing record; "
-            "re-run with caches disabled to see them"
-        )
-    return out
-
-
-def _no_collective(run: Run) -> list[str]:
-    """The notes of a run whose compiled graphs hold no collective (:mod:`tracekit.analyze.compiled_regions`):
-    that, and what FSDP2's graph breaks say; empty when some graph holds one."""
-    regions = compiled_regions(run)
-    text = None if regions is None else no_collective_text(regions)
-    if regions is None or text is None:
-        return []
-    fsdp2 = fsdp2_text(regions)
-    return [f"no bucketing recorded: {text}; see Compiled regions"] + ([fsdp2] if fsdp2 else [])
-
-
-def _failure_notes(run: Run) -> list[str]:
-    """One note on the frame compiles that failed, when some did (:func:`tracekit.analyze.compiled_regions.failures_text`)."""
-    regions = compiled_regions(run)
-    text = None if regions is None else failures_text(regions)
-    return [f"{text}; see Compiled regions"] if text else []
-
-
-def why_no_outcome(run: Run) -> str:
-    """Why ``run`` gives replay or explain no recorded bucketing outcome to work on: the cause
-    :func:`notes` finds (cache hits, no FSDP pre-bucketing, an older torch, no compile)."""
-    all_notes = notes(run)
-    found = [n for n in all_notes if n.startswith(("no bucketing recorded", "no rank read", "no log"))]
-    if found:
-        # summarize's section, named as the command that has it; FSDP2's reason said with it
-        fsdp2 = [n for n in all_notes if n.startswith("FSDP2")]
-        return "; ".join(
-            [
-                found[0].replace("; see Compiled regions", "; see Compiled regions in tracekit summarize"),
-                *fsdp2,
-            ]
-        )
-    return (
-        "no recorded pre_bucketing_fsdp_collectives outcome matched the selection "
-        "(--rank, --graph): see tracekit summarize for the graphs there are"
-    )
-
-
-def verdict(
-    run: Run,
-    w: dict[str, Any],
-    div: list[dict[str, Any]],
-    t: dict[str, Any],
-    other: Sequence[dict[str, Any]] = (),
-    dn: Sequence[dict[str, Any]] = (),
-) -> dict[str, str]:
-    """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
-    outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
-    ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
-    ``text`` one line, printed first; a divergence also has ``sections``, the document keys
-    whose items prove it (``divergence``, ``schedule_divergence``, ``compile_divergence``).
-    Graphs never pre-bucketed (``dn``, :func:`did_nothing`'s items) add ``findings`` (their
-    count) and a FINDING to the text, whatever the status."""
-    v = _verdict(run, w, div, t, other, dn)
-    found = findings_text(list(dn))
-    if found:
-        v["text"] += "; " + found
-        v["findings"] = len({(d["compile_id"], d["graph_index"]) for d in dn if d.get("outcome")})
-    return v
-
-
-def _in_groups(items: Sequence[dict[str, Any]]) -> str:
-    """Where, in a mesh, the blamed ranks first differ: `` inside shard group 4 (members
-    2-3)``; empty outside a mesh (schedule items without ``group``)."""
-    where = sorted({(d.get("role") or "", d["group"], d.get("peers") or "") for d in items if d.get("group")})
-    if not where:
-        return ""
-    return " inside " + ", ".join(f"{(r + ' ') if r else ''}group {g} (members {p})" for r, g, p in where)
-
-
-def _verdict(
-    run: Run,
-    w: dict[str, Any],
-    div: list[dict[str, Any]],
-    t: dict[str, Any],
-    other: Sequence[dict[str, Any]],
-    dn: Sequence[dict[str, Any]],
-) -> dict[str, Any]:
-    n = len(run.ranks)
-    incomplete = []
-    if w["missing"]:
-        incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
-    if w["duplicated"]:
-        incomplete.append(
-            f"{rank_noun(w['duplicated'])} {w['duplicated']} also found in another run (not merged)"
-        )
-    if w.get("unplaced"):
-        k = len(w["unplaced"])
-        incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")
-    cut = cut_text(run)
-    if cut:
-        incomplete.append(cut)
-    tail = "; " + "; ".join(incomplete) if incomplete else ""
-    if div or other:
-        items = [*div, *other]
-
-        def members(d: dict[str, Any], key: str = "ranks") -> list[int | None]:
-            v = d[key]
-            return rank_members(v) if isinstance(v, str) else v
-
-        def on(graph_keys: set) -> str:
-            n = len(graph_keys)
-            return f"on {n} graph{'s' if n != 1 else ''}" if n else "in what they compiled"
-
-        parts = []
-        blamed = [d for d in items if d.get("majority", True)]
-        if blamed:
-            odd = {r for d in blamed for r in members(d)}
-            graphs = {(d["compile_id"], d["graph_index"]) for d in blamed if "graph_index" in d}
-            parts.append(
-                f"{len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority {on(graphs)}"
-                + _in_groups(blamed)
-            )
-        splits: dict[tuple[str, ...], set] = {}
-        for d in items:
-            if not d.get("majority", True):
-                splits.setdefault(tuple(d["groups"]), set()).add(
-                    (d.get("compile_id"), d.get("graph_index")) if "graph_index" in d else None
-                )
-        for groups, keys in splits.items():
-            parts.append(
-                f"ranks split into {len(groups)} groups with no majority ({'; '.join(groups)}) "
-                f"{on({k for k in keys if k is not None})}"
-            )
-        proof = [
-            k
-            for k, v in (
-                ("divergence", div),
-                ("schedule_divergence", [d for d in other if "graph_index" in d]),
-                ("compile_divergence", [d for d in other if "what" in d]),
-            )
-            if v
-        ]
-        return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
-    if t["graphs"] == 0:
-        regions = compiled_regions(run)
-        none_held = regions is not None and no_collective_text(regions)
-        fsdp2 = (
-            " (FSDP2: its collectives run in eager code)"
-            if none_held and regions and regions["fsdp2_breaks"]
-            else ""
-        )
-        return {
-            "status": "no_data",
-            "text": "NO DATA: no bucketing outcome in the logs"
-            + ("; no compiled graph holds a collective" + fsdp2 if none_held else "")
-            + (
-                f"; {regions['failed']} frame compile{' failed' if regions['failed'] == 1 else 's failed'}"
-                if regions is not None and regions["failed"]
-                else ""
-            )
-            + tail,
-            "sections": (["compiled_regions"] if regions is not None else [])
-            + ["notes"]
-            + (["world"] if incomplete else []),
-        }
-    if incomplete:
-        agree = "agree on what all of them logged" if cut else "agree"
-        return {
-            "status": "incomplete",
-            "text": (f"INCOMPLETE: the {n} ranks found {agree}" if n != 1 else "INCOMPLETE: one rank found")
-            + tail,
-            # "see Diagnostics" only where it shows the cause
-            "sections": ["world"] + (["diagnostics"] if run.diagnostics.total else []),
-        }
-    ngraphs = len(
-        {g.key for r in run.ranks for g in r.graphs}
-        | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")}
-    )
-    news = nothing_merged_text(run, t)
-    if n == 1:
-        return {
-            "status": "agree",
-            "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}" + news,
-        }
-    which = f"all {ngraphs} graphs" if ngraphs != 1 else "1 graph"
-    return {"status": "agree", "text": f"OK: all {n} ranks agree on {which}" + news}
-
-
-def _graphs_were(n: int) -> str:
-    """``1 graph was`` / ``3 graphs were``."""
-    return f"{n} graph was" if n == 1 else f"{n} graphs were"
-
-
-def nothing_merged_text(run: Run, t: dict[str, Any]) -> str:
-    """The verdict's news when pre-bucketing merged no collective in any graph it ran on (every
-    count N -> N), e.g. ``; NOTHING MERGED: pre-bucketing merged no collective in any graph
-    (cap 0.001 MB); see Bucketing did nothing``; empty when some graph merged some, or there is
-    no collective to merge."""
-    c = t["collectives"]
-    if not t["graphs"] or not any(v["before"] for v in c.values()):
-        return ""
-    if any(v["before"] != v["after"] for v in c.values()):
-        return ""
-    caps = sorted({g.bucket_cap_mb for r in run.ranks for g in r.graphs})
-    cap = "cap " + ", ".join(f"{x:.6g}" for x in caps[:3]) + (", ..." if len(caps) > 3 else "") + " MB"
-    return f"; NOTHING MERGED: pre-bucketing merged no collective in any graph ({cap}); see Bucketing did nothing"
 
 
 def _with_ranges(items: list[dict[str, Any]], *keys: str) -> list[dict[str, Any]]:

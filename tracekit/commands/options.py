@@ -94,8 +94,8 @@ def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str
     """``replay`` and ``explain`` found nothing to work on: read ``paths`` once more (this path
     only) and either fail as ``summarize`` does when they hold no log (:func:`no_log_reason`,
     status 2; ``status``, a progress line, is closed first) or return the note that says why
-    (:func:`tracekit.analyze.summarize.why_no_outcome`: nothing to do is no finding, exit 0)."""
-    from tracekit.analyze.summarize import why_no_outcome
+    (:func:`tracekit.analyze.notes.why_no_outcome`: nothing to do is no finding, exit 0)."""
+    from tracekit.analyze.notes import why_no_outcome
     from tracekit.read.reader import load
 
     run = load(list(paths), jobs=1)

@@ -95,10 +95,10 @@ def summarize(
     what FSDP collective pre-bucketing did: a verdict, the ranks found and missing, each graph's
     outcome with the ranks that share it, where ranks differ, and where it merged nothing."""
     from tracekit.analyze.summarize import summary_document, write_summary_json
+    from tracekit.analyze.verdict import any_divergence
     from tracekit.commands.output import output_sink
     from tracekit.commands.progress import ProgressBar
     from tracekit.read.reader import load
-    from tracekit.render.schedule_text import any_divergence
 
     if dask_address is not None:
         run = _load_on_dask(list(paths), dask_address, jobs, strict)

@@ -16,3 +16,9 @@ def rank_noun(ranks: object) -> str:
     """``rank`` for a rank set's text that is one rank (``"3"``), ``ranks`` otherwise
     (``"0-3"``, ``"0,2"``): the noun before :func:`tracekit.model.rankset.format_ranks`'s text."""
     return "rank" if str(ranks).isdigit() else "ranks"
+
+
+def graph_label(graph_index: int | None) -> str:
+    """``forward`` for the first outcome of a compile id, ``backward`` for the second, then N."""
+    labels: dict[int | None, str] = {0: "forward", 1: "backward"}
+    return labels.get(graph_index, str(graph_index))

@@ -31,12 +31,11 @@ from typing import Any
 
 import orjson
 
-from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.mesh import names_text
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
-from tracekit.model.words import plural, rank_noun
+from tracekit.model.words import graph_label, plural, rank_noun
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
 from tracekit.render.majority import majority_headers

@@ -12,10 +12,9 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.schedule import ENTRY_KEYS, first_difference
-from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES
 from tracekit.model.rankset import rank_members
-from tracekit.model.words import plural
+from tracekit.model.words import graph_label, plural
 from tracekit.render.cells import bytes_text, entry_text, sequence_text
 from tracekit.render.majority import majority_cell, majority_headers
 from tracekit.render.text import UNITS_BYTES, heading, ranks_cell, section_line, table
@@ -239,19 +238,3 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
     else:
         out.append("\n" + section_line(title, "fewer than two ranks: nothing to compare", fmt))
     return "".join(out)
-
-
-def any_divergence(doc: dict[str, Any]) -> str:
-    """What cross-rank divergence a summary document reports, in a few words (``""`` for
-    none): of the bucketing outcome (``divergence``), of the collectives that run
-    (``schedule_divergence``), of compile ids and cache events (``compile_divergence``)."""
-    parts = [
-        plural(len(doc[k]), what)
-        for k, what in (
-            ("divergence", "bucketing difference"),
-            ("schedule_divergence", "schedule difference"),
-            ("compile_divergence", "compile id / cache difference"),
-        )
-        if doc.get(k)
-    ]
-    return ", ".join(parts)

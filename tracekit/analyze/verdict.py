@@ -1,0 +1,213 @@
+"""The verdict: the one line summarize prints first, and its status.
+
+:func:`verdict` weighs what the analysis found (:mod:`tracekit.analyze.summarize`: divergence
+across ranks, the world, totals, graphs never pre-bucketed) and says it: ``diverge``,
+``incomplete``, ``agree`` or ``no_data``, with the findings added whatever the status.
+:func:`any_divergence` says, in a few words, what divergence a summary document reports
+(``summarize --fail-on-divergence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tracekit.analyze.compiled_regions import compiled_regions, no_collective_text
+from tracekit.analyze.cut import cut_text
+from tracekit.analyze.not_prebucketed import counts_text
+from tracekit.model import Run
+from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.words import graph_label, plural, rank_noun
+
+
+def verdict(
+    run: Run,
+    w: dict[str, Any],
+    div: list[dict[str, Any]],
+    t: dict[str, Any],
+    other: Sequence[dict[str, Any]] = (),
+    dn: Sequence[dict[str, Any]] = (),
+) -> dict[str, str]:
+    """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
+    outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
+    ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
+    ``text`` one line, printed first; a divergence also has ``sections``, the document keys
+    whose items prove it (``divergence``, ``schedule_divergence``, ``compile_divergence``).
+    Graphs never pre-bucketed (``dn``, :func:`did_nothing`'s items) add ``findings`` (their
+    count) and a FINDING to the text, whatever the status."""
+    v = _verdict(run, w, div, t, other, dn)
+    found = findings_text(list(dn))
+    if found:
+        v["text"] += "; " + found
+        v["findings"] = len({(d["compile_id"], d["graph_index"]) for d in dn if d.get("outcome")})
+    return v
+
+
+def _in_groups(items: Sequence[dict[str, Any]]) -> str:
+    """Where, in a mesh, the blamed ranks first differ: `` inside shard group 4 (members
+    2-3)``; empty outside a mesh (schedule items without ``group``)."""
+    where = sorted({(d.get("role") or "", d["group"], d.get("peers") or "") for d in items if d.get("group")})
+    if not where:
+        return ""
+    return " inside " + ", ".join(f"{(r + ' ') if r else ''}group {g} (members {p})" for r, g, p in where)
+
+
+def _verdict(
+    run: Run,
+    w: dict[str, Any],
+    div: list[dict[str, Any]],
+    t: dict[str, Any],
+    other: Sequence[dict[str, Any]],
+    dn: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    n = len(run.ranks)
+    incomplete = []
+    if w["missing"]:
+        incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
+    if w["duplicated"]:
+        incomplete.append(
+            f"{rank_noun(w['duplicated'])} {w['duplicated']} also found in another run (not merged)"
+        )
+    if w.get("unplaced"):
+        k = len(w["unplaced"])
+        incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")
+    cut = cut_text(run)
+    if cut:
+        incomplete.append(cut)
+    tail = "; " + "; ".join(incomplete) if incomplete else ""
+    if div or other:
+        items = [*div, *other]
+
+        def members(d: dict[str, Any], key: str = "ranks") -> list[int | None]:
+            v = d[key]
+            return rank_members(v) if isinstance(v, str) else v
+
+        def on(graph_keys: set) -> str:
+            n = len(graph_keys)
+            return f"on {n} graph{'s' if n != 1 else ''}" if n else "in what they compiled"
+
+        parts = []
+        blamed = [d for d in items if d.get("majority", True)]
+        if blamed:
+            odd = {r for d in blamed for r in members(d)}
+            graphs = {(d["compile_id"], d["graph_index"]) for d in blamed if "graph_index" in d}
+            parts.append(
+                f"{len(odd)} of {n} ranks ({format_ranks(odd)}) differ from the majority {on(graphs)}"
+                + _in_groups(blamed)
+            )
+        splits: dict[tuple[str, ...], set] = {}
+        for d in items:
+            if not d.get("majority", True):
+                splits.setdefault(tuple(d["groups"]), set()).add(
+                    (d.get("compile_id"), d.get("graph_index")) if "graph_index" in d else None
+                )
+        for groups, keys in splits.items():
+            parts.append(
+                f"ranks split into {len(groups)} groups with no majority ({'; '.join(groups)}) "
+                f"{on({k for k in keys if k is not None})}"
+            )
+        proof = [
+            k
+            for k, v in (
+                ("divergence", div),
+                ("schedule_divergence", [d for d in other if "graph_index" in d]),
+                ("compile_divergence", [d for d in other if "what" in d]),
+            )
+            if v
+        ]
+        return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
+    if t["graphs"] == 0:
+        regions = compiled_regions(run)
+        none_held = regions is not None and no_collective_text(regions)
+        fsdp2 = (
+            " (FSDP2: its collectives run in eager code)"
+            if none_held and regions and regions["fsdp2_breaks"]
+            else ""
+        )
+        return {
+            "status": "no_data",
+            "text": "NO DATA: no bucketing outcome in the logs"
+            + ("; no compiled graph holds a collective" + fsdp2 if none_held else "")
+            + (
+                f"; {regions['failed']} frame compile{' failed' if regions['failed'] == 1 else 's failed'}"
+                if regions is not None and regions["failed"]
+                else ""
+            )
+            + tail,
+            "sections": (["compiled_regions"] if regions is not None else [])
+            + ["notes"]
+            + (["world"] if incomplete else []),
+        }
+    if incomplete:
+        agree = "agree on what all of them logged" if cut else "agree"
+        return {
+            "status": "incomplete",
+            "text": (f"INCOMPLETE: the {n} ranks found {agree}" if n != 1 else "INCOMPLETE: one rank found")
+            + tail,
+            # "see Diagnostics" only where it shows the cause
+            "sections": ["world"] + (["diagnostics"] if run.diagnostics.total else []),
+        }
+    ngraphs = len(
+        {g.key for r in run.ranks for g in r.graphs}
+        | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")}
+    )
+    news = nothing_merged_text(run, t)
+    if n == 1:
+        return {
+            "status": "agree",
+            "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}" + news,
+        }
+    which = f"all {ngraphs} graphs" if ngraphs != 1 else "1 graph"
+    return {"status": "agree", "text": f"OK: all {n} ranks agree on {which}" + news}
+
+
+def nothing_merged_text(run: Run, t: dict[str, Any]) -> str:
+    """The verdict's news when pre-bucketing merged no collective in any graph it ran on (every
+    count N -> N), e.g. ``; NOTHING MERGED: pre-bucketing merged no collective in any graph
+    (cap 0.001 MB); see Bucketing did nothing``; empty when some graph merged some, or there is
+    no collective to merge."""
+    c = t["collectives"]
+    if not t["graphs"] or not any(v["before"] for v in c.values()):
+        return ""
+    if any(v["before"] != v["after"] for v in c.values()):
+        return ""
+    caps = sorted({g.bucket_cap_mb for r in run.ranks for g in r.graphs})
+    cap = "cap " + ", ".join(f"{x:.6g}" for x in caps[:3]) + (", ..." if len(caps) > 3 else "") + " MB"
+    return f"; NOTHING MERGED: pre-bucketing merged no collective in any graph ({cap}); see Bucketing did nothing"
+
+
+def findings_text(dn: list[dict[str, Any]]) -> str:
+    """The verdict's finding for graphs never pre-bucketed (``dn``: :func:`did_nothing`'s
+    items), e.g. ``FINDING: 1 graph not pre-bucketed (0/0 backward on ranks 0-3: 8
+    reduce-scatters, ...)``; empty when there is none."""
+    items = [d for d in dn if d.get("outcome") == "not pre-bucketed"]
+    if not items:
+        return ""
+    keys = {(d["compile_id"], d["graph_index"]) for d in items}
+    what = "; ".join(
+        f"{d['compile_id']} {graph_label(d['graph_index'])} on {rank_noun(format_ranks(d['ranks']))} {format_ranks(d['ranks'])}: "
+        f"{counts_text(d)}, run one by one"
+        for d in items[:3]
+    )
+    more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
+    n = len(keys)
+    return (
+        f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); "
+        "see Bucketing did nothing"
+    )
+
+
+def any_divergence(doc: dict[str, Any]) -> str:
+    """What cross-rank divergence a summary document reports, in a few words (``""`` for
+    none): of the bucketing outcome (``divergence``), of the collectives that run
+    (``schedule_divergence``), of compile ids and cache events (``compile_divergence``)."""
+    parts = [
+        plural(len(doc[k]), what)
+        for k, what in (
+            ("divergence", "bucketing difference"),
+            ("schedule_divergence", "schedule difference"),
+            ("compile_divergence", "compile id / cache difference"),
+        )
+        if doc.get(k)
+    ]
+    return ", ".join(parts)
