@@ -220,7 +220,7 @@ def test_streamed_json_is_the_document_text():
     import io
 
     from tracekit.render.text import dumps_json
-    from tracekit.analyze.summarize import write_summary_json
+    from tracekit.render.summary_json import write_summary_json
 
     for scenario in ("diverge_rank", "tracekit_pass"):
         run = load(FIXTURE_LOGS / scenario, jobs=1)

@@ -100,7 +100,7 @@ def test_a_small_rank_log_keeps_under_600_bytes_and_its_path(rank_dirs):
 CHILD = textwrap.dedent("""
     import gc, json, sys, tracemalloc
     import tracekit, tracekit.read.segments
-    from tracekit.analyze.summarize import write_summary_json
+    from tracekit.render.summary_json import write_summary_json
 
     small, large, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tracekit.read.segments.PARALLEL_MIN_BYTES = 0  # worker processes whatever the bytes, with jobs > 1

@@ -16,7 +16,6 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -421,7 +420,8 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     """The ``tracekit.summary/2`` JSON document of a Run: world, verdict, rank groups (ranks with
     identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank sets
     as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
-    graph was read (``with_ranks=False`` leaves it to :func:`write_summary_json`).
+    graph was read (``with_ranks=False`` leaves it to
+    :func:`tracekit.render.summary_json.write_summary_json`).
 
     The cyclic collector is paused meanwhile (:func:`bucketing.gc_pause.gc_paused`, as for the
     read): the checks make many small objects and no cycles, and its passes over the Run's
@@ -470,65 +470,3 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     if per_rank and with_ranks:
         doc["ranks"] = [rank_to_dict(r) for r in run.ranks]
     return doc
-
-
-def write_summary_json(
-    run: Run, write: Callable[[bytes], Any], *, per_rank: bool = False, head: dict[str, Any] | None = None
-) -> None:
-    """Write :func:`summary_document` as pretty JSON (sorted keys, 2-space indent, trailing
-    newline: the same text as ``render.dumps_json(summary_document(run, per_rank=...))``). The
-    graph lists (of each group, and with ``per_rank`` of each rank) are written one graph at a
-    time, so memory holds neither the text of the whole document nor, for ``ranks``, its dicts:
-    that of the Run, plus one graph's text. ``head``: the document without ``ranks``, when the
-    caller has it already."""
-    opt = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-    memo = DumpMemo()
-
-    def dump(value: Any, indent: int) -> None:
-        text = orjson.dumps(value, option=opt)
-        write(text.replace(b"\n", b"\n" + b" " * indent) if indent and b"\n" in text else text)
-
-    def items(values: list[Any], indent: int, each: Callable[[Any, int], None]) -> None:
-        if not values:
-            write(b"[]")
-            return
-        write(b"[\n")
-        pad = b" " * (indent + 2)
-        for i, v in enumerate(values):
-            write(pad)
-            each(v, indent + 2)
-            write(b",\n" if i < len(values) - 1 else b"\n")
-        write(b" " * indent + b"]")
-
-    def obj(d: dict[str, Any], indent: int, special: dict[str, Callable[[Any, int], None]]) -> None:
-        keys = sorted(d)
-        write(b"{\n")
-        pad = b" " * (indent + 2)
-        for i, k in enumerate(keys):
-            write(pad + orjson.dumps(k) + b": ")
-            (special.get(k) or dump)(d[k], indent + 2)
-            write(b",\n" if i < len(keys) - 1 else b"\n")
-        write(b" " * indent + b"}")
-
-    def graph_list(graphs: list[Any], indent: int) -> None:
-        items(graphs, indent, lambda g, ind: dump(g if isinstance(g, dict) else graph_to_dict(g, memo), ind))
-
-    def group(grp: dict[str, Any], indent: int) -> None:
-        obj(grp, indent, {"graphs": graph_list})
-
-    def rank(r: Rank, indent: int) -> None:
-        rd = rank_to_dict(dataclasses.replace(r, graphs=[]))
-        rd["graphs"] = r.graphs  # Graph objects: dumped one at a time
-        obj(rd, indent, {"graphs": graph_list})
-
-    if head is None:
-        head = summary_document(run, per_rank=per_rank, with_ranks=False)
-    top = dict(head)
-    if per_rank:
-        top["ranks"] = run.ranks
-    obj(
-        top,
-        0,
-        {"groups": lambda gs, ind: items(gs, ind, group), "ranks": lambda rs, ind: items(rs, ind, rank)},
-    )
-    write(b"\n")
