@@ -33,7 +33,7 @@ from tracekit.analyze.not_prebucketed import not_prebucketed, table_totals
 from tracekit.analyze.notes import notes
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.analyze.totals import totals
-from tracekit.analyze.verdict import verdict
+from tracekit.analyze.verdict import run_facts, verdict
 from tracekit.model import (
     GRAPH_FIELDS,
     SHORT_NAMES,
@@ -442,7 +442,8 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     dn = did_nothing(run, groups)
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
-    v: dict[str, Any] = verdict(run, w, div, t, sched + comp, dn)
+    facts = run_facts(run, (g for grp in groups for g in grp.graphs), no_outcome=t["graphs"] == 0)
+    v = verdict(facts, w, div, t, sched + comp, dn)
     if unb:
         v["text"] += "; " + mesh_not_prebucketed_text(unb)
         v["mesh_findings"] = len(unb)

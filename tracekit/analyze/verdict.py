@@ -9,33 +9,71 @@ across ranks, the world, totals, graphs never pre-bucketed) and says it: ``diver
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tracekit.analyze.compiled_regions import compiled_regions, no_collective_text
 from tracekit.analyze.cut import cut_text
 from tracekit.analyze.not_prebucketed import counts_text
-from tracekit.model import Run
+from tracekit.model import Graph, Run
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.words import graph_label, plural, rank_noun
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What the verdict weighs of a run besides the analysis's items: how many ranks were read,
+    the graphs with an outcome (by compile id and index) and their caps, the clause on cut logs
+    (:func:`tracekit.analyze.cut.cut_text`), the frames compiled when no graph has an outcome
+    (:func:`tracekit.analyze.compiled_regions.compiled_regions`), and the bad input counted.
+    :func:`run_facts` reads them off a Run; :mod:`tracekit.analyze.documents` off an older saved
+    document."""
+
+    ranks: int
+    graph_keys: frozenset[tuple[Any, Any]]
+    caps: tuple[Any, ...]
+    cut: str = ""
+    regions: dict[str, Any] | None = None
+    bad_inputs: int = 0
+
+
+def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
+    """The :class:`RunFacts` of ``run``; ``graphs``: every distinct graph of its ranks (those
+    of its rank groups); ``no_outcome``: no graph has one (the compiled frames are then read)."""
+    keys: set[tuple[Any, Any]] = set()
+    caps = set()
+    for g in graphs:
+        keys.add(g.key)
+        caps.add(g.bucket_cap_mb)
+    return RunFacts(
+        ranks=len(run.ranks),
+        graph_keys=frozenset(keys),
+        caps=tuple(sorted(caps)),
+        cut=cut_text(run),
+        regions=compiled_regions(run) if no_outcome else None,
+        bad_inputs=run.diagnostics.total,
+    )
+
+
 def verdict(
-    run: Run,
+    facts: RunFacts,
     w: dict[str, Any],
-    div: list[dict[str, Any]],
+    div: Sequence[dict[str, Any]],
     t: dict[str, Any],
     other: Sequence[dict[str, Any]] = (),
     dn: Sequence[dict[str, Any]] = (),
-) -> dict[str, str]:
+) -> dict[str, Any]:
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
     outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
     ranges), ``incomplete`` (ranks missing or seen in two runs), ``agree`` or ``no_data``;
     ``text`` one line, printed first; a divergence also has ``sections``, the document keys
     whose items prove it (``divergence``, ``schedule_divergence``, ``compile_divergence``).
-    Graphs never pre-bucketed (``dn``, :func:`did_nothing`'s items) add ``findings`` (their
-    count) and a FINDING to the text, whatever the status."""
-    v = _verdict(run, w, div, t, other, dn)
+    Graphs never pre-bucketed (``dn``, :func:`tracekit.analyze.summarize.did_nothing`'s items)
+    add ``findings`` (their count) and a FINDING to the text, whatever the status. ``w``: the
+    world (:func:`tracekit.model.world.world`), ``t``: the totals
+    (:func:`tracekit.analyze.totals.totals`), ``facts``: the rest (:class:`RunFacts`)."""
+    v = _verdict(facts, w, div, t, other, dn)
     found = findings_text(list(dn))
     if found:
         v["text"] += "; " + found
@@ -53,17 +91,18 @@ def _in_groups(items: Sequence[dict[str, Any]]) -> str:
 
 
 def _verdict(
-    run: Run,
+    facts: RunFacts,
     w: dict[str, Any],
-    div: list[dict[str, Any]],
+    div: Sequence[dict[str, Any]],
     t: dict[str, Any],
     other: Sequence[dict[str, Any]],
     dn: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
-    n = len(run.ranks)
+    n = facts.ranks
     incomplete = []
     if w["missing"]:
-        incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
+        of = "" if w.get("expected") is None else f" of {w['expected']}"  # unknown to an older document
+        incomplete.append(f"{w['missing_count']}{of} ranks missing ({w['missing']})")
     if w["duplicated"]:
         incomplete.append(
             f"{rank_noun(w['duplicated'])} {w['duplicated']} also found in another run (not merged)"
@@ -71,7 +110,7 @@ def _verdict(
     if w.get("unplaced"):
         k = len(w["unplaced"])
         incomplete.append(f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)")
-    cut = cut_text(run)
+    cut = facts.cut
     if cut:
         incomplete.append(cut)
     tail = "; " + "; ".join(incomplete) if incomplete else ""
@@ -116,8 +155,8 @@ def _verdict(
             if v
         ]
         return {"status": "diverge", "text": "DIVERGE: " + "; ".join(parts) + tail, "sections": proof}
-    if t["graphs"] == 0:
-        regions = compiled_regions(run)
+    if not t.get("graphs"):
+        regions = facts.regions
         none_held = regions is not None and no_collective_text(regions)
         fsdp2 = (
             " (FSDP2: its collectives run in eager code)"
@@ -145,13 +184,12 @@ def _verdict(
             "text": (f"INCOMPLETE: the {n} ranks found {agree}" if n != 1 else "INCOMPLETE: one rank found")
             + tail,
             # "see Diagnostics" only where it shows the cause
-            "sections": ["world"] + (["diagnostics"] if run.diagnostics.total else []),
+            "sections": ["world"] + (["diagnostics"] if facts.bad_inputs else []),
         }
     ngraphs = len(
-        {g.key for r in run.ranks for g in r.graphs}
-        | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")}
+        facts.graph_keys | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")}
     )
-    news = nothing_merged_text(run, t)
+    news = nothing_merged_text(facts, t)
     if n == 1:
         return {
             "status": "agree",
@@ -161,17 +199,17 @@ def _verdict(
     return {"status": "agree", "text": f"OK: all {n} ranks agree on {which}" + news}
 
 
-def nothing_merged_text(run: Run, t: dict[str, Any]) -> str:
+def nothing_merged_text(facts: RunFacts, t: dict[str, Any]) -> str:
     """The verdict's news when pre-bucketing merged no collective in any graph it ran on (every
     count N -> N), e.g. ``; NOTHING MERGED: pre-bucketing merged no collective in any graph
     (cap 0.001 MB); see Bucketing did nothing``; empty when some graph merged some, or there is
     no collective to merge."""
-    c = t["collectives"]
-    if not t["graphs"] or not any(v["before"] for v in c.values()):
+    c = t.get("collectives") or {}
+    if not t.get("graphs") or not any(v["before"] for v in c.values()):
         return ""
     if any(v["before"] != v["after"] for v in c.values()):
         return ""
-    caps = sorted({g.bucket_cap_mb for r in run.ranks for g in r.graphs})
+    caps = facts.caps
     cap = "cap " + ", ".join(f"{x:.6g}" for x in caps[:3]) + (", ..." if len(caps) > 3 else "") + " MB"
     return f"; NOTHING MERGED: pre-bucketing merged no collective in any graph ({cap}); see Bucketing did nothing"
 
