@@ -8,6 +8,10 @@ is wrong with one is said in one line (:class:`InputError`, :class:`DocumentErro
 - :func:`summary_major`, :func:`run_from_summary`: a ``tracekit.summary/1.x`` or ``/2.x``
   document checked and rebuilt into a Run (:func:`run_from_document`), as ``diff`` and
   ``report`` both judge one.
+- :func:`document_world`, :func:`document_groups`: the keys ``/2`` added (``world``,
+  ``groups``) as the document has them, or derived from what a ``/1`` document holds
+  (``ranks``, ``totals``). Rank sets may be lists of ranks or range strings (``"0-2,5"``):
+  :func:`rank_set` reads both; :func:`differing_ranks` the ranks a document's divergence blames.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 import orjson
 
 from tracekit.model import Diagnostics, Run, rank_from_dict
-from tracekit.model.rankset import rank_members
+from tracekit.model.rankset import MAX_RANK, format_ranks, rank_members
 from tracekit.read.sources import GZIP_MAGIC
 
 SUMMARY_PREFIX = "tracekit.summary/"
@@ -149,3 +153,86 @@ def run_from_document(doc: Any) -> Run:
     except (TypeError, ValueError):
         raise DocumentError("malformed summary document: world.duplicated is not a rank set") from None
     return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)
+
+
+# --- the keys of the current schema, for an older document -------------------------------------
+
+
+def rank_set(value: Any) -> set[int | None]:
+    """The ranks of a rank set given as a list (``[0, 1, 2]``) or a range string (``"0-2"``);
+    ``None`` stands for a rank-less log (``-``). Unreadable parts are dropped, and a string
+    naming ranks beyond :data:`tracekit.model.rankset.MAX_RANK` reads as none (nothing unbounded)."""
+    if isinstance(value, str):
+        try:
+            return set(rank_members(value))
+        except ValueError:
+            return set()
+    if isinstance(value, (list, tuple)):
+        return {r for r in value if r is None or (isinstance(r, int) and not isinstance(r, bool))}
+    return set()
+
+
+def _graphs_without_place(graphs: list[dict[str, Any]]) -> bytes:
+    """Canonical text of a rank's graphs, without where they were read (file, line)."""
+    return orjson.dumps(
+        [{k: v for k, v in g.items() if k not in ("file", "line")} for g in graphs],
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def document_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """``doc["groups"]`` when present; else ranks with identical graphs grouped from
+    ``doc["ranks"]`` (largest group first); ``[]`` when the document has neither."""
+    groups = doc.get("groups")
+    if isinstance(groups, list):
+        return [g for g in groups if isinstance(g, dict)]
+    ranks = doc.get("ranks")
+    if not isinstance(ranks, list):
+        return []
+    found: dict[bytes, dict[str, Any]] = {}
+    for r in ranks:
+        graphs = r.get("graphs") or []
+        g = found.setdefault(_graphs_without_place(graphs), {"ranks": [], "graphs": graphs})
+        g["ranks"].append(r.get("rank"))
+    out = [
+        {"ranks": format_ranks(g["ranks"]), "count": len(g["ranks"]), "graphs": g["graphs"]}
+        for g in found.values()
+    ]
+    out.sort(key=lambda g: -g["count"])
+    return out
+
+
+def document_world(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc["world"]`` when present; else what ``ranks`` tells, marked ``derived``: the ranks
+    found, and as missing the gaps below the highest rank (``expected`` unknown; ``missing``
+    None when the highest rank is beyond :data:`tracekit.model.rankset.MAX_RANK`)."""
+    world = doc.get("world")
+    if isinstance(world, dict):
+        return world
+    ranks = doc.get("ranks")
+    if not isinstance(ranks, list):
+        n = (doc.get("totals") or {}).get("ranks")
+        return {"expected": None, "found": n, "ranks": None, "missing": [], "duplicated": [], "derived": True}
+    found = [r.get("rank") for r in ranks]
+    nums = [r for r in found if isinstance(r, int)]
+    top = max(nums, default=-1)
+    missing = sorted(set(range(top + 1)) - set(nums)) if top < MAX_RANK else None
+    return {
+        "expected": None,
+        "found": len(found),
+        "ranks": format_ranks(found),
+        "missing": missing,
+        "duplicated": [],
+        "derived": True,
+    }
+
+
+def differing_ranks(doc: dict[str, Any]) -> str:
+    """Every rank blamed by a divergence, schedule-divergence or compile-divergence item (a tie
+    blames no one), as ranges."""
+    out: set[int | None] = set()
+    for key in ("divergence", "schedule_divergence", "compile_divergence"):
+        for item in doc.get(key) or []:
+            if isinstance(item, dict) and item.get("majority", True):
+                out |= rank_set(item.get("ranks"))
+    return format_ranks(out)

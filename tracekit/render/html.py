@@ -13,8 +13,9 @@ with a replay document the cap sweep (:mod:`tracekit.render.sweep`), graphs wher
 Documents of schema ``tracekit.summary/1`` and ``/2`` both render: each key of the newer one
 (``world``, ``verdict``, ``groups``, ``schedule_divergence``, ``compile_divergence``, graphs'
 ``final``, did-nothing ``explain``) is shown when present; when absent, world, verdict and groups
-are derived from ``ranks`` (or the section says what is missing). Rank sets may be lists of ranks
-or range strings (``"0-2,5"``); they are printed as ranges.
+are derived from what the document holds (:mod:`tracekit.analyze.documents`), or the section
+says what is missing. Rank sets may be lists of ranks or range strings (``"0-2,5"``); they are
+printed as ranges.
 
 Everything taken from the document is untrusted (it comes from logs): every string goes through
 :func:`html.escape`, in text and in attributes. Long lists are cut at fixed limits, so a
@@ -29,12 +30,15 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import orjson
-
+from tracekit.analyze.documents import (
+    differing_ranks,
+    document_groups,
+    document_world,
+    rank_set,
+)
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.mesh import names_text
 from tracekit.model.rankset import MAX_RANK, format_ranks
-from tracekit.model.rankset import rank_members as members_of
 from tracekit.model.words import graph_label, plural, rank_noun
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
@@ -84,19 +88,6 @@ def cell(value: Any) -> str:
     return "-" if value is None else esc(value)
 
 
-def rank_members(value: Any) -> set[int | None]:
-    """The ranks of a rank set given as a list (``[0, 1, 2]``) or a range string (``"0-2"``);
-    ``None`` stands for a rank-less log (``-``). Unreadable parts are dropped."""
-    if isinstance(value, str):
-        try:
-            return set(members_of(value))  # refuses ranks beyond MAX_RANKS: nothing unbounded
-        except ValueError:
-            return set()
-    if isinstance(value, (list, tuple)):
-        return {r for r in value if r is None or (isinstance(r, int) and not isinstance(r, bool))}
-    return set()
-
-
 def rank_span(text: str) -> int:
     """How many ranks a range string names (``"0-3,5"``: 5), counted without expanding it."""
     return sum(int(b or a) - int(a) + 1 for a, b in RANGE.findall(text))
@@ -107,81 +98,14 @@ def ranks_text(value: Any) -> str:
     :data:`MAX_RANKS` ranks, or none it can read, is shown as it is)."""
     if isinstance(value, str) and rank_span(value) > MAX_RANKS:
         return value
-    members = rank_members(value)
+    members = rank_set(value)
     if isinstance(value, str) and value.strip() and not members:
         return value  # not readable as ranks (e.g. beyond tracekit.model.rankset.MAX_RANK): as written
     return format_ranks(members)
 
 
 def rank_count(value: Any) -> int:
-    return len(rank_members(value))
-
-
-# --- the parts of the document, read or derived -------------------------------------------------
-
-
-def _graphs_without_place(graphs: list[dict[str, Any]]) -> bytes:
-    """Canonical text of a rank's graphs, without where they were read (file, line)."""
-    return orjson.dumps(
-        [{k: v for k, v in g.items() if k not in ("file", "line")} for g in graphs],
-        option=orjson.OPT_SORT_KEYS,
-    )
-
-
-def rank_groups(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """``doc["groups"]`` when present; else ranks with identical graphs grouped from
-    ``doc["ranks"]`` (largest group first); ``[]`` when the document has neither."""
-    groups = doc.get("groups")
-    if isinstance(groups, list):
-        return [g for g in groups if isinstance(g, dict)]
-    ranks = doc.get("ranks")
-    if not isinstance(ranks, list):
-        return []
-    found: dict[bytes, dict[str, Any]] = {}
-    for r in ranks:
-        graphs = r.get("graphs") or []
-        g = found.setdefault(_graphs_without_place(graphs), {"ranks": [], "graphs": graphs})
-        g["ranks"].append(r.get("rank"))
-    out = [
-        {"ranks": format_ranks(g["ranks"]), "count": len(g["ranks"]), "graphs": g["graphs"]}
-        for g in found.values()
-    ]
-    out.sort(key=lambda g: -g["count"])
-    return out
-
-
-def world_of(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc["world"]`` when present; else what ``ranks`` tells: the ranks found, and as
-    missing the gaps below the highest rank (``expected`` unknown)."""
-    world = doc.get("world")
-    if isinstance(world, dict):
-        return world
-    ranks = doc.get("ranks")
-    if not isinstance(ranks, list):
-        n = (doc.get("totals") or {}).get("ranks")
-        return {"expected": None, "found": n, "ranks": None, "missing": [], "duplicated": [], "derived": True}
-    found = [r.get("rank") for r in ranks]
-    nums = [r for r in found if isinstance(r, int)]
-    top = max(nums, default=-1)
-    missing = sorted(set(range(top + 1)) - set(nums)) if top < MAX_RANKS else None
-    return {
-        "expected": None,
-        "found": len(found),
-        "ranks": format_ranks(found),
-        "missing": missing,
-        "duplicated": [],
-        "derived": True,
-    }
-
-
-def differing_ranks(doc: dict[str, Any]) -> str:
-    """Every rank in a divergence, schedule-divergence or compile-divergence item, as ranges."""
-    out: set[int | None] = set()
-    for key in ("divergence", "schedule_divergence", "compile_divergence"):
-        for item in doc.get(key) or []:
-            if isinstance(item, dict) and item.get("majority", True):  # a tie blames no one
-                out |= rank_members(item.get("ranks"))
-    return format_ranks(out)
+    return len(rank_set(value))
 
 
 def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
@@ -195,7 +119,7 @@ def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
         return "no_data", str(notes[0]) if notes else "no bucketing outcome in the logs"
     differing = differing_ranks(doc)
     if differing:
-        k = len(rank_members(differing))
+        k = len(rank_set(differing))
         n = sum(
             len(doc.get(key) or []) for key in ("divergence", "schedule_divergence", "compile_divergence")
         )
@@ -216,7 +140,7 @@ def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
 
 
 def _graph_count(doc: dict[str, Any]) -> int:
-    groups = rank_groups(doc)
+    groups = document_groups(doc)
     keys = {(g.get("compile_id"), g.get("graph_index")) for grp in groups for g in grp["graphs"]}
     return len(keys)
 
@@ -426,7 +350,7 @@ def section_world(world: dict[str, Any], mesh: dict[str, Any] | None = None) -> 
     rows += _world_files_rows(world)
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in rows)
     last = max(
-        [r for r in rank_members(ranks) | rank_members(world.get("missing") or []) if r is not None],
+        [r for r in rank_set(ranks) | rank_set(world.get("missing") or []) if r is not None],
         default=-1,
     )
     if isinstance(expected, int) and not isinstance(expected, bool):
@@ -562,8 +486,8 @@ def section_groups(groups: list[dict[str, Any]], not_prebucketed: Sequence[dict[
             f'<span class="mono">{esc(ranks) or "-"}</span>, {len(graphs)} graph'
             f"{'s' if len(graphs) != 1 else ''}</h3>"
         )
-        held = rank_members(g.get("ranks"))
-        mine = [d for d in not_prebucketed if held & rank_members(d.get("ranks"))]
+        held = rank_set(g.get("ranks"))
+        mine = [d for d in not_prebucketed if held & rank_set(d.get("ranks"))]
         out.append(f"<div {attrs}>{title}{graph_table(graphs, mine)}</div>")
     if rest:
         out.append(
@@ -596,7 +520,7 @@ def section_divergence(doc: dict[str, Any]) -> str:
     for groups in splits:  # a tie: every group named, none blamed
         members: set[int | None] = set()
         for g in groups:
-            members |= rank_members(g)
+            members |= rank_set(g)
         shown = " | ".join(groups[:8]) + (
             f" | ... (+{len(groups) - 8} more groups)" if len(groups) > 8 else ""
         )
@@ -917,9 +841,9 @@ def section_diagnostics(doc: dict[str, Any]) -> str:
 def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> str:
     """The report page of a ``tracekit.summary`` document (see the module docstring); with a
     ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render.sweep`)."""
-    world = world_of(doc)
+    world = document_world(doc)
     status, line = verdict_of(doc, world)
-    groups = rank_groups(doc)
+    groups = document_groups(doc)
     paths = " ".join(str(p) for p in doc.get("paths") or [])
     sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]
     nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
