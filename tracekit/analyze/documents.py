@@ -8,10 +8,11 @@ is wrong with one is said in one line (:class:`InputError`, :class:`DocumentErro
 - :func:`summary_major`, :func:`run_from_summary`: a ``tracekit.summary/1.x`` or ``/2.x``
   document checked and rebuilt into a Run (:func:`run_from_document`), as ``diff`` and
   ``report`` both judge one.
-- :func:`document_world`, :func:`document_groups`: the keys ``/2`` added (``world``,
-  ``groups``) as the document has them, or derived from what a ``/1`` document holds
-  (``ranks``, ``totals``). Rank sets may be lists of ranks or range strings (``"0-2,5"``):
-  :func:`rank_set` reads both; :func:`differing_ranks` the ranks a document's divergence blames.
+- :func:`document_world`, :func:`document_groups`, :func:`document_verdict`: the keys ``/2``
+  added (``world``, ``groups``, ``verdict``) as the document has them, or derived from what a
+  ``/1`` document holds (``ranks``, ``totals``, the divergence items): the verdict by the one
+  verdict function, :func:`tracekit.analyze.verdict.verdict`. Rank sets may be lists of ranks
+  or range strings (``"0-2,5"``): :func:`rank_set` reads both.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from tracekit.analyze.verdict import RunFacts, verdict
 from tracekit.model import Diagnostics, Run, rank_from_dict
 from tracekit.model.rankset import MAX_RANK, format_ranks, rank_members
 from tracekit.read.sources import GZIP_MAGIC
@@ -236,3 +238,47 @@ def differing_ranks(doc: dict[str, Any]) -> str:
             if isinstance(item, dict) and item.get("majority", True):
                 out |= rank_set(item.get("ranks"))
     return format_ranks(out)
+
+
+def _items(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The items of ``doc[key]`` as the verdict reads them: dicts, with their rank sets as
+    sorted lists and a compile id (None when the document has none)."""
+    return [
+        {
+            **d,
+            "compile_id": d.get("compile_id"),
+            "ranks": sorted(rank_set(d.get("ranks")), key=lambda r: -1 if r is None else r),
+        }
+        for d in doc.get(key) or []
+        if isinstance(d, dict)
+    ]
+
+
+def document_verdict(doc: dict[str, Any], world: dict[str, Any]) -> dict[str, Any]:
+    """``doc["verdict"]`` when present; else the verdict of what an older document holds (its
+    divergence items, totals, did-nothing graphs, compiled regions, mesh findings and ``world``,
+    :func:`document_world`), by :func:`tracekit.analyze.verdict.verdict`: for a document
+    summarize writes, the verdict it holds."""
+    v = doc.get("verdict")
+    if isinstance(v, dict) and isinstance(v.get("status"), str):
+        return {**v, "text": str(v.get("text") or v["status"])}
+    t: Any = doc.get("totals") if isinstance(doc.get("totals"), dict) else {}
+    missing = rank_set(world.get("missing"))
+    w = {
+        "expected": world.get("expected"),
+        "missing": format_ranks(missing),
+        "missing_count": len(missing),
+        "duplicated": format_ranks(r for r in rank_set(world.get("duplicated")) if r is not None),
+    }
+    graphs = [g for grp in document_groups(doc) for g in grp.get("graphs") or [] if isinstance(g, dict)]
+    counts = (doc.get("diagnostics") or {}).get("counts") or {}
+    facts = RunFacts(
+        ranks=t.get("ranks") if isinstance(t.get("ranks"), int) else len(doc.get("ranks") or []),
+        graph_keys=frozenset((g.get("compile_id"), g.get("graph_index")) for g in graphs),
+        caps=tuple(sorted({c for g in graphs if isinstance(c := g.get("bucket_cap_mb"), (int, float))})),
+        regions=doc["compiled_regions"] if isinstance(doc.get("compiled_regions"), dict) else None,
+        bad_inputs=sum(n for n in counts.values() if isinstance(n, int)),
+    )
+    other = _items(doc, "schedule_divergence") + _items(doc, "compile_divergence")
+    on_mesh = [d for d in doc.get("mesh_not_prebucketed") or [] if isinstance(d, dict)]
+    return verdict(facts, w, _items(doc, "divergence"), t, other, _items(doc, "did_nothing"), on_mesh)

@@ -26,7 +26,6 @@ from tracekit.analyze.compiled_regions import compiled_regions
 from tracekit.analyze.cut import compared_items, with_logs_that_end_early
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
-    mesh_not_prebucketed_text,
     mesh_run_once,
 )
 from tracekit.analyze.not_prebucketed import not_prebucketed, table_totals
@@ -443,10 +442,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     facts = run_facts(run, (g for grp in groups for g in grp.graphs), no_outcome=t["graphs"] == 0)
-    v = verdict(facts, w, div, t, sched + comp, dn)
-    if unb:
-        v["text"] += "; " + mesh_not_prebucketed_text(unb)
-        v["mesh_findings"] = len(unb)
+    v = verdict(facts, w, div, t, sched + comp, dn, unb)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "paths": list(run.paths),

@@ -15,6 +15,7 @@ from typing import Any
 
 from tracekit.analyze.compiled_regions import compiled_regions, no_collective_text
 from tracekit.analyze.cut import cut_text
+from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
 from tracekit.model import Graph, Run
 from tracekit.model.rankset import format_ranks, rank_members
@@ -63,6 +64,7 @@ def verdict(
     t: dict[str, Any],
     other: Sequence[dict[str, Any]] = (),
     dn: Sequence[dict[str, Any]] = (),
+    on_mesh: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """``{status, text}``: ``status`` is ``diverge`` (ranks differ: ``div``, the bucketing
     outcome, or ``other``, the schedule and compile-id divergence items, their ``ranks`` as
@@ -70,7 +72,9 @@ def verdict(
     ``text`` one line, printed first; a divergence also has ``sections``, the document keys
     whose items prove it (``divergence``, ``schedule_divergence``, ``compile_divergence``).
     Graphs never pre-bucketed (``dn``, :func:`tracekit.analyze.summarize.did_nothing`'s items)
-    add ``findings`` (their count) and a FINDING to the text, whatever the status. ``w``: the
+    add ``findings`` (their count) and a FINDING to the text, whatever the status; so do
+    collectives on a mesh group pre-bucketing never sees (``on_mesh``,
+    :func:`tracekit.analyze.mesh_not_prebucketed.mesh_not_prebucketed`), as ``mesh_findings``. ``w``: the
     world (:func:`tracekit.model.world.world`), ``t``: the totals
     (:func:`tracekit.analyze.totals.totals`), ``facts``: the rest (:class:`RunFacts`)."""
     v = _verdict(facts, w, div, t, other, dn)
@@ -78,6 +82,9 @@ def verdict(
     if found:
         v["text"] += "; " + found
         v["findings"] = len({(d["compile_id"], d["graph_index"]) for d in dn if d.get("outcome")})
+    if on_mesh:
+        v["text"] += "; " + mesh_not_prebucketed_text(list(on_mesh))
+        v["mesh_findings"] = len(on_mesh)
     return v
 
 
@@ -101,8 +108,10 @@ def _verdict(
     n = facts.ranks
     incomplete = []
     if w["missing"]:
-        of = "" if w.get("expected") is None else f" of {w['expected']}"  # unknown to an older document
-        incomplete.append(f"{w['missing_count']}{of} ranks missing ({w['missing']})")
+        if w.get("expected") is None:  # unknown to an older document
+            incomplete.append(f"{plural(w['missing_count'], 'rank')} missing ({w['missing']})")
+        else:
+            incomplete.append(f"{w['missing_count']} of {w['expected']} ranks missing ({w['missing']})")
     if w["duplicated"]:
         incomplete.append(
             f"{rank_noun(w['duplicated'])} {w['duplicated']} also found in another run (not merged)"

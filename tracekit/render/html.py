@@ -33,13 +33,14 @@ from typing import Any
 from tracekit.analyze.documents import (
     differing_ranks,
     document_groups,
+    document_verdict,
     document_world,
     rank_set,
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.mesh import names_text
 from tracekit.model.rankset import MAX_RANK, format_ranks
-from tracekit.model.words import graph_label, plural, rank_noun
+from tracekit.model.words import graph_label, rank_noun
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
 from tracekit.render.majority import majority_headers
@@ -106,43 +107,6 @@ def ranks_text(value: Any) -> str:
 
 def rank_count(value: Any) -> int:
     return len(rank_set(value))
-
-
-def verdict_of(doc: dict[str, Any], world: dict[str, Any]) -> tuple[str, str]:
-    """``(status, one line)``: ``doc["verdict"]`` when present, else derived."""
-    v = doc.get("verdict")
-    if isinstance(v, dict) and isinstance(v.get("status"), str):
-        return v["status"], str(v.get("text") or v["status"])
-    totals = doc.get("totals") or {}
-    notes = doc.get("notes") or []
-    if not totals.get("graphs"):
-        return "no_data", str(notes[0]) if notes else "no bucketing outcome in the logs"
-    differing = differing_ranks(doc)
-    if differing:
-        k = len(rank_set(differing))
-        n = sum(
-            len(doc.get(key) or []) for key in ("divergence", "schedule_divergence", "compile_divergence")
-        )
-        return "diverge", (
-            f"{k} rank{'s' if k != 1 else ''} ({differing}) "
-            f"differ{'s' if k == 1 else ''} from the majority: "
-            f"{n} difference{'s' if n != 1 else ''}"
-        )
-    if world.get("missing"):
-        missing = ranks_text(world["missing"])
-        return (
-            "incomplete",
-            f"{rank_noun(missing)} {missing} missing from the logs",
-        )
-    return "agree", (
-        f"all {plural(totals.get('ranks', 0), 'rank')} agree on all {plural(_graph_count(doc), 'graph')}"
-    )
-
-
-def _graph_count(doc: dict[str, Any]) -> int:
-    groups = document_groups(doc)
-    keys = {(g.get("compile_id"), g.get("graph_index")) for grp in groups for g in grp["graphs"]}
-    return len(keys)
 
 
 # --- small HTML pieces -----------------------------------------------------------------------------
@@ -842,7 +806,8 @@ def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> st
     """The report page of a ``tracekit.summary`` document (see the module docstring); with a
     ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render.sweep`)."""
     world = document_world(doc)
-    status, line = verdict_of(doc, world)
+    v = document_verdict(doc, world)
+    status, line = v["status"], v["text"]
     groups = document_groups(doc)
     paths = " ".join(str(p) for p in doc.get("paths") or [])
     sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]
