@@ -24,10 +24,8 @@ Everything taken from the document is untrusted (it comes from logs): every stri
 
 from __future__ import annotations
 
-import html
 import os
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tracekit.analyze.documents import (
@@ -39,10 +37,26 @@ from tracekit.analyze.documents import (
 )
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.mesh import names_text
-from tracekit.model.rankset import MAX_RANK, format_ranks
+from tracekit.model.rankset import format_ranks
 from tracekit.model.words import graph_label, rank_noun
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
+from tracekit.render.html_parts import (
+    cell,
+    collective_text,
+    compile_where,
+    cut_rows,
+    esc,
+    final_counts_text,
+    fmt_bytes,
+    majority_cell,
+    rank_count,
+    ranks_cell,
+    ranks_text,
+    row_ranks,
+    table,
+    where_cells,
+)
 from tracekit.render.majority import majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, groups_by_role, mesh_line
 from tracekit.render.text import fmt_counts, fmt_mb
@@ -53,17 +67,12 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'
 MAX_GROUPS = 64
 #: Rank groups whose graphs get a bucket-size chart.
 MAX_CHART_GROUPS = 6
-#: Rows per table (divergence, did nothing, final schedule, diagnostics examples).
-MAX_ROWS = 400
 #: Bars per size list in a chart.
 MAX_BARS = 400
 #: Group colours (CSS classes c0..c7); later groups are grey.
 COLOURS = 8
 #: Rank maps are drawn up to this many ranks.
 MAX_MAP_RANKS = 16384
-#: Rank sets naming more ranks are not expanded (a document is untrusted: "0-999999999").
-MAX_RANKS = MAX_RANK
-RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 SECTIONS = [
     ("verdict", "Verdict"),
@@ -74,126 +83,6 @@ SECTIONS = [
     ("did-nothing", "Did nothing"),
     ("diagnostics", "Diagnostics"),
 ]
-
-
-def esc(value: Any) -> str:
-    """Text or attribute value, escaped (quotes included)."""
-    return html.escape(str(value), quote=True)
-
-
-# --- rank sets -------------------------------------------------------------------------------------
-
-
-def cell(value: Any) -> str:
-    """A value for a table cell, escaped; ``-`` for none."""
-    return "-" if value is None else esc(value)
-
-
-def rank_span(text: str) -> int:
-    """How many ranks a range string names (``"0-3,5"``: 5), counted without expanding it."""
-    return sum(int(b or a) - int(a) + 1 for a, b in RANGE.findall(text))
-
-
-def ranks_text(value: Any) -> str:
-    """A rank set as ranges, whichever way the document spells it (a string naming more than
-    :data:`MAX_RANKS` ranks, or none it can read, is shown as it is)."""
-    if isinstance(value, str) and rank_span(value) > MAX_RANKS:
-        return value
-    members = rank_set(value)
-    if isinstance(value, str) and value.strip() and not members:
-        return value  # not readable as ranks (e.g. beyond tracekit.model.rankset.MAX_RANK): as written
-    return format_ranks(members)
-
-
-def rank_count(value: Any) -> int:
-    return len(rank_set(value))
-
-
-# --- small HTML pieces -----------------------------------------------------------------------------
-
-
-def table(
-    headers: Iterable[str],
-    rows: Iterable[Iterable[str]],
-    *,
-    row_attrs: Iterable[str] | None = None,
-    numeric: Iterable[int] = (),
-) -> str:
-    """A table; cells are HTML already (escape them before), headers are escaped here."""
-    nums = set(numeric)
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    attrs = list(row_attrs) if row_attrs is not None else None
-    body = []
-    for i, row in enumerate(rows):
-        cells = "".join(
-            f'<td class="num">{c}</td>' if j in nums else f"<td>{c}</td>" for j, c in enumerate(row)
-        )
-        body.append(f"<tr{attrs[i] if attrs else ''}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _cut(items: list[Any], limit: int = MAX_ROWS) -> tuple[list[Any], str]:
-    if len(items) <= limit:
-        return items, ""
-    return items[:limit], f'<p class="muted">first {limit} of {len(items)} shown</p>'
-
-
-def _where(graph: dict[str, Any]) -> tuple[str, str]:
-    gi = graph.get("graph_index")
-    return esc(graph.get("compile_id", "?")), esc(graph_label(gi) if isinstance(gi, int) else gi)
-
-
-def fmt_bytes(n: Any) -> str:
-    return f"{n:,} B" if isinstance(n, int) else esc(n if n is not None else "-")
-
-
-def collective_text(v: Any) -> str:
-    """A scheduled collective ``{kind, group, bytes}`` (or any value) as short text."""
-    if v is None:
-        return "end of list"
-    if isinstance(v, dict) and "state" in v:  # a cache event of compile_divergence
-        return f"{v.get('compile_id', '-')} {v.get('state')}"
-    if isinstance(v, dict):
-        kind = SHORT_NAMES.get(str(v.get("kind")), v.get("kind", "?"))
-        group = f" group {v['group']}" if v.get("group") is not None else ""
-        size = f" {v['bytes']:,} B" if isinstance(v.get("bytes"), int) else ""
-        rest = {k: x for k, x in v.items() if k not in ("kind", "group", "bytes")}
-        extra = "".join(f", {k}={x}" for k, x in rest.items())
-        return f"{kind}{group}{size}{extra}"
-    if isinstance(v, list):
-        return ",".join(map(str, v))
-    return str(v)
-
-
-def final_counts_text(final: Any) -> str:
-    if not isinstance(final, dict) or not isinstance(final.get("counts"), dict):
-        return "-"
-    c = final["counts"]
-    return " ".join(f"{SHORT_NAMES[t]} {c[t]}" for t in COLLECTIVE_TYPES if t in c)
-
-
-def _majority_cell(d: dict[str, Any], items: list[dict[str, Any]]) -> str:
-    """The ranks a divergence item is compared with; a tie marked as no majority in a table that
-    also holds rows with one (a table of ties only says "other ranks" in its header:
-    :mod:`tracekit.render.majority`, as the text does)."""
-    mixed = any(x.get("majority", True) for x in items)
-    tie = "" if d.get("majority", True) or not mixed else ' <span class="muted">(tie: no majority)</span>'
-    return _ranks_cell(d.get("majority_ranks")) + tie
-
-
-def _compile_where(d: dict[str, Any]) -> tuple[str, str]:
-    """Compile id and graph cells of a compile-divergence item (about a whole rank's compile
-    ids or cache events, not one graph): where the sequences first differ."""
-    if "compile_id" in d:
-        return _where(d)
-    v = d.get("value") if isinstance(d.get("value"), dict) else d.get("majority_value")
-    cid = v.get("compile_id") if isinstance(v, dict) else (d.get("value") or d.get("majority_value"))
-    return (esc(cid) if isinstance(cid, str) else "all", "all")
-
-
-def _ranks_cell(value: Any) -> str:
-    text = ranks_text(value)
-    return f'<span class="mono">{esc(text) or "-"}</span>'
 
 
 # --- sections --------------------------------------------------------------------------------------
@@ -250,7 +139,7 @@ def mesh_rows(mesh: dict[str, Any]) -> str:
         for role, groups in groups_by_role(mesh)
         for g in groups
     ]
-    rows, more = _cut(rows)
+    rows, more = cut_rows(rows)
     return (
         f'<p id="mesh" class="mono">Mesh: {esc(mesh_line(mesh))}</p>'
         + table(["role", "group", "size", "members", "why this role"], rows, numeric=range(2, 3))
@@ -337,7 +226,7 @@ def not_prebucketed_row(d: dict[str, Any], has_final: bool) -> list[str]:
     nbytes = d.get("total_bytes")
     mb = esc(fmt_mb(round(nbytes / 2**20, 3))) if isinstance(nbytes, int) else "-"
     row = [
-        *_where(d),
+        *where_cells(d),
         esc(d.get("outcome")),
         cell(d.get("group_size")),
         "-",
@@ -373,7 +262,7 @@ def graph_table(graphs: list[dict[str, Any]], not_prebucketed: Sequence[dict[str
         coll = g.get("collectives") or {}
         sizes = g.get("sizes_mb")
         row = [
-            *_where(g),
+            *where_cells(g),
             esc(fsdp_groups_cell(g)),
             cell(g.get("group_size")),
             cell(g.get("n_nodes")),
@@ -396,8 +285,8 @@ def final_schedule(graph: dict[str, Any]) -> str:
     final = graph.get("final")
     if not isinstance(final, dict) or not isinstance(final.get("collectives"), list):
         return ""
-    items, more = _cut(final["collectives"])
-    cid, label = _where(graph)
+    items, more = cut_rows(final["collectives"])
+    cid, label = where_cells(graph)
     rows = [
         [
             str(i),
@@ -494,15 +383,15 @@ def section_divergence(doc: dict[str, Any]) -> str:
             f'<span class="mono">{esc(shown)}</span></p>'
         )
     if div:
-        items, more = _cut(div)
+        items, more = cut_rows(div)
         out.append("<h3>Bucketing outcome</h3>")
         rows = [
             [
-                *_where(d),
+                *where_cells(d),
                 esc(d.get("field")),
-                _ranks_cell(d.get("ranks")),
+                ranks_cell(d.get("ranks")),
                 esc(value_text(str(d.get("field")), d.get("value"))),
-                _majority_cell(d, div),
+                majority_cell(d, div),
                 esc(value_text(str(d.get("field")), d.get("majority_value"))),
                 esc(first_diff_text(d.get("first_difference"))),
             ]
@@ -520,20 +409,20 @@ def section_divergence(doc: dict[str, Any]) -> str:
                     "first difference",
                 ],
                 rows,
-                row_attrs=_row_ranks(items, "divergence"),
+                row_attrs=row_ranks(items, "divergence"),
             )
             + more
         )
     if sched:
-        items, more = _cut(sched)
+        items, more = cut_rows(sched)
         out.append("<h3>Final schedule</h3>")
         rows = [
             [
-                *_where(d),
+                *where_cells(d),
                 "no schedule" if "length" in d and d["length"] is None else cell(d.get("position")),
-                _ranks_cell(d.get("ranks")),
+                ranks_cell(d.get("ranks")),
                 esc(collective_text(d.get("value"))),
-                _majority_cell(d, sched),
+                majority_cell(d, sched),
                 esc(collective_text(d.get("majority_value"))),
             ]
             for d in items
@@ -549,21 +438,21 @@ def section_divergence(doc: dict[str, Any]) -> str:
                     *majority_headers(sched, "collective"),
                 ],
                 rows,
-                row_attrs=_row_ranks(items, "schedule divergence"),
+                row_attrs=row_ranks(items, "schedule divergence"),
                 numeric=(2,),
             )
             + more
         )
     if comp:
-        items, more = _cut(comp)
+        items, more = cut_rows(comp)
         out.append("<h3>Compilation</h3>")
         rows = [
             [
-                *_compile_where(d),
+                *compile_where(d),
                 esc(d.get("what", "-")),
-                _ranks_cell(d.get("ranks")),
+                ranks_cell(d.get("ranks")),
                 esc(collective_text(d.get("value"))),
-                _majority_cell(d, comp),
+                majority_cell(d, comp),
                 esc(collective_text(d.get("majority_value"))),
             ]
             for d in items
@@ -572,16 +461,12 @@ def section_divergence(doc: dict[str, Any]) -> str:
             table(
                 ["compile id", "graph", "what", "ranks", "value", *majority_headers(comp)],
                 rows,
-                row_attrs=_row_ranks(items, "compile divergence"),
+                row_attrs=row_ranks(items, "compile divergence"),
             )
             + more
         )
     out.append("</section>")
     return "".join(out)
-
-
-def _row_ranks(items: list[dict[str, Any]], where: str) -> list[str]:
-    return [f' data-ranks="{esc(ranks_text(d.get("ranks")))}" data-where="{esc(where)}"' for d in items]
 
 
 def sizes_svg(sizes: dict[str, Any], title: str) -> str:
@@ -673,15 +558,15 @@ def _mesh_groups_table(
     items = [d for d in doc.get(key) or [] if isinstance(d, dict)]
     if not items:
         return ""
-    items, more = _cut(items)
+    items, more = cut_rows(items)
     rows = [
         [
-            *_where(d),
+            *where_cells(d),
             esc(f"{d.get('role', '?')} {names_text([str(g) for g in d.get('groups') or []])}"),
             esc(count_text.format(kind=d.get("kind", "?"), count=d.get("count", "?"))),
             esc(fmt_bytes(d.get("bytes"))),
             esc("-" if d.get("est_ms") is None else d["est_ms"]),
-            _ranks_cell(d.get("ranks")),
+            ranks_cell(d.get("ranks")),
             esc(d.get("reason", "")),
         ]
         for d in items
@@ -691,7 +576,7 @@ def _mesh_groups_table(
         + table(
             ["compile id", "graph", "groups", count_header, "bytes", "est ms", "ranks", "why"],
             rows,
-            row_attrs=_row_ranks(items, where),
+            row_attrs=row_ranks(items, where),
             numeric=(4, 5),
         )
         + more
@@ -739,19 +624,19 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
             out.append(f'<p class="muted">{esc(did_nothing_none_text(doc))}</p>' + on_mesh)
         out.append("</section>")
         return "".join(out)
-    items, more = _cut(items)
+    items, more = cut_rows(items)
     with_explain = any(d.get("explain") for d in items)
     rows = []
     for d in items:
         counts = d.get("counts") or {}
         row = [
-            *_where(d),
+            *where_cells(d),
             esc(
                 ", ".join(f"{SHORT_NAMES.get(t, t)} {n}->{n}" for t, n in counts.items())
                 + (f" ({d['outcome']}: {d.get('reason_text', '')})" if d.get("outcome") else "")
             ),
             esc(fmt_mb(d.get("bucket_cap_mb"))),
-            _ranks_cell(d.get("ranks")),
+            ranks_cell(d.get("ranks")),
         ]
         if with_explain:
             cmd = d.get("explain")
@@ -763,7 +648,7 @@ def section_did_nothing(doc: dict[str, Any]) -> str:
             )
         rows.append(row)
     headers = ["compile id", "graph", "not merged", "cap MB", "ranks"] + (["explain"] if with_explain else [])
-    out.append(table(headers, rows, row_attrs=_row_ranks(items, "did nothing")) + more)
+    out.append(table(headers, rows, row_attrs=row_ranks(items, "did nothing")) + more)
     out.append(on_mesh)
     out.append("</section>")
     return "".join(out)
@@ -777,7 +662,7 @@ def section_diagnostics(doc: dict[str, Any]) -> str:
         out.append('<p class="muted">no bad input</p>')
     else:
         out.append(table(["kind", "count"], [[esc(k), esc(v)] for k, v in counts.items()], numeric=(1,)))
-        examples, more = _cut([e for e in diag.get("examples") or [] if isinstance(e, dict)])
+        examples, more = cut_rows([e for e in diag.get("examples") or [] if isinstance(e, dict)])
         out.append(
             table(
                 ["kind", "where", "detail"],
