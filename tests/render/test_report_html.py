@@ -212,6 +212,15 @@ def test_documents_without_ranks_or_groups_still_render():
         "no_data", "NO DATA: no bucketing outcome in the logs")  # summarize's verdict, its words
 
 
+def test_a_document_without_its_verdict_gives_the_same_page():
+    """The page gives a document without a verdict (tracekit.summary/1) the one verdict
+    summarize would (tracekit.analyze.documents.document_verdict): the same page, byte for byte."""
+    for name in ("diverge_rank", "hsdp_diverge"):
+        doc = fixture_doc(name)
+        bare = {k: v for k, v in doc.items() if k != "verdict"}
+        assert render_html(bare) == render_html(doc)
+
+
 def test_log_strings_are_escaped():
     evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
     doc = copy.deepcopy(fixture_doc("diverge_rank"))

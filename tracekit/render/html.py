@@ -88,7 +88,10 @@ SECTIONS = [
 # --- sections --------------------------------------------------------------------------------------
 
 
-def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
+def section_verdict(doc: dict[str, Any], v: dict[str, Any]) -> str:
+    """The verdict ``v`` (:func:`tracekit.analyze.documents.document_verdict`): its status and
+    line, the divergence sections that prove it, and the totals."""
+    status, text = v["status"], v["text"]
     t = doc.get("totals") or {}
     coll = t.get("collectives") or {}
     stats = [
@@ -104,7 +107,6 @@ def section_verdict(doc: dict[str, Any], status: str, text: str) -> str:
         stats.append(
             f"<span>{esc(fmt_mb(t.get('mb_before')))} MB &rarr; {esc(fmt_mb(t.get('mb_after')))} MB</span>"
         )
-    v: Any = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else {}
     titles = {
         "divergence": "bucketing outcome",
         "schedule_divergence": "final schedule",
@@ -692,7 +694,6 @@ def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> st
     ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render.sweep`)."""
     world = document_world(doc)
     v = document_verdict(doc, world)
-    status, line = v["status"], v["text"]
     groups = document_groups(doc)
     paths = " ".join(str(p) for p in doc.get("paths") or [])
     sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]
@@ -707,13 +708,13 @@ def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> st
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>tracekit report: {esc(line)}</title><style>{CSS}</style></head>\n",
+            f"<title>tracekit report: {esc(v['text'])}</title><style>{CSS}</style></head>\n",
             f'<body data-schema="{esc(doc.get("schema", ""))}">',
             f'<header><h1>tracekit report</h1><p class="paths mono">{esc(paths)}</p><nav>{nav}</nav>',
             '<div class="finder"><label>Find rank<input id="rank-find" inputmode="numeric" '
             'autocomplete="off" placeholder="e.g. 3"></label><output id="rank-found"></output></div>',
             "</header>\n<main>",
-            section_verdict(doc, status, line),
+            section_verdict(doc, v),
             "\n",
             section_world(world, doc.get("mesh")),
             "\n",
