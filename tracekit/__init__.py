@@ -36,22 +36,9 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
     it never returns an empty Run for a typo; ``ValueError`` when the files hold no compile log
     (an empty file, a foreign one), in the words ``tracekit summarize`` exits with.
     """
-    import errno
-    import os
+    from tracekit.read.reader import checked_load
 
-    from tracekit.read.reader import holds_compile_log, no_log_detail, path_list
-    from tracekit.read.reader import load as _load
-
-    for p in path_list(paths):
-        if not os.path.lexists(p):
-            raise FileNotFoundError(errno.ENOENT, "no such file or directory", p)
-    run = _load(paths, jobs=jobs, strict=strict, progress=progress)
-    if not run.ranks and not run.unplaced and "no_log_files" in run.diagnostics.counts:
-        where = next(e for e in run.diagnostics.examples if e["kind"] == "no_log_files")
-        raise FileNotFoundError(errno.ENOENT, where["detail"], where["file"])
-    if not holds_compile_log(run):
-        raise ValueError(no_log_detail(run))
-    return run
+    return checked_load(paths, jobs=jobs, strict=strict, progress=progress)
 
 
 def replay_run(paths, caps=(), **options):

@@ -79,15 +79,14 @@ def has_log_entries(run: Any) -> bool:
 
 
 def no_log_reason(run: Any) -> str | None:
-    """None when ``run`` holds a compile log (:func:`has_log_entries`); else the one line every
-    command fails with (:func:`tracekit.read.reader.no_log_detail`). Control characters are
-    escaped (the file name comes from the user, the detail from a log)."""
-    if has_log_entries(run):
-        return None
-    from tracekit.read.reader import no_log_detail
+    """None when ``run`` holds a compile log; else the one line every command fails with
+    (:func:`tracekit.read.reader.no_log_reason`), its control characters escaped (the file
+    name comes from the user, the detail from a log)."""
+    from tracekit.read.reader import no_log_reason as why_no_log
     from tracekit.render.text import escape_controls
 
-    return escape_controls(no_log_detail(run))
+    why = why_no_log(run)
+    return None if why is None else escape_controls(why)
 
 
 def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str:

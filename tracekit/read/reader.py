@@ -86,10 +86,12 @@ __all__ = [
     "StrictError",
     "NotPrebucketedSource",
     "graph_and_not_prebucketed_sources",
+    "checked_load",
     "graph_sources",
     "holds_compile_log",
     "load",
     "no_log_detail",
+    "no_log_reason",
     "read_file",
 ]
 
@@ -134,6 +136,39 @@ def no_log_detail(run: Run) -> str:
         if e["kind"] == "no_log_files" and "subdirectories" in e["detail"]:
             return f"{e['file']}: {e['detail']}"
     return "no log could be read"
+
+
+def no_log_reason(run: Run) -> str | None:
+    """None when ``run`` holds a compile log (:func:`holds_compile_log`); else why not, in one
+    line (:func:`no_log_detail`). The one check of the paths read: every command exits 2 with
+    it, and :func:`checked_load` raises it."""
+    return None if holds_compile_log(run) else no_log_detail(run)
+
+
+def checked_load(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    jobs: int | None = None,
+    strict: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Run:
+    """:func:`load`, for the Python API (``tracekit.load``): ``FileNotFoundError`` for a path
+    that does not exist (before anything is read) or a directory that holds no log file, when
+    nothing else was read; ``ValueError`` (:func:`no_log_reason`) when the files hold no
+    compile log. It never returns an empty Run for a typo."""
+    import errno
+
+    for p in path_list(paths):
+        if not os.path.lexists(p):
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", p)
+    run = load(paths, jobs=jobs, strict=strict, progress=progress)
+    if not run.ranks and not run.unplaced and "no_log_files" in run.diagnostics.counts:
+        where = next(e for e in run.diagnostics.examples if e["kind"] == "no_log_files")
+        raise FileNotFoundError(errno.ENOENT, where["detail"], where["file"])
+    why = no_log_reason(run)
+    if why is not None:
+        raise ValueError(why)
+    return run
 
 
 def path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
