@@ -1,10 +1,14 @@
-"""The verdict: the one line summarize prints first, and its status.
+"""The verdict: the one line summarize prints first, and its status; the one verdict function.
 
 :func:`verdict` weighs what the analysis found (:mod:`tracekit.analyze.summarize`: divergence
-across ranks, the world, totals, graphs never pre-bucketed) and says it: ``diverge``,
-``incomplete``, ``agree`` or ``no_data``, with the findings added whatever the status.
-:func:`any_divergence` says, in a few words, what divergence a summary document reports
-(``summarize --fail-on-divergence``).
+across ranks, the world, totals, graphs never pre-bucketed, collectives on mesh groups
+pre-bucketing never sees) and says it: ``diverge``, ``incomplete``, ``agree`` or ``no_data``,
+with the findings added whatever the status. It weighs plain facts (:class:`RunFacts`), read
+off a Run (:func:`run_facts`, for the summary document) or off an older saved document that
+has no verdict (:func:`tracekit.analyze.documents.document_verdict`, for the report page).
+The line is part of the document (``verdict.text``), so its words are made here, with
+:mod:`tracekit.model.words`. :func:`any_divergence` says, in a few words, what divergence a
+summary document reports (``summarize --fail-on-divergence``).
 """
 
 from __future__ import annotations
