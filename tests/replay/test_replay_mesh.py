@@ -116,7 +116,8 @@ def test_a_group_of_unknown_size_makes_the_graph_partial():
     """Without the run's groups (no table: the engine alone), the backward's all-reduce group
     has no size: it cannot be registered, the graph is partial and says why."""
     from tracekit.model import Diagnostics
-    from tracekit.replay.engine import ReplayOptions, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import ReplayOptions
     from tracekit.replay.selection import replay_sources_for
 
     sources = replay_sources_for([str(HSDP)], rank=0, diagnostics=Diagnostics())

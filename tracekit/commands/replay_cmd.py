@@ -54,7 +54,7 @@ WHAT_IF_REACH = (
 
 
 def _caps(values: tuple[str, ...], auto: tuple[str, ...]) -> list:
-    from tracekit.replay.engine import CapRequest
+    from tracekit.replay.results import CapRequest
 
     out: list[CapRequest] = []
     for v in values:
@@ -253,8 +253,9 @@ def replay(
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.read.segments import default_jobs
     from tracekit.replay import comm_estimate as ce
-    from tracekit.replay.engine import ReplayOptions, replay_document, replay_sources
+    from tracekit.replay.engine import replay_sources
     from tracekit.replay.not_prebucketed_graphs import replay_not_prebucketed
+    from tracekit.replay.results import ReplayOptions, replay_document
     from tracekit.replay.selection import SelectionError, parse_graph_selector
     from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
 
@@ -275,8 +276,8 @@ def replay(
             raise click.BadParameter(str(e), param_hint=hint) from None
     caps = _caps(cap_mb, cap_auto)
     if recommend:
-        from tracekit.replay.engine import CapRequest
         from tracekit.replay.recommend import cap_grid
+        from tracekit.replay.results import CapRequest
 
         given = [c.mb for c in caps if c.mb is not None]
         caps = [CapRequest(None)] + [CapRequest(mb) for mb in cap_grid(given)]
@@ -332,8 +333,8 @@ def replay(
 
         results = replay_sources(sources, options, on_cap=per_cap)
         if any(r.mesh_not_prebucketed for r in results):  # a mesh's what-ifs at the other caps too
-            from tracekit.replay.engine import cap_labels
             from tracekit.replay.mesh_what_ifs import add_at_caps
+            from tracekit.replay.results import cap_labels
 
             # --recommend: at the caps given with --cap-mb only, not at each cap of its grid
             # (then at the cap it recommends: add_at_recommended_cap)
@@ -362,8 +363,8 @@ def replay(
 
     finish_document(doc, not_prebucketed, recommend, memory_budget_gb)
     if recommend and any(r.mesh_not_prebucketed for r in results):  # and at the recommended cap
-        from tracekit.replay.engine import cap_labels
         from tracekit.replay.mesh_what_ifs import add_at_recommended_cap
+        from tracekit.replay.results import cap_labels
 
         add_at_recommended_cap(results, options, cap_labels(options)[1:], doc)
     write_document(doc, fmt, render_text, output, command="replay", error_status=BAD_INPUT)

@@ -145,7 +145,7 @@ def explain_document(
     """The ``tracekit.explain/1`` document of ``sources`` (each with its recorded bucket members,
     ``GraphSource.recorded_buckets``); ``progress(done, total)`` after each graph; ``groups``:
     the run's process groups on a mesh (:func:`tracekit.replay.process_groups.table_for`)."""
-    from tracekit.replay.engine import ReplayOptions
+    from tracekit.replay.results import ReplayOptions
 
     # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
     # configured bucket_mode, as when it ran

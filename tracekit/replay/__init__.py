@@ -9,7 +9,9 @@ Modules, in the order data flows:
 - :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.annotations` and
   :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
   fake ``meta["val"]``;
-- :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``;
+- :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``,
+  each graph with a :class:`~tracekit.replay.replayer.GraphReplayer`; the results and the
+  document are :mod:`~tracekit.replay.results`;
 - :mod:`~tracekit.replay.overlap_schedule`: torch's own overlap scheduler on each cap's
   pre-bucketed graph (recorded compute estimates, NCCL model, roofline at ``gpu``): the final
   collectives, exposed communication, peak memory and a timeline per cap;
@@ -55,7 +57,7 @@ def replay(
     scheduler_overrides: Mapping[str, Any] | None = None,
     jobs: int = 1,
 ) -> Any:
-    """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
+    """Replay the recorded outcomes of ``paths``: a :class:`results.ReplayRun`.
 
     Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``; ``jobs``:
     processes for each graph's distinct caps, this one and ``jobs - 1`` forked workers,
@@ -68,7 +70,8 @@ def replay(
     check_torch()  # without a supported torch: UnsupportedTorch, before any work
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
-    from tracekit.replay.engine import CapRequest, ReplayOptions, ReplayRun, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import CapRequest, ReplayOptions, ReplayRun
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):
@@ -103,8 +106,8 @@ def replay(
     options.groups = table_for([os.fspath(p) for p in paths], sources)
     results = replay_sources(sources, options)
     if any(r.mesh_not_prebucketed for r in results):  # a mesh's what-ifs at the other caps too
-        from tracekit.replay.engine import cap_labels
         from tracekit.replay.mesh_what_ifs import add_at_caps
+        from tracekit.replay.results import cap_labels
 
         add_at_caps(results, options, cap_labels(options)[1:])
     return ReplayRun(results, options, diag)
@@ -127,8 +130,8 @@ def not_prebucketed(
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.read.reader import graph_and_not_prebucketed_sources
-    from tracekit.replay.engine import CapRequest, ReplayOptions
     from tracekit.replay.not_prebucketed_graphs import FORWARD_GROUPS, replay_not_prebucketed
+    from tracekit.replay.results import CapRequest, ReplayOptions
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):

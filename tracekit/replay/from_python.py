@@ -36,9 +36,10 @@ def replay_run(
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay import comm_estimate as ce
-    from tracekit.replay.engine import CapRequest, ReplayOptions, cap_labels, replay_document, replay_sources
+    from tracekit.replay.engine import replay_sources
     from tracekit.replay.not_prebucketed_graphs import replay_not_prebucketed
     from tracekit.replay.recommend import cap_grid
+    from tracekit.replay.results import CapRequest, ReplayOptions, cap_labels, replay_document
     from tracekit.replay.selection import replay_sources_for
     from tracekit.replay.step_coverage import finish_document
 
