@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tracekit.model import COLLECTIVE_TYPES, Diagnostics, Graph
+from tracekit.model import COLLECTIVE_TYPES, Diagnostics, Graph, final_to_dict
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.schedule_figures import round_ms, schedule_figures
@@ -249,23 +249,16 @@ class GraphReplay:
 
 
 def _recorded_final(g: Graph) -> dict[str, Any] | None:
-    f = g.final
+    """The recorded final schedule as the replay document shows it: the model's JSON form
+    (:func:`tracekit.model.final_to_dict`) without what a replay does not compare (compile id,
+    position, world size, dtypes) and without the kinds counted zero."""
+    f = final_to_dict(g.final)
     if f is None:
         return None
     return {
-        "counts": {k: v for k, v in f.counts.items() if v},
-        "sizes": f.sizes,
-        "collectives": [
-            {
-                "kind": c.kind,
-                "op": c.op,
-                "group": c.group,
-                "group_size": c.group_size,
-                "bytes": c.bytes,
-                "est_ms": c.est_ms,
-            }
-            for c in f.collectives
-        ],
+        "counts": {k: v for k, v in f["counts"].items() if v},
+        "sizes": f["sizes"],
+        "collectives": [{k: v for k, v in c.items() if k != "dtype"} for c in f["collectives"]],
     }
 
 
