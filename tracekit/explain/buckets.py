@@ -210,30 +210,16 @@ def not_prebucketed_of(mixed: list[Any]) -> list[Any]:
 def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
     """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
     ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``), graphs torch never
-    pre-bucketed included (:mod:`tracekit.explain.not_prebucketed`). Without a supported
-    torch, raises :class:`bucketing.compat.UnsupportedTorch` before any work."""
+    pre-bucketed included (:mod:`tracekit.explain.not_prebucketed`): what ``tracekit explain
+    --format json`` gives (:func:`tracekit.explain.run.run`). Without a supported torch, raises
+    :class:`bucketing.compat.UnsupportedTorch` before any work."""
     from bucketing.compat import check_torch
-    from tracekit.model import Diagnostics
 
     check_torch()
-    from tracekit.read.reader import graph_and_not_prebucketed_sources
-    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
+    from tracekit.explain.run import run
+    from tracekit.replay.selection import Selection, parse_graph_selector
 
-    diag = Diagnostics()
-    mixed = replay_sources_for(
-        list(paths),
-        rank=rank,
-        graphs=[parse_graph_selector(g) for g in graphs],
-        diagnostics=diag,
-        reader=graph_and_not_prebucketed_sources,
-    )
-    from tracekit.replay.process_groups import table_for
-
-    return explain_mixed(
-        mixed,
-        extra={"paths": list(paths), "diagnostics": diag.to_dict()},
-        groups=table_for(list(paths), mixed),
-    )
+    return run(list(paths), Selection(rank, graphs=[parse_graph_selector(g) for g in graphs]))
 
 
 __all__ = ["SCHEMA", "explain", "explain_document", "explain_graph", "explain_mixed", "not_prebucketed_of"]
