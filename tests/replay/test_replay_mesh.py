@@ -239,7 +239,7 @@ def test_no_finding_for_a_tp_group_that_runs_one_all_reduce_per_graph():
 
 
 def test_explain_gives_each_replicate_all_reduce_its_reason_and_what_if():
-    from tracekit.explain.buckets import explain
+    from tracekit.explain.run import explain
 
     doc = explain([str(HSDP)], graphs=["0/0:1"])
     (g,) = doc["graphs"]

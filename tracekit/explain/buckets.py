@@ -207,19 +207,4 @@ def not_prebucketed_of(mixed: list[Any]) -> list[Any]:
     return [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives]
 
 
-def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
-    """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
-    ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``), graphs torch never
-    pre-bucketed included (:mod:`tracekit.explain.not_prebucketed`): what ``tracekit explain
-    --format json`` gives (:func:`tracekit.explain.run.run`). Without a supported torch, raises
-    :class:`bucketing.compat.UnsupportedTorch` before any work."""
-    from bucketing.compat import check_torch
-
-    check_torch()
-    from tracekit.explain.run import run
-    from tracekit.replay.selection import Selection, parse_graph_selector
-
-    return run(list(paths), Selection(rank, graphs=[parse_graph_selector(g) for g in graphs]))
-
-
-__all__ = ["SCHEMA", "explain", "explain_document", "explain_graph", "explain_mixed", "not_prebucketed_of"]
+__all__ = ["SCHEMA", "explain_document", "explain_graph", "explain_mixed", "not_prebucketed_of"]

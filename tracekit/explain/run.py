@@ -1,5 +1,5 @@
 """One explain, from the logs to the ``tracekit.explain/1`` document: :func:`run`, what
-``tracekit explain`` and :func:`tracekit.explain.buckets.explain` both call.
+``tracekit explain`` and :func:`explain` (the Python API) both call.
 
 Reads the selected graphs (:func:`tracekit.replay.selection.read_selected`: one rank's, the
 lowest or ``rank``), explains each recorded outcome and each graph torch never pre-bucketed in
@@ -9,6 +9,7 @@ process groups), with the notes (nothing to explain and why, bad input) and the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from tracekit.replay.selection import Progress, Selection
@@ -53,10 +54,24 @@ def run(
     return doc
 
 
+def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
+    """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
+    ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``), graphs torch never
+    pre-bucketed included (:mod:`tracekit.explain.not_prebucketed`): what ``tracekit explain
+    --format json`` gives (:func:`run`). Without a supported torch, raises
+    :class:`bucketing.compat.UnsupportedTorch` before any work."""
+    from bucketing.compat import check_torch
+
+    check_torch()
+    from tracekit.replay.selection import parse_graph_selector
+
+    return run(list(paths), Selection(rank, graphs=[parse_graph_selector(g) for g in graphs]))
+
+
 def all_reproduced(doc: dict[str, Any]) -> bool:
     """Every graph of an explain document rebuilt, its buckets those recorded (one of a log where
     pre-bucketing never ran is not compared, never blamed): the command's exit status 0."""
     return all(g["error"] is None and (g["reproduced"] or g.get("not_compared")) for g in doc["graphs"])
 
 
-__all__ = ["all_reproduced", "run"]
+__all__ = ["all_reproduced", "explain", "run"]
