@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 
 from conftest import FIXTURE_LOGS
-
 from tracekit.commands.progress import ProgressBar
 from tracekit.read.reader import load
 

@@ -20,6 +20,7 @@ A = FIXTURE_LOGS / "overlap_cap_a"
 @pytest.mark.parametrize("fmt", ["table", "json", "markdown"])
 def test_two_jobs_print_what_one_prints(fmt, monkeypatch):
     from tracekit.commands.replay_cmd import replay
+
     from tracekit.replay import parallel_caps
 
     monkeypatch.setattr(parallel_caps, "MIN_NODES", 0)  # the fixture's small graphs forked too
@@ -35,9 +36,9 @@ def test_two_jobs_print_what_one_prints(fmt, monkeypatch):
 
 def test_workers_make_the_distinct_schedules_this_process_would():
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.parallel_caps import schedule_in_workers
     from tracekit.replay.replayer import GraphReplayer
     from tracekit.replay.results import ReplayOptions
+    from tracekit.replay.parallel_caps import schedule_in_workers
 
     src = [s for s in graph_sources([str(A)]) if s.graph_index == 1][0]
     caps = [1.5, 0.01, 0.1, 0.5, 1.0, 4.0, 64.0]
@@ -70,9 +71,9 @@ def test_ctrl_c_while_workers_run_ends_every_worker():
     import multiprocessing
 
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.parallel_caps import schedule_in_workers
     from tracekit.replay.replayer import GraphReplayer
     from tracekit.replay.results import ReplayOptions
+    from tracekit.replay.parallel_caps import schedule_in_workers
 
     src = [s for s in graph_sources([str(A)]) if s.graph_index == 1][0]
     wanted = [(1.5, False), (0.01, True), (0.1, True), (64.0, True)]

@@ -18,8 +18,8 @@ from tracekit.cli import main
 from tracekit.read.reader import graph_sources
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.engine import replay_source
-from tracekit.replay.graph_text import parse_graph_text
 from tracekit.replay.results import CapRequest, ReplayOptions
+from tracekit.replay.graph_text import parse_graph_text
 
 #: (scenario, rank) -> {graph label: (recorded cap, AG before->after, RS before->after)}
 EXPECTED = {
@@ -234,8 +234,9 @@ def test_hostile_graph_in_a_log_is_refused_and_others_replay(tmp_path):
 
 
 def test_symbolic_graph_needs_sym_and_replays_with_it(tmp_path):
-    from test_replay_graph_text import _fsdp_like, _inputs, _printed
     from torch.fx.experimental.proxy_tensor import make_fx
+
+    from test_replay_graph_text import _fsdp_like, _inputs, _printed
 
     symbolic = _printed(make_fx(_fsdp_like, tracing_mode="symbolic")(*_inputs()))
     log = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log"))
@@ -263,9 +264,9 @@ def test_outcome_without_graph_text_is_reported():
 
 
 def test_symbol_hints_from_the_source_are_used():
-    from test_replay_graph_text import _fsdp_like, _inputs, _printed
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    from test_replay_graph_text import _fsdp_like, _inputs, _printed
     from tracekit.read.reader import GraphSource
 
     real = _sources("spmd_auto", 0)[0]
@@ -357,8 +358,9 @@ def test_cuda_graph_texts_replay_on_a_cpu_machine():
 
 def test_symbol_hints_are_read_from_create_symbol_entries(tmp_path):
     """Dynamo's create_symbol entry (format of a real dynamic-shape log, torch 2.13) gives the hint."""
-    from test_replay_graph_text import _fsdp_like, _inputs, _printed
     from torch.fx.experimental.proxy_tensor import make_fx
+
+    from test_replay_graph_text import _fsdp_like, _inputs, _printed
 
     symbolic = _printed(make_fx(_fsdp_like, tracing_mode="symbolic")(*_inputs()))
     log = next((FIXTURE_LOGS / "spmd_auto").glob("*rank_0_*.log"))

@@ -2,7 +2,8 @@
 FSDP collective bucketing on them with other caps. Uses torch (only this package does), and
 imports it only when a function below runs.
 
-Modules, in the order data flows:
+Modules, in the order data flows (:mod:`~tracekit.replay.run` drives them: from the logs to the
+``tracekit.replay/3`` document, for ``tracekit replay`` and ``tracekit.replay_run`` alike):
 
 - :mod:`~tracekit.replay.selection`: which recorded outcomes (with their graph texts and symbol
   hints, read in one pass by :func:`tracekit.read.reader.graph_sources`) to replay;
@@ -18,6 +19,8 @@ Modules, in the order data flows:
 - :mod:`~tracekit.replay.recommend`: ``--recommend``'s cap grid, Pareto front and choice;
 - :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
 - :mod:`~tracekit.replay.not_prebucketed_graphs`: graphs torch never pre-bucketed, and the forward-groups what-if;
+- :mod:`~tracekit.replay.notes`: the document's notes (nothing to replay and why, bad input,
+  how far the hardware what-ifs reach);
 - :mod:`~tracekit.render.plot`: ``--plot`` (matplotlib, optional).
 
 Python API::
