@@ -2,7 +2,7 @@
 
 A ``make_fsdp_graph(--layers)`` graph (default 1,000 layers: 1,000 all-gathers and 1,000
 reduce-scatters, matmuls between them) is printed as a log records it, rebuilt once
-(:class:`tracekit.replay.engine.GraphReplayer`), then pre-bucketed and scheduled by torch's
+(:class:`tracekit.replay.replayer.GraphReplayer`), then pre-bucketed and scheduled by torch's
 ``OverlapScheduler`` once per cap (:meth:`GraphReplayer.scheduled`), at 17 caps: 0.05 to 2,048 MB.
 Compute nodes get a recorded-style estimate (10 us per mm), as a log's CSV would give.
 
@@ -32,7 +32,8 @@ def main() -> None:
     from torch._inductor.fx_passes import fsdp as torch_fsdp
 
     from bench.graphs import make_fsdp_graph
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     torch_fsdp.logger.setLevel(logging.WARNING)
     logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)

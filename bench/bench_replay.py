@@ -54,8 +54,9 @@ def main() -> None:
     from bench.graphs import make_fsdp_graph
     from bucketing import FsdpPlanner, register_fake_process_groups
     from tracekit.replay.comm_estimate import Hardware
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
     from tracekit.replay.graph_text import parse_graph_text
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     torch_fsdp.logger.setLevel(logging.WARNING)
     register_fake_process_groups(["0"], 4)

@@ -217,7 +217,8 @@ def layers(n: int, imports: float | None, cores: int, imports_cpu: float = 0.0) 
     spent = time_scheduler()
     first, first_cpu = len(spent), len(SPENT_CPU)  # this graph's runs of the scheduler start here
     from bench.graphs import make_fsdp_graph
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     logging.getLogger("torch._inductor.fx_passes.fsdp").setLevel(logging.WARNING)
     logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)
@@ -327,8 +328,9 @@ def rss_child(jobs: str, n: str, out: str) -> None:
     import psutil
 
     from bench.graphs import make_fsdp_graph
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
     from tracekit.replay.parallel_caps import schedule_in_workers
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     logging.getLogger("torch._inductor.fx_passes.fsdp").setLevel(logging.WARNING)
     logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)

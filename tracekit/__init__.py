@@ -41,12 +41,57 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
     return checked_load(paths, jobs=jobs, strict=strict, progress=progress)
 
 
-def replay_run(paths, caps=(), **options):
-    """The replay of ``tracekit replay PATH... --format json`` as a ``tracekit.replay``
-    document (imports torch): see :func:`tracekit.replay.from_python.replay_run`."""
-    from tracekit.replay.from_python import replay_run as _replay_run
+def replay_run(
+    paths,
+    caps=(),
+    *,
+    recommend: bool = False,
+    memory_budget_gb: float | None = None,
+    rank: int | None = None,
+    all_ranks: bool = False,
+    graphs=(),
+    what_ifs=(),
+    overlap: bool | None = None,
+    gpu: str = "H100",
+    interconnect: str | None = None,
+    group_size: int | None = None,
+    gpus_per_node: int | None = None,
+) -> dict:
+    """The replay of ``tracekit replay PATH... --format json``, the same ``tracekit.replay``
+    document (imports torch; :func:`tracekit.replay.run.run`, as the command). ``paths`` (one
+    rank: ``rank``, default the lowest; or ``all_ranks``; ``graphs`` as ``"0/0"`` or ``"0/0:1"``)
+    replayed at the recorded cap, then at ``caps`` (MB; None is torch's automatic cap).
+    ``recommend``: the cap grid (1 MB..2 GB and ``caps``) with torch's overlap scheduler, then
+    ``pareto_front`` and ``recommendation`` (None when nothing fits ``memory_budget_gb``).
+    ``what_ifs``: ``"forward_groups"``, ``"overlap_bucketing"`` for graphs torch never
+    pre-bucketed. Raises ValueError for a bad value or input that holds no compile log, and
+    FileNotFoundError for a missing path, as the command refuses them."""
+    import os
 
-    return _replay_run(paths, caps, **options)
+    from bucketing.compat import check_torch
+
+    check_torch()  # without a supported torch: UnsupportedTorch, before any work
+    from tracekit.read.reader import path_list
+    from tracekit.replay.run import RunOptions, run
+    from tracekit.replay.selection import Selection, parse_graph_selector
+
+    paths = path_list(paths)
+    for p in paths:
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"no such file or directory: {p}")
+    options = RunOptions(
+        caps=list(caps),
+        recommend=recommend,
+        memory_budget_gb=memory_budget_gb,
+        what_ifs=tuple(what_ifs),
+        overlap=overlap,
+        gpu=gpu,
+        interconnect=interconnect,
+        group_size=group_size,
+        gpus_per_node=gpus_per_node,
+    )
+    selection = Selection(rank, all_ranks, [parse_graph_selector(g) for g in graphs])
+    return run(paths, options, selection)
 
 
 def recommend(doc, memory_budget_gb: float | None = None):

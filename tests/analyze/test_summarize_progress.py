@@ -67,7 +67,8 @@ def test_explain_feeds_the_bar_one_graph_at_a_time():
 
 
 def test_replay_feeds_the_bar_one_distinct_replay_at_a_time():
-    from tracekit.replay.engine import ReplayOptions, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import ReplayOptions
     from tracekit.replay.selection import replay_sources_for
 
     seen = []

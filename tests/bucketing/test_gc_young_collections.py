@@ -77,7 +77,8 @@ def test_a_replay_runs_torch_s_scheduler_with_young_collections(monkeypatch, gen
 
     from tests.conftest import FIXTURE_LOGS
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     srcs = [s for s in graph_sources([FIXTURE_LOGS / "overlap_cap_a"]) if s.rank in (0, None)]
     rp = GraphReplayer(srcs[1].text, ReplayOptions())

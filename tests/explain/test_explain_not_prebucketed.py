@@ -136,7 +136,7 @@ def test_a_graph_with_groups_found_in_it_is_not_reproduced_as_never_prebucketed(
 
 
 def test_python_api_includes_the_backward():
-    from tracekit.explain.buckets import explain
+    from tracekit.explain.run import explain
 
     doc = explain([LOGS])
     assert [(g["graph_index"], g.get("outcome")) for g in doc["graphs"]] == [(0, None), (1, "not pre-bucketed")]

@@ -17,7 +17,8 @@ pytest.importorskip("torch")
 
 def _replayer():
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     srcs = [s for s in graph_sources([FIXTURE_LOGS / "overlap_cap_a"]) if s.rank in (0, None)]
     return GraphReplayer(srcs[1].text, ReplayOptions())

@@ -28,7 +28,8 @@ CASES = {
 
 def _replayer(scenario: str, index: int):
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     srcs = [s for s in graph_sources([FIXTURE_LOGS / scenario]) if s.rank in (0, None)]
     rp = GraphReplayer(srcs[index].text, ReplayOptions())
@@ -129,8 +130,9 @@ def test_a_gpu_run_s_graph_is_merged_without_fake_dispatch(monkeypatch):
     from bucketing import pre_bucket_fsdp_collectives
     from bucketing.prebucket import pre_bucketed_copy
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
     from tracekit.replay.overlap_schedule import copy_graph
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     text = [s for s in graph_sources([FIXTURE_LOGS / "spmd_auto"]) if s.rank in (0, None)][1].text
     text = re.sub(r"\]cpu\b", "]cuda:0", text).replace("device(type='cpu')", "device(type='cuda', index=0)")

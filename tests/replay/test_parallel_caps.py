@@ -36,7 +36,8 @@ def test_two_jobs_print_what_one_prints(fmt, monkeypatch):
 
 def test_workers_make_the_distinct_schedules_this_process_would():
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
     from tracekit.replay.parallel_caps import schedule_in_workers
 
     src = [s for s in graph_sources([str(A)]) if s.graph_index == 1][0]
@@ -70,7 +71,8 @@ def test_ctrl_c_while_workers_run_ends_every_worker():
     import multiprocessing
 
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
     from tracekit.replay.parallel_caps import schedule_in_workers
 
     src = [s for s in graph_sources([str(A)]) if s.graph_index == 1][0]

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from tests.conftest import FIXTURE_LOGS
 from tracekit.cli import main
 from tracekit.read.reader import graph_sources
-from tracekit.replay import engine
-from tracekit.replay.engine import ReplayOptions, replay_sources
+from tracekit.replay import replayer
+from tracekit.replay.engine import replay_sources
+from tracekit.replay.results import ReplayOptions
 
 
 def _replay(*args: str):
@@ -70,7 +71,7 @@ class _Counting:
 
     def __init__(self, monkeypatch):
         self.built = self.planned = 0
-        real_init, real_at = engine.GraphReplayer.__init__, engine.GraphReplayer.at
+        real_init, real_at = replayer.GraphReplayer.__init__, replayer.GraphReplayer.at
 
         def init(rp, *a, **k):
             self.built += 1
@@ -80,8 +81,8 @@ class _Counting:
             self.planned += 1
             return real_at(rp, *a, **k)
 
-        monkeypatch.setattr(engine.GraphReplayer, "__init__", init)
-        monkeypatch.setattr(engine.GraphReplayer, "at", at)
+        monkeypatch.setattr(replayer.GraphReplayer, "__init__", init)
+        monkeypatch.setattr(replayer.GraphReplayer, "at", at)
 
 
 @pytest.mark.parametrize("ranks", [["--rank", "0"], ["--all-ranks"]])

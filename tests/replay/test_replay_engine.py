@@ -17,7 +17,8 @@ from tests.conftest import FIXTURE_LOGS
 from tracekit.cli import main
 from tracekit.read.reader import graph_sources
 from tracekit.replay import comm_estimate as ce
-from tracekit.replay.engine import CapRequest, ReplayOptions, replay_source
+from tracekit.replay.engine import replay_source
+from tracekit.replay.results import CapRequest, ReplayOptions
 from tracekit.replay.graph_text import parse_graph_text
 
 #: (scenario, rank) -> {graph label: (recorded cap, AG before->after, RS before->after)}

@@ -116,7 +116,8 @@ def test_a_group_of_unknown_size_makes_the_graph_partial():
     """Without the run's groups (no table: the engine alone), the backward's all-reduce group
     has no size: it cannot be registered, the graph is partial and says why."""
     from tracekit.model import Diagnostics
-    from tracekit.replay.engine import ReplayOptions, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import ReplayOptions
     from tracekit.replay.selection import replay_sources_for
 
     sources = replay_sources_for([str(HSDP)], rank=0, diagnostics=Diagnostics())
@@ -238,7 +239,7 @@ def test_no_finding_for_a_tp_group_that_runs_one_all_reduce_per_graph():
 
 
 def test_explain_gives_each_replicate_all_reduce_its_reason_and_what_if():
-    from tracekit.explain.buckets import explain
+    from tracekit.explain.run import explain
 
     doc = explain([str(HSDP)], graphs=["0/0:1"])
     (g,) = doc["graphs"]

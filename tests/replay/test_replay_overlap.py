@@ -239,7 +239,8 @@ def test_caps_with_the_same_buckets_reuse_one_schedule_equal_to_a_fresh_one():
     from torch._inductor.fx_passes.node_runtime_estimation import _get_collective_estimations
 
     from tracekit.replay import overlap_schedule as osch
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
     from tracekit.replay.selection import replay_sources_for
 
     src = [s for s in replay_sources_for([str(A)]) if s.graph_index == 1][0]

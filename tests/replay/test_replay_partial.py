@@ -18,7 +18,8 @@ pytest.importorskip("torch")
 @pytest.fixture(scope="module")
 def partial_run():
     from tracekit.model import Diagnostics
-    from tracekit.replay.engine import CapRequest, ReplayOptions, replay_document, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import CapRequest, ReplayOptions, replay_document
     from tracekit.replay.selection import replay_sources_for
 
     sources = replay_sources_for(

@@ -12,7 +12,8 @@ pytest.importorskip("torch")
 
 
 def test_replay_feeds_progress_per_graph_and_cap():
-    from tracekit.replay.engine import CapRequest, ReplayOptions, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import CapRequest, ReplayOptions
     from tracekit.replay.selection import replay_sources_for
 
     seen = []

@@ -26,7 +26,8 @@ def test_a_rewrite_that_runs_gives_its_counts_against_the_plan():
     from tests.conftest import FIXTURE_LOGS
     from tracekit.read.reader import graph_sources
     from tracekit.replay.comm_estimate import Hardware
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     src = [s for s in graph_sources([FIXTURE_LOGS / "overlap_cap_a"]) if s.rank in (0, None)][1]
     rp = GraphReplayer(src.text, ReplayOptions())

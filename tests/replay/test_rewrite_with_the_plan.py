@@ -14,7 +14,8 @@ pytest.importorskip("torch")
 
 def _replayer(scenario: str, index: int):
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     srcs = [s for s in graph_sources([FIXTURE_LOGS / scenario]) if s.rank in (0, None)]
     rp = GraphReplayer(srcs[index].text, ReplayOptions())

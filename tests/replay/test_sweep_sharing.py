@@ -39,7 +39,8 @@ def _held(job):
 
 def test_the_smallest_cap_leaves_first_and_this_process_schedules_the_rest(tmp_path, monkeypatch):
     from tracekit.replay import parallel_caps
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     src = _backward()
     wanted = [(1.5, False), (64.0, True), (0.5, True), (0.01, True), (0.1, True), (4.0, True), (1.0, True)]
@@ -80,7 +81,8 @@ def test_the_smallest_cap_leaves_first_and_this_process_schedules_the_rest(tmp_p
 
 
 def test_plans_are_kept_by_cap():
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     planner = GraphReplayer(_backward().text, ReplayOptions()).planner
     one = planner.plan_at(1.0)
@@ -94,7 +96,8 @@ def test_a_replays_copies_emit_no_artifact():
 
     from bucketing import pre_bucket_fsdp_collectives
     from tracekit.replay import overlap_schedule as osch
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     src = _backward()
     rp = GraphReplayer(src.text, ReplayOptions())
@@ -117,7 +120,8 @@ def test_progress_moves_while_caps_are_scheduled_side_by_side(monkeypatch):
     import multiprocessing
 
     from tracekit.replay import parallel_caps
-    from tracekit.replay.engine import CapRequest, ReplayOptions, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import CapRequest, ReplayOptions
     from tracekit.replay.selection import replay_sources_for
 
     monkeypatch.setattr(parallel_caps, "MIN_NODES", 0)
@@ -154,7 +158,8 @@ def test_a_worker_lost_leaves_its_cap_to_this_process(monkeypatch):
     import multiprocessing
 
     from tracekit.replay import parallel_caps
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     src = _backward()
     wanted = [(1.5, False), (64.0, True), (0.01, True), (4.0, True)]
@@ -175,7 +180,8 @@ def test_a_worker_lost_leaves_its_cap_to_this_process(monkeypatch):
 def test_no_more_workers_than_distinct_caps_to_share(jobs, forked, monkeypatch):
     """3 distinct schedules: at most 2 workers (this process takes one), whatever --jobs says."""
     from tracekit.replay import parallel_caps
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     sizes = []
     real = parallel_caps.ProcessPoolExecutor

@@ -107,7 +107,7 @@ def test_a_1d_replay_has_no_run_once_section():
 
 def test_explain_gives_each_tp_all_reduce_its_reason_and_no_what_if():
     pytest.importorskip("torch")
-    from tracekit.explain.buckets import explain
+    from tracekit.explain.run import explain
 
     doc = explain([str(FSDP_TP_OVERLAP)])
     ars = [(g["graph_index"], c) for g in doc["graphs"] for c in g["collectives"] if c["kind"] == "AR"]
@@ -171,7 +171,7 @@ def test_the_what_ifs_run_on_two_chained_tp_all_reduces_and_say_why_they_leave_t
 
 def test_explain_says_our_pass_leaves_the_chained_tp_all_reduces_alone():
     pytest.importorskip("torch")
-    from tracekit.explain.buckets import explain
+    from tracekit.explain.run import explain
 
     doc = explain([str(FSDP_TP2_OVERLAP)], graphs=["0/0:0"])
     (g,) = doc["graphs"]

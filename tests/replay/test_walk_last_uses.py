@@ -42,8 +42,9 @@ EVENTS = {
 def _bucketed(scenario: str, index: int, cap: float):
     from bucketing import pre_bucket_fsdp_collectives
     from tracekit.read.reader import graph_sources
-    from tracekit.replay.engine import GraphReplayer, ReplayOptions
     from tracekit.replay.overlap_schedule import copy_graph
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
 
     srcs = [s for s in graph_sources([FIXTURE_LOGS / scenario]) if s.rank in (0, None)]
     rp = GraphReplayer(srcs[index].text, ReplayOptions())

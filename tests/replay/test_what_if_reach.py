@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURE_LOGS
 from tracekit.cli import main
-from tracekit.commands.replay_cmd import WHAT_IF_REACH
+from tracekit.replay.notes import WHAT_IF_REACH
 
 B = str(FIXTURE_LOGS / "overlap_cap_b")
 

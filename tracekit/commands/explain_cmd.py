@@ -22,10 +22,10 @@ from tracekit.commands.options import (
     OK,
     examples,
     format_option,
-    nothing_to_do,
     output_option,
     paths_argument,
     require_torch,
+    selection_options,
 )
 from tracekit.commands.output import write_document
 from tracekit.render.explain_text import render_text
@@ -35,14 +35,7 @@ EXPLAIN_FORMATS = ("table", "json", "markdown")
 
 @click.command("explain")
 @paths_argument()
-@click.option("--rank", "rank", type=int, default=None, help="Rank to explain (default: the lowest).")
-@click.option(
-    "--graph",
-    "graphs",
-    multiple=True,
-    metavar="COMPILE_ID[:INDEX]",
-    help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.",
-)
+@selection_options("explain")
 @format_option(EXPLAIN_FORMATS)
 @output_option()
 @examples(
@@ -58,41 +51,13 @@ def explain(paths, rank, graphs, fmt, output):
     status = ProgressBar(label="explaining", unit="graphs", min_total=2)  # on a terminal only
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("explain")
-    from tracekit.commands.graph_sources import bad_input_note, read_graph_sources
-    from tracekit.explain.buckets import explain_mixed, not_prebucketed_of
-    from tracekit.model import Diagnostics
-    from tracekit.read.pairing import NotPrebucketedSource
-    from tracekit.replay.selection import SelectionError, parse_graph_selector
+    from tracekit.commands.stage_run import run_with_bars
+    from tracekit.explain.run import all_reproduced, run
+    from tracekit.replay.selection import Selection
 
-    paths = list(paths)
-    try:
-        selectors = [parse_graph_selector(g) for g in graphs]
-    except SelectionError as e:
-        raise click.BadParameter(str(e), param_hint="--graph") from None
-    diag = Diagnostics()
-    mixed = read_graph_sources("explain", paths, status, rank=rank, graphs=selectors, diagnostics=diag)
-    sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
-    notes = []
-    if not sources and not not_prebucketed_of(mixed):  # status 2 when no log, else the note (exit 0)
-        notes.append(nothing_to_do("explain", paths, status))
-    if diag.total:
-        notes.append(bad_input_note(diag))
-    # recorded outcomes and graphs torch never pre-bucketed, in their place in the logs
-    from tracekit.replay.process_groups import table_for
-
-    with status:
-        doc = explain_mixed(
-            mixed,
-            extra={"paths": paths, "notes": notes, "diagnostics": diag.to_dict()},
-            progress=status,
-            groups=table_for(paths, mixed),  # a mesh: each group's role and members
-        )
-    import torch
-
-    from tracekit.replay.torch_versions import torch_section
-
-    doc["torch"] = torch_section(doc["graphs"], torch.__version__)
+    doc = run_with_bars(
+        "explain", status, lambda progress: run(list(paths), Selection(rank, graphs=graphs), progress)
+    )
     write_document(doc, fmt, render_text, output, command="explain", error_status=BAD_INPUT)
     # a graph of a log where pre-bucketing never ran is not compared (reproduced None), never blamed
-    ok = all(g["error"] is None and (g["reproduced"] or g.get("not_compared")) for g in doc["graphs"])
-    sys.exit(OK if ok else FINDINGS)
+    sys.exit(OK if all_reproduced(doc) else FINDINGS)

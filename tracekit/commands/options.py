@@ -89,23 +89,6 @@ def no_log_reason(run: Any) -> str | None:
     return None if why is None else escape_controls(why)
 
 
-def nothing_to_do(command: str, paths: Sequence[str], status: Any = None) -> str:
-    """``replay`` and ``explain`` found nothing to work on: read ``paths`` once more (this path
-    only) and either fail as ``summarize`` does when they hold no log (:func:`no_log_reason`,
-    status 2; ``status``, a progress line, is closed first) or return the note that says why
-    (:func:`tracekit.analyze.notes.why_no_outcome`: nothing to do is no finding, exit 0)."""
-    from tracekit.analyze.notes import why_no_outcome
-    from tracekit.read.reader import load
-
-    run = load(list(paths), jobs=1)
-    why = no_log_reason(run)
-    if why:
-        if status is not None:
-            status.close()
-        fail(command, why, BAD_INPUT)
-    return why_no_outcome(run)
-
-
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:
     return click.option(
         "--format", "fmt", type=click.Choice(list(formats)), default=default, show_default=True, help=help
@@ -254,13 +237,52 @@ def parse_cap_mb(text: str) -> float | None:
     return mb
 
 
-def check_cap_mb(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
-    """``--cap-mb`` values checked while the command line is read, before any import or work."""
-    for v in values:
-        for part in v.split(","):
-            if part.strip():
-                parse_cap_mb(part.strip())
-    return values
+def parse_caps(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[float | None, ...]:
+    """``--cap-mb`` values parsed once, while the command line is read (before any import or
+    work): each cap in the order given, MB or None for ``auto``."""
+    return tuple(parse_cap_mb(part.strip()) for v in values for part in v.split(",") if part.strip())
+
+
+def parse_syms(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, int]:
+    """``--sym NAME=VALUE`` values as {name: value}, checked while the command line is read."""
+    from tracekit.replay.symbols import SizeExprError, parse_sym_assignments
+
+    try:
+        return parse_sym_assignments(list(values))
+    except SizeExprError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param_hint="--sym") from None
+
+
+def _parse_graphs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list:
+    """``--graph`` values as (compile id, index or None), checked while the command line is read."""
+    from tracekit.replay.selection import SelectionError, parse_graph_selector
+
+    try:
+        return [parse_graph_selector(v) for v in values]
+    except SelectionError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param_hint="--graph") from None
+
+
+def selection_options(verb: str, all_ranks: bool = False) -> Callable[[Any], Any]:
+    """``--rank`` (and with ``all_ranks``, ``--all-ranks``) and ``--graph``: the graphs replay
+    and explain read (:class:`tracekit.replay.selection.Selection`)."""
+    rank = click.option("--rank", type=int, help=f"Rank to {verb} (default: the lowest).")
+    every = click.option("--all-ranks", is_flag=True, help=f"{verb.capitalize()} every rank's graphs.")
+    graphs = click.option(
+        "--graph",
+        "graphs",
+        multiple=True,
+        metavar="COMPILE_ID[:INDEX]",
+        callback=_parse_graphs,
+        help="Only these graphs (e.g. 0/0 or 0/0:1); repeatable.",
+    )
+
+    def deco(f: Any) -> Any:
+        return rank(every(graphs(f)) if all_ranks else graphs(f))
+
+    return deco
 
 
 def jobs_option() -> Callable:

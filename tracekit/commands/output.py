@@ -60,3 +60,29 @@ def write_document(
     with output_sink(output, command=command, error_status=error_status) as write:
         text = dumps_json(doc) if fmt == "json" else escape_controls(render(doc, fmt), keep_newlines=True)
         write(text.encode("utf-8"))
+
+
+def write_files(doc: dict[str, Any], plot_path: str | None, trace_out: str | None, *, command: str) -> None:
+    """A replay document's files beside its output: ``--plot FILE.png``
+    (:func:`tracekit.render.plot.plot_replay`) and ``--trace-out DIR``, one trace-event file a cap
+    (:func:`tracekit.render.perfetto.write_traces`); a line on stderr for each, or for a file
+    that cannot be written the command fails (status 2)."""
+    from tracekit.commands.options import BAD_INPUT, fail
+    from tracekit.model.words import plural
+
+    if plot_path:
+        from tracekit.render.plot import PlotUnavailable, plot_replay
+
+        try:
+            plot_replay(doc, plot_path)
+        except PlotUnavailable as e:
+            fail(command, f"error: {e}", BAD_INPUT)
+        click.echo(f"plot written to {plot_path}", err=True)
+    if trace_out:
+        from tracekit.render.perfetto import write_traces
+
+        try:
+            written = write_traces(doc, trace_out)
+        except OSError as e:
+            fail(command, f"cannot write traces to {trace_out}: {e.strerror or e}", BAD_INPUT)
+        click.echo(f"{plural(len(written), 'trace file')} written to {trace_out}", err=True)

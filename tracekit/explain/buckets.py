@@ -145,7 +145,7 @@ def explain_document(
     """The ``tracekit.explain/1`` document of ``sources`` (each with its recorded bucket members,
     ``GraphSource.recorded_buckets``); ``progress(done, total)`` after each graph; ``groups``:
     the run's process groups on a mesh (:func:`tracekit.replay.process_groups.table_for`)."""
-    from tracekit.replay.engine import ReplayOptions
+    from tracekit.replay.results import ReplayOptions
 
     # the recorded run's modes are not in torch's log: the pass's default mode and inductor's
     # configured bucket_mode, as when it ran
@@ -207,33 +207,4 @@ def not_prebucketed_of(mixed: list[Any]) -> list[Any]:
     return [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives]
 
 
-def explain(paths: Iterable[str], *, rank: int | None = None, graphs: Iterable[str] = ()) -> dict[str, Any]:
-    """Python API: the ``tracekit.explain/1`` document of the logs at ``paths`` (one rank:
-    ``rank`` or the lowest; ``graphs`` as ``"0/0"`` or ``"0/0:1"``), graphs torch never
-    pre-bucketed included (:mod:`tracekit.explain.not_prebucketed`). Without a supported
-    torch, raises :class:`bucketing.compat.UnsupportedTorch` before any work."""
-    from bucketing.compat import check_torch
-    from tracekit.model import Diagnostics
-
-    check_torch()
-    from tracekit.read.reader import graph_and_not_prebucketed_sources
-    from tracekit.replay.selection import parse_graph_selector, replay_sources_for
-
-    diag = Diagnostics()
-    mixed = replay_sources_for(
-        list(paths),
-        rank=rank,
-        graphs=[parse_graph_selector(g) for g in graphs],
-        diagnostics=diag,
-        reader=graph_and_not_prebucketed_sources,
-    )
-    from tracekit.replay.process_groups import table_for
-
-    return explain_mixed(
-        mixed,
-        extra={"paths": list(paths), "diagnostics": diag.to_dict()},
-        groups=table_for(list(paths), mixed),
-    )
-
-
-__all__ = ["SCHEMA", "explain", "explain_document", "explain_graph", "explain_mixed", "not_prebucketed_of"]
+__all__ = ["SCHEMA", "explain_document", "explain_graph", "explain_mixed", "not_prebucketed_of"]

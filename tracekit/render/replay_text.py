@@ -1,5 +1,5 @@
 """The text of ``tracekit replay`` (table and markdown) from its ``tracekit.replay/3`` document
-(:func:`tracekit.replay.engine.replay_document`): the recorded outcomes rebuilt and reproduced,
+(:func:`tracekit.replay.results.replay_document`): the recorded outcomes rebuilt and reproduced,
 the other caps, the graphs torch never pre-bucketed, the schedule and the totals."""
 
 from __future__ import annotations

@@ -2,20 +2,25 @@
 FSDP collective bucketing on them with other caps. Uses torch (only this package does), and
 imports it only when a function below runs.
 
-Modules, in the order data flows:
+Modules, in the order data flows (:mod:`~tracekit.replay.run` drives them: from the logs to the
+``tracekit.replay/3`` document, for ``tracekit replay`` and ``tracekit.replay_run`` alike):
 
 - :mod:`~tracekit.replay.selection`: which recorded outcomes (with their graph texts and symbol
   hints, read in one pass by :func:`tracekit.read.reader.graph_sources`) to replay;
 - :mod:`~tracekit.replay.graph_text` (with :mod:`~tracekit.replay.annotations` and
   :mod:`~tracekit.replay.symbols`): the safe parser of graph text into a ``GraphModule`` with
   fake ``meta["val"]``;
-- :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``;
+- :mod:`~tracekit.replay.engine`: reproduce the recorded cap, plan other caps, ``--apply``,
+  each graph with a :class:`~tracekit.replay.replayer.GraphReplayer`; the results and the
+  document are :mod:`~tracekit.replay.results`;
 - :mod:`~tracekit.replay.overlap_schedule`: torch's own overlap scheduler on each cap's
   pre-bucketed graph (recorded compute estimates, NCCL model, roofline at ``gpu``): the final
   collectives, exposed communication, peak memory and a timeline per cap;
 - :mod:`~tracekit.replay.recommend`: ``--recommend``'s cap grid, Pareto front and choice;
 - :mod:`~tracekit.replay.comm_estimate`: torch's NCCL model, what-if hardware;
 - :mod:`~tracekit.replay.not_prebucketed_graphs`: graphs torch never pre-bucketed, and the forward-groups what-if;
+- :mod:`~tracekit.replay.notes`: the document's notes (nothing to replay and why, bad input,
+  how far the hardware what-ifs reach);
 - :mod:`~tracekit.render.plot`: ``--plot`` (matplotlib, optional).
 
 Python API::
@@ -55,7 +60,7 @@ def replay(
     scheduler_overrides: Mapping[str, Any] | None = None,
     jobs: int = 1,
 ) -> Any:
-    """Replay the recorded outcomes of ``paths``: an :class:`engine.ReplayRun`.
+    """Replay the recorded outcomes of ``paths``: a :class:`results.ReplayRun`.
 
     Same meaning as the command's options (``graphs`` as ``"0/0"`` or ``"0/0:1"``; ``jobs``:
     processes for each graph's distinct caps, this one and ``jobs - 1`` forked workers,
@@ -68,7 +73,8 @@ def replay(
     check_torch()  # without a supported torch: UnsupportedTorch, before any work
     from tracekit.model import Diagnostics
     from tracekit.replay import comm_estimate as ce
-    from tracekit.replay.engine import CapRequest, ReplayOptions, ReplayRun, replay_sources
+    from tracekit.replay.engine import replay_sources
+    from tracekit.replay.results import CapRequest, ReplayOptions, ReplayRun
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):
@@ -103,8 +109,8 @@ def replay(
     options.groups = table_for([os.fspath(p) for p in paths], sources)
     results = replay_sources(sources, options)
     if any(r.mesh_not_prebucketed for r in results):  # a mesh's what-ifs at the other caps too
-        from tracekit.replay.engine import cap_labels
         from tracekit.replay.mesh_what_ifs import add_at_caps
+        from tracekit.replay.results import cap_labels
 
         add_at_caps(results, options, cap_labels(options)[1:])
     return ReplayRun(results, options, diag)
@@ -127,8 +133,8 @@ def not_prebucketed(
     from tracekit.model import Diagnostics
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.read.reader import graph_and_not_prebucketed_sources
-    from tracekit.replay.engine import CapRequest, ReplayOptions
     from tracekit.replay.not_prebucketed_graphs import FORWARD_GROUPS, replay_not_prebucketed
+    from tracekit.replay.results import CapRequest, ReplayOptions
     from tracekit.replay.selection import parse_graph_selector, replay_sources_for
 
     if isinstance(paths, (str, os.PathLike)):

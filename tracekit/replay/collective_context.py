@@ -2,7 +2,7 @@
 
 On a mesh, a collective on a group that is no FSDP group is either a gradient (HSDP's replicate
 all-reduces) or an activation (tensor parallelism: the all-reduce after a row-parallel matmul).
-Here, for one collective node of a rebuilt graph (:class:`tracekit.replay.engine.GraphReplayer`'s
+Here, for one collective node of a rebuilt graph (:class:`tracekit.replay.replayer.GraphReplayer`'s
 ``gm``, before pre-bucketing), the node its input comes from (through views), that node's
 operands, whether one of them is a parameter all-gathered on an FSDP group (then the input is
 an activation: a matmul of activations with a gathered weight shard), and what uses the result

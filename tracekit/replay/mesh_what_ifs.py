@@ -4,7 +4,7 @@ verified by running the code on the rebuilt graph.
 torch's FSDP pre-bucketing finds its groups from FSDP all-gathers and buckets only collectives
 on them. On a mesh, HSDP's backward all-reduces every gradient on the replicate group, which
 has no all-gather: those all-reduces run one by one. Here, for a graph replayed at its recorded
-cap (:class:`tracekit.replay.engine.GraphReplayer`), the collectives of a kind that runs more
+cap (:class:`tracekit.replay.replayer.GraphReplayer`), the collectives of a kind that runs more
 than once on a group the pass never saw are counted (count, bytes, torch's NCCL estimate, the
 reason), then two what-ifs run at the recorded cap, and at each other cap replayed
 (``--cap-mb``, ``--cap auto``: :func:`add_at_caps`, on the what-if hardware):
@@ -293,7 +293,7 @@ def add_at_caps(
     """Run the what-ifs at every other cap each mesh graph was replayed at (``--cap-mb``,
     ``--cap auto``), after the replay: ``not_prebucketed_on_mesh.at_caps``, one :func:`at_cap`
     entry per scheduled cap, in the order replayed, on the what-if hardware of ``options``;
-    ``labels``: the step's labels of the caps replayed (:func:`engine.cap_labels` after
+    ``labels``: the step's labels of the caps replayed (:func:`results.cap_labels` after
     ``recorded``). ``caps``: only the caps of these labels (``--recommend``: those given with ``--cap-mb``, not
     its whole grid, then :func:`add_at_recommended_cap`), None every one."""
     for r in results:

@@ -1,5 +1,5 @@
 """A graph's figures after torch's overlap scheduler, as replay's JSON gives them: the same
-keys, in the same order, for a cap of a pre-bucketed graph (:mod:`tracekit.replay.engine`) and
+keys, in the same order, for a cap of a pre-bucketed graph (:mod:`tracekit.replay.results`) and
 for a graph torch never pre-bucketed (:mod:`tracekit.replay.not_prebucketed_graphs`).
 
 Torch-free: it reads the fields of an ``overlap_schedule.ScheduledGraph`` and rounds them."""

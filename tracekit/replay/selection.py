@@ -7,12 +7,16 @@ we pick ranks and graphs. Each source carries the symbol hints its file recorded
   they are not); only that rank's files are read when their names carry the rank;
 - ``rank``: that rank; ``all_ranks``: every rank;
 - ``graphs``: ``[(compile_id, graph_index or None)]`` from ``--graph 0/0`` / ``--graph 0/0:1``.
+
+:class:`Selection` holds those three; :func:`read_selected` reads what a replay or an explain
+run works on (the graphs torch never pre-bucketed too), telling a :class:`Progress`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit.model import Diagnostics
@@ -111,3 +115,51 @@ def replay_sources_for(
                 f"graph {_selector_text(sel)} is not in the logs (graphs there: {listed or 'none'})"
             )
     return list(select(sources, graphs or []))
+
+
+@dataclass
+class Selection:
+    """Which ranks and graphs a run reads: ``rank`` (None: the lowest), or ``all_ranks``;
+    ``graphs``: selectors as :func:`parse_graph_selector` gives them (empty: every graph)."""
+
+    rank: int | None = None
+    all_ranks: bool = False
+    graphs: list[tuple[str, int | None]] = field(default_factory=list)
+
+
+@dataclass
+class Progress:
+    """Whom a replay or explain run tells how far it is (each None: nobody)."""
+
+    phase: Callable[[str], None] | None = None  # a step without a count: "reading the logs ..."
+    reading: Callable[[int, int], None] | None = None  # bytes of the logs read, of all
+    read: Callable[[], None] | None = None  # the reading is over (whether it failed or not)
+    caps: Callable[[int, int, int, int], None] | None = None  # replay: graph, graphs, its caps done, of all
+    graphs: Callable[[int, int], None] | None = None  # explain: graphs done, of all
+
+
+def read_selected(
+    paths: list[str], selection: Selection, diagnostics: Diagnostics, progress: Progress | None = None
+) -> list[Any]:
+    """The selected graph sources of ``paths`` and the graphs torch never pre-bucketed
+    (:class:`~tracekit.read.pairing.NotPrebucketedSource`), in log order
+    (:func:`replay_sources_for` with :func:`tracekit.read.reader.graph_and_not_prebucketed_sources`).
+    Raises :class:`SelectionError` as :func:`replay_sources_for` does."""
+    from tracekit.read.reader import graph_and_not_prebucketed_sources
+
+    p = progress or Progress()
+    if p.phase is not None:
+        p.phase("reading the logs ...")
+    try:
+        return replay_sources_for(
+            paths,
+            rank=selection.rank,
+            all_ranks=selection.all_ranks,
+            graphs=selection.graphs,
+            diagnostics=diagnostics,
+            reader=graph_and_not_prebucketed_sources,
+            progress=p.reading,
+        )
+    finally:
+        if p.read is not None:
+            p.read()

@@ -48,7 +48,7 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
     ``est_ms_vs_recorded`` of each entry again (after minus recorded)."""
     steps = (doc.get("totals") or {}).get("step") or []
     # the caps of the step run with the what-ifs (settings, hardware), the recorded row too
-    # when the hardware is a what-if (engine.GraphReplay.recorded_base)
+    # when the hardware is a what-if (results.GraphReplay.recorded_base)
     hw_what_if = any(v is not None for v in (doc.get("hardware") or {}).values())
     what_if = bool((doc.get("scheduler") or {}).get("overrides")) or hw_what_if
     for i, s in enumerate(steps):
