@@ -68,13 +68,13 @@ def main() -> None:
                                                       include_device=True)
         # Small graphs take milliseconds: more repeats keep a shared machine's noise out.
         repeat = args.repeat * (10 if n <= 100 else 3 if n <= 1000 else 1)
-        t_parse, gm = _best(lambda: parse_graph_text(text), repeat)
+        t_parse, gm = _best(lambda text=text: parse_graph_text(text), repeat)
 
-        def plan_only():
+        def plan_only(gm=gm):
             planner = FsdpPlanner(gm)
             return planner.plan(CAP_MB)
 
-        def replay(caps):
+        def replay(caps, text=text):
             # What `tracekit replay` does per graph: parse, planner, per cap a plan + comm estimate.
             rp = GraphReplayer(text, ReplayOptions())
             return [rp.at(c, "override", Hardware()) for c in caps]
@@ -112,7 +112,7 @@ def main() -> None:
     worst_sweep = max(r[6] for r in rows)
     print(f"goal 8-cap sweep <= 2x a single-cap replay: worst {worst_sweep:.2f}x -> "
           f"{'met' if worst_sweep <= 2 else 'MISSED'}")
-    for (n0, _, _, p0, l0, t0, _, _), (n1, _, _, p1, l1, t1, _, _) in zip(rows, rows[1:]):
+    for (n0, _, _, p0, l0, t0, _, _), (n1, _, _, p1, l1, t1, _, _) in zip(rows, rows[1:], strict=False):
         k = math.log(n1 / n0)
         line = (f"growth {n0}->{n1}: parse n^{math.log(p1 / p0) / k:.2f}, plan n^{math.log(l1 / l0) / k:.2f}")
         if t0 and t1:

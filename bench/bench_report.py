@@ -27,10 +27,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from browser import visit  # noqa: E402
 from report_docs import distinct_run, wide_run  # noqa: E402
 
+from tracekit.analyze.summarize import summary_document  # noqa: E402
+from tracekit.render.html import render_html  # noqa: E402
 from tracekit.render.summary_text import render_text  # noqa: E402
 from tracekit.render.text import dumps_json  # noqa: E402
-from tracekit.render.html import render_html  # noqa: E402
-from tracekit.analyze.summarize import summary_document  # noqa: E402
 
 LOAD_MS = "performance.timing.loadEventEnd - performance.timing.navigationStart"
 
@@ -56,8 +56,8 @@ def main() -> None:
             doc = summary_document(run)
             page = render_html(doc)
             groups = page.count('class="group"')
-            t_html = best(lambda: render_html(doc))
-            t_text = best(lambda: render_text(doc, "table"))
+            t_html = best(lambda doc=doc: render_html(doc))
+            t_text = best(lambda doc=doc: render_text(doc, "table"))
             path = os.path.join(tmp, f"r{i}.html")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(page)

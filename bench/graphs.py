@@ -17,7 +17,6 @@ Merging needs the group registered: ``bucketing.register_fake_process_groups(['0
 
 from __future__ import annotations
 
-
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode

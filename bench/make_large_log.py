@@ -69,7 +69,7 @@ class Template:
     def copy(self, offset: int) -> bytes:
         """The body once, with every frame id shifted by ``offset``."""
         parts = [self.pieces[0]]
-        for fid, piece in zip(self.frame_ids, self.pieces[1:]):
+        for fid, piece in zip(self.frame_ids, self.pieces[1:], strict=True):
             parts.append(b"%d" % (fid + offset))
             parts.append(piece)
         return b"".join(parts)
