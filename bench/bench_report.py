@@ -45,11 +45,15 @@ def best(fn, repeat: int = 5) -> float:
 
 
 def main() -> None:
-    cases = [("ranks 300,777 differ", wide_run()),
-             ("every 4th rank differs", wide_run(odd=frozenset(range(3, 1024, 4)))),
-             ("1,024 caps (worst)", distinct_run())]
-    print("| 1,024 ranks | groups | page KB | summary JSON KB | render s | table render s "
-          "| render / table | chromium load ms | problems |")
+    cases = [
+        ("ranks 300,777 differ", wide_run()),
+        ("every 4th rank differs", wide_run(odd=frozenset(range(3, 1024, 4)))),
+        ("1,024 caps (worst)", distinct_run()),
+    ]
+    print(
+        "| 1,024 ranks | groups | page KB | summary JSON KB | render s | table render s "
+        "| render / table | chromium load ms | problems |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, run) in enumerate(cases):
@@ -61,12 +65,16 @@ def main() -> None:
             path = os.path.join(tmp, f"r{i}.html")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(page)
-            visits = [visit("file://" + path, os.path.join(tmp, f"profile{i}-{k}"), {"ms": LOAD_MS})
-                      for k in range(3)]
+            visits = [
+                visit("file://" + path, os.path.join(tmp, f"profile{i}-{k}"), {"ms": LOAD_MS})
+                for k in range(3)
+            ]
             seen = min(visits, key=lambda v: v.values["ms"])
-            print(f"| {name} | {groups} | {len(page.encode()) / 1024:.0f} | "
-                  f"{len(dumps_json(doc).encode()) / 1024:.0f} | {t_html:.3f} | {t_text:.3f} | "
-                  f"{t_html / t_text:.2f} | {seen.values['ms']} | {len(seen.problems())} |")
+            print(
+                f"| {name} | {groups} | {len(page.encode()) / 1024:.0f} | "
+                f"{len(dumps_json(doc).encode()) / 1024:.0f} | {t_html:.3f} | {t_text:.3f} | "
+                f"{t_html / t_text:.2f} | {seen.values['ms']} | {len(seen.problems())} |"
+            )
 
 
 if __name__ == "__main__":
