@@ -51,12 +51,34 @@ SLOW_MODULES = {
 }
 
 
+#: Whether torch can be imported here (looked up, not imported: ``-m "not torch"`` runs where it is not).
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _module_needs_torch(path: Path) -> bool:
+    return path.parent.name in TORCH_FOLDERS or path.stem in TORCH_MODULES
+
+
+class _NeedsTorch(pytest.Module):
+    """A test module that needs torch, where torch is not installed: skipped before it is imported
+    (it may import torch at its top), so that ``pytest -m "not torch"`` collects without error."""
+
+    def collect(self):
+        pytest.skip("needs torch, which is not installed", allow_module_level=True)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if not HAS_TORCH and _module_needs_torch(module_path):
+        return _NeedsTorch.from_parent(parent, path=module_path)
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.fspath))
         module = path.stem
         runs_torch = "replay" in item.name or "explain" in item.name
-        if path.parent.name in TORCH_FOLDERS or module in TORCH_MODULES or runs_torch:
+        if _module_needs_torch(path) or runs_torch:
             item.add_marker(pytest.mark.torch)
         if module in SLOW_MODULES or (runs_torch and path.parent.name not in TORCH_FOLDERS):
             item.add_marker(pytest.mark.slow)
