@@ -47,7 +47,7 @@ SLOW_MODULES = {
     "test_parallel_caps", "test_replay_overlap", "test_replay_all_ranks", "test_replay_not_prebucketed",
     "test_explain_fixtures", "test_explain_not_prebucketed", "test_golden_replays", "test_what_if_reach",
     "test_reliability_properties", "test_reader_many_ranks", "test_replay_progress", "test_replay_partial",
-    "test_mesh_what_ifs_reach", "test_sweep_sharing",
+    "test_mesh_what_ifs_reach", "test_sweep_sharing", "test_exit_status",
 }
 
 
