@@ -11,7 +11,7 @@ For graphs with 100, 1,000 and 5,000 FSDP collectives (``bench/graphs.py``'s
 - sweep ratio: a replay of 8 caps over a single-cap replay, each as ``tracekit replay`` does it
   per graph (parse, planner, then per cap a plan and the NCCL-model comm estimate).
 
-Run: ``cd /work/main && PYTHONPATH=. python bench/bench_replay.py`` (``--sizes 100,1000`` for a
+Run, from the repository's root: ``PYTHONPATH=. python bench/bench_replay.py`` (``--sizes 100,1000`` for a
 quick run). Goals (issue 5): growth no worse than n log n, plan at least 10x faster than torch's
 pass, an 8-cap sweep at most 2x a single-cap replay.
 """
