@@ -14,7 +14,7 @@ variable that turns it off:
 
 The envelope memo and the interner's aliases were measured here too, on 8,192 small rank logs
 (their workload: a job's ranks log the same envelopes and values), and removed: 1.12x and
-1.09x without them (docs/performance.md).
+1.09x without them (the figures: git log of docs/performance.md).
 
 Each contender is ``tracekit summarize PATH --format json --output FILE`` (default jobs), the
 reader with every piece on and the reader with one off, interleaved, ``--runs`` times; the
