@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +19,44 @@ FIXTURE_LOGS = ROOT / "fixtures" / "logs"
 @pytest.fixture
 def fixture_logs() -> Path:
     return FIXTURE_LOGS
+
+
+def rank_log(scenario: str | Path, rank: int) -> Path:
+    """The log of ``rank`` in a fixture scenario (a name under fixtures/logs, or a directory):
+    ``.log`` or ``.log.gz`` (fixtures/generate.py's GZIPPED scenarios are kept gzipped)."""
+    directory = FIXTURE_LOGS / scenario if isinstance(scenario, str) else scenario
+    (path,) = [p for p in directory.glob(f"dedicated_log_torch_trace_rank_{rank}_*")
+               if p.name.endswith((".log", ".log.gz"))]
+    return path
+
+
+def log_bytes(path: Path) -> bytes:
+    """A log's bytes, gunzipped when it is a ``.gz``."""
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.name.endswith(".gz") else data
+
+
+def log_text(path: Path) -> str:
+    return log_bytes(path).decode("utf-8")
+
+
+def plain_copy(path: Path, directory: Path) -> Path:
+    """``path`` copied into ``directory`` as a plain ``.log`` (gunzipped): a log to edit as text."""
+    out = directory / path.name.removesuffix(".gz")
+    out.write_bytes(log_bytes(path))
+    return out
+
+
+def plain_copytree(scenario: str | Path, directory: Path) -> Path:
+    """Every log of a fixture scenario copied into ``directory`` (made) as plain ``.log`` files."""
+    source = FIXTURE_LOGS / scenario if isinstance(scenario, str) else scenario
+    directory.mkdir(parents=True, exist_ok=True)
+    for p in sorted(source.iterdir()):
+        if p.name.endswith((".log", ".log.gz")):
+            plain_copy(p, directory)
+        elif p.is_file():
+            shutil.copy(p, directory / p.name)
+    return directory
 
 
 def bench_module(name: str) -> ModuleType:

@@ -1,7 +1,7 @@
 """The distributions, built and installed the way a user gets them.
 
 ``python -m build`` makes an sdist and, from it, a wheel. The wheel carries the two packages
-and nothing else (not the fixtures' 13 MB of logs, not the tests); the sdist carries every file
+and nothing else (not the fixtures' 16 MB of logs, not the tests); the sdist carries every file
 the tests need. Installed from the wheel into a fresh venv without torch (its dependencies come
 from the package index), ``summarize``, ``diff`` and ``report`` give what they give in the test
 environment, ``import tracekit`` does not even look for torch, and ``replay``, ``explain`` and
@@ -76,7 +76,7 @@ def test_the_wheel_holds_the_two_packages_and_no_logs_or_tests(dists):
     assert {n for n in names if n.endswith(".py")} == _package_files()
     # the scanner's C part, built for this Python (setup.py; optional where no compiler is)
     assert [n for n in names if n.startswith("tracekit/read/_scan.") and n.endswith(".so")]
-    assert dists["wheel"].stat().st_size < 1_000_000  # the fixture logs alone are 13 MB
+    assert dists["wheel"].stat().st_size < 1_000_000  # the fixture logs alone are 16 MB
     requires = sorted(meta.get_all("Requires-Dist"))
     base = [r for r in requires if "extra ==" not in r]
     assert [r.replace(" ", "") for r in base] == ["click<9,>=8.1", "orjson>=3.9", "tabulate>=0.9"]
