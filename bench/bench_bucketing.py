@@ -75,16 +75,25 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.sizes:
         for label, cap in CAPS.items():
             gm = make_fsdp_graph(n)
-            walk_s = min(_timed(lambda: _walk(gm))[0] for _ in range(3))
-            plan_s, plan = min((_timed(lambda: bucketing.plan_fsdp_buckets(gm, cap)) for _ in range(3)), key=lambda t: t[0])
+            walk_s = min(_timed(lambda gm=gm: _walk(gm))[0] for _ in range(3))
+            plan_s, plan = min(
+                (_timed(lambda gm=gm, cap=cap: bucketing.plan_fsdp_buckets(gm, cap)) for _ in range(3)),
+                key=lambda t: t[0],
+            )
             planner = bucketing.FsdpPlanner(gm)
-            sweep_s = min(_timed(lambda: planner.plan(cap))[0] for _ in range(3))
+            sweep_s = min(_timed(lambda planner=planner, cap=cap: planner.plan(cap))[0] for _ in range(3))
             del planner
             del gm
             runs = []  # best of a few on fresh graphs where that is cheap (small times are noisy)
             for _ in range(3 if n <= 1000 else 1):
                 fresh = make_fsdp_graph(n)
-                runs.append(_timed(lambda: bucketing.pre_bucket_fsdp_collectives(fresh, bucket_cap_mb=cap, recompile=False)))
+                runs.append(
+                    _timed(
+                        lambda fresh=fresh, cap=cap: bucketing.pre_bucket_fsdp_collectives(
+                            fresh, bucket_cap_mb=cap, recompile=False
+                        )
+                    )
+                )
                 del fresh
             ours_s, report = min(runs, key=lambda t: t[0])
 
@@ -98,9 +107,15 @@ def main(argv: list[str] | None = None) -> int:
                 outcome = f"torch skipped (predicted {predicted:.0f} s > {args.torch_limit:.0f} s)"
             else:
                 theirs = make_fsdp_graph(n)
-                torch_s, _ = _timed(lambda: torch_fsdp.pre_bucket_fsdp_collectives(theirs, bucket_cap_mb=cap))
+                torch_s, _ = _timed(
+                    lambda theirs=theirs, cap=cap: torch_fsdp.pre_bucket_fsdp_collectives(
+                        theirs, bucket_cap_mb=cap
+                    )
+                )
                 previous_torch[label] = (n, torch_s)
-                torch_sizes = [(s["type"], s["size_mb"]) for s in collective_sizes(theirs.graph, report.fsdp_groups)]
+                torch_sizes = [
+                    (s["type"], s["size_mb"]) for s in collective_sizes(theirs.graph, report.fsdp_groups)
+                ]
                 ours_sizes = [(s["type"], s["size_mb"]) for s in report.sizes_after]
                 same = ours_sizes == torch_sizes and report.counts_after == plan.counts_after
                 mismatches += not same
@@ -119,14 +134,16 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("growth of our full pass (n log n would be the right-hand figure):")
         for label in CAPS:
-            for a, b in zip(sizes, sizes[1:]):
+            for a, b in zip(sizes, sizes[1:], strict=False):
                 ours_ratio = results[(label, b)]["ours"] / results[(label, a)]["ours"]
                 nlogn = (b * math.log(b)) / (a * math.log(a))
                 print(f"  {label:>10}: {a} -> {b} layers: x{ours_ratio:.1f} (n log n: x{nlogn:.1f})")
     key = ("one bucket", 1000)
     if key in results and results[key]["torch"] is not None:
         speedup = results[key]["torch"] / results[key]["ours"]
-        print(f"\nat 1,000 all-gathers in one bucket: ours is {speedup:.0f}x faster than torch's (goal: >= 10x)")
+        print(
+            f"\nat 1,000 all-gathers in one bucket: ours is {speedup:.0f}x faster than torch's (goal: >= 10x)"
+        )
     if mismatches:
         print(f"\n{mismatches} outcome(s) differ from torch's")
         return 1

@@ -41,8 +41,11 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         address = args.scheduler
         if address is None:
-            cluster = stack.enter_context(LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                                                       processes=True, dashboard_address=":0"))
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+                )
+            )
             address = cluster.scheduler_address
         contenders = {"local": base, "local -j1": base + ["-j1"], "dask": base + ["--dask", address]}
         times: dict[str, list[float]] = {name: [] for name in contenders}

@@ -14,7 +14,7 @@ variable that turns it off:
 
 The envelope memo and the interner's aliases were measured here too, on 8,192 small rank logs
 (their workload: a job's ranks log the same envelopes and values), and removed: 1.12x and
-1.09x without them (docs/performance.md).
+1.09x without them (the figures: git log of docs/performance.md).
 
 Each contender is ``tracekit summarize PATH --format json --output FILE`` (default jobs), the
 reader with every piece on and the reader with one off, interleaved, ``--runs`` times; the
@@ -64,7 +64,17 @@ def _compare(path: Path, pieces: list[str], runs: int, env: dict[str, str], work
         for name, cenv in contenders.items():
             out = work / "out.json"
             _warm(path)
-            cmd = [sys.executable, "-c", TRACEKIT, "summarize", str(path), "--format", "json", "--output", str(out)]
+            cmd = [
+                sys.executable,
+                "-c",
+                TRACEKIT,
+                "summarize",
+                str(path),
+                "--format",
+                "json",
+                "--output",
+                str(out),
+            ]
             wall, rss, _pss, rc, cpu = run(cmd, cenv)
             if rc != 0:
                 sys.exit(f"{name}: exited {rc}")
@@ -84,7 +94,9 @@ def _print(title: str, best: dict[str, tuple]) -> list[str]:
     lines = []
     for name, (wall, rss, cpu) in best.items():
         ratio = "" if name == "all on" else f"{wall / on:.2f}"
-        print(f"  {name + ('' if name == 'all on' else ' (off)'):<28}{wall:>9.3f}{cpu:>8.2f}{rss / MiB:>13.1f}{ratio:>10}")
+        print(
+            f"  {name + ('' if name == 'all on' else ' (off)'):<28}{wall:>9.3f}{cpu:>8.2f}{rss / MiB:>13.1f}{ratio:>10}"
+        )
         if name != "all on":
             verdict = "keep" if wall / on >= 1.15 else "under 15%"
             lines.append(f"{name}: {wall / on:.2f}x without it ({verdict}) on {title}")
@@ -98,11 +110,16 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="runs of each contender; the best counts")
     ap.add_argument("--dir", default=None, help="where to write the logs (default: a temporary directory)")
     args = ap.parse_args()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = {k: v for k, v in os.environ.items() if k not in SWITCHES} | {"PYTHONPATH": str(ROOT)}
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time counts), "
-          f"load {os.getloadavg()[0]:.2f} at start")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time counts), "
+        f"load {os.getloadavg()[0]:.2f} at start"
+    )
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_machinery_", dir=args.dir))
     table: list[str] = []
     try:

@@ -97,8 +97,13 @@ def make_dirs(work: Path, n: int) -> dict[str, Path]:
     make_ranks(flat, n, base=FLAT, small=True)
     sources = {k: rank_log(MESH, k) for k in range(MESH_RANKS)}
     for d, one_group in ((mesh, False), (same, True)):
-        make_ranks(d, n, base=sources[0], diverge={r: sources[r % MESH_RANKS] for r in range(n) if r % MESH_RANKS},
-                   small=True)
+        make_ranks(
+            d,
+            n,
+            base=sources[0],
+            diverge={r: sources[r % MESH_RANKS] for r in range(n) if r % MESH_RANKS},
+            small=True,
+        )
         for f in d.iterdir():
             m = re.search(r"_rank_(\d+)_", f.name)
             if m:
@@ -113,7 +118,9 @@ def dir_bytes(d: Path) -> int:
 def tree_env(tree: Path, pycache: Path) -> dict[str, str]:
     """The environment that runs ``tree``'s tracekit, its modules imported from bytecode kept in
     ``pycache`` (as an installed tracekit imports them), whatever PYTHONDONTWRITEBYTECODE says."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    )
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
     env["PYTHONSAFEPATH"] = "1"  # ``-c`` puts the working directory first: it may be another tree
@@ -125,27 +132,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", action="store_true", help="keep the directories")
-    ap.add_argument("--against", metavar="TREE", type=Path, default=None,
-                    help="another tracekit checkout (a worktree of an earlier commit, its C scanner built): "
-                    "it summarizes the same directories too, runs interleaved, both printed (a before/after "
-                    "in one run)")
+    ap.add_argument(
+        "--against",
+        metavar="TREE",
+        type=Path,
+        default=None,
+        help="another tracekit checkout (a worktree of an earlier commit, its C scanner built): "
+        "it summarizes the same directories too, runs interleaved, both printed (a before/after "
+        "in one run)",
+    )
     args = ap.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="tracekit_bench_mesh_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    work = Path(
+        tempfile.mkdtemp(prefix="tracekit_bench_mesh_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    )
     trees = {"this tree": ROOT, **({"against": args.against.resolve()} if args.against else {})}
     envs = {label: tree_env(tree, work / f"pycache{i}") for i, (label, tree) in enumerate(trees.items())}
     try:
         dirs = make_dirs(work, args.ranks)
         mesh_dir = dirs[MESH_NAME]
         for env in envs.values():  # the check runs write each tree's bytecode
-            text = subprocess.run([sys.executable, "-c", TRACEKIT, "summarize", str(mesh_dir)], env=env,
-                                  capture_output=True, text=True, check=True).stdout
+            text = subprocess.run(
+                [sys.executable, "-c", TRACEKIT, "summarize", str(mesh_dir)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             want = f"Mesh: world {args.ranks} = replicate {args.ranks // 2} × shard 2;"
             if want not in text or not text.split("\n")[2].startswith("OK:"):
                 sys.exit(f"the 2-D directory is not read as a healthy mesh:\n{text[:2000]}")
-            text = subprocess.run([sys.executable, "-c", TRACEKIT, "summarize", str(dirs[SAME_NAME])], env=env,
-                                  capture_output=True, text=True, check=True).stdout
+            text = subprocess.run(
+                [sys.executable, "-c", TRACEKIT, "summarize", str(dirs[SAME_NAME])],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             if "Mesh:" in text or not text.split("\n")[2].startswith(f"OK: all {args.ranks} ranks agree"):
-                sys.exit(f"the 1-D directory of the same bytes is not read as a healthy 1-D run:\n{text[:2000]}")
+                sys.exit(
+                    f"the 1-D directory of the same bytes is not read as a healthy 1-D run:\n{text[:2000]}"
+                )
         out = work / "out.json"
         load_before = os.getloadavg()
         best: dict[tuple[str, str], float] = {}
@@ -153,7 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             for name, d in dirs.items():
                 for label, env in envs.items():
-                    cmd = [sys.executable, "-c", TRACEKIT, "summarize", str(d), "--format", "json", "--output", str(out)]
+                    cmd = [
+                        sys.executable,
+                        "-c",
+                        TRACEKIT,
+                        "summarize",
+                        str(d),
+                        "--format",
+                        "json",
+                        "--output",
+                        str(out),
+                    ]
                     wall, _rss, _pss, rc, cpu = run(cmd, env)
                     if rc != 0:
                         sys.exit(f"{name} ({label}): exited {rc}")

@@ -38,14 +38,17 @@ def main() -> None:
     torch_fsdp.logger.setLevel(logging.WARNING)
     logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)
     t0 = time.perf_counter()
-    text = make_fsdp_graph(args.layers).print_readable(print_output=False, include_stride=True,
-                                                        include_device=True)
+    text = make_fsdp_graph(args.layers).print_readable(
+        print_output=False, include_stride=True, include_device=True
+    )
     t_text = time.perf_counter() - t0
     t0 = time.perf_counter()
     rp = GraphReplayer(text, ReplayOptions())
     t_rebuild = time.perf_counter() - t0
     compute_us = {n.name: 10.0 for n in rp.gm.graph.nodes if n.op == "call_function" and "mm" in n.name}
-    print(f"{args.layers} layers: {len(rp.gm.graph.nodes)} fx nodes; text {t_text:.2f} s, rebuild once {t_rebuild:.2f} s")
+    print(
+        f"{args.layers} layers: {len(rp.gm.graph.nodes)} fx nodes; text {t_text:.2f} s, rebuild once {t_rebuild:.2f} s"
+    )
     print(f"{'cap MB':>8} {'collectives':>12} {'exposed ms':>11} {'peak MiB':>9} {'s':>7}")
     total = 0.0
     for cap in CAPS[: args.caps]:
@@ -53,12 +56,18 @@ def main() -> None:
         sc = rp.scheduled(float(cap), compute_us)
         dt = time.perf_counter() - t0
         total += dt
-        print(f"{cap:>8g} {len(sc.final):>12} {sc.exposed_ms:>11.4f} {sc.peak_memory_bytes / 2**20:>9.2f} {dt:>7.2f}")
+        print(
+            f"{cap:>8g} {len(sc.final):>12} {sc.exposed_ms:>11.4f} {sc.peak_memory_bytes / 2**20:>9.2f} {dt:>7.2f}"
+        )
     n = min(args.caps, len(CAPS))
-    print(f"{n} caps: {total:.1f} s scheduling ({total / n:.2f} s per cap); with the rebuild {total + t_rebuild:.1f} s "
-          f"(goal: under 60 s for 1,000 layers at 17 caps)")
-    print(f"torch's scheduler ran {rp.scheduler_runs} times for {n} caps: caps whose buckets are the same "
-          f"reuse the schedule of the first (GraphReplayer.scheduled)")
+    print(
+        f"{n} caps: {total:.1f} s scheduling ({total / n:.2f} s per cap); with the rebuild {total + t_rebuild:.1f} s "
+        f"(goal: under 60 s for 1,000 layers at 17 caps)"
+    )
+    print(
+        f"torch's scheduler ran {rp.scheduler_runs} times for {n} caps: caps whose buckets are the same "
+        f"reuse the schedule of the first (GraphReplayer.scheduled)"
+    )
 
 
 if __name__ == "__main__":

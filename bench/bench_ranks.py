@@ -110,9 +110,13 @@ def _compare(work: Path, n: int, small: bool, runs: int, env: dict[str, str]) ->
                     sys.exit(f"{key}: exited {rc}")
                 json_bytes = 0 if jobs == "load" else out.stat().st_size
                 old = best.get(key)
-                best[key] = (min(wall, old[0]) if old else wall, max(rss, old[1]) if old else rss,
-                             min(cpu, old[2]) if old else cpu, json_bytes,
-                             path.stat().st_size if path.is_file() else size)
+                best[key] = (
+                    min(wall, old[0]) if old else wall,
+                    max(rss, old[1]) if old else rss,
+                    min(cpu, old[2]) if old else cpu,
+                    json_bytes,
+                    path.stat().st_size if path.is_file() else size,
+                )
     shutil.rmtree(d, ignore_errors=True)
     for p in contenders.values():
         if p.is_file():
@@ -149,8 +153,11 @@ def _huge(work: Path, n: int, runs: int, env: dict[str, str]) -> dict[str, tuple
     rank0 = next(d.glob("dedicated_log_torch_trace_rank_0_*.log"))
     one = _one_log(work, f"same_{n}.log", rank0, size)
     out = work / "huge.json"
-    cmds = {f"{n:,} files": (_summarize(d, out, None), d), f"{n:,} files load": (_load(d), d),
-            "one log, same entries load": (_load(one), one)}
+    cmds = {
+        f"{n:,} files": (_summarize(d, out, None), d),
+        f"{n:,} files load": (_load(d), d),
+        "one log, same entries load": (_load(one), one),
+    }
     best: dict[str, tuple] = {}
     for _ in range(runs):
         for key, (cmd, path) in cmds.items():
@@ -160,8 +167,13 @@ def _huge(work: Path, n: int, runs: int, env: dict[str, str]) -> dict[str, tuple
                 sys.exit(f"{key}: exited {rc}")
             js = out.stat().st_size if key == f"{n:,} files" else 0
             old = best.get(key)
-            best[key] = (min(wall, old[0]) if old else wall, max(rss, old[1]) if old else rss,
-                         min(cpu, old[2]) if old else cpu, js, one.stat().st_size if path == one else size)
+            best[key] = (
+                min(wall, old[0]) if old else wall,
+                max(rss, old[1]) if old else rss,
+                min(cpu, old[2]) if old else cpu,
+                js,
+                one.stat().st_size if path == one else size,
+            )
     shutil.rmtree(d, ignore_errors=True)
     one.unlink()
     return best
@@ -193,34 +205,60 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", default="1024,8192", help="numbers of small rank logs (default 1024,8192)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each contender; the best counts")
-    ap.add_argument("--huge", type=int, default=0, metavar="N",
-                    help="also N small rank logs (e.g. 100000) summarized, and read against one log of "
-                         "the same entries")
-    ap.add_argument("--huge-runs", type=int, default=1, metavar="R",
-                    help="runs of each --huge contender (default 1); the best counts")
-    ap.add_argument("--full", type=int, default=0, metavar="N",
-                    help="also N full-size rank logs (0.72 MiB each) against one full log of the same bytes")
+    ap.add_argument(
+        "--huge",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N small rank logs (e.g. 100000) summarized, and read against one log of the same entries",
+    )
+    ap.add_argument(
+        "--huge-runs",
+        type=int,
+        default=1,
+        metavar="R",
+        help="runs of each --huge contender (default 1); the best counts",
+    )
+    ap.add_argument(
+        "--full",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N full-size rank logs (0.72 MiB each) against one full log of the same bytes",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    ap.add_argument("--dir", default=None,
-                    help="where to write the logs (default: /dev/shm when it has 4 GB free, else /tmp)")
+    ap.add_argument(
+        "--dir",
+        default=None,
+        help="where to write the logs (default: /dev/shm when it has 4 GB free, else /tmp)",
+    )
     args = ap.parse_args()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time "
-          f"counts); summarize PATH --format json --output FILE")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time "
+        f"counts); summarize PATH --format json --output FILE"
+    )
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_ranks_", dir=args.dir or _default_dir()))
     print(f"logs in {work}")
     table: list[str] = []
     try:
         for n in [int(x) for x in args.ranks.split(",") if x]:
             best = _compare(work, n, True, args.runs, env)
-            _print(f"{n:,} small rank logs (ranks {','.join(str(r) for r in DIVERGING if r < n)} diverge)", best)
+            _print(
+                f"{n:,} small rank logs (ranks {','.join(str(r) for r in DIVERGING if r < n)} diverge)", best
+            )
             table += _ratios(n, best, True)
             if n == 8192:
                 _, rss, _, js, _ = best[f"{n:,} files"]
-                table.append(f"{n:,} files: peak RSS {rss / MiB:.1f} MiB (< 64 MiB wanted), JSON "
-                             f"{js / 1e6:.2f} MB (< 5 MB wanted)")
+                table.append(
+                    f"{n:,} files: peak RSS {rss / MiB:.1f} MiB (< 64 MiB wanted), JSON "
+                    f"{js / 1e6:.2f} MB (< 5 MB wanted)"
+                )
         if args.full:
             best = _compare(work, args.full, False, args.runs, env)
             _print(f"{args.full:,} full-size rank logs", best)

@@ -11,7 +11,7 @@ For graphs with 100, 1,000 and 5,000 FSDP collectives (``bench/graphs.py``'s
 - sweep ratio: a replay of 8 caps over a single-cap replay, each as ``tracekit replay`` does it
   per graph (parse, planner, then per cap a plan and the NCCL-model comm estimate).
 
-Run: ``cd /work/main && PYTHONPATH=. python bench/bench_replay.py`` (``--sizes 100,1000`` for a
+Run, from the repository's root: ``PYTHONPATH=. python bench/bench_replay.py`` (``--sizes 100,1000`` for a
 quick run). Goals (issue 5): growth no worse than n log n, plan at least 10x faster than torch's
 pass, an 8-cap sweep at most 2x a single-cap replay.
 """
@@ -60,22 +60,24 @@ def main() -> None:
 
     torch_fsdp.logger.setLevel(logging.WARNING)
     register_fake_process_groups(["0"], 4)
-    parse_graph_text(make_fsdp_graph(4).print_readable(print_output=False, include_stride=True,
-                                                       include_device=True))  # warm-up
+    parse_graph_text(
+        make_fsdp_graph(4).print_readable(print_output=False, include_stride=True, include_device=True)
+    )  # warm-up
 
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
-        text = make_fsdp_graph(n // 2).print_readable(print_output=False, include_stride=True,
-                                                      include_device=True)
+        text = make_fsdp_graph(n // 2).print_readable(
+            print_output=False, include_stride=True, include_device=True
+        )
         # Small graphs take milliseconds: more repeats keep a shared machine's noise out.
         repeat = args.repeat * (10 if n <= 100 else 3 if n <= 1000 else 1)
-        t_parse, gm = _best(lambda: parse_graph_text(text), repeat)
+        t_parse, gm = _best(lambda text=text: parse_graph_text(text), repeat)
 
-        def plan_only():
+        def plan_only(gm=gm):
             planner = FsdpPlanner(gm)
             return planner.plan(CAP_MB)
 
-        def replay(caps):
+        def replay(caps, text=text):
             # What `tracekit replay` does per graph: parse, planner, per cap a plan + comm estimate.
             rp = GraphReplayer(text, ReplayOptions())
             return [rp.at(c, "override", Hardware()) for c in caps]
@@ -89,33 +91,53 @@ def main() -> None:
             t0 = time.perf_counter()
             torch_fsdp.pre_bucket_fsdp_collectives(fresh, bucket_cap_mb=CAP_MB)
             t_torch = time.perf_counter() - t0
-        rows.append((n, len(gm.graph.nodes), len(text), t_parse, t_plan, t_torch,
-                     t_sweep / t_single, report.counts_after))
+        rows.append(
+            (
+                n,
+                len(gm.graph.nodes),
+                len(text),
+                t_parse,
+                t_plan,
+                t_torch,
+                t_sweep / t_single,
+                report.counts_after,
+            )
+        )
         print(f"... {n} collectives done", file=sys.stderr, flush=True)
 
-    print(f"cap {CAP_MB} MB; sweep caps {SWEEP}; best of {args.repeat} (x10 at 100, x3 at 1000); "
-          f"torch's pass once; {os.cpu_count()} cores\n")
-    head = (f"{'collectives':>11} {'nodes':>7} {'text MB':>8} {'parse s':>8} {'plan s':>8} "
-            f"{'torch pass s':>12} {'torch/plan':>10} {'torch/(parse+plan)':>18} {'sweep8/single':>13}  counts after")
+    print(
+        f"cap {CAP_MB} MB; sweep caps {SWEEP}; best of {args.repeat} (x10 at 100, x3 at 1000); "
+        f"torch's pass once; {os.cpu_count()} cores\n"
+    )
+    head = (
+        f"{'collectives':>11} {'nodes':>7} {'text MB':>8} {'parse s':>8} {'plan s':>8} "
+        f"{'torch pass s':>12} {'torch/plan':>10} {'torch/(parse+plan)':>18} {'sweep8/single':>13}  counts after"
+    )
     print(head)
     print("-" * len(head))
     for n, nodes, chars, tp, tpl, tt, ratio, counts in rows:
         torch_s = "-" if tt is None else f"{tt:.3f}"
         speedup = "-" if tt is None else f"{tt / tpl:.0f}x"
         whole = "-" if tt is None else f"{tt / (tp + tpl):.1f}x"
-        print(f"{n:>11} {nodes:>7} {chars / 1e6:>8.2f} {tp:>8.3f} {tpl:>8.4f} {torch_s:>12} "
-              f"{speedup:>10} {whole:>18} {ratio:>12.2f}x  {counts}")
+        print(
+            f"{n:>11} {nodes:>7} {chars / 1e6:>8.2f} {tp:>8.3f} {tpl:>8.4f} {torch_s:>12} "
+            f"{speedup:>10} {whole:>18} {ratio:>12.2f}x  {counts}"
+        )
     print()
     timed = [r for r in rows if r[5] is not None]
     if timed:
         worst = min(r[5] / r[4] for r in timed)
-        print(f"goal plan >= 10x faster than torch's pass: worst {worst:.0f}x -> {'met' if worst >= 10 else 'MISSED'}")
+        print(
+            f"goal plan >= 10x faster than torch's pass: worst {worst:.0f}x -> {'met' if worst >= 10 else 'MISSED'}"
+        )
     worst_sweep = max(r[6] for r in rows)
-    print(f"goal 8-cap sweep <= 2x a single-cap replay: worst {worst_sweep:.2f}x -> "
-          f"{'met' if worst_sweep <= 2 else 'MISSED'}")
-    for (n0, _, _, p0, l0, t0, _, _), (n1, _, _, p1, l1, t1, _, _) in zip(rows, rows[1:]):
+    print(
+        f"goal 8-cap sweep <= 2x a single-cap replay: worst {worst_sweep:.2f}x -> "
+        f"{'met' if worst_sweep <= 2 else 'MISSED'}"
+    )
+    for (n0, _, _, p0, l0, t0, _, _), (n1, _, _, p1, l1, t1, _, _) in zip(rows, rows[1:], strict=False):
         k = math.log(n1 / n0)
-        line = (f"growth {n0}->{n1}: parse n^{math.log(p1 / p0) / k:.2f}, plan n^{math.log(l1 / l0) / k:.2f}")
+        line = f"growth {n0}->{n1}: parse n^{math.log(p1 / p0) / k:.2f}, plan n^{math.log(l1 / l0) / k:.2f}"
         if t0 and t1:
             line += f", torch pass n^{math.log(t1 / t0) / k:.2f}"
         nlogn = math.log((n1 * math.log(n1)) / (n0 * math.log(n0))) / k

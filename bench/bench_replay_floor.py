@@ -242,7 +242,10 @@ def layers(n: int, imports: float | None, cores: int, imports_cpu: float = 0.0) 
         sched = sum(spent[before:])
         ratio = f"{dt / sched:.2f}x" if sched else "reused"
         print(f"{cap:>8g} {dt:>7.2f} {sched:>11.2f} {ratio:>6}")
-    sched, sched_cpu = sum(spent[first:]), sum(SPENT_CPU[first_cpu:])  # before --jobs: its caps here are timed too
+    sched, sched_cpu = (
+        sum(spent[first:]),
+        sum(SPENT_CPU[first_cpu:]),
+    )  # before --jobs: its caps here are timed too
     distinct = rp.scheduler_runs
     if imports is None:  # --caps-only
         print(
@@ -303,7 +306,18 @@ def rss(n: int) -> None:
     got = {}
     for jobs in (1, 2):
         side = os.path.join("/tmp", f"bench_replay_rss_{os.getpid()}.json")
-        t = wall([sys.executable, os.path.abspath(__file__), "--rss-child", str(jobs), str(n), side, "--device", DEVICE])
+        t = wall(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--rss-child",
+                str(jobs),
+                str(n),
+                side,
+                "--device",
+                DEVICE,
+            ]
+        )
         with open(side) as f:
             got[jobs] = json.load(f)
         os.unlink(side)

@@ -27,10 +27,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from browser import visit  # noqa: E402
 from report_docs import distinct_run, wide_run  # noqa: E402
 
+from tracekit.analyze.summarize import summary_document  # noqa: E402
+from tracekit.render.html import render_html  # noqa: E402
 from tracekit.render.summary_text import render_text  # noqa: E402
 from tracekit.render.text import dumps_json  # noqa: E402
-from tracekit.render.html import render_html  # noqa: E402
-from tracekit.analyze.summarize import summary_document  # noqa: E402
 
 LOAD_MS = "performance.timing.loadEventEnd - performance.timing.navigationStart"
 
@@ -45,28 +45,36 @@ def best(fn, repeat: int = 5) -> float:
 
 
 def main() -> None:
-    cases = [("ranks 300,777 differ", wide_run()),
-             ("every 4th rank differs", wide_run(odd=frozenset(range(3, 1024, 4)))),
-             ("1,024 caps (worst)", distinct_run())]
-    print("| 1,024 ranks | groups | page KB | summary JSON KB | render s | table render s "
-          "| render / table | chromium load ms | problems |")
+    cases = [
+        ("ranks 300,777 differ", wide_run()),
+        ("every 4th rank differs", wide_run(odd=frozenset(range(3, 1024, 4)))),
+        ("1,024 caps (worst)", distinct_run()),
+    ]
+    print(
+        "| 1,024 ranks | groups | page KB | summary JSON KB | render s | table render s "
+        "| render / table | chromium load ms | problems |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, run) in enumerate(cases):
             doc = summary_document(run)
             page = render_html(doc)
             groups = page.count('class="group"')
-            t_html = best(lambda: render_html(doc))
-            t_text = best(lambda: render_text(doc, "table"))
+            t_html = best(lambda doc=doc: render_html(doc))
+            t_text = best(lambda doc=doc: render_text(doc, "table"))
             path = os.path.join(tmp, f"r{i}.html")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(page)
-            visits = [visit("file://" + path, os.path.join(tmp, f"profile{i}-{k}"), {"ms": LOAD_MS})
-                      for k in range(3)]
+            visits = [
+                visit("file://" + path, os.path.join(tmp, f"profile{i}-{k}"), {"ms": LOAD_MS})
+                for k in range(3)
+            ]
             seen = min(visits, key=lambda v: v.values["ms"])
-            print(f"| {name} | {groups} | {len(page.encode()) / 1024:.0f} | "
-                  f"{len(dumps_json(doc).encode()) / 1024:.0f} | {t_html:.3f} | {t_text:.3f} | "
-                  f"{t_html / t_text:.2f} | {seen.values['ms']} | {len(seen.problems())} |")
+            print(
+                f"| {name} | {groups} | {len(page.encode()) / 1024:.0f} | "
+                f"{len(dumps_json(doc).encode()) / 1024:.0f} | {t_html:.3f} | {t_text:.3f} | "
+                f"{t_html / t_text:.2f} | {seen.values['ms']} | {len(seen.problems())} |"
+            )
 
 
 if __name__ == "__main__":

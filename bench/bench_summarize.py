@@ -83,12 +83,14 @@ def make_log(size: int, out: Path) -> None:
     maker = ROOT / "bench" / "make_large_log.py"
     if maker.exists():
         src = next((FIXTURES / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*"))
-        r = subprocess.run([sys.executable, str(maker), "--size", str(size), "--out", str(out),
-                            "--source", str(src)], capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, str(maker), "--size", str(size), "--out", str(out), "--source", str(src)],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode == 0 and out.exists():
             return
-        print(f"make_large_log.py failed ({r.stderr.strip()[-200:]}); concatenating instead",
-              file=sys.stderr)
+        print(f"make_large_log.py failed ({r.stderr.strip()[-200:]}); concatenating instead", file=sys.stderr)
     src = next((FIXTURES / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*")).read_bytes()
     with open(out, "wb") as f:
         written = 0
@@ -134,7 +136,9 @@ def _tree_pss(pid: int) -> int:
     return total
 
 
-def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tuple[float, int, int, int, float]:
+def run(
+    cmd: list[str], env: dict[str, str], timeout: float | None = None
+) -> tuple[float, int, int, int, float]:
     """(wall seconds, peak RSS of the largest process, peak PSS of the tree, exit status, CPU
     seconds of the tree: user + system, workers included).
 
@@ -146,8 +150,9 @@ def run(cmd: list[str], env: dict[str, str], timeout: float | None = None) -> tu
         os.close(fd)
         cmd = [TIME, "-f", "%M", "-o", rss_file, *cmd]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
     peak = [0]
     stop = threading.Event()
 
@@ -188,12 +193,17 @@ def clean_python(work: Path) -> str | None:
     venv = work / "clean_venv"
     r = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True)
     if r.returncode != 0:
-        print(f"no clean interpreter (venv failed: {r.stderr.decode()[-200:]}): its columns are skipped",
-              file=sys.stderr)
+        print(
+            f"no clean interpreter (venv failed: {r.stderr.decode()[-200:]}): its columns are skipped",
+            file=sys.stderr,
+        )
         return None
     py = venv / "bin" / "python"
-    target = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                            capture_output=True, text=True).stdout.strip()
+    target = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], str(ROOT)])
     Path(target, "_tracekit_bench_paths.pth").write_text("".join(f"{p}\n" for p in ours))
     return str(py)
@@ -203,11 +213,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="110MB,550MB,1GB")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--no-tlparse-above", default=None, metavar="SIZE",
-                    help="skip tlparse on logs larger than SIZE")
+    ap.add_argument(
+        "--no-tlparse-above", default=None, metavar="SIZE", help="skip tlparse on logs larger than SIZE"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
-    ap.add_argument("--tlparse-timeout", type=float, default=900.0, metavar="S",
-                    help="kill tlparse after S seconds; its time is then a lower bound")
+    ap.add_argument(
+        "--tlparse-timeout",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="kill tlparse after S seconds; its time is then a lower bound",
+    )
     args = ap.parse_args()
     tlparse = shutil.which("tlparse")
     if tlparse is None:
@@ -216,24 +232,39 @@ def main() -> None:
         v = subprocess.run([tlparse, "--version"], capture_output=True, text=True).stdout.strip()
         print(f"tlparse: {v}")
     tl_max = parse_size(args.no_tlparse_above) if args.no_tlparse_above else None
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "tracekit")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("TRACEKIT_NO_NATIVE", None)
     env_no_c = dict(env, TRACEKIT_NO_NATIVE="1")
-    native = subprocess.run([sys.executable, "-c", "import tracekit.read.envelopes as e; print(e.NATIVE)"],
-                            env=env, capture_output=True, text=True).stdout.strip()
+    native = subprocess.run(
+        [sys.executable, "-c", "import tracekit.read.envelopes as e; print(e.NATIVE)"],
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if native != "True":
-        print("tracekit's C part is not built (python setup.py build_ext --inplace): 'tracekit' "
-              "reads with the regex alone", file=sys.stderr)
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time counts)")
+        print(
+            "tracekit's C part is not built (python setup.py build_ext --inplace): 'tracekit' "
+            "reads with the regex alone",
+            file=sys.stderr,
+        )
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs} (best wall time counts)"
+    )
     work = Path(tempfile.mkdtemp(prefix="tracekit_bench_", dir="/tmp"))
     rows = []
     try:
         clean = clean_python(work)
         if clean is not None:
-            subprocess.run([clean, "-m", "compileall", "-q", str(ROOT / "tracekit")], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [clean, "-m", "compileall", "-q", str(ROOT / "tracekit")],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         for size_text in args.sizes.split(","):
             size = parse_size(size_text)
             log = work / f"big_{size_text}.log"
@@ -243,12 +274,41 @@ def main() -> None:
                 while f.read(1 << 24):
                     pass
             contenders = {
-                "tracekit": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format", "json",
-                             "--output", "/dev/null"],
-                "tracekit -j1": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format",
-                                 "json", "--output", "/dev/null", "--jobs", "1"],
-                "tracekit no C": [sys.executable, "-c", TRACEKIT, "summarize", str(log), "--format",
-                                  "json", "--output", "/dev/null"],
+                "tracekit": [
+                    sys.executable,
+                    "-c",
+                    TRACEKIT,
+                    "summarize",
+                    str(log),
+                    "--format",
+                    "json",
+                    "--output",
+                    "/dev/null",
+                ],
+                "tracekit -j1": [
+                    sys.executable,
+                    "-c",
+                    TRACEKIT,
+                    "summarize",
+                    str(log),
+                    "--format",
+                    "json",
+                    "--output",
+                    "/dev/null",
+                    "--jobs",
+                    "1",
+                ],
+                "tracekit no C": [
+                    sys.executable,
+                    "-c",
+                    TRACEKIT,
+                    "summarize",
+                    str(log),
+                    "--format",
+                    "json",
+                    "--output",
+                    "/dev/null",
+                ],
                 "bare loop": [sys.executable, "-c", BARE_LOOP, str(log)],
                 "python start": [sys.executable, "-c", "pass"],
             }
@@ -256,33 +316,54 @@ def main() -> None:
                 contenders["tracekit clean"] = [clean, *contenders["tracekit"][1:]]
                 contenders["python clean"] = [clean, "-c", "pass"]
             if tlparse and (tl_max is None or real <= tl_max):
-                contenders["tlparse"] = [tlparse, str(log), "-o", str(work / "tl_out"), "--overwrite",
-                                         "--no-browser"]
+                contenders["tlparse"] = [
+                    tlparse,
+                    str(log),
+                    "-o",
+                    str(work / "tl_out"),
+                    "--overwrite",
+                    "--no-browser",
+                ]
             best: dict[str, tuple[float, int, int]] = {}
             for i in range(args.runs):
                 for name, cmd in contenders.items():
                     if name == "tlparse" and i > 0 and best.get(name, (0,))[0] > 60:
                         continue  # one run of a minute-long tlparse is enough
-                    wall, maxrss, tree, rc, cpu = run(cmd, env_no_c if name == "tracekit no C" else env,
-                                                      args.tlparse_timeout if name == "tlparse" else None)
+                    wall, maxrss, tree, rc, cpu = run(
+                        cmd,
+                        env_no_c if name == "tracekit no C" else env,
+                        args.tlparse_timeout if name == "tlparse" else None,
+                    )
                     if rc == -9:
-                        print(f"  tlparse killed after {wall:.0f} s: its time is a lower bound", file=sys.stderr)
+                        print(
+                            f"  tlparse killed after {wall:.0f} s: its time is a lower bound", file=sys.stderr
+                        )
                     shutil.rmtree(work / "tl_out", ignore_errors=True)
                     if rc != 0 and name != "tlparse":
                         sys.exit(f"{name} failed")
                     old = best.get(name)
-                    best[name] = (min(wall, old[0]) if old else wall, max(maxrss, old[1] if old else 0),
-                                  max(tree, old[2] if old else 0), min(cpu, old[3]) if old else cpu)
+                    best[name] = (
+                        min(wall, old[0]) if old else wall,
+                        max(maxrss, old[1] if old else 0),
+                        max(tree, old[2] if old else 0),
+                        min(cpu, old[3]) if old else cpu,
+                    )
             tk = best["tracekit"][0]
             print(f"\n{size_text} log: {real / 2**20:.1f} MiB")
-            print(f"  {'contender':<16}{'best s':>9}{'MiB/s':>9}{'cpu s':>9}{'max RSS MiB':>13}{'tree PSS MiB':>14}")
+            print(
+                f"  {'contender':<16}{'best s':>9}{'MiB/s':>9}{'cpu s':>9}{'max RSS MiB':>13}{'tree PSS MiB':>14}"
+            )
             for name, (wall, maxrss, tree, cpu) in best.items():
-                print(f"  {name:<16}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{cpu:>9.3f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}")
+                print(
+                    f"  {name:<16}{wall:>9.3f}{real / 2**20 / wall:>9.0f}{cpu:>9.3f}{maxrss / 2**20:>13.1f}{tree / 2**20:>14.1f}"
+                )
             bare = best["bare loop"][0]
             bare_cpu = best["bare loop"][3]
-            line = (f"  tracekit / bare loop time: {tk / bare:.2f} (<= 0.5 wanted); no C: "
-                    f"{best['tracekit no C'][0] / bare:.2f}; -j1: "
-                    f"{best['tracekit -j1'][0] / bare:.2f}; cpu -j1 / bare: {best['tracekit -j1'][3] / bare_cpu:.2f}")
+            line = (
+                f"  tracekit / bare loop time: {tk / bare:.2f} (<= 0.5 wanted); no C: "
+                f"{best['tracekit no C'][0] / bare:.2f}; -j1: "
+                f"{best['tracekit -j1'][0] / bare:.2f}; cpu -j1 / bare: {best['tracekit -j1'][3] / bare_cpu:.2f}"
+            )
             if "tlparse" in best:
                 line += f"; tracekit throughput / tlparse: {best['tlparse'][0] / tk:.0f}x (>= 100x wanted)"
                 if "tracekit clean" in best:

@@ -17,7 +17,6 @@ Merging needs the group registered: ``bucketing.register_fake_process_groups(['0
 
 from __future__ import annotations
 
-
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
@@ -38,7 +37,9 @@ class _GraphBuilder:
             with self.mode:
                 node.meta["val"] = torch.empty(shape, dtype=dtype)
         else:  # a fake tensor on a device this torch may lack kernels for, as a log's are rebuilt
-            node.meta["val"] = FakeTensor(self.mode, torch.empty(shape, dtype=dtype, device="meta"), self.device)
+            node.meta["val"] = FakeTensor(
+                self.mode, torch.empty(shape, dtype=dtype, device="meta"), self.device
+            )
         return node
 
     def call(self, target, *args) -> fx.Node:

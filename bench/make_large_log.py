@@ -35,8 +35,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = ROOT / "fixtures" / "logs" / "spmd_auto"
 
-_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
-          "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1024,
+    "KB": 1024,
+    "KIB": 1024,
+    "M": 1024**2,
+    "MB": 1024**2,
+    "MIB": 1024**2,
+    "G": 1024**3,
+    "GB": 1024**3,
+    "GIB": 1024**3,
+}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 _FRAME_ID_RE = re.compile(rb'"frame_id": (\d+)')
 _TORCH_VERSION = b'{"artifact": {"name": "torch_version"'
@@ -69,7 +80,7 @@ class Template:
     def copy(self, offset: int) -> bytes:
         """The body once, with every frame id shifted by ``offset``."""
         parts = [self.pieces[0]]
-        for fid, piece in zip(self.frame_ids, self.pieces[1:]):
+        for fid, piece in zip(self.frame_ids, self.pieces[1:], strict=True):
             parts.append(b"%d" % (fid + offset))
             parts.append(piece)
         return b"".join(parts)
@@ -142,8 +153,12 @@ def source_files(sources: list[Path], first_rank_only: bool = True) -> list[Path
     files: list[Path] = []
     for src in sources:
         if src.is_dir():
-            found = sorted(p for p in src.iterdir() if p.name.startswith("dedicated_log_torch_trace")
-                           and (p.suffix == ".log" or p.name.endswith(".log.gz")))
+            found = sorted(
+                p
+                for p in src.iterdir()
+                if p.name.startswith("dedicated_log_torch_trace")
+                and (p.suffix == ".log" or p.name.endswith(".log.gz"))
+            )
             if not found:
                 raise SystemExit(f"{src}: no dedicated_log_torch_trace*.log files")
             files += found[:1] if first_rank_only else found
@@ -193,16 +208,29 @@ def make_large_rank_logs(source_dir: Path, out_dir: Path, size: int) -> list[tup
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description="Build a large TORCH_TRACE log from the real fixture logs, repeating their "
-        "entries with distinct compile ids (payloads and MD5s kept).")
-    parser.add_argument("--size", type=parse_size, default=parse_size("100MB"),
-                        help="target size of each log, e.g. 100MB, 2GB (powers of 1024; default 100MB)")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output log file (with --per-rank: output directory)")
-    parser.add_argument("--source", type=Path, action="append",
-                        help="source log file or directory of rank logs (repeatable, used in turn; "
-                        "a directory means its first rank's log; default: fixtures/logs/spmd_auto)")
-    parser.add_argument("--per-rank", action="store_true",
-                        help="one large log per rank log of the (single, directory) --source, into --out")
+        "entries with distinct compile ids (payloads and MD5s kept)."
+    )
+    parser.add_argument(
+        "--size",
+        type=parse_size,
+        default=parse_size("100MB"),
+        help="target size of each log, e.g. 100MB, 2GB (powers of 1024; default 100MB)",
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="output log file (with --per-rank: output directory)"
+    )
+    parser.add_argument(
+        "--source",
+        type=Path,
+        action="append",
+        help="source log file or directory of rank logs (repeatable, used in turn; "
+        "a directory means its first rank's log; default: fixtures/logs/spmd_auto)",
+    )
+    parser.add_argument(
+        "--per-rank",
+        action="store_true",
+        help="one large log per rank log of the (single, directory) --source, into --out",
+    )
     args = parser.parse_args(argv)
     sources = args.source or [DEFAULT_SOURCE]
     start = time.monotonic()
@@ -215,10 +243,14 @@ def main(argv: list[str] | None = None) -> None:
     secs = time.monotonic() - start
     total = sum(w for _, w, _ in results)
     for path, written, copies in results:
-        print(f"wrote {path}: {written / 2**20:.1f} MiB, {copies} copies "
-              f"(compile ids 0/* .. {copies - 1}/*)", file=sys.stderr)
-    print(f"{total / 2**20:.1f} MiB in {secs:.1f} s ({total / 2**20 / max(secs, 1e-9):.0f} MiB/s)",
-          file=sys.stderr)
+        print(
+            f"wrote {path}: {written / 2**20:.1f} MiB, {copies} copies (compile ids 0/* .. {copies - 1}/*)",
+            file=sys.stderr,
+        )
+    print(
+        f"{total / 2**20:.1f} MiB in {secs:.1f} s ({total / 2**20 / max(secs, 1e-9):.0f} MiB/s)",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ def cut(path: Path, small: bool = False) -> RankTemplate:
         # torch writes the reserved keys (rank among them) after the entry's own metadata
         key = data.rfind(_RANK_KEY, prefix.end(), line_end)
         digits = key + len(_RANK_KEY)
-        if key < 0 or data[digits : line_end].split(b",", 1)[0].rstrip(b"}") != b"%d" % rank:
+        if key < 0 or data[digits:line_end].split(b",", 1)[0].rstrip(b"}") != b"%d" % rank:
             raise ValueError(f"{path}: line at byte {start}: rank {rank} not found as the last rank key")
         end = digits + len(b"%d" % rank)
         probe = data[prefix.end() : digits] + b"%d" % _SENTINEL + data[end:line_end]
@@ -213,7 +213,9 @@ def rank_log(source: str | Path, rank: int | None = None) -> Path:
     if rank is not None:
         found = [x for x in found if x[0] == rank]
     if not found:
-        raise FileNotFoundError(f"{p}: no dedicated_log_torch_trace_rank_{rank if rank is not None else 'N'}_*.log")
+        raise FileNotFoundError(
+            f"{p}: no dedicated_log_torch_trace_rank_{rank if rank is not None else 'N'}_*.log"
+        )
     return min(found)[1]
 
 
@@ -289,29 +291,51 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path, help="output directory (created; must hold no rank log yet)")
     ap.add_argument("--ranks", type=int, required=True, help="number of ranks (0..N-1)")
-    ap.add_argument("--diverge", type=_rank_list, default=[], metavar="R,R,...",
-                    help="ranks made from the diverging log (default source: diverge_rank's rank 3)")
-    ap.add_argument("--base", default=DEFAULT_BASE, metavar="SCENARIO",
-                    help=f"fixture scenario, directory (its lowest rank) or log file (default {DEFAULT_BASE})")
-    ap.add_argument("--diverge-source", default=None, metavar="LOG",
-                    help="log (or scenario/directory: its lowest rank) for the --diverge ranks")
-    ap.add_argument("--small", action="store_true",
-                    help="keep only the entries summarize reads (a few KB a rank)")
+    ap.add_argument(
+        "--diverge",
+        type=_rank_list,
+        default=[],
+        metavar="R,R,...",
+        help="ranks made from the diverging log (default source: diverge_rank's rank 3)",
+    )
+    ap.add_argument(
+        "--base",
+        default=DEFAULT_BASE,
+        metavar="SCENARIO",
+        help=f"fixture scenario, directory (its lowest rank) or log file (default {DEFAULT_BASE})",
+    )
+    ap.add_argument(
+        "--diverge-source",
+        default=None,
+        metavar="LOG",
+        help="log (or scenario/directory: its lowest rank) for the --diverge ranks",
+    )
+    ap.add_argument(
+        "--small", action="store_true", help="keep only the entries summarize reads (a few KB a rank)"
+    )
     args = ap.parse_args(argv)
     if args.ranks < 1:
         ap.error("--ranks must be at least 1")
     try:
-        src = rank_log(args.diverge_source) if args.diverge_source else rank_log(DEFAULT_DIVERGE, DEFAULT_DIVERGE_RANK)
+        src = (
+            rank_log(args.diverge_source)
+            if args.diverge_source
+            else rank_log(DEFAULT_DIVERGE, DEFAULT_DIVERGE_RANK)
+        )
         start = time.perf_counter()
-        made = make_ranks(args.out, args.ranks, base=args.base, diverge={r: src for r in args.diverge},
-                          small=args.small)
+        made = make_ranks(
+            args.out, args.ranks, base=args.base, diverge={r: src for r in args.diverge}, small=args.small
+        )
     except (OSError, ValueError) as e:
         print(f"make_ranks: {e}", file=sys.stderr)
         return 2
     secs = time.perf_counter() - start
-    print(f"wrote {made.ranks} rank logs to {made.out_dir}: {made.bytes / 2**20:.1f} MiB "
-          f"({made.bytes / made.ranks / 1024:.1f} KiB a rank), diverging ranks "
-          f"{','.join(map(str, made.diverged)) or 'none'}, in {secs:.2f} s", file=sys.stderr)
+    print(
+        f"wrote {made.ranks} rank logs to {made.out_dir}: {made.bytes / 2**20:.1f} MiB "
+        f"({made.bytes / made.ranks / 1024:.1f} KiB a rank), diverging ranks "
+        f"{','.join(map(str, made.diverged)) or 'none'}, in {secs:.2f} s",
+        file=sys.stderr,
+    )
     return 0
 
 

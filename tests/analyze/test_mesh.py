@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import tracekit
-from conftest import FIXTURE_LOGS, ROOT
+from conftest import FIXTURE_LOGS, ROOT, rank_log
 from tracekit.analyze.summarize import summary_document
 from tracekit.model.mesh import mesh_groups, mesh_text, role_names
 from tracekit.model.world import expected_world
@@ -55,7 +55,7 @@ def test_mesh_text_of_both_meshes():
 
 def test_world_from_one_rank_log_is_the_world_size_line():
     # the FSDP group has 2 ranks; the log's "# World size: 4" tells the world
-    one = sorted(HSDP.glob("*rank_1_*.log"))[0]
+    one = rank_log(HSDP, 1)
     w = summary_document(tracekit.load(one))["world"]
     assert (w["expected"], w["found"], w["missing"]) == (4, 1, "0,2-3")
 
@@ -141,7 +141,7 @@ def test_summarize_text_shows_mesh_and_groups_by_role():
 def test_one_rank_log_gives_the_whole_mesh():
     """One HSDP rank's log: the replicate all-reduces' estimate rows say group_size:None, so the
     replicate size is the log's world (4) over the shard groups' size (2), not the 1 rank seen."""
-    one = sorted(HSDP.glob("*rank_1_*.log"))[0]
+    one = rank_log(HSDP, 1)
     doc = summary_document(tracekit.load(one))
     assert doc["mesh"]["text"] == "world 4 = replicate 2 × shard 2"
     assert [(g["name"], g["size"], g["members"], g["role"]) for g in doc["mesh"]["groups"]] == [

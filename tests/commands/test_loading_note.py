@@ -3,11 +3,14 @@ is shown), on a terminal only: the line comes before the imports that load torch
 
 from __future__ import annotations
 
-import inspect
 import io
+import os
+import subprocess
 import sys
 
-from tracekit.commands import explain_cmd, replay_cmd
+import pytest
+
+from conftest import FIXTURE_LOGS, ROOT
 from tracekit.commands.progress import note_loading_torch
 
 
@@ -32,11 +35,42 @@ def test_no_note_once_torch_is_loaded(monkeypatch):
     assert tty.getvalue() == ""
 
 
-def test_the_commands_say_it_before_importing_torch():
-    for cmd in (replay_cmd.replay, explain_cmd.explain):  # require_torch imports torch, then the stage
-        src = inspect.getsource(cmd.callback)
-        assert 0 <= src.index("note_loading_torch(bar=status)") < src.index("require_torch(") < src.index(
-            "from tracekit.commands.stage_run")
+#: Run in a fresh process (torch not loaded): records what the command's status line says and
+#: the first import of torch, stopping the command there (torch itself is never loaded).
+_WATCH = """
+import sys
+from tracekit.commands.progress import ProgressBar
+events = []
+class Stop(BaseException):
+    pass
+class Watch:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            events.append("import torch")
+            raise Stop
+say = ProgressBar.say
+def recorded(self, text, *args, **kwargs):
+    events.append(text)
+    return say(self, text, *args, **kwargs)
+ProgressBar.say = recorded
+sys.meta_path.insert(0, Watch)
+from tracekit.commands.{module} import {command} as command
+try:
+    command.main([{logs!r}], standalone_mode=False)
+except Stop:
+    pass
+print(events[:2])
+"""
+
+
+@pytest.mark.parametrize(("module", "command"), [("replay_cmd", "replay"), ("explain_cmd", "explain")])
+def test_the_commands_say_it_before_importing_torch(module, command):
+    code = _WATCH.format(module=module, command=command, logs=str(FIXTURE_LOGS / "spmd_auto"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "['tracekit: loading torch…', 'import torch']\n"
 
 
 def test_the_commands_note_is_cleared_by_what_comes_next(monkeypatch):

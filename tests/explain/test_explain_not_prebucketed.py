@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, rank_log
 from tracekit.cli import main
 from tracekit.read.pairing import NotPrebucketedSource
 
@@ -39,7 +39,7 @@ def test_the_backward_is_rebuilt_and_torchs_outcome_reproduced(backward):
     assert g["reason"] == "no_fsdp_all_gather"
     assert g["reason_text"] == ("no FSDP all-gather in this graph, so no FSDP group was found (the forward of "
                                 "0/0 has FSDP group '0'; torch looks for groups in each graph alone)")
-    assert g["file"].endswith(".log") and g["line"] > 0
+    assert g["file"].endswith(".log.gz") and g["line"] > 0
 
 
 def test_each_reduce_scatter_gets_torchs_reason(backward):
@@ -124,7 +124,7 @@ def test_a_graph_with_groups_found_in_it_is_not_reproduced_as_never_prebucketed(
     from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay.not_prebucketed_graphs import NotPrebucketedReplayer
 
-    found = list(graph_and_not_prebucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
+    found = list(graph_and_not_prebucketed_sources([rank_log("saved_params", 0)]))
     fwd = next(s for s in found if not isinstance(s, NotPrebucketedSource))
     bwd = next(s for s in found if isinstance(s, NotPrebucketedSource))
     bwd.text = fwd.text
@@ -149,7 +149,7 @@ def test_overlap_bucketing_that_cannot_run_is_a_note_not_a_traceback():
     from tracekit.read.reader import graph_and_not_prebucketed_sources
     from tracekit.replay.not_prebucketed_graphs import NotPrebucketedReplayer
 
-    found = list(graph_and_not_prebucketed_sources(sorted((FIXTURE_LOGS / "saved_params").glob("*rank_0_*.log"))))
+    found = list(graph_and_not_prebucketed_sources([rank_log("saved_params", 0)]))
     bwd = next(s for s in found if isinstance(s, NotPrebucketedSource))
     o = NotPrebucketedReplayer(bwd).overlap_bucketing(gpu="V100")
     assert (o["ok"], o["error"]) == (False, "torch's overlap scheduler could not run on the rebuilt graph: KeyError: 'V100'")

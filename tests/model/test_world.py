@@ -1,5 +1,5 @@
 """A verdict that can be trusted: missing ranks, two runs side by side, rank-less logs, a last
-entry without its newline, --strict checking every line, one exit-status policy."""
+entry without its newline, --strict checking every line (exit status 2: tests/commands/test_exit_status.py)."""
 
 from __future__ import annotations
 
@@ -146,42 +146,6 @@ def test_strict_checks_every_line(tmp_path):
     assert fast.diagnostics.total < 3
     r = tk("summarize", str(p), "--strict")
     assert r.returncode == 1 and r.stderr == "tracekit summarize: 3 bad inputs (--strict)\n"
-
-
-@pytest.mark.parametrize("args, message", [
-    (["summarize", "/no/such/dir"], "Path '/no/such/dir' does not exist"),
-    (["summarize", str(FIXTURE_LOGS / "spmd_auto"), "-o", "/no/such/dir/out.json"],
-     "directory '/no/such/dir' does not exist"),
-    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--plot", "/no/such/dir/p.png"],
-     "directory '/no/such/dir' does not exist"),
-    (["diff", str(FIXTURE_LOGS / "spmd_auto"), str(FIXTURE_LOGS / "spmd_auto"), "-o", "/no/such/d/x"],
-     "directory '/no/such/d' does not exist"),
-    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--rank", "7"],
-     "tracekit replay: rank 7 has no recorded outcome in the logs (ranks there: 0-3)"),
-    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--graph", "9/9"],
-     "tracekit replay: graph 9/9 is not in the logs (graphs there: 0/0:0, 0/0:1)"),
-    (["replay", str(FIXTURE_LOGS / "spmd_auto"), "--graph", "0/0:x"],
-     "'0/0:x' is not a graph: COMPILE_ID[:INDEX], e.g. 0/0 or 0/0:1"),
-])
-def test_bad_usage_and_unreadable_input_exit_2_without_a_traceback(args, message):
-    r = tk(*args)
-    assert r.returncode == 2 and message in r.stderr
-    assert "Traceback" not in r.stderr and r.stdout == ""
-
-
-@pytest.mark.parametrize("cmd", ["summarize", "replay", "explain"])
-def test_no_readable_log_is_exit_2_for_every_command(tmp_path, cmd):
-    (tmp_path / "notes.txt").write_text("not a log")  # a directory without logs
-    r = tk(cmd, str(tmp_path))
-    assert r.returncode == 2 and "no log could be read" in r.stderr and "Traceback" not in r.stderr
-
-
-def test_ranks_are_named_even_when_file_names_carry_none(tmp_path):
-    for f in sorted((FIXTURE_LOGS / "spmd_auto").glob("*.log"))[:2]:
-        shutil.copy(f, tmp_path / f"host{f.name.split('_rank_')[1][0]}.log")
-    r = tk("replay", str(tmp_path), "--rank", "7")
-    assert r.returncode == 2
-    assert r.stderr == "tracekit replay: rank 7 has no recorded outcome in the logs (ranks there: 0-1)\n"
 
 
 def test_every_compile_id_form_can_be_selected():

@@ -121,7 +121,7 @@ def test_generator_help_lists_every_scenario():
 
 
 def test_saved_params_backward_reduce_scatters_and_is_never_pre_bucketed():
-    for log in sorted((FIXTURE_LOGS / "saved_params").glob("*.log")):
+    for log in sorted((FIXTURE_LOGS / "saved_params").glob("*.log.gz")):
         arts = generate._artifacts(log)
         names = [n for n, _ in arts]
         assert names.count("before_post_grad_graph") == 2 and names.count("pre_bucketing_fsdp_collectives") == 1
@@ -135,3 +135,13 @@ def test_saved_params_backward_reduce_scatters_and_is_never_pre_bucketed():
         assert [int(line.split("input_bytes:")[1].split(",")[0]) for line in estimation] == [
             144, 16384, 1024, 131072, 1040, 131072, 1024, 16384]
         assert round(sum(float(line.split(",")[1]) for line in estimation), 4) == 0.0704
+
+
+def test_the_gzipped_scenarios_hold_gzipped_logs_and_fixtures_stay_under_20_mb():
+    """The scenarios of generate.GZIPPED hold ``.log.gz`` logs only, the others plain ``.log``
+    logs only (spmd_auto_gz: its gzip copy); fixtures/ stays under 20 MB."""
+    for d in sorted(p for p in FIXTURE_LOGS.iterdir() if p.is_dir()):
+        names = [p.name for p in d.iterdir() if p.name.startswith("dedicated_log_torch_trace")]
+        gzipped = d.name in generate.GZIPPED or d.name == "spmd_auto_gz"
+        assert names and all(n.endswith(".log.gz" if gzipped else ".log") for n in names), d.name
+    assert sum(p.stat().st_size for p in (ROOT / "fixtures").rglob("*") if p.is_file()) < 20_000_000

@@ -7,7 +7,8 @@ again into a temporary directory by ``fixtures/generate.py`` and read back with
 after and every per-collective size must equal the committed logs'. Timestamps, process ids,
 file names and line numbers are not compared.
 
-Runtime: 4 rank processes, 2 at a time, about 35 s each on an idle core (~80 s in all).
+Runtime: 4 rank processes, 2 at a time, about 35 s each on an idle core (80-135 s in all), so it
+is marked slow (``SLOW_MODULES`` in tests/conftest.py): out of the quick loop, in CI's whole run.
 """
 
 from __future__ import annotations

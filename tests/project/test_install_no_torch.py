@@ -1,13 +1,14 @@
 """The distributions, built and installed the way a user gets them.
 
 ``python -m build`` makes an sdist and, from it, a wheel. The wheel carries the two packages
-and nothing else (not the fixtures' 13 MB of logs, not the tests); the sdist carries every file
+and nothing else (not the fixtures' 16 MB of logs, not the tests); the sdist carries every file
 the tests need. Installed from the wheel into a fresh venv without torch (its dependencies come
 from the package index), ``summarize``, ``diff`` and ``report`` give what they give in the test
 environment, ``import tracekit`` does not even look for torch, and ``replay``, ``explain`` and
 the bucketing passes (``from bucketing import ...``) say ``pip install 'tracekit[replay]'`` (the commands with exit 2). On a torch
 older than 2.13 or lacking a building block, replay and explain give the refusal (exit 2); a newer one
-with every building block runs with one note.
+with every building block runs with one note. In the same venv (pytest and hypothesis added),
+``pytest -m "not torch"`` collects the whole suite and passes on the reader, analysis and model tests.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def test_the_wheel_holds_the_two_packages_and_no_logs_or_tests(dists):
     assert {n for n in names if n.endswith(".py")} == _package_files()
     # the scanner's C part, built for this Python (setup.py; optional where no compiler is)
     assert [n for n in names if n.startswith("tracekit/read/_scan.") and n.endswith(".so")]
-    assert dists["wheel"].stat().st_size < 1_000_000  # the fixture logs alone are 13 MB
+    assert dists["wheel"].stat().st_size < 1_000_000  # the fixture logs alone are 16 MB
     requires = sorted(meta.get_all("Requires-Dist"))
     base = [r for r in requires if "extra ==" not in r]
     assert [r.replace(" ", "") for r in base] == ["click<9,>=8.1", "orjson>=3.9", "tabulate>=0.9"]
@@ -296,3 +297,30 @@ def test_every_install_command_names_a_tested_torch_exactly():
     for ln in installs:
         for m in re.finditer(r"\btorch\b(\S*)", ln.split("pip install", 1)[1]):
             assert m.group(1) in ("==2.13.0", "==2.14.1", "==2.15.0"), ln
+
+
+#: The test folders run in the torch-free venv (a part of the suite, for time; the collection covers all).
+_NO_TORCH_RUN = ("tests/read", "tests/analyze", "tests/model")
+
+
+def test_the_tests_marked_not_torch_collect_and_pass_without_torch(venv):
+    """``pytest -m "not torch"`` (CONTRIBUTING) where torch is not installed: the whole suite
+    collects without an error (a module that needs torch is skipped before it is imported), and
+    the quick tests of the reader, the analysis and the model pass."""
+    pins = [f"{d}=={importlib.metadata.version(d)}" for d in ("pytest", "hypothesis")]
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                           "install", "--no-input", *pins], capture_output=True, text=True, env=_venv_env())
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    # as CONTRIBUTING says, from the checkout (its tracekit, its tests)
+    pytest_cmd = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    collected = subprocess.run([*pytest_cmd, "--collect-only", "-m", "not torch"], cwd=ROOT,
+                               capture_output=True, text=True, env=_venv_env())
+    assert collected.returncode == 0, collected.stdout[-3000:]
+    last = collected.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+/\d+ tests collected \(\d+ deselected\) in [\d.]+s", last), collected.stdout[-3000:]
+    assert re.search(r"SKIPPED \[\d+\] .*needs torch, which is not installed", collected.stdout)
+    ran = subprocess.run([*pytest_cmd, "-m", "not torch and not slow", *_NO_TORCH_RUN], cwd=ROOT,
+                         capture_output=True, text=True, env=_venv_env())
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    passed = re.search(r"(\d+) passed", ran.stdout)
+    assert passed and int(passed.group(1)) >= 300 and " failed" not in ran.stdout, ran.stdout[-500:]

@@ -9,14 +9,15 @@ import socket
 import subprocess
 import sys
 
-import distributed
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import FIXTURE_LOGS, ROOT
+from conftest import FIXTURE_LOGS, ROOT
 from tracekit.commands.summarize_cmd import summarize
 from tracekit.read.dask_reader import MAX_FILES_PER_TASK, load_with_dask, split_batches
 from tracekit.read.sources import LogFile
+
+distributed = pytest.importorskip("distributed")  # the `dask` extra
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, plain_copytree, rank_log
 from tracekit.analyze.summarize import summary_document
 from tracekit.commands.summarize_cmd import render_text
 from tracekit.read.reader import load
@@ -99,16 +99,16 @@ def test_findings_on_one_rank_say_rank(tmp_path):
     d = tmp_path / "saved_params"
     shutil.copytree(FIXTURE_LOGS / "saved_params", d)
     for r in (1, 2, 3):
-        next(d.glob(f"*_rank_{r}_*.log")).unlink()
+        rank_log(d, r).unlink()
     assert summary_document(load(d, jobs=1))["verdict"]["text"] == (
         "INCOMPLETE: one rank found; 3 of 4 ranks missing (1-3); FINDING: 1 graph never pre-bucketed "
         "(0/0 backward on rank 0: 8 reduce-scatters, 298,144 B, 0.0704 ms estimated, run one by one); "
         "see Bucketing did nothing"
     )
     h = tmp_path / "hsdp"
-    shutil.copytree(FIXTURE_LOGS / "hsdp", h)
+    plain_copytree("hsdp", h)
     for r in (1, 2, 3):
-        f = next(h.glob(f"*_rank_{r}_*.log"))
+        f = rank_log(h, r)
         data = f.read_bytes()
         f.write_bytes(data[: data.index(b"\n", data.index(b'{"compilation_metrics": ')) + 1])
     text = summary_document(load(h, jobs=1))["verdict"]["text"]

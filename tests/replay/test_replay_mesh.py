@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FIXTURE_LOGS
+from tests.conftest import FIXTURE_LOGS, rank_log
 
 pytest.importorskip("torch")
 
 HSDP, FSDP_TP, HSDP_DIVERGE = (FIXTURE_LOGS / s for s in ("hsdp", "fsdp_tp", "hsdp_diverge"))
-HSDP_RANK1 = next(HSDP.glob("*rank_1_*.log"))
+HSDP_RANK1 = rank_log(HSDP, 1)
 
 
 def _replay(path, **kw):

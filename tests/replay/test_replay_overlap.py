@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import FIXTURE_LOGS
+from tests.conftest import FIXTURE_LOGS, log_text, rank_log
 
 pytest.importorskip("torch")
 
@@ -168,8 +168,8 @@ def tracekit_replay(path, **kw):
 def _without_backward_compute_estimates(tmp_path):
     """overlap_cap_a's rank 0 log with the backward's two fx_compute_nodes_runtime_estimation
     entries (envelope and payload lines) dropped, as a log cut by a filter would be."""
-    src = next(A.glob("*rank_0_*.log"))
-    lines = src.read_text().split("\n")
+    src = rank_log(A, 0)
+    lines = log_text(src).split("\n")
     seen, out, skipping = 0, [], False
     for ln in lines:
         if ln.startswith("\t") and skipping:
@@ -182,7 +182,7 @@ def _without_backward_compute_estimates(tmp_path):
                 continue
         out.append(ln)
     assert seen == 4
-    dst = tmp_path / src.name
+    dst = tmp_path / src.name.removesuffix(".gz")
     dst.write_text("\n".join(out))
     return dst
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, plain_copytree
 from tracekit.cli import main
 from tracekit.read.pairing import NotPrebucketedSource
 from tracekit.read.reader import graph_and_not_prebucketed_sources
@@ -24,7 +24,7 @@ _DROPPED = re.compile(r'"name": "(pre_bucketing_\w+|fx_bucketing_passes_\w+)"')
 
 def _never_ran(tmp_path: Path, scenario: str = "spmd_auto") -> Path:
     out = tmp_path / scenario
-    shutil.copytree(FIXTURE_LOGS / scenario, out)
+    plain_copytree(scenario, out)
     for f in out.glob("*.log"):
         kept, keep = [], True
         for ln in f.read_text().split("\n"):

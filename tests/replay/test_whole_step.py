@@ -12,7 +12,7 @@ import json
 
 from click.testing import CliRunner
 
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, log_text, rank_log
 from tracekit.cli import main
 
 LOGS = FIXTURE_LOGS / "saved_params"
@@ -76,9 +76,9 @@ def _without_backward_compute_estimates(tmp_path):
     """saved_params' rank 0 log with the backward's two fx_compute_nodes_runtime_estimation
     entries dropped (envelope and payload lines), as a log cut by a filter would be: by default
     (no --overlap) the backward's log then shows no overlap scheduling and it is not scheduled."""
-    src = next(LOGS.glob("*rank_0_*.log"))
+    src = rank_log(LOGS, 0)
     out, seen, skipping = [], 0, False
-    for ln in src.read_text().split("\n"):
+    for ln in log_text(src).split("\n"):
         if ln.startswith("\t") and skipping:
             continue
         skipping = False
@@ -89,7 +89,7 @@ def _without_backward_compute_estimates(tmp_path):
                 continue
         out.append(ln)
     assert seen == 4
-    dst = tmp_path / src.name
+    dst = tmp_path / src.name.removesuffix(".gz")
     dst.write_text("\n".join(out))
     return dst
 

@@ -5,7 +5,7 @@ at a cap (:func:`bucketing.pre_bucket_fsdp_collectives`) -> torch's ``OverlapSch
 (``torch._inductor.fx_passes.overlap_scheduling``; called, never copied) -> the figures of
 :class:`ScheduledGraph` -> render. The graph is rebuilt once; this module copies it per cap.
 
-What the scheduler is fed (see FORMAT.md, "Overlap scheduling and its estimates"):
+What the scheduler is fed (docs/log-format.md, "Estimates and overlap scheduling"):
 
 - settings as ``schedule_overlap_bucketing_from_inductor_configs`` reads them: the function's
   defaults, replaced by every value of ``config.aten_distributed_optimizations`` that is not
@@ -51,7 +51,7 @@ class Gpu:
     tflops: float  # dense bf16 TFLOP/s
 
 
-#: The GPUs ``--gpu`` names (FORMAT.md's figures).
+#: The GPUs ``--gpu`` names (their figures: docs/log-format.md, "Estimates and overlap scheduling").
 GPUS: dict[str, Gpu] = {
     "H100": Gpu("H100", 3350, 989),
     "A100": Gpu("A100", 2039, 312),
