@@ -129,7 +129,9 @@ def test_graph_to_dict_is_asdict_of_every_field():
     # forgotten there would silently drop out of the JSON.
     import dataclasses
 
-    from tracekit.model import FINAL_NOT_WRITTEN, Graph, graph_to_dict
+    from tracekit.model import Graph
+    from tracekit.model.fields import graph_to_dict
+    from tracekit.model.json_forms import FINAL_NOT_WRITTEN
 
     graphs = [g for sc in ("spmd_small_cap", "tracekit_pass")
               for r in load(FIXTURE_LOGS / sc, jobs=1).ranks for g in r.graphs]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURE_LOGS
-from tracekit.model import rank_to_dict
+from tracekit.model.fields import rank_to_dict
 from tracekit.read import envelopes, machinery, segments
 from tracekit.read.reader import load
 

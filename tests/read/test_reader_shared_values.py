@@ -20,7 +20,8 @@ import tracemalloc
 import pytest
 
 from conftest import FIXTURE_LOGS, bench_module
-from tracekit.model import Diagnostics, rank_to_dict
+from tracekit.model import Diagnostics
+from tracekit.model.fields import rank_to_dict
 from tracekit.read.pairing import FileBuilder, build_file, merge_files
 from tracekit.read.parsers import SUMMARY_PARSERS
 from tracekit.read.reader import load

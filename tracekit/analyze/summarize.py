@@ -32,24 +32,17 @@ from tracekit.analyze.mesh_not_prebucketed import (
 )
 from tracekit.analyze.not_prebucketed import counts_text, not_prebucketed, table_totals, unmerged_kinds
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
-from tracekit.model import (
-    COLLECTIVE_TYPES,
+from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES, CollectiveSize, Diagnostics, Graph, Rank, Run
+from tracekit.model.fields import (
     GRAPH_FIELDS,
-    SHORT_NAMES,
-    CollectiveSize,
-    Diagnostics,
-    DumpMemo,
-    Graph,
-    Rank,
-    Run,
     compared_values,
-    fact_key,
-    final_to_dict,
     graph_to_dict,
-    group_free_facts,
     rank_from_dict,
     rank_to_dict,
+    stand_ins,
+    stand_ins_without_groups,
 )
+from tracekit.model.json_forms import DumpMemo, final_to_dict
 from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.words import rank_noun
@@ -161,10 +154,10 @@ def _cached_canon(
     # 512 shard groups' graphs are canonicalized once, not once per group
     k: tuple
     if by_role is None:
-        k = fact_key(g)[2:]
+        k = stand_ins(g)
     else:
         k = (
-            group_free_facts(g),
+            stand_ins_without_groups(g),
             tuple(map(by_role.roles.get, g.fsdp_groups, g.fsdp_groups)),
             None if g.final is None else by_role.number(g.final),
         )
@@ -240,7 +233,7 @@ def divergence(
     ranks is larger than every other (a tie): ``majority_ranks`` is then the group of the
     lowest rank, compared with, not blamed, and ``groups`` lists every group's ranks. ``field`` is ``"presence"`` for a graph some ranks
     lack (``value`` ``"absent"``/``"present"``), else a compared value of the graph
-    (:func:`tracekit.model.compared_values`). Empty when all ranks agree. Computed on
+    (:func:`tracekit.model.fields.compared_values`). Empty when all ranks agree. Computed on
     :func:`rank_groups` (``groups``, when the caller has them), so 8,192 identical ranks cost
     one comparison. In a mesh (``roles``), values are compared with group names mapped to
     their roles (:func:`role_view`); the values shown are each side's own."""
