@@ -25,6 +25,7 @@ from bucketing.compat import TESTED_TORCH
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
 from tracekit.analyze.cut import compared_items, cut_text, with_logs_that_end_early
+from tracekit.analyze.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
     mesh_not_prebucketed_text,
@@ -43,7 +44,6 @@ from tracekit.model.fields import (
     stand_ins_without_groups,
 )
 from tracekit.model.json_forms import DumpMemo, final_to_dict
-from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.words import rank_noun
 from tracekit.model.world import world

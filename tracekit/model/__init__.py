@@ -133,7 +133,7 @@ class FinalSchedule:
     disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged.
     ``group_slots`` and ``names``: the final's groups as a template's slots and their names,
     when the reader built it so (None otherwise; not compared, not written): what a mesh's
-    checks key by instead of every collective (:class:`tracekit.model.mesh.RoleSequences`).
+    checks key by instead of every collective (:class:`tracekit.analyze.mesh.RoleSequences`).
     Such a final is made without its collectives (:meth:`of_template`): they are bound to its
     names when first read, as any other field reads (no summary of a mesh needs them a rank).
     """
@@ -161,7 +161,7 @@ class FinalSchedule:
         """A final of a template's collectives with ``names`` bound to its slots, made without
         them: ``collectives`` is ``group_slots.bind(names)``, made when first read (the
         1,536 finals of a 1,024-rank HSDP mesh, each rank's backward its own, are summarized by
-        their template and names: :class:`tracekit.model.mesh.RoleSequences`)::
+        their template and names: :class:`tracekit.analyze.mesh.RoleSequences`)::
 
             FinalSchedule.of_template("0/0", 1, counts, 4, "matched", slots, ("4", "1")).collectives
             -> [all_gather on "4", reduce_scatter on "4", all_reduce on "1", ...]

@@ -31,9 +31,9 @@ from typing import Any
 
 import orjson
 
+from tracekit.analyze.mesh import names_text
 from tracekit.analyze.summarize import graph_label
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.model.mesh import names_text
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.rankset import rank_members as members_of
 from tracekit.model.words import plural, rank_noun

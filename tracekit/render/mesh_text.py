@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tracekit.analyze.mesh import names_text
 from tracekit.analyze.summarize import graph_label
-from tracekit.model.mesh import names_text
 from tracekit.model.rankset import rank_members
 from tracekit.render.cells import groups_text
 from tracekit.render.text import ranks_cell

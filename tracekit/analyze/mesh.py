@@ -14,7 +14,8 @@ role is read from what runs on it:
 - ``replicate``: all-reduces in backward graphs only (the gradients of HSDP or DDP).
 
 The world is the ``# World size: N`` line of ``fx_collectives_analytical_estimation``
-(:attr:`tracekit.model.FinalSchedule.world_size`) when a log has one.
+(:attr:`tracekit.model.FinalSchedule.world_size`) when a log has one
+(:func:`tracekit.model.world.log_world_size`).
 
 For an HSDP run of 4 ranks (replicate 2 x shard 2)::
 
@@ -28,8 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.model import FinalSchedule, Graph, GroupSlots, Rank, Run, ScheduledCollective
+from tracekit.model import FinalSchedule, Graph, GroupSlots, Run, ScheduledCollective
 from tracekit.model.rankset import MAX_RANK, format_ranks
+from tracekit.model.world import log_world_size
 
 #: Roles in the order a mesh is written (outermost dimension first).
 ROLES: tuple[str, ...] = ("replicate", "shard", "tp")
@@ -54,23 +56,6 @@ class MeshGroup:
             "role": self.role,
             "reason": self.reason,
         }
-
-
-def _finals(rank: Rank) -> list[FinalSchedule]:
-    out = [g.final for g in rank.graphs if g.final is not None]
-    return out + list(rank.schedules_without_outcome)
-
-
-def log_world_size(run: Run) -> int | None:
-    """The largest ``# World size`` any rank's log states (None when none does, or only
-    implausible ones above :data:`tracekit.model.rankset.MAX_RANK`)."""
-    sizes = [
-        f.world_size
-        for r in run.ranks
-        for f in _finals(r)
-        if f.world_size is not None and 0 < f.world_size <= MAX_RANK
-    ]
-    return max(sizes) if sizes else None
 
 
 @dataclass(slots=True)
@@ -298,11 +283,11 @@ class RoleSequences:
                 return nhit[1]
             # a name "None" is a collective without group, as in the sequence
             key = (id(slots), tuple(map(self._slot_roles.get, f.names, f.names)))
-            shit = self._by_slots.get(key)
-            if shit is None or shit[0] is not slots:
-                shit = self._by_slots[key] = (slots, self._number(f.collectives))
-            self._by_names[(id(slots), f.names)] = shit
-            return shit[1]
+            slots_hit = self._by_slots.get(key)
+            if slots_hit is None or slots_hit[0] is not slots:
+                slots_hit = self._by_slots[key] = (slots, self._number(f.collectives))
+            self._by_names[(id(slots), f.names)] = slots_hit
+            return slots_hit[1]
         hit = self._by_list.get(id(f.collectives))
         if hit is not None and hit[0] is f.collectives:
             return hit[1]
