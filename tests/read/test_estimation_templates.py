@@ -12,7 +12,7 @@ import pytest
 from tests.logtext import artifacts
 from tracekit.model import ScheduledCollective
 from tracekit.read.estimation_templates import EstimationTemplates, TemplatedEstimation
-from tracekit.read.pairing import BuildMemo
+from tracekit.read.interning import BuildMemo
 from tracekit.read.parsers import ArtifactError, ScheduleParser, final_schedule, parse_estimation
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"

@@ -16,7 +16,7 @@ from tracekit.model import CollectiveSize, Counts, FinalSchedule, ScheduledColle
 
 class DumpMemo:
     """JSON forms of the values graphs share (size lists, counts, FSDP groups, collective
-    lists: see :class:`tracekit.read.pairing._Interner`), made once per shared object, so that a
+    lists: see :class:`tracekit.read.interning.Interner`), made once per shared object, so that a
     document of thousands of graphs holds one dict per distinct value, not one per graph.
     The forms it hands out are shared: read-only. Keyed by identity; the objects are kept
     alive with their forms, so an id is never reused while the memo lives."""

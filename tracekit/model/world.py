@@ -4,7 +4,7 @@ Pure functions of a :class:`tracekit.model.Run`. The expected world size is the 
 line a log states (:func:`log_world_size`), else the largest of the FSDP
 group sizes the outcomes logged and the highest rank found plus one (a group size counts the
 ranks of one FSDP group; in a mesh the job has more ranks than that). A rank below it with no log is missing; a rank whose logs hold two runs
-was seen twice (:func:`tracekit.read.pairing.merge_files` keeps the first run and reports the
+was seen twice (:func:`tracekit.read.merge.merge_files` keeps the first run and reports the
 other). Missing ranks are ``missing_rank`` diagnostics, so ``--strict`` fails on them, when
 the logs hold two ranks or more (one rank's log read alone is a deliberate look at that rank:
 the world still lists what is missing, as a fact, not as bad input).

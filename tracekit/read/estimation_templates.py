@@ -17,7 +17,7 @@ slot numbers) and each payload binds its names to it::
 (an HSDP backward: its shard group's rows ``group_name:0``, its replicate group's ``:1``;
 names ``("3", "1")``, ``("4", "1")``, ...).
 
-:class:`tracekit.read.pairing.BuildMemo` then builds a final schedule once per template too;
+:class:`tracekit.read.interning.BuildMemo` then builds a final schedule once per template too;
 each payload's final holds the template's slots and collectives
 (:class:`tracekit.model.GroupSlots`) and its names, its collectives bound when first read
 (:meth:`tracekit.model.FinalSchedule.of_template`): a mesh's checks key by slots and names, so
@@ -68,7 +68,7 @@ class GroupTemplate:
 @dataclass(slots=True)
 class TemplatedEstimation:
     """A payload read through its template: the template and the payload's distinct group
-    names. :class:`tracekit.read.pairing.BuildMemo` builds its final from the template;
+    names. :class:`tracekit.read.interning.BuildMemo` builds its final from the template;
     :meth:`estimation` is the :class:`tracekit.read.parsers.Estimation` a parse of the payload
     gives (made on demand: no reader needs it)."""
 
