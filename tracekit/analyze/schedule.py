@@ -177,7 +177,7 @@ def schedule_divergence(
     ``value`` / ``majority_value`` the entries there (``{"kind": "all_gather", "group": "0",
     "bytes": 70988}``, null past the end). A rank that logged no schedule for the graph has
     ``position``, ``value`` and ``length`` null. Bytes are null where the estimation could not
-    be matched (:func:`tracekit.read.parsers.final_schedule`). ``by_role``: the sequences by
+    be matched (:func:`tracekit.read.schedule_parsers.final_schedule`). ``by_role``: the sequences by
     role made so far (one :class:`RoleSequences` of the mesh's roles, shared with the caller's
     other checks)."""
     if len(run.ranks) < 2:

@@ -125,7 +125,7 @@ def group_name(name: str) -> str | None:
 class FinalSchedule:
     """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
     (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
-    from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.read.parsers`).
+    from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.read.schedule_parsers`).
 
     ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
     backward; see :mod:`tracekit.read.pairing`). ``sizes``: ``"matched"`` when every kind's

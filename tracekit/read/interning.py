@@ -9,8 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tracekit.model import CollectiveSize, FinalSchedule, Graph, GroupSlots, Rank, Sizes
+from tracekit.read.entry_parser import Estimation
 from tracekit.read.estimation_templates import TemplatedEstimation, final_slots
-from tracekit.read.parsers import Estimation, final_schedule
+from tracekit.read.schedule_parsers import final_schedule
 
 
 class BuildMemo:
@@ -18,7 +19,7 @@ class BuildMemo:
     from the start (a long log repeats a schedule under thousands of compile ids, and a job's
     ranks repeat theirs; these were made again for each graph, then shared only at the merge):
 
-    - :meth:`final`: :func:`tracekit.read.parsers.final_schedule` once per distinct schedule. Its
+    - :meth:`final`: :func:`tracekit.read.schedule_parsers.final_schedule` once per distinct schedule. Its
       collectives and counts are shared by every graph whose schedule, estimation and dtypes
       are the very same parsed values (the parsers' memos give one object a distinct payload,
       and a batch of a worker's results keeps them one); only the compile id and position are

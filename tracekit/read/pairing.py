@@ -29,7 +29,7 @@ a frame's forward and its lazily compiled backward):
   Several files of one rank are merged in the order given; graph indices continue across them
   (:func:`tracekit.read.merge.merge_files`).
 
-:class:`RankBuilder` implements :class:`tracekit.read.parsers.ModelBuilder`: the parsers hand it their
+:class:`RankBuilder` implements :class:`tracekit.read.entry_parser.ModelBuilder`: the parsers hand it their
 values, in log order. :func:`build_file` applies one file's parsed events (from one or more
 segments, see :mod:`tracekit.read.segments`; :class:`FileBuilder` a segment at a time, as they come);
 :func:`tracekit.read.merge.merge_files` merges files into a Run.
@@ -55,16 +55,10 @@ from tracekit.model import (
     Graph,
 )
 from tracekit.model.rankset import MAX_RANK
+from tracekit.read.entry_parser import ComputeEstimates, EntryKey, EntryParser, Estimation, Outcome
 from tracekit.read.estimation_templates import TemplatedEstimation
 from tracekit.read.interning import BuildMemo
-from tracekit.read.parsers import (
-    ComputeEstimates,
-    EntryKey,
-    EntryParser,
-    Estimation,
-    Outcome,
-    key_table,
-)
+from tracekit.read.parsers import key_table
 from tracekit.read.sources import LogFile
 
 NO_COMPILE_ID = "-"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
 from tracekit.model import Diagnostics
+from tracekit.read import envelope_fields as ef
 from tracekit.read import envelopes as ev
 from tracekit.read import machinery
 from tracekit.read.entries import PayloadMemo, check_gzip, decode_entries
@@ -252,8 +253,8 @@ def _rank_in_lines(text: bytes) -> int | None:
         if m is None:
             continue
         try:
-            r = ev.envelope_rank(ev.decode_envelope(line[m.end() :]))
-        except ev.EntryError:
+            r = ef.envelope_rank(ef.decode_envelope(line[m.end() :]))
+        except ef.EntryError:
             continue
         if r is not None:
             return r
