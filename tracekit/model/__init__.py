@@ -20,7 +20,6 @@ of the values a graph holds (:mod:`tracekit.model.json_forms`).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,58 +68,6 @@ class ScheduledCollective:
     dtype: str | None = None  # its tensor's dtype (``f32``) in the post-grad graph, when logged
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class GroupSlots:
-    """The group names of final schedules that are equal but for those names (a mesh's shard
-    groups log one schedule each: :mod:`tracekit.read.estimation_templates`), as slots:
-    ``slots[i]`` is the index, in a final's ``names``, of its collective ``i``'s group (None:
-    the collective has no group). One object per such template, so two finals with the same
-    ``GroupSlots`` object and the same names have the same collectives::
-
-        groups ["3", "3", "1"], ["4", "4", "1"]  ->  slots (0, 0, 1); names ("3", "1"), ("4", "1")
-
-    A name ``"None"`` stands for a collective without group (as the estimation row says it).
-
-    ``template``: the template's collectives (each group its slot number), from which
-    :meth:`bind` makes a final's collectives when they are first read
-    (:meth:`FinalSchedule.of_template`): one list for equal names, each bound collective made
-    once per position and name (the 512 shard groups of a mesh bind the replicate groups'
-    all-reduces to two names: two objects each)."""
-
-    slots: tuple[int | None, ...]
-    template: tuple[ScheduledCollective, ...] = ()
-    _lists: dict[tuple[str, ...], list[ScheduledCollective]] = field(default_factory=dict, repr=False)
-    _named: dict[tuple[int, str], ScheduledCollective] = field(default_factory=dict, repr=False)
-
-    def bind(self, names: tuple[str, ...]) -> list[ScheduledCollective]:
-        """The template's collectives with each one's group the name of its slot in ``names``
-        (``"None"``: no group); the same list for the same names (read-only, as the reader's
-        shared values are)."""
-        out = self._lists.get(names)
-        if out is None:
-            named = self._named
-            out = []
-            for i, (c, s) in enumerate(zip(self.template, self.slots, strict=True)):
-                if s is None:
-                    out.append(c)
-                    continue
-                b = named.get((i, names[s]))
-                if b is None:
-                    group = group_name(names[s])
-                    b = named[(i, names[s])] = ScheduledCollective(
-                        c.kind, c.op, group, c.group_size, c.bytes, c.est_ms, c.dtype
-                    )
-                out.append(b)
-            self._lists[names] = out
-        return out
-
-
-def group_name(name: str) -> str | None:
-    """A group name as an estimation row gives it (``"None"``: no group), interned as the
-    parsers intern names."""
-    return None if name == "None" else sys.intern(name) if len(name) < 200 else name
-
-
 @dataclass(slots=True)
 class FinalSchedule:
     """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
@@ -131,11 +78,6 @@ class FinalSchedule:
     backward; see :mod:`tracekit.read.pairing`). ``sizes``: ``"matched"`` when every kind's
     estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
     disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged.
-    ``group_slots`` and ``names``: the final's groups as a template's slots and their names,
-    when the reader built it so (None otherwise; not compared, not written): what a mesh's
-    checks key by instead of every collective (:class:`tracekit.analyze.mesh.RoleSequences`).
-    Such a final is made without its collectives (:meth:`of_template`): they are bound to its
-    names when first read, as any other field reads (no summary of a mesh needs them a rank).
     """
 
     compile_id: str
@@ -144,50 +86,10 @@ class FinalSchedule:
     collectives: list[ScheduledCollective]
     world_size: int | None = None
     sizes: str = "not_logged"
-    group_slots: GroupSlots | None = field(default=None, compare=False, repr=False)
-    names: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-    @classmethod
-    def of_template(
-        cls,
-        compile_id: str,
-        position: int,
-        counts: dict[str, int],
-        world_size: int | None,
-        sizes: str,
-        group_slots: GroupSlots,
-        names: tuple[str, ...],
-    ) -> FinalSchedule:
-        """A final of a template's collectives with ``names`` bound to its slots, made without
-        them: ``collectives`` is ``group_slots.bind(names)``, made when first read (the
-        1,536 finals of a 1,024-rank HSDP mesh, each rank's backward its own, are summarized by
-        their template and names: :class:`tracekit.analyze.mesh.RoleSequences`)::
-
-            FinalSchedule.of_template("0/0", 1, counts, 4, "matched", slots, ("4", "1")).collectives
-            -> [all_gather on "4", reduce_scatter on "4", all_reduce on "1", ...]
-        """
-        f = cls.__new__(cls)  # every slot but ``collectives`` set: that one is bound when read
-        f.compile_id, f.position, f.counts = compile_id, position, counts
-        f.world_size, f.sizes, f.group_slots, f.names = world_size, sizes, group_slots, names
-        return f
 
     def at(self, compile_id: str, position: int) -> FinalSchedule:
-        """This final under another compile id and position (a final of a template: made as
-        :meth:`of_template` makes it, its collectives bound when read)."""
-        if self.group_slots is not None:
-            return FinalSchedule.of_template(
-                compile_id, position, self.counts, self.world_size, self.sizes, self.group_slots, self.names
-            )
-        return FinalSchedule(
-            compile_id,
-            position,
-            self.counts,
-            self.collectives,
-            self.world_size,
-            self.sizes,
-            self.group_slots,
-            self.names,
-        )
+        """This final under another compile id and position (its values shared)."""
+        return FinalSchedule(compile_id, position, self.counts, self.collectives, self.world_size, self.sizes)
 
     @staticmethod
     def count_kinds(collectives: list[ScheduledCollective]) -> dict[str, int]:
@@ -201,40 +103,6 @@ class FinalSchedule:
         """What must agree across ranks: ``[kind, group, bytes, dtype]`` per collective, in
         order (a dtype mismatch hangs or corrupts NCCL too)."""
         return [[c.kind, c.group, c.bytes, c.dtype] for c in self.collectives]
-
-
-class _BoundWhenRead:
-    """The ``collectives`` attribute of :class:`FinalSchedule`: its slot, and when the slot is
-    not set (a final made by :meth:`FinalSchedule.of_template`), the template's collectives
-    bound to the final's names, kept in the slot. Only this attribute pays for the check (a
-    class ``__getattr__`` would slow every attribute of every final: 45 ns a read, not 8)."""
-
-    __slots__ = ("slot",)
-
-    def __init__(self, slot: Any) -> None:
-        self.slot = slot  # the member descriptor of the ``collectives`` slot
-
-    def __get__(self, obj: FinalSchedule | None, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            return self.slot.__get__(obj, owner)
-        except AttributeError:
-            slots = obj.group_slots
-            if slots is None:
-                raise
-            colls = slots.bind(obj.names)
-            self.slot.__set__(obj, colls)
-            return colls
-
-    def __set__(self, obj: FinalSchedule, value: list[ScheduledCollective]) -> None:
-        self.slot.__set__(obj, value)
-
-    def __delete__(self, obj: FinalSchedule) -> None:
-        self.slot.__delete__(obj)
-
-
-FinalSchedule.collectives = _BoundWhenRead(FinalSchedule.__dict__["collectives"])  # type: ignore[assignment,misc]
 
 
 @dataclass(slots=True)

@@ -124,15 +124,8 @@ GRAPH_FIELDS: tuple[GraphField, ...] = (
         final_from_dict,
         None,
         _final_compare,
-        # the collectives list is shared between graphs that run the same (interned); a final
-        # of a template is known by its template and names, its collectives not read
-        lambda f: (
-            None
-            if f is None
-            else ("final", id(f.collectives))
-            if f.group_slots is None
-            else ("final", id(f.group_slots), f.names)
-        ),
+        # the collectives list is shared between graphs that run the same (interned)
+        lambda f: None if f is None else ("final", id(f.collectives)),
     ),
 )
 

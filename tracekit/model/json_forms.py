@@ -108,16 +108,10 @@ def _opt(v: Any, t: type) -> Any:
     return t(v)
 
 
-#: The fields of a FinalSchedule its JSON form leaves out: the reader's keys of a template
-#: (read-only identities that mean nothing outside one read).
-FINAL_NOT_WRITTEN = ("group_slots", "names")
-
-
 def final_to_dict(
     f: FinalSchedule | None, memo: DumpMemo | None = None, *, replay: bool = False
 ) -> dict[str, Any] | None:
-    """The JSON form of a FinalSchedule: its fields (but :data:`FINAL_NOT_WRITTEN`), nested
-    values as plain dicts. With a :class:`DumpMemo`, its counts and collectives are written once
+    """The JSON form of a FinalSchedule: its fields, nested values as plain dicts. With a :class:`DumpMemo`, its counts and collectives are written once
     per shared object (the forms shared: read-only).
 
     ``replay``: the form replay and explain documents give a graph's recorded final

@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tracekit.model import CollectiveSize, FinalSchedule, Graph, GroupSlots, Rank, Sizes
+from tracekit.model import CollectiveSize, FinalSchedule, Graph, Rank, Sizes
 from tracekit.read.entry_parser import Estimation
-from tracekit.read.estimation_templates import TemplatedEstimation, final_slots
 from tracekit.read.schedule_parsers import final_schedule
 
 
@@ -29,10 +28,6 @@ class BuildMemo:
         "1/0", 0, ops, est, dtypes -> FinalSchedule("1/0", 0, counts, colls, 8, "matched")
                                       (the same counts and colls objects)
 
-      An estimation read through a template (a mesh's shard groups log one text but for
-      their group names: :mod:`tracekit.read.estimation_templates`) gives a final built once
-      per template, its names bound to it for each estimation.
-
     - :meth:`sizes`: one :class:`tracekit.model.Sizes` for the very same size lists.
 
     Keyed by the inputs' identity, each held by its entry (so an id is never another object's
@@ -43,8 +38,6 @@ class BuildMemo:
     def __init__(self, limit: int = 4096) -> None:
         self._limit = limit
         self._finals: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}
-        # of templates: their final (groups: slot numbers) and its slots
-        self._templates: dict[tuple[int, int, int], tuple[tuple, tuple[FinalSchedule, GroupSlots]]] = {}
         self._sizes: dict[tuple[int, int], tuple[tuple, Sizes]] = {}
 
     def final(
@@ -52,41 +45,16 @@ class BuildMemo:
         compile_id: str,
         position: int,
         ops: list[tuple[str, str]],
-        est: Estimation | TemplatedEstimation | None,
+        est: Estimation | None,
         dtypes: dict[str, list[str]] | None,
     ) -> FinalSchedule:
         key = (id(ops), id(est), id(dtypes))
         hit = self._finals.get(key)
         if hit is None:
-            if isinstance(est, TemplatedEstimation):
-                f = self._bound(compile_id, position, ops, est, dtypes)
-            else:
-                f = final_schedule(compile_id, position, ops, est, dtypes)
+            f = final_schedule(compile_id, position, ops, est, dtypes)
             self._keep(self._finals, key, ((ops, est, dtypes), f))
             return f
         return hit[1].at(compile_id, position)
-
-    def _bound(
-        self,
-        compile_id: str,
-        position: int,
-        ops: list[tuple[str, str]],
-        est: TemplatedEstimation,
-        dtypes: dict | None,
-    ) -> FinalSchedule:
-        """The final of an estimation read through a template: the template's final (built
-        once, from its slotted estimation) with ``est``'s group names, bound when its
-        collectives are read (:meth:`tracekit.model.FinalSchedule.of_template`)."""
-        t = est.template
-        key = (id(ops), id(t), id(dtypes))
-        hit = self._templates.get(key)
-        if hit is None:
-            f = final_schedule(compile_id, position, ops, t.slotted, dtypes)
-            hit = self._keep(self._templates, key, ((ops, t, dtypes), (f, final_slots(f))))
-        f, slots = hit[1]
-        return FinalSchedule.of_template(
-            compile_id, position, f.counts, f.world_size, f.sizes, slots, est.names
-        )
 
     def sizes(self, before: list[CollectiveSize] | None, after: list[CollectiveSize] | None) -> Sizes:
         """``Sizes(before or [], after)``, one for the very same lists (None for both: one ``[]``)."""
@@ -116,8 +84,6 @@ class Interner:
         self._seen: dict[Any, Any] = {}
         self._parts: dict[tuple, int] = {}  # a final's shared parts -> their number
         self._finals: dict[tuple[str, int, int], FinalSchedule] = {}  # (compile id, position, parts)
-        # id of a final's GroupSlots -> (it, held so the id stays its own; the shared one)
-        self._slots_by_id: dict[int, tuple[GroupSlots, GroupSlots]] = {}
 
     def share(self, key: Any, value: Any) -> Any:
         return self._seen.setdefault(key, value)
@@ -125,15 +91,6 @@ class Interner:
     def _canonical(self, value: Any, key_of: Callable[[Any], Any]) -> Any:
         """The shared value equal to ``value`` (``key_of(value)``: its key)."""
         return self._seen.setdefault(key_of(value), value)
-
-    def _group_slots(self, gs: GroupSlots) -> GroupSlots:
-        """The shared GroupSlots equal to ``gs`` (same slots, same template collectives), looked
-        up by value once per object (files read in separate batches make their own)."""
-        hit = self._slots_by_id.get(id(gs))
-        if hit is None or hit[0] is not gs:
-            key = ("group_slots", gs.slots, _final_collectives_key(gs.template))
-            hit = self._slots_by_id[id(gs)] = (gs, self._seen.setdefault(key, gs))
-        return hit[1]
 
     def rank_lists(self, r: Rank) -> None:
         """The rank's compile-id and cache-event lists, its torch version, and its list of
@@ -158,15 +115,9 @@ class Interner:
             f.counts = self._canonical(f.counts, _final_counts_key)
             # the key of a final is kept for every graph (compile ids differ): small, so it names
             # the rest by a number, one a distinct (counts, collectives, world size, sizes), the
-            # shared counts and collectives by identity (held here). A final of a template
-            # (FinalSchedule.of_template) is known by its template and names, its collectives
-            # left unbound (one list for equal names: GroupSlots.bind)
-            if f.group_slots is not None:
-                f.group_slots = gs = self._group_slots(f.group_slots)
-                parts: tuple = (id(f.counts), id(gs), f.names, f.world_size, f.sizes)
-            else:
-                f.collectives = self._canonical(f.collectives, _final_collectives_key)
-                parts = (id(f.counts), id(f.collectives), f.world_size, f.sizes)
+            # shared counts and collectives by identity (held here)
+            f.collectives = self._canonical(f.collectives, _final_collectives_key)
+            parts = (id(f.counts), id(f.collectives), f.world_size, f.sizes)
             n = self._parts.get(parts)
             if n is None:
                 n = self._parts[parts] = len(self._parts)

@@ -56,7 +56,6 @@ from tracekit.model import (
 )
 from tracekit.model.rankset import MAX_RANK
 from tracekit.read.entry_parser import ComputeEstimates, EntryKey, EntryParser, Estimation, Outcome
-from tracekit.read.estimation_templates import TemplatedEstimation
 from tracekit.read.interning import BuildMemo
 from tracekit.read.parsers import key_table
 from tracekit.read.sources import LogFile
@@ -116,11 +115,11 @@ class PostGradGraph:
     position: int
     cache_hit: bool = False
     graph: Graph | None = None
-    estimation: Estimation | TemplatedEstimation | None = None
+    estimation: Estimation | None = None
     final: FinalSchedule | None = None
     dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
     # fx_collectives_estimations_after_overlap_bucketing
-    estimation_after_overlap: Estimation | TemplatedEstimation | None = None
+    estimation_after_overlap: Estimation | None = None
     compute_estimates: ComputeEstimates | None = None  # the first fx_compute_nodes_runtime_estimation
     overlap_before: bool = False  # overlap_scheduling_graph_before was logged: the scheduler ran
     overlap_after: bool = False
@@ -238,9 +237,7 @@ class RankBuilder:
         if state == "hit":
             self._new_position(cache_hit=True)
 
-    def set_estimation(
-        self, estimation: Estimation | TemplatedEstimation, after_overlap: bool = False
-    ) -> None:
+    def set_estimation(self, estimation: Estimation, after_overlap: bool = False) -> None:
         if after_overlap:
             self._open_position().estimation_after_overlap = estimation
         else:

@@ -9,6 +9,7 @@ matches them into a :class:`tracekit.model.FinalSchedule`. Each parser is an
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -23,7 +24,6 @@ from tracekit.read.entry_parser import (
     intern_name,
     json_payload,
 )
-from tracekit.read.estimation_templates import EstimationTemplates
 
 # --- the collectives that run: inductor_collective_schedule, fx_collectives_analytical_estimation
 
@@ -158,14 +158,12 @@ def _estimation_row(ln: str, ncols: int, nccl: int) -> tuple[ScheduledCollective
 
 class EstimationParser(EntryParser):
     """``fx_collectives_analytical_estimation`` (string, from overlap scheduling): see
-    :func:`parse_estimation`. Value: an :class:`Estimation`, or a
-    :class:`tracekit.read.estimation_templates.TemplatedEstimation` for a payload that names
-    process groups (its ``estimation()`` is the payload's :class:`Estimation`)."""
+    :func:`parse_estimation`. Value: an :class:`Estimation`."""
 
     artifacts = frozenset({"fx_collectives_analytical_estimation"})
 
     def __init__(self) -> None:
-        self._memo = ValueMemo(EstimationTemplates(parse_estimation).parse)
+        self._memo = ValueMemo(functools.partial(parse_estimation, line_memo={}))
 
     def parse(self, payload, envelope):
         return self._memo(payload or "")
