@@ -6,7 +6,7 @@ it exists for).
     python bench/bench_machinery.py                    # one log of 550 MB, 5 runs
     python bench/bench_machinery.py --size 1GB --runs 7
 
-Each piece has a switch (``tracekit/read/machinery.py``, docs/performance.md), an environment
+Each piece has a switch (``tracekit/read/speed_switches.py``, docs/performance.md), an environment
 variable that turns it off:
 
 - ``TRACEKIT_NO_NATIVE``: the scanner's C inner loop; its workload: one large log;

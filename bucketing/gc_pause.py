@@ -2,6 +2,13 @@
 ``young_collections()``: only its youngest generation collected, often, while a block runs.
 
 Torch-free (``import bucketing.gc_pause`` imports no torch), so the log reader uses it too.
+It lives here, not in ``tracekit``, because ``bucketing`` never imports ``tracekit`` (the pass
+installs into a training job without the log tools) while ``tracekit`` may import the
+torch-free part of ``bucketing`` (``tests/project/test_structure.py``: its stage "torch-free
+bucketing"); the passes (``prebucket``, ``plan``), replay and the reader all pause the
+collector, so the one module both packages reach is this one. A third top-level package for
+these 70 lines would be one more thing to install, type-check and lint, for no import it
+allows that this one does not.
 Reading logs, rebuilding a graph from its text and planning buckets all make many small objects
 and no reference cycles, next to large live ones; the collector's passes over them find nothing
 and dominate (5,000 layers planned: 13 s instead of 6.5 s; at 8,192 rank logs a fifth of the

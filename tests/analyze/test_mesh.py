@@ -13,7 +13,7 @@ import pytest
 import tracekit
 from conftest import FIXTURE_LOGS, ROOT, rank_log
 from tracekit.analyze.summarize import summary_document
-from tracekit.model.mesh import mesh_groups, mesh_text, role_names
+from tracekit.analyze.mesh import mesh_groups, mesh_text, role_names
 from tracekit.model.world import expected_world
 
 HSDP = FIXTURE_LOGS / "hsdp"

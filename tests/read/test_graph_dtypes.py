@@ -11,7 +11,7 @@ import pytest
 
 from conftest import log_text
 from tests.logtext import artifacts
-from tracekit.read.parsers import _COLLECTIVE_NODE_RE, GraphDtypeParser, _collective_node_lines
+from tracekit.read.schedule_parsers import _COLLECTIVE_NODE_RE, GraphDtypeParser, _collective_node_lines
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 

@@ -15,7 +15,8 @@ import pytest
 
 from conftest import FIXTURE_LOGS
 from tracekit.read import segments
-from tracekit.model import Diagnostics, rank_to_dict
+from tracekit.model import Diagnostics
+from tracekit.model.fields import rank_to_dict
 from tracekit.read.pairing import FileBuilder, build_file
 from tracekit.read.parsers import SUMMARY_PARSERS
 from tracekit.read.reader import load, read_file

@@ -1,4 +1,4 @@
-"""The switches of the reader's speed machinery (``tracekit/read/machinery.py``, timed by
+"""The switches of the reader's speed machinery (``tracekit/read/speed_switches.py``, timed by
 bench/bench_machinery.py) change how a log is read, never what is read: spmd_auto's rank 0
 (736 KB) made "large" here, read cut into segments and whole, and with the C loop and without."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURE_LOGS
-from tracekit.model import rank_to_dict
-from tracekit.read import envelopes, machinery, segments
+from tracekit.model.fields import rank_to_dict
+from tracekit.read import envelopes, segments, speed_switches
 from tracekit.read.reader import load
 
 RANK0 = next((FIXTURE_LOGS / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*.log"))
@@ -16,7 +16,7 @@ RANK0 = next((FIXTURE_LOGS / "spmd_auto").glob("dedicated_log_torch_trace_rank_0
 
 def _read(monkeypatch, **switches) -> tuple[list[dict], dict]:
     for name, value in switches.items():
-        monkeypatch.setattr(machinery if name == "SEGMENTS" else envelopes, name, value)
+        monkeypatch.setattr(speed_switches if name == "SEGMENTS" else envelopes, name, value)
     run = load(RANK0, jobs=2)
     return [rank_to_dict(r) for r in run.ranks], run.diagnostics.counts
 
@@ -25,7 +25,7 @@ def test_a_large_log_is_cut_into_segments_only_with_the_switch_on(monkeypatch):
     monkeypatch.setattr(segments, "SPLIT_MIN_BYTES", 256 << 10)  # 736 KB is large here
     size = RANK0.stat().st_size
     assert segments.segment_count(size, 2) == 2
-    monkeypatch.setattr(machinery, "SEGMENTS", False)  # TRACEKIT_NO_SEGMENTS=1
+    monkeypatch.setattr(speed_switches, "SEGMENTS", False)  # TRACEKIT_NO_SEGMENTS=1
     assert segments.segment_count(size, 2) == 1
 
 

@@ -19,7 +19,7 @@ import pytest
 import tracekit
 import tracekit.read.segments as segments
 from conftest import FIXTURE_LOGS, ROOT
-from tracekit.model import rank_to_dict
+from tracekit.model.fields import rank_to_dict
 from tracekit.read.sources import find_logs
 
 _spec = importlib.util.spec_from_file_location("bench_make_ranks", ROOT / "bench" / "make_ranks.py")

@@ -1,10 +1,10 @@
 """Equal values are one object from the moment a file is built (issue 21: memory grows with
 what is distinct, not with how many times it repeats).
 
-- :class:`tracekit.read.pairing.BuildMemo`: a long log's graphs of one schedule share its counts
+- :class:`tracekit.read.interning.BuildMemo`: a long log's graphs of one schedule share its counts
   and collectives (and of the same size lists, one ``Sizes``) in the builder, not only once the files are merged (and a read's files
   share one memo).
-- :class:`tracekit.read.pairing._Interner`: the merge knows a shared value by a key made of its
+- :class:`tracekit.read.interning.Interner`: the merge knows a shared value by a key made of its
   contents; what it gives is the value the key gives.
 
 Logs are the spmd_auto fixture's rank 0, cut to the entries summarize reads (bench/make_ranks.py
@@ -20,8 +20,10 @@ import tracemalloc
 import pytest
 
 from conftest import FIXTURE_LOGS, bench_module
-from tracekit.model import Diagnostics, rank_to_dict
-from tracekit.read.pairing import FileBuilder, build_file, merge_files
+from tracekit.model import Diagnostics
+from tracekit.model.fields import rank_to_dict
+from tracekit.read.merge import merge_files
+from tracekit.read.pairing import FileBuilder, build_file
 from tracekit.read.parsers import SUMMARY_PARSERS
 from tracekit.read.reader import load
 from tracekit.read.segments import Segment, read_segment

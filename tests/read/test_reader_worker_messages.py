@@ -24,7 +24,8 @@ import pytest
 
 from conftest import FIXTURE_LOGS, bench_module
 from tracekit.read import segments
-from tracekit.model import Diagnostics, rank_to_dict
+from tracekit.model import Diagnostics
+from tracekit.model.fields import rank_to_dict
 from tracekit.read.pairing import SegmentResult
 from tracekit.read.reader import load
 from tracekit.read.segments import Segment, read_segment

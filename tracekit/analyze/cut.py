@@ -10,7 +10,7 @@ logged them, so a comparison of everything would blame the cut rank ("differs fr
 majority", "no schedule: a hang risk"). Here a cut rank is compared only on what it logged:
 a difference whose only cause is that the cut side lacks the item is dropped, and the verdict
 says the rank is cut and where (``Run.cut``, read off the ``truncated_entry`` and
-``bad_gzip`` diagnostics by :func:`tracekit.read.pairing.merge_files`).
+``bad_gzip`` diagnostics by :func:`tracekit.read.merge.merge_files`).
 
 For example, with rank 3's log cut inside the backward's entries::
 

@@ -25,16 +25,8 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.summarize import first_mismatch
-from tracekit.model import (
-    GRAPH_FIELDS,
-    CollectiveSize,
-    Graph,
-    Rank,
-    Run,
-    compared_values,
-    graph_to_dict,
-    outcome_facts,
-)
+from tracekit.model import CollectiveSize, Graph, Rank, Run
+from tracekit.model.fields import GRAPH_FIELDS, compared_values, fields_equal, graph_to_dict
 from tracekit.model.rankset import format_ranks
 
 SCHEMA = "tracekit.diff/1"
@@ -287,7 +279,7 @@ def occurrence_keys(graphs: list[Graph]) -> list[tuple[str, int, int]]:
 
 def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
     """What differs between two outcomes of the same graph, or None when nothing does."""
-    if outcome_facts(a) == outcome_facts(b):  # fast path: the common case of runs that agree
+    if fields_equal(a, b):  # fast path: the common case of runs that agree
         return None
     va, vb = compared_values(a), compared_values(b)
     fields = [

@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.verdict import RunFacts, verdict
-from tracekit.model import Diagnostics, Run, rank_from_dict
+from tracekit.model import Diagnostics, Run
+from tracekit.model.fields import rank_from_dict
 from tracekit.model.rankset import MAX_RANK, format_ranks, rank_members
 from tracekit.read.sources import GZIP_MAGIC
 

@@ -1,7 +1,7 @@
 """Collectives that pre-bucketing never handles on a mesh: found in the final schedules.
 
 Pure functions of rank groups (:func:`tracekit.analyze.summarize.rank_groups`) and the mesh
-(:func:`tracekit.model.mesh.mesh_groups`); nothing here reads a file or imports torch.
+(:func:`tracekit.analyze.mesh.mesh_groups`); nothing here reads a file or imports torch.
 
 torch's pre-bucketing (``torch._inductor.fx_passes.fsdp``, 2.13) buckets collectives only on the
 groups of its FSDP all-gathers (the outcome's ``fsdp_groups``). In HSDP the gradients are then
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tracekit.analyze.mesh import MeshGroup, names_text
 from tracekit.model import Graph
-from tracekit.model.mesh import MeshGroup, names_text
 from tracekit.model.rankset import format_ranks
 from tracekit.model.words import plural, rank_noun
 

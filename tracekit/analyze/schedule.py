@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tracekit.analyze.mesh import MeshGroup, RoleSequences, is_mesh, role_names
 from tracekit.model import FinalSchedule, Rank, Run
-from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, role_names
 from tracekit.model.rankset import format_ranks
 
 #: The names of a sequence entry of :meth:`FinalSchedule.sequence`, for the JSON items.
@@ -163,7 +163,7 @@ def schedule_divergence(
     """Ranks whose final collective sequence (kind, group, bytes, in run order) differs from
     the majority's, per compile id and post-grad position; ``[]`` when all agree.
 
-    In a mesh (``mesh``: :func:`tracekit.model.mesh.mesh_groups`, more than one group), each
+    In a mesh (``mesh``: :func:`tracekit.analyze.mesh.mesh_groups`, more than one group), each
     communicator's members must agree on what runs on it; ranks in different groups of one role
     (shard groups ``19`` and ``20``) are compared after mapping each group name to its role, so
     a different name alone is no finding and a different sequence is one. Items then also name
@@ -177,7 +177,7 @@ def schedule_divergence(
     ``value`` / ``majority_value`` the entries there (``{"kind": "all_gather", "group": "0",
     "bytes": 70988}``, null past the end). A rank that logged no schedule for the graph has
     ``position``, ``value`` and ``length`` null. Bytes are null where the estimation could not
-    be matched (:func:`tracekit.read.parsers.final_schedule`). ``by_role``: the sequences by
+    be matched (:func:`tracekit.read.schedule_parsers.final_schedule`). ``by_role``: the sequences by
     role made so far (one :class:`RoleSequences` of the mesh's roles, shared with the caller's
     other checks)."""
     if len(run.ranks) < 2:

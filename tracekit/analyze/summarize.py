@@ -24,6 +24,7 @@ import orjson
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compiled_regions import compiled_regions
 from tracekit.analyze.cut import compared_items, with_logs_that_end_early
+from tracekit.analyze.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
     mesh_run_once,
@@ -33,22 +34,16 @@ from tracekit.analyze.notes import notes
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.analyze.totals import totals
 from tracekit.analyze.verdict import run_facts, verdict
-from tracekit.model import (
+from tracekit.model import SHORT_NAMES, CollectiveSize, Graph, Rank, Run
+from tracekit.model.fields import (
     GRAPH_FIELDS,
-    SHORT_NAMES,
-    CollectiveSize,
-    DumpMemo,
-    Graph,
-    Rank,
-    Run,
     compared_values,
-    fact_key,
-    final_to_dict,
     graph_to_dict,
-    group_free_facts,
     rank_to_dict,
+    stand_ins,
+    stand_ins_without_groups,
 )
-from tracekit.model.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
+from tracekit.model.json_forms import DumpMemo, final_to_dict
 from tracekit.model.rankset import format_ranks
 from tracekit.model.world import world
 
@@ -77,7 +72,7 @@ def _graph_canon(g: Graph, roles: dict[str, str] | None = None) -> str:
 
 def role_view(v: Any, roles: dict[str, str]) -> Any:
     """A compared value (or a final schedule's dict) with every process-group name replaced
-    by its role (:func:`tracekit.model.mesh.role_names`): ``fsdp_groups`` entries, ``group``
+    by its role (:func:`tracekit.analyze.mesh.role_names`): ``fsdp_groups`` entries, ``group``
     values and the group of each ``final`` entry (``[kind, group, bytes, dtype]``). In a mesh,
     ranks of shard group ``19`` and of shard group ``20`` then compare equal."""
     if isinstance(v, dict):
@@ -109,7 +104,7 @@ def rank_groups(
     run: Run, roles: dict[str, str] | None = None, by_role: RoleSequences | None = None
 ) -> list[RankGroup]:
     """The ranks of ``run`` grouped by identical outcomes, in order of their first rank; in a
-    mesh (``roles``: :func:`tracekit.model.mesh.role_names`), identical up to the group names
+    mesh (``roles``: :func:`tracekit.analyze.mesh.role_names`), identical up to the group names
     of one role (ranks 0-1 on shard group ``19`` and 2-3 on ``20`` are one group)."""
     groups: dict[tuple, RankGroup] = {}
     canon: dict[tuple, str] = {}  # graph parts by identity (by role in a mesh) -> canonical text
@@ -148,10 +143,10 @@ def _cached_canon(
     # 512 shard groups' graphs are canonicalized once, not once per group
     k: tuple
     if by_role is None:
-        k = fact_key(g)[2:]
+        k = stand_ins(g)
     else:
         k = (
-            group_free_facts(g),
+            stand_ins_without_groups(g),
             tuple(map(by_role.roles.get, g.fsdp_groups, g.fsdp_groups)),
             None if g.final is None else by_role.number(g.final),
         )
@@ -227,7 +222,7 @@ def divergence(
     ranks is larger than every other (a tie): ``majority_ranks`` is then the group of the
     lowest rank, compared with, not blamed, and ``groups`` lists every group's ranks. ``field`` is ``"presence"`` for a graph some ranks
     lack (``value`` ``"absent"``/``"present"``), else a compared value of the graph
-    (:func:`tracekit.model.compared_values`). Empty when all ranks agree. Computed on
+    (:func:`tracekit.model.fields.compared_values`). Empty when all ranks agree. Computed on
     :func:`rank_groups` (``groups``, when the caller has them), so 8,192 identical ranks cost
     one comparison. In a mesh (``roles``), values are compared with group names mapped to
     their roles (:func:`role_view`); the values shown are each side's own."""
@@ -433,7 +428,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     t = totals(run)
     # a cut log is compared only on what it logged (tracekit.analyze.cut), a log that ends
     # after a whole compile, short of its peers', too; in a mesh, group names are compared by
-    # role (tracekit.model.mesh.role_names)
+    # role (tracekit.analyze.mesh.role_names)
     raw = (divergence(run, groups, roles), schedule_divergence(run, mesh, by_role), compile_divergence(run))
     run = with_logs_that_end_early(run, [d for items in raw for d in items])
     w = world(run)

@@ -1,7 +1,9 @@
 """The per-rank model of a run: what the reader builds and every analysis consumes.
 
 Plain dataclasses, the same objects the Python API hands out and the JSON documents are made
-from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
+from. Nothing here reads files or imports torch. Beside them: the graph's fields declared once,
+the documents and comparisons made from them (:mod:`tracekit.model.fields`), and the JSON forms
+of the values a graph holds (:mod:`tracekit.model.json_forms`).
 
     Run
      ├─ ranks: [Rank]                one per rank seen in the logs (rank None: no rank written)
@@ -18,10 +20,8 @@ from (``to_dict`` / ``from_dict``). Nothing here reads files or imports torch.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 #: Collective types, in the order torch reports them, with the short names of its size artifacts.
 COLLECTIVE_TYPES: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
@@ -68,73 +68,16 @@ class ScheduledCollective:
     dtype: str | None = None  # its tensor's dtype (``f32``) in the post-grad graph, when logged
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class GroupSlots:
-    """The group names of final schedules that are equal but for those names (a mesh's shard
-    groups log one schedule each: :mod:`tracekit.read.estimation_templates`), as slots:
-    ``slots[i]`` is the index, in a final's ``names``, of its collective ``i``'s group (None:
-    the collective has no group). One object per such template, so two finals with the same
-    ``GroupSlots`` object and the same names have the same collectives::
-
-        groups ["3", "3", "1"], ["4", "4", "1"]  ->  slots (0, 0, 1); names ("3", "1"), ("4", "1")
-
-    A name ``"None"`` stands for a collective without group (as the estimation row says it).
-
-    ``template``: the template's collectives (each group its slot number), from which
-    :meth:`bind` makes a final's collectives when they are first read
-    (:meth:`FinalSchedule.of_template`): one list for equal names, each bound collective made
-    once per position and name (the 512 shard groups of a mesh bind the replicate groups'
-    all-reduces to two names: two objects each)."""
-
-    slots: tuple[int | None, ...]
-    template: tuple[ScheduledCollective, ...] = ()
-    _lists: dict[tuple[str, ...], list[ScheduledCollective]] = field(default_factory=dict, repr=False)
-    _named: dict[tuple[int, str], ScheduledCollective] = field(default_factory=dict, repr=False)
-
-    def bind(self, names: tuple[str, ...]) -> list[ScheduledCollective]:
-        """The template's collectives with each one's group the name of its slot in ``names``
-        (``"None"``: no group); the same list for the same names (read-only, as the reader's
-        shared values are)."""
-        out = self._lists.get(names)
-        if out is None:
-            named = self._named
-            out = []
-            for i, (c, s) in enumerate(zip(self.template, self.slots, strict=True)):
-                if s is None:
-                    out.append(c)
-                    continue
-                b = named.get((i, names[s]))
-                if b is None:
-                    group = group_name(names[s])
-                    b = named[(i, names[s])] = ScheduledCollective(
-                        c.kind, c.op, group, c.group_size, c.bytes, c.est_ms, c.dtype
-                    )
-                out.append(b)
-            self._lists[names] = out
-        return out
-
-
-def group_name(name: str) -> str | None:
-    """A group name as an estimation row gives it (``"None"``: no group), interned as the
-    parsers intern names."""
-    return None if name == "None" else sys.intern(name) if len(name) < 200 else name
-
-
 @dataclass(slots=True)
 class FinalSchedule:
     """The collectives a post-grad graph runs, in run order: its ``inductor_collective_schedule``
     (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
-    from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.read.parsers`).
+    from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.read.schedule_parsers`).
 
     ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
     backward; see :mod:`tracekit.read.pairing`). ``sizes``: ``"matched"`` when every kind's
     estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
     disagreed (their sizes are None), ``"not_logged"`` when no estimation was logged.
-    ``group_slots`` and ``names``: the final's groups as a template's slots and their names,
-    when the reader built it so (None otherwise; not compared, not written): what a mesh's
-    checks key by instead of every collective (:class:`tracekit.model.mesh.RoleSequences`).
-    Such a final is made without its collectives (:meth:`of_template`): they are bound to its
-    names when first read, as any other field reads (no summary of a mesh needs them a rank).
     """
 
     compile_id: str
@@ -143,50 +86,10 @@ class FinalSchedule:
     collectives: list[ScheduledCollective]
     world_size: int | None = None
     sizes: str = "not_logged"
-    group_slots: GroupSlots | None = field(default=None, compare=False, repr=False)
-    names: tuple[str, ...] = field(default=(), compare=False, repr=False)
-
-    @classmethod
-    def of_template(
-        cls,
-        compile_id: str,
-        position: int,
-        counts: dict[str, int],
-        world_size: int | None,
-        sizes: str,
-        group_slots: GroupSlots,
-        names: tuple[str, ...],
-    ) -> FinalSchedule:
-        """A final of a template's collectives with ``names`` bound to its slots, made without
-        them: ``collectives`` is ``group_slots.bind(names)``, made when first read (the
-        1,536 finals of a 1,024-rank HSDP mesh, each rank's backward its own, are summarized by
-        their template and names: :class:`tracekit.model.mesh.RoleSequences`)::
-
-            FinalSchedule.of_template("0/0", 1, counts, 4, "matched", slots, ("4", "1")).collectives
-            -> [all_gather on "4", reduce_scatter on "4", all_reduce on "1", ...]
-        """
-        f = cls.__new__(cls)  # every slot but ``collectives`` set: that one is bound when read
-        f.compile_id, f.position, f.counts = compile_id, position, counts
-        f.world_size, f.sizes, f.group_slots, f.names = world_size, sizes, group_slots, names
-        return f
 
     def at(self, compile_id: str, position: int) -> FinalSchedule:
-        """This final under another compile id and position (a final of a template: made as
-        :meth:`of_template` makes it, its collectives bound when read)."""
-        if self.group_slots is not None:
-            return FinalSchedule.of_template(
-                compile_id, position, self.counts, self.world_size, self.sizes, self.group_slots, self.names
-            )
-        return FinalSchedule(
-            compile_id,
-            position,
-            self.counts,
-            self.collectives,
-            self.world_size,
-            self.sizes,
-            self.group_slots,
-            self.names,
-        )
+        """This final under another compile id and position (its values shared)."""
+        return FinalSchedule(compile_id, position, self.counts, self.collectives, self.world_size, self.sizes)
 
     @staticmethod
     def count_kinds(collectives: list[ScheduledCollective]) -> dict[str, int]:
@@ -200,40 +103,6 @@ class FinalSchedule:
         """What must agree across ranks: ``[kind, group, bytes, dtype]`` per collective, in
         order (a dtype mismatch hangs or corrupts NCCL too)."""
         return [[c.kind, c.group, c.bytes, c.dtype] for c in self.collectives]
-
-
-class _BoundWhenRead:
-    """The ``collectives`` attribute of :class:`FinalSchedule`: its slot, and when the slot is
-    not set (a final made by :meth:`FinalSchedule.of_template`), the template's collectives
-    bound to the final's names, kept in the slot. Only this attribute pays for the check (a
-    class ``__getattr__`` would slow every attribute of every final: 45 ns a read, not 8)."""
-
-    __slots__ = ("slot",)
-
-    def __init__(self, slot: Any) -> None:
-        self.slot = slot  # the member descriptor of the ``collectives`` slot
-
-    def __get__(self, obj: FinalSchedule | None, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            return self.slot.__get__(obj, owner)
-        except AttributeError:
-            slots = obj.group_slots
-            if slots is None:
-                raise
-            colls = slots.bind(obj.names)
-            self.slot.__set__(obj, colls)
-            return colls
-
-    def __set__(self, obj: FinalSchedule, value: list[ScheduledCollective]) -> None:
-        self.slot.__set__(obj, value)
-
-    def __delete__(self, obj: FinalSchedule) -> None:
-        self.slot.__delete__(obj)
-
-
-FinalSchedule.collectives = _BoundWhenRead(FinalSchedule.__dict__["collectives"])  # type: ignore[assignment,misc]
 
 
 @dataclass(slots=True)
@@ -361,369 +230,3 @@ class Run:
             if r.rank == rank:
                 return r
         return None
-
-
-# --- the graph's fields, declared once -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GraphField:
-    """One field of :class:`Graph`: how it is written to JSON and read back, and how it is
-    compared across ranks (summarize) and runs (diff). Everything that serialises or compares
-    graphs derives from :data:`GRAPH_FIELDS`; a new field is declared here once.
-
-    ``kind``: ``"key"`` (identifies the graph), ``"where"`` (where it was read: never compared),
-    ``"scalar"`` (compared as one value), ``"counts"`` (compared per collective type),
-    ``"sizes"`` (compared per list, first differing collective), ``"final"`` (the collectives
-    that run, compared as one sequence: :mod:`tracekit.analyze.schedule`). ``compare(value)`` gives the
-    compared values by name (JSON-able)."""
-
-    name: str
-    kind: str
-    dump: Callable[[Any], Any]
-    load: Callable[[Any], Any]
-    default: Any = None  # when a document lacks the field; _REQUIRED: it must be there
-    compare: Callable[[Any], dict[str, Any]] | None = None
-    #: a cheap hashable stand-in for the value: equal stand-ins mean equal values (default: the
-    #: value itself when it is a scalar, else the object's identity, for values shared between
-    #: ranks, such as interned size lists)
-    fact: Callable[[Any], Any] | None = None
-
-
-_REQUIRED = object()
-
-
-def _same(v: Any) -> Any:
-    return v
-
-
-def _counts_dump(c: dict[str, Counts]) -> dict[str, Any]:
-    return {t: {"before": x.before, "after": x.after} for t, x in c.items()}
-
-
-def _counts_load(d: dict[str, Any]) -> dict[str, Counts]:
-    return {t: Counts(int(c["before"]), int(c["after"])) for t, c in d.items()}
-
-
-def _counts_compare(c: dict[str, Counts]) -> dict[str, Any]:
-    return {t: {"before": c[t].before, "after": c[t].after} if t in c else None for t in COLLECTIVE_TYPES}
-
-
-def _size_to_dict(s: CollectiveSize) -> dict[str, Any]:
-    return {"type": s.type, "size_mb": s.size_mb, "name": s.name}
-
-
-def _size_from_dict(d: dict[str, Any]) -> CollectiveSize:
-    # Newer documents may add keys to size entries: take the ones this version knows.
-    try:
-        size_mb = d["size_mb"]
-        if isinstance(size_mb, bool) or not isinstance(size_mb, (int, float)):
-            raise TypeError
-        return CollectiveSize(type=str(d["type"]), size_mb=float(size_mb), name=str(d.get("name", "")))
-    except (KeyError, TypeError):
-        raise ValueError(f"bad size entry {d!r}") from None
-
-
-def _sizes_dump(s: Sizes | None) -> dict[str, Any] | None:
-    if s is None:
-        return None
-    return {
-        "before": [_size_to_dict(x) for x in s.before],
-        "after": None if s.after is None else [_size_to_dict(x) for x in s.after],
-    }
-
-
-def _sizes_load(d: dict[str, Any] | None) -> Sizes | None:
-    if d is None:
-        return None
-    return Sizes(
-        before=[_size_from_dict(x) for x in d.get("before") or []],
-        after=None if d.get("after") is None else [_size_from_dict(x) for x in d["after"]],
-    )
-
-
-def _size_values(sizes: list[CollectiveSize] | None) -> list[list[Any]] | None:
-    """A size list as compared: types and sizes, not node names (labels, not behaviour)."""
-    return None if sizes is None else [[x.type, x.size_mb] for x in sizes]
-
-
-def _sizes_compare(s: Sizes | None) -> dict[str, Any]:
-    return {
-        "sizes_mb.before": None if s is None else _size_values(s.before),
-        "sizes_mb.after": None if s is None else _size_values(s.after),
-    }
-
-
-def _collective_dump(c: ScheduledCollective) -> dict[str, Any]:
-    return {
-        "kind": c.kind,
-        "op": c.op,
-        "group": c.group,
-        "group_size": c.group_size,
-        "bytes": c.bytes,
-        "est_ms": c.est_ms,
-        "dtype": c.dtype,
-    }
-
-
-def _opt(v: Any, t: type) -> Any:
-    """``v`` as ``t`` (int or float), None stays None; ValueError on anything else."""
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"not a number: {v!r}")
-    return t(v)
-
-
-#: The fields of a FinalSchedule its JSON form leaves out: the reader's keys of a template
-#: (read-only identities that mean nothing outside one read).
-FINAL_NOT_WRITTEN = ("group_slots", "names")
-
-
-def final_to_dict(f: FinalSchedule | None) -> dict[str, Any] | None:
-    """The JSON form of a FinalSchedule: its fields (but :data:`FINAL_NOT_WRITTEN`), nested
-    values as plain dicts."""
-    if f is None:
-        return None
-    return {
-        "compile_id": f.compile_id,
-        "position": f.position,
-        "counts": dict(f.counts),
-        "collectives": [_collective_dump(c) for c in f.collectives],
-        "world_size": f.world_size,
-        "sizes": f.sizes,
-    }
-
-
-@overload
-def final_from_dict(d: dict[str, Any]) -> FinalSchedule: ...
-@overload
-def final_from_dict(d: None) -> None: ...
-def final_from_dict(d: dict[str, Any] | None) -> FinalSchedule | None:
-    """A FinalSchedule from its JSON form (``counts`` are recounted from the collectives)."""
-    if d is None:
-        return None
-    try:
-        collectives = [
-            ScheduledCollective(
-                kind=str(c["kind"]),
-                op=str(c.get("op", "")),
-                group=None if c.get("group") is None else str(c["group"]),
-                group_size=_opt(c.get("group_size"), int),
-                bytes=_opt(c.get("bytes"), int),
-                est_ms=_opt(c.get("est_ms"), float),
-                dtype=None if c.get("dtype") is None else str(c["dtype"]),
-            )
-            for c in d.get("collectives") or []
-        ]
-        return FinalSchedule(
-            compile_id=str(d["compile_id"]),
-            position=int(d["position"]),
-            counts=FinalSchedule.count_kinds(collectives),
-            collectives=collectives,
-            world_size=_opt(d.get("world_size"), int),
-            sizes=str(d.get("sizes", "not_logged")),
-        )
-    except (KeyError, TypeError, AttributeError):
-        raise ValueError(f"bad final schedule {str(d)[:80]!r}") from None
-
-
-def _final_compare(f: FinalSchedule | None) -> dict[str, Any]:
-    """Compared: the (kind, group, bytes) sequence; estimates are a model, not behaviour."""
-    return {"final": None if f is None else f.sequence()}
-
-
-def _scalar(
-    name: str, load: Callable[[Any], Any], default: Any = _REQUIRED, dump: Callable[[Any], Any] = _same
-) -> GraphField:
-    def compare(v: Any) -> dict[str, Any]:
-        return {name: dump(v)}
-
-    return GraphField(
-        name,
-        "scalar",
-        dump,
-        load,
-        default,
-        compare,
-        fact=lambda v: tuple(v) if isinstance(v, list) else v,
-    )
-
-
-def _counts_fact(c: dict[str, Counts]) -> tuple:
-    return tuple((t, x.before, x.after) for t, x in c.items())
-
-
-#: The fields of :class:`Graph`, in the order comparisons are reported.
-GRAPH_FIELDS: tuple[GraphField, ...] = (
-    GraphField("compile_id", "key", _same, str, _REQUIRED),
-    GraphField("graph_index", "key", _same, int, _REQUIRED),
-    _scalar("fsdp_groups", lambda v: [str(x) for x in v], [], dump=list),
-    _scalar("group_size", _same, None),
-    _scalar("n_nodes", int, 1),
-    _scalar("bucket_cap_mb", float),
-    GraphField("collectives", "counts", _counts_dump, _counts_load, {}, _counts_compare, _counts_fact),
-    GraphField("sizes_mb", "sizes", _sizes_dump, _sizes_load, None, _sizes_compare),
-    _scalar("source", str, "torch"),
-    GraphField("file", "where", _same, str, ""),
-    GraphField("line", "where", _same, int, 0),
-    GraphField(
-        "final",
-        "final",
-        final_to_dict,
-        final_from_dict,
-        None,
-        _final_compare,
-        # the collectives list is shared between graphs that run the same (interned); a final
-        # of a template is known by its template and names, its collectives not read
-        lambda f: (
-            None
-            if f is None
-            else ("final", id(f.collectives))
-            if f.group_slots is None
-            else ("final", id(f.group_slots), f.names)
-        ),
-    ),
-)
-
-_COMPARED = tuple(f for f in GRAPH_FIELDS if f.compare is not None)
-
-
-def compared_values(g: Graph) -> dict[str, Any]:
-    """Every compared value of a graph by name (``fsdp_groups``, ``all_gather``,
-    ``sizes_mb.before``, ...), in report order."""
-    out: dict[str, Any] = {}
-    for f in _COMPARED:
-        if f.compare is not None:  # always (_COMPARED): said for the type checker
-            out.update(f.compare(getattr(g, f.name)))
-    return out
-
-
-def fact_key(g: Graph) -> tuple:
-    """A hashable key of a graph's identity and compared values, cheap to make (see
-    :attr:`GraphField.fact`): graphs with equal keys have equal compared values."""
-    return (g.compile_id, g.graph_index, *(_fact(f, getattr(g, f.name)) for f in _COMPARED))
-
-
-#: The compared fields that name process groups (their facts differ between the shard groups
-#: of a mesh while the graphs are alike up to the groups' roles).
-GROUP_FIELDS = ("fsdp_groups", "final")
-_GROUP_FREE = tuple(f for f in _COMPARED if f.name not in GROUP_FIELDS)
-
-
-def group_free_facts(g: Graph) -> tuple:
-    """The facts of :func:`fact_key` of the compared fields that name no process group
-    (:data:`GROUP_FIELDS` apart): a mesh's role-invariant key adds those two mapped to roles."""
-    return tuple(_fact(f, getattr(g, f.name)) for f in _GROUP_FREE)
-
-
-def _fact(f: GraphField, v: Any) -> Any:
-    if f.fact is not None:
-        return f.fact(v)
-    return v if v is None or isinstance(v, (str, int, float)) else id(v)
-
-
-def outcome_facts(g: Graph) -> tuple:
-    """Everything compared about a graph (size-node names included), as one hashable-free
-    comparable value: a fast equality test before a field-by-field comparison."""
-    return tuple(getattr(g, f.name) for f in _COMPARED)
-
-
-# --- JSON round trip -----------------------------------------------------------------------------
-
-
-def graph_to_dict(g: Graph, memo: DumpMemo | None = None) -> dict[str, Any]:
-    """The JSON form of a Graph: every field of :data:`GRAPH_FIELDS`, nested values as plain
-    dicts and lists (what ``dataclasses.asdict`` gives, built directly: faster). With a
-    :class:`DumpMemo`, values shared between graphs are dumped once and their JSON forms
-    shared too (read-only)."""
-    if memo is not None:
-        return memo.graph(g)
-    return {f.name: f.dump(getattr(g, f.name)) for f in GRAPH_FIELDS}
-
-
-class DumpMemo:
-    """JSON forms of the values graphs share (size lists, counts, FSDP groups, collective
-    lists: see :class:`tracekit.read.pairing._Interner`), made once per shared object, so that a
-    document of thousands of graphs holds one dict per distinct value, not one per graph.
-    The forms it hands out are shared: read-only. Keyed by identity; the objects are kept
-    alive with their forms, so an id is never reused while the memo lives."""
-
-    def __init__(self) -> None:
-        self._by_id: dict[int, tuple[Any, Any]] = {}
-
-    def _get(self, value: Any, dump: Callable[[Any], Any]) -> Any:
-        if value is None:
-            return None
-        hit = self._by_id.get(id(value))
-        if hit is None:
-            hit = self._by_id[id(value)] = (value, dump(value))
-        return hit[1]
-
-    def final(self, f: FinalSchedule | None) -> dict[str, Any] | None:
-        if f is None:
-            return None
-        return {
-            "compile_id": f.compile_id,
-            "position": f.position,
-            "counts": self._get(f.counts, dict),
-            "collectives": self._get(f.collectives, lambda cs: [_collective_dump(c) for c in cs]),
-            "world_size": f.world_size,
-            "sizes": f.sizes,
-        }
-
-    def graph(self, g: Graph) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        get = self._get
-        for f in GRAPH_FIELDS:
-            v = getattr(g, f.name)
-            if f.name == "final":
-                out["final"] = self.final(v)
-            elif isinstance(v, (list, dict, Sizes)):
-                out[f.name] = get(v, f.dump)
-            else:
-                out[f.name] = f.dump(v)
-        return out
-
-
-def graph_from_dict(d: dict[str, Any]) -> Graph:
-    """A Graph from its JSON form; fields a document lacks take their defaults."""
-    kw: dict[str, Any] = {}
-    for f in GRAPH_FIELDS:
-        if f.name in d and d[f.name] is not None:
-            kw[f.name] = f.load(d[f.name])
-        elif f.default is _REQUIRED:
-            raise KeyError(f.name)
-        else:
-            kw[f.name] = f.default if not isinstance(f.default, (list, dict)) else type(f.default)(f.default)
-    return Graph(**kw)
-
-
-def rank_to_dict(r: Rank) -> dict[str, Any]:
-    return {
-        "rank": r.rank,
-        "files": list(r.files),
-        "compiled_graphs": r.compiled_graphs,
-        "cache_hits": r.cache_hits,
-        "compiles": r.compiles,
-        "torch_version": r.torch_version,
-        "graphs": [graph_to_dict(g) for g in r.graphs],
-        "schedules_without_outcome": [final_to_dict(f) for f in r.schedules_without_outcome],
-        "compile_ids": list(r.compile_ids),
-        "cache_events": [list(e) for e in r.cache_events],
-    }
-
-
-def rank_from_dict(d: dict[str, Any]) -> Rank:
-    return Rank(
-        rank=d.get("rank"),
-        files=list(d.get("files", [])),
-        graphs=[graph_from_dict(g) for g in d.get("graphs", [])],
-        compiled_graphs=int(d.get("compiled_graphs", 0)),
-        cache_hits=int(d.get("cache_hits", 0)),
-        compiles=int(d.get("compiles", 0)),
-        torch_version=d.get("torch_version"),
-        schedules_without_outcome=[final_from_dict(f) for f in d.get("schedules_without_outcome") or []],
-        compile_ids=[str(c) for c in d.get("compile_ids") or []],
-        cache_events=[[str(c), str(s)] for c, s in d.get("cache_events") or []],
-    )

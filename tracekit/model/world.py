@@ -1,10 +1,10 @@
 """Which ranks a run should have, which it has, and which are missing or were seen twice.
 
 Pure functions of a :class:`tracekit.model.Run`. The expected world size is the ``# World size``
-line a log states (:func:`tracekit.model.mesh.log_world_size`), else the largest of the FSDP
+line a log states (:func:`log_world_size`), else the largest of the FSDP
 group sizes the outcomes logged and the highest rank found plus one (a group size counts the
 ranks of one FSDP group; in a mesh the job has more ranks than that). A rank below it with no log is missing; a rank whose logs hold two runs
-was seen twice (:func:`tracekit.read.pairing.merge_files` keeps the first run and reports the
+was seen twice (:func:`tracekit.read.merge.merge_files` keeps the first run and reports the
 other). Missing ranks are ``missing_rank`` diagnostics, so ``--strict`` fails on them, when
 the logs hold two ranks or more (one rank's log read alone is a deliberate look at that rank:
 the world still lists what is missing, as a fact, not as bad input).
@@ -15,10 +15,26 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tracekit.model import Run
-from tracekit.model.mesh import log_world_size
+from tracekit.model import FinalSchedule, Rank, Run
 from tracekit.model.rankset import MAX_RANK, format_ranks
 from tracekit.model.words import plural
+
+
+def _finals(rank: Rank) -> list[FinalSchedule]:
+    out = [g.final for g in rank.graphs if g.final is not None]
+    return out + list(rank.schedules_without_outcome)
+
+
+def log_world_size(run: Run) -> int | None:
+    """The largest ``# World size`` any rank's log states (None when none does, or only
+    implausible ones above :data:`tracekit.model.rankset.MAX_RANK`)."""
+    sizes = [
+        f.world_size
+        for r in run.ranks
+        for f in _finals(r)
+        if f.world_size is not None and 0 < f.world_size <= MAX_RANK
+    ]
+    return max(sizes) if sizes else None
 
 
 def expected_world(run: Run) -> int | None:

@@ -32,7 +32,8 @@ from typing import Any
 
 from tracekit.model import Diagnostics, Run
 from tracekit.model.world import check_world
-from tracekit.read.pairing import FileResult, merge_files
+from tracekit.read.merge import merge_files
+from tracekit.read.pairing import FileResult
 from tracekit.read.reader import frames_of, path_list, read_file, read_frame_compiles
 from tracekit.read.sources import LogFile, find_logs
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.model import Diagnostics
+from tracekit.read import envelope_fields as ef
 from tracekit.read import envelopes as ev
 from tracekit.read.sources import open_log
 
@@ -171,26 +172,26 @@ def decode_entries(
         scanner_out.append(scanner)
     for raw in scanner.entries(stream):
         try:
-            env = ev.decode_envelope(raw.line[raw.start :])
+            env = ef.decode_envelope(raw.line[raw.start :])
             etype = _TYPE_NAMES.get(raw.entry_type)
             if etype is None:
                 etype = raw.entry_type.decode("utf-8")
                 if len(_TYPE_NAMES) < 256:  # the entry types wanted: a handful
                     _TYPE_NAMES[raw.entry_type] = etype
             if etype not in env:
-                raise ev.EntryError("bad_json", "entry-type key not found after decoding")
+                raise ef.EntryError("bad_json", "entry-type key not found after decoding")
             name = None
             if etype == "artifact":
                 meta = env[etype]
                 if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-                    raise ev.EntryError("bad_field_type", "artifact without a string name")
+                    raise ef.EntryError("bad_field_type", "artifact without a string name")
                 name = meta["name"]
                 if raw.name is not None and name.encode("utf-8", "replace") != raw.name:
                     # duplicate keys: the bytes named one artifact, the decoded object another
-                    raise ev.EntryError("bad_json", "the artifact name is given twice")
-            r = ev.envelope_rank(env)
-            cid = ev.compile_id(env)
-        except (ev.EntryError, UnicodeDecodeError) as e:
+                    raise ef.EntryError("bad_json", "the artifact name is given twice")
+            r = ef.envelope_rank(env)
+            cid = ef.compile_id(env)
+        except (ef.EntryError, UnicodeDecodeError) as e:
             add(getattr(e, "kind", "bad_utf8"), file, raw.lineno, getattr(e, "detail", ""))
             continue
         if r is not None:
@@ -205,8 +206,8 @@ def decode_entries(
             payload = None if memo is None else memo.text(has, raw.blocks)
             if payload is None:
                 try:
-                    payload = ev.check_payload(env, raw.payload)
-                except ev.EntryError as e:
+                    payload = ef.check_payload(env, raw.payload)
+                except ef.EntryError as e:
                     add(e.kind, file, raw.lineno, e.detail)
                     continue
                 if memo is not None and payload and type(has) is str:

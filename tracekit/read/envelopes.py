@@ -16,8 +16,8 @@ of it. This module knows the line format and nothing about what an artifact mean
   by the chunk size plus the largest payload that is kept. On a seekable stream the partial
   line at the end of a chunk is read again with the next chunk (a short seek back) instead of
   being glued to it: no copy of every chunk, no fresh heap pages for it.
-- :func:`decode_envelope`, :func:`compile_id`, :func:`check_payload` turn a wanted entry into
-  Python values, reporting what is wrong as a diagnostic kind (a string) instead of raising.
+- :mod:`tracekit.read.envelope_fields` turns a wanted entry into Python values (its envelope,
+  rank, compile id, checked payload), reporting what is wrong as a diagnostic kind.
 """
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ import functools
 import io
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO
 
-import orjson
-
-from tracekit.model.rankset import MAX_RANK
 from tracekit.model.words import plural
+from tracekit.read.envelope_fields import EntryError, decode_envelope, envelope_rank
 
 try:  # the scanner's inner loop in C (tracekit/read/_scan.c), when it was built
     from tracekit.read._scan import block_end as _native_block_end
@@ -734,113 +731,3 @@ def _slow_artifact_name(json_bytes: bytes) -> bytes | None:
         return None
     nm = meta.get("name") if isinstance(meta, dict) else None
     return nm.encode("utf-8", "replace") if isinstance(nm, str) else None
-
-
-# --- decoding wanted entries --------------------------------------------------------------------
-
-
-class EntryError(Exception):
-    """A wanted entry that cannot be used; ``kind`` is a stable diagnostics kind."""
-
-    def __init__(self, kind: str, detail: str = "") -> None:
-        super().__init__(detail)
-        self.kind = kind
-        self.detail = detail
-
-
-def decode_envelope(json_bytes: bytes) -> dict[str, Any]:
-    """The envelope object; raises :class:`EntryError` ``bad_utf8``/``bad_json``/``not_an_object``."""
-    try:
-        obj = orjson.loads(json_bytes)
-    except orjson.JSONDecodeError as e:
-        try:
-            json_bytes.decode("utf-8")
-        except UnicodeDecodeError:
-            raise EntryError("bad_utf8", "envelope is not UTF-8") from None
-        raise EntryError("bad_json", str(e)[:120]) from None
-    if not isinstance(obj, dict):
-        raise EntryError("not_an_object", f"envelope is a {type(obj).__name__}")
-    return obj
-
-
-def _opt_int(env: dict[str, Any], key: str) -> int | None:
-    v = env.get(key)
-    if v is None:
-        return None
-    if type(v) is not int:
-        raise EntryError("bad_field_type", f"{key} is {type(v).__name__}, not int")
-    return v
-
-
-def envelope_rank(env: dict[str, Any]) -> int | None:
-    """The ``rank`` of an envelope (None when absent); ``bad_field_type`` when not an int, or
-    not a rank (negative, or a million or more: :data:`tracekit.model.rankset.MAX_RANK`)."""
-    r = _opt_int(env, "rank")
-    if r is not None and not 0 <= r < MAX_RANK:
-        raise EntryError("bad_field_type", f"rank {r} is not a rank")
-    return r
-
-
-def compile_id(env: dict[str, Any]) -> str | None:
-    """``[!{compiled_autograd_id}/]{frame_id}/{frame_compile_id}[_{attempt}]``, None when absent."""
-    get = env.get
-    frame, fcid, attempt = get("frame_id"), get("frame_compile_id"), get("attempt")
-    if (
-        type(frame) is int
-        and type(fcid) is int
-        and "compiled_autograd_id" not in env
-        and (attempt is None or type(attempt) is int)
-    ):  # torch's usual keys: a known id
-        cid = _COMPILE_IDS.get((frame, fcid, attempt))
-        if cid is not None:
-            return cid
-        cid = _compile_id(env)
-        if len(_COMPILE_IDS) >= 1 << 16:
-            _COMPILE_IDS.clear()
-        _COMPILE_IDS[(frame, fcid, attempt)] = cid
-        return cid
-    return _compile_id(env)
-
-
-#: (frame_id, frame_compile_id, attempt) -> compile id (ints only: True is not 1 here).
-_COMPILE_IDS: dict[tuple[int, int, int | None], str | None] = {}
-
-
-def _compile_id(env: dict[str, Any]) -> str | None:
-    frame = _opt_int(env, "frame_id")
-    fcid = _opt_int(env, "frame_compile_id")
-    ca = _opt_int(env, "compiled_autograd_id")
-    attempt = _opt_int(env, "attempt")
-    if frame is not None and fcid is not None:
-        cid = f"{frame}/{fcid}"
-        if ca is not None:
-            cid = f"!{ca}/{cid}"
-    elif ca is not None:
-        cid = f"!{ca}"
-    else:
-        return None
-    if attempt:
-        cid = f"{cid}_{attempt}"
-    return sys.intern(cid)  # one string per compile id, however many ranks and entries name it
-
-
-def check_payload(env: dict[str, Any], payload: bytes | None) -> str:
-    """The payload as text after checking it against ``has_payload``.
-
-    Raises :class:`EntryError` ``missing_payload`` (declared, absent), ``md5_mismatch``,
-    ``bad_field_type`` (``has_payload`` not a string) or ``bad_utf8``.
-    """
-    want = env.get("has_payload")
-    if want is None:
-        return ""
-    if not isinstance(want, str):
-        raise EntryError("bad_field_type", "has_payload is not a string")
-    if payload is None:
-        raise EntryError("missing_payload", "has_payload set but no payload lines follow")
-    got = _md5(payload, usedforsecurity=False).hexdigest()
-    if got != want:
-        raise EntryError("md5_mismatch", f"expected {want}, got {got}")
-    try:
-        return payload.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise EntryError("bad_utf8", f"payload byte {e.start}") from None

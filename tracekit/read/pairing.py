@@ -26,22 +26,21 @@ a frame's forward and its lazily compiled backward):
   ``_miss`` / ``_bypass`` give ``Rank.cache_events`` (``[compile_id, state]`` in order).
 - Entries with no compile id (a pass called outside torch.compile) get compile id ``"-"``.
 - A file's rank is the first ``rank`` an envelope carries (else the ``rank_N`` of its name).
-  Several files of one rank are merged in the order given; graph indices continue across them.
+  Several files of one rank are merged in the order given; graph indices continue across them
+  (:func:`tracekit.read.merge.merge_files`).
 
-:class:`RankBuilder` implements :class:`tracekit.read.parsers.ModelBuilder`: the parsers hand it their
+:class:`RankBuilder` implements :class:`tracekit.read.entry_parser.ModelBuilder`: the parsers hand it their
 values, in log order. :func:`build_file` applies one file's parsed events (from one or more
-segments, see :mod:`tracekit.read.segments`; :class:`FileBuilder` a segment at a time, as they come)
-and :func:`merge_files` merges files into a Run.
+segments, see :mod:`tracekit.read.segments`; :class:`FileBuilder` a segment at a time, as they come);
+:func:`tracekit.read.merge.merge_files` merges files into a Run.
 """
 
 from __future__ import annotations
 
-import filecmp
 import os
 import re
-import sys
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,23 +53,12 @@ from tracekit.model import (
     FinalSchedule,
     FrameCompile,
     Graph,
-    GroupSlots,
-    Rank,
-    Run,
-    Sizes,
 )
 from tracekit.model.rankset import MAX_RANK
-from tracekit.read.estimation_templates import TemplatedEstimation, final_slots
-from tracekit.read.parsers import (
-    ComputeEstimates,
-    EntryKey,
-    EntryParser,
-    Estimation,
-    Outcome,
-    final_schedule,
-    key_table,
-)
-from tracekit.read.sources import LogFile, open_log
+from tracekit.read.entry_parser import ComputeEstimates, EntryKey, EntryParser, Estimation, Outcome
+from tracekit.read.interning import BuildMemo
+from tracekit.read.parsers import key_table
+from tracekit.read.sources import LogFile
 
 NO_COMPILE_ID = "-"
 
@@ -108,97 +96,6 @@ class Events:
         self.keys, self.values, self.cids, self.lines = state
 
 
-class BuildMemo:
-    """What the builders of a read share as they build, so that equal values are one object
-    from the start (a long log repeats a schedule under thousands of compile ids, and a job's
-    ranks repeat theirs; these were made again for each graph, then shared only at the merge):
-
-    - :meth:`final`: :func:`tracekit.read.parsers.final_schedule` once per distinct schedule. Its
-      collectives and counts are shared by every graph whose schedule, estimation and dtypes
-      are the very same parsed values (the parsers' memos give one object a distinct payload,
-      and a batch of a worker's results keeps them one); only the compile id and position are
-      new a graph::
-
-        "0/0", 0, ops, est, dtypes -> FinalSchedule("0/0", 0, counts, colls, 8, "matched")
-        "1/0", 0, ops, est, dtypes -> FinalSchedule("1/0", 0, counts, colls, 8, "matched")
-                                      (the same counts and colls objects)
-
-      An estimation read through a template (a mesh's shard groups log one text but for
-      their group names: :mod:`tracekit.read.estimation_templates`) gives a final built once
-      per template, its names bound to it for each estimation.
-
-    - :meth:`sizes`: one :class:`tracekit.model.Sizes` for the very same size lists.
-
-    Keyed by the inputs' identity, each held by its entry (so an id is never another object's
-    while the entry lives); each table is cleared when it holds ``limit`` entries. The values
-    are read-only, as the merge's shared values are. One a read (:func:`tracekit.read.reader.load`
-    gives its files' builders one), so nothing is held once the read is done."""
-
-    def __init__(self, limit: int = 4096) -> None:
-        self._limit = limit
-        self._finals: dict[tuple[int, int, int], tuple[tuple, FinalSchedule]] = {}
-        # of templates: their final (groups: slot numbers) and its slots
-        self._templates: dict[tuple[int, int, int], tuple[tuple, tuple[FinalSchedule, GroupSlots]]] = {}
-        self._sizes: dict[tuple[int, int], tuple[tuple, Sizes]] = {}
-
-    def final(
-        self,
-        compile_id: str,
-        position: int,
-        ops: list[tuple[str, str]],
-        est: Estimation | TemplatedEstimation | None,
-        dtypes: dict[str, list[str]] | None,
-    ) -> FinalSchedule:
-        key = (id(ops), id(est), id(dtypes))
-        hit = self._finals.get(key)
-        if hit is None:
-            if isinstance(est, TemplatedEstimation):
-                f = self._bound(compile_id, position, ops, est, dtypes)
-            else:
-                f = final_schedule(compile_id, position, ops, est, dtypes)
-            self._keep(self._finals, key, ((ops, est, dtypes), f))
-            return f
-        return hit[1].at(compile_id, position)
-
-    def _bound(
-        self,
-        compile_id: str,
-        position: int,
-        ops: list[tuple[str, str]],
-        est: TemplatedEstimation,
-        dtypes: dict | None,
-    ) -> FinalSchedule:
-        """The final of an estimation read through a template: the template's final (built
-        once, from its slotted estimation) with ``est``'s group names, bound when its
-        collectives are read (:meth:`tracekit.model.FinalSchedule.of_template`)."""
-        t = est.template
-        key = (id(ops), id(t), id(dtypes))
-        hit = self._templates.get(key)
-        if hit is None:
-            f = final_schedule(compile_id, position, ops, t.slotted, dtypes)
-            hit = self._keep(self._templates, key, ((ops, t, dtypes), (f, final_slots(f))))
-        f, slots = hit[1]
-        return FinalSchedule.of_template(
-            compile_id, position, f.counts, f.world_size, f.sizes, slots, est.names
-        )
-
-    def sizes(self, before: list[CollectiveSize] | None, after: list[CollectiveSize] | None) -> Sizes:
-        """``Sizes(before or [], after)``, one for the very same lists (None for both: one ``[]``)."""
-        key = (id(before), id(after))
-        hit = self._sizes.get(key)
-        if hit is None:
-            hit = self._keep(self._sizes, key, ((before, after), Sizes(before=before or [], after=after)))
-        return hit[1]
-
-    def _keep(self, table: dict, key: tuple[int, ...], entry: tuple[tuple, Any]) -> tuple[tuple, Any]:
-        """``table[key] = entry``: ``(the inputs whose ids are the key, held; the value)``, the
-        table cleared first when full."""
-        if len(table) >= self._limit:
-            table.clear()
-        table[key] = entry
-        return entry
-
-
 @dataclass
 class PendingGraph:
     """What was seen for one compile id since its last outcome."""
@@ -218,11 +115,11 @@ class PostGradGraph:
     position: int
     cache_hit: bool = False
     graph: Graph | None = None
-    estimation: Estimation | TemplatedEstimation | None = None
+    estimation: Estimation | None = None
     final: FinalSchedule | None = None
     dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
     # fx_collectives_estimations_after_overlap_bucketing
-    estimation_after_overlap: Estimation | TemplatedEstimation | None = None
+    estimation_after_overlap: Estimation | None = None
     compute_estimates: ComputeEstimates | None = None  # the first fx_compute_nodes_runtime_estimation
     overlap_before: bool = False  # overlap_scheduling_graph_before was logged: the scheduler ran
     overlap_after: bool = False
@@ -340,9 +237,7 @@ class RankBuilder:
         if state == "hit":
             self._new_position(cache_hit=True)
 
-    def set_estimation(
-        self, estimation: Estimation | TemplatedEstimation, after_overlap: bool = False
-    ) -> None:
+    def set_estimation(self, estimation: Estimation, after_overlap: bool = False) -> None:
         if after_overlap:
             self._open_position().estimation_after_overlap = estimation
         else:
@@ -711,420 +606,3 @@ def unplaceable_rank(path: str, diag: Diagnostics) -> str | None:
     if m and int(m.group(1)[:12]) >= MAX_RANK:
         return f"its name says rank {m.group(1)}, which is not a rank (ranks are 0 to {MAX_RANK - 1})"
     return None
-
-
-def another_run(first: FileResult | _Merging, other: FileResult) -> str | None:
-    """Why ``other``, a second file of ``first``'s rank, is another run of the job (and must
-    not be merged), or None when it continues the same one (a log split across files).
-    ``first``: the rank's first file, or what the merge kept of it (:class:`_Merging`)."""
-    mine = _pid_set(first.pids)
-    if mine and other.pids and mine.isdisjoint(other.pids):
-        return f"written by another process: pid {min(other.pids)}, not {min(mine)}"
-    if first.torch_version and other.torch_version and first.torch_version != other.torch_version:
-        return f"another torch: {other.torch_version}, not {first.torch_version}"
-    if other.first_compile_id is not None and other.first_compile_id == first.first_compile_id:
-        return f"its compile ids start again at {other.first_compile_id}"
-    return None
-
-
-def _pid_set(pids: int | frozenset[int]) -> frozenset[int]:
-    """The pids :class:`_Merging` keeps (an int for one process, the usual case) as a set."""
-    return frozenset((pids,)) if isinstance(pids, int) else pids
-
-
-class _Interner:
-    """Shares equal values between ranks once a Run is merged: at 8,192 ranks of one model,
-    memory grows with the distinct outcomes, not with ranks x collectives. The shared values
-    (size lists, collective counts, FSDP groups, final schedules, compile-id and cache-event
-    lists, empty lists of schedules without outcome) are read-only: the model's users copy one
-    before they change it."""
-
-    def __init__(self) -> None:
-        self._seen: dict[Any, Any] = {}
-        self._parts: dict[tuple, int] = {}  # a final's shared parts -> their number
-        self._finals: dict[tuple[str, int, int], FinalSchedule] = {}  # (compile id, position, parts)
-        # id of a final's GroupSlots -> (it, held so the id stays its own; the shared one)
-        self._slots_by_id: dict[int, tuple[GroupSlots, GroupSlots]] = {}
-
-    def share(self, key: Any, value: Any) -> Any:
-        return self._seen.setdefault(key, value)
-
-    def _canonical(self, value: Any, key_of: Callable[[Any], Any]) -> Any:
-        """The shared value equal to ``value`` (``key_of(value)``: its key)."""
-        return self._seen.setdefault(key_of(value), value)
-
-    def _group_slots(self, gs: GroupSlots) -> GroupSlots:
-        """The shared GroupSlots equal to ``gs`` (same slots, same template collectives), looked
-        up by value once per object (files read in separate batches make their own)."""
-        hit = self._slots_by_id.get(id(gs))
-        if hit is None or hit[0] is not gs:
-            key = ("group_slots", gs.slots, _final_collectives_key(gs.template))
-            hit = self._slots_by_id[id(gs)] = (gs, self._seen.setdefault(key, gs))
-        return hit[1]
-
-    def rank_lists(self, r: Rank) -> None:
-        """The rank's compile-id and cache-event lists, its torch version, and its list of
-        schedules without outcome when it is empty (as each of its files is merged)."""
-        r.compile_ids = self.share(("compile_ids", *r.compile_ids), r.compile_ids)
-        r.cache_events = self.share(("cache", *map(tuple, r.cache_events)), r.cache_events)
-        if r.torch_version is not None:
-            r.torch_version = self.share(("torch", r.torch_version), r.torch_version)
-        if not r.schedules_without_outcome:
-            r.schedules_without_outcome = self.share(("no_schedules",), r.schedules_without_outcome)
-
-    def graph(self, g: Graph) -> None:
-        """The graph's values (once its file is merged: its final's position is known)."""
-        g.fsdp_groups = self._canonical(g.fsdp_groups, _groups_key)
-        g.collectives = self._canonical(g.collectives, _counts_key)
-        s = g.sizes_mb
-        if s is not None:  # a Sizes a graph, of shared lists: known by its lists
-            g.sizes_mb = self._canonical(s, _sizes_key)
-        f = g.final
-        if f is not None:
-            # within a rank too: a long log repeats a schedule under thousands of compile ids
-            f.counts = self._canonical(f.counts, _final_counts_key)
-            # the key of a final is kept for every graph (compile ids differ): small, so it names
-            # the rest by a number, one a distinct (counts, collectives, world size, sizes), the
-            # shared counts and collectives by identity (held here). A final of a template
-            # (FinalSchedule.of_template) is known by its template and names, its collectives
-            # left unbound (one list for equal names: GroupSlots.bind)
-            if f.group_slots is not None:
-                f.group_slots = gs = self._group_slots(f.group_slots)
-                parts: tuple = (id(f.counts), id(gs), f.names, f.world_size, f.sizes)
-            else:
-                f.collectives = self._canonical(f.collectives, _final_collectives_key)
-                parts = (id(f.counts), id(f.collectives), f.world_size, f.sizes)
-            n = self._parts.get(parts)
-            if n is None:
-                n = self._parts[parts] = len(self._parts)
-            g.final = self._finals.setdefault((f.compile_id, f.position, n), f)
-
-
-def _groups_key(groups: list[str]) -> tuple:
-    return ("groups", *groups)
-
-
-def _counts_key(counts: dict) -> tuple:
-    return ("counts", *((t, c.before, c.after) for t, c in counts.items()))
-
-
-def _sizes_key(s: Sizes) -> tuple:
-    return (
-        "sizes",
-        tuple((x.type, x.size_mb, x.name) for x in s.before),
-        None if s.after is None else tuple((x.type, x.size_mb, x.name) for x in s.after),
-    )
-
-
-def _final_counts_key(counts: dict[str, int]) -> tuple:
-    return ("final_counts", tuple(counts.items()))
-
-
-def _final_collectives_key(colls: list | tuple) -> tuple:
-    return (
-        "final_collectives",
-        tuple((c.kind, c.op, c.group, c.group_size, c.bytes, c.est_ms, c.dtype) for c in colls),
-    )
-
-
-@dataclass(slots=True)
-class _Merging:
-    """One rank while the files are merged: its :class:`Rank`, and what a later file of the
-    rank is checked against (:func:`another_run`: its first file's pids, first compile id and
-    torch version) and continued from. Kept for every rank until the merge ends (100,000 rank
-    logs), so small: one pid is an int, not a set; the post-grad positions of a rank of one
-    file are a tuple shared between ranks; next graph indices are made only when a second
-    file comes (a rank's first file starts them at 0)."""
-
-    rank: Rank
-    pids: int | frozenset[int]
-    first_compile_id: str | None
-    torch_version: str | None
-    positions: tuple[tuple[str, int], ...] | dict[str, int]  # positions started per compile id
-    next_index: dict[str, int] | None = None  # next graph index per compile id, from the 2nd file
-
-
-def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Diagnostics) -> Run:
-    """One Run from the files' results, in the order given (a generator is consumed as it
-    comes): files of one rank are merged, their graph indices and post-grad positions continued
-    per compile id, compile ids kept once; ranks sorted (the rank-less one last).
-
-    A second file of a rank that belongs to another run (:func:`another_run`) is never merged:
-    it is a ``duplicate_rank`` diagnostic and its rank is listed in ``Run.duplicated``; unless it
-    holds the same log or a start of it (:func:`_same_bytes`): a copy, or a copy cut short,
-    read once (``copied_file``, ``Run.copies``); when the rank's first file is the start of the
-    second, the second is read instead. Where a copy or another run's file ends is no rank's
-    cut. A file
-    whose name says another rank than its entries is a ``rank_mismatch`` diagnostic (the
-    entries win)."""
-
-    merging: dict[int | None, _Merging] = {}
-    duplicated: set[int | None] = set()
-    interner = _Interner()
-    unplaced: list[str] = []
-    cut: list[dict[str, Any]] = []
-    # rank -> where its last file ends, when that ends no compile: (path, line, entry kind), the
-    # cut's record made at the end, for the reported ones only (a hang can leave every one of
-    # 100,000 logs open: a record a rank until then would cost ~380 B a rank, this ~150 B)
-    open_ends: dict[int | None, tuple[str, int, str]] = {}
-    closed = False  # a file of the run ends with a compile's closing metrics
-    copies: list[str] = []
-    others: list[str] = []  # files of another run, not merged: where they end is no rank's cut
-    for res in results:
-        end = open_end(res)
-        if res.entries and end is None and not cut_ends(res):
-            closed = True
-        if (
-            res.readable
-            and not res.entries
-            and not res.graphs
-            and (res.diagnostics.total or not res.ranked_by_entries)
-        ):  # bad lines only, blank lines, or empty: no log at all, whatever its name
-            empty = "empty_file" in res.diagnostics.counts
-            bad = 0 if empty else res.diagnostics.total
-            diagnostics.add(
-                "no_entries",
-                res.path,
-                0,
-                f"no log entries in {res.path}"
-                + (" (the file is empty)" if empty else "")
-                + (f" ({bad} bad line{'s' if bad != 1 else ''})" if bad else ""),
-            )
-            unplaced.append(res.path)
-            continue
-        if res.diagnostics.counts:
-            diagnostics.merge(res.diagnostics)
-        if not res.readable:
-            continue
-        cut.extend(cut_ends(res))
-        if res.rank is None and res.bad_rank is not None:
-            diagnostics.add("unplaced_rank", res.path, 0, f"not placed: {res.bad_rank}; the file is left out")
-            unplaced.append(res.path)
-            continue
-        if res.rank is not None and res.name_rank is not None and res.rank != res.name_rank:
-            diagnostics.add(
-                "rank_mismatch",
-                res.path,
-                0,
-                f"the entries say rank {res.rank}, the file name rank {res.name_rank}",
-            )
-        m = merging.get(res.rank)
-        why = same = None
-        if m is not None:
-            why = another_run(m, res)
-            same = _same_bytes(m.rank.files[0], res.path) if why is not None else ""
-            if same == "cut_a" and len(m.rank.files) == 1:  # the rank's file so far: a cut copy of this one
-                first = m.rank.files[0]
-                diagnostics.add(
-                    "copied_file", first, 0, f"a copy cut short of {res.path}: {res.path} read instead"
-                )
-                copies.append(first)
-                open_ends.pop(res.rank, None)
-                del merging[res.rank]
-                m = None
-        if m is None:
-            r = Rank(
-                res.rank,
-                [res.path],
-                list(res.graphs),
-                res.compiled_graphs,
-                res.cache_hits,
-                res.compiles,
-                res.torch_version,
-                res.schedules_without_outcome,
-                res.compile_ids,
-                res.cache_events,
-                tuple(res.frames),  # () when none: one shared empty tuple, no list a rank
-            )
-            pids = next(iter(res.pids)) if len(res.pids) == 1 else res.pids
-            positions = tuple(res.positions.items())
-            merging[res.rank] = _Merging(
-                r,
-                pids,
-                res.first_compile_id,
-                res.torch_version,
-                interner.share(("positions", positions), positions),
-            )
-        else:
-            r = m.rank
-            if same and same != "cut_a":
-                how = {
-                    "bytes": "a byte-identical copy",
-                    "content": "a copy (the same log once decompressed)",
-                    "cut_b": "a copy cut short",
-                }[same]
-                diagnostics.add("copied_file", res.path, 0, f"{how} of {r.files[0]}: read once")
-                copies.append(res.path)
-                continue
-            if why is not None:
-                who = "-" if res.rank is None else res.rank
-                diagnostics.add(
-                    "duplicate_rank",
-                    res.path,
-                    0,
-                    f"rank {who} is also in {r.files[0]}; this file is another run ({why}): not merged",
-                )
-                duplicated.add(res.rank)
-                others.append(res.path)
-                continue
-            _continue_rank(m, res)
-        if end is not None and not cut_ends(res):  # a rank's later file goes on from its earlier
-            open_ends[res.rank] = end  # one: its end counts (a file cut otherwise is said cut once)
-        else:
-            open_ends.pop(res.rank, None)
-        for g in res.graphs:  # shared as each file comes: memory never holds every rank's copies
-            interner.graph(g)
-        interner.rank_lists(r)  # (a later file of the rank makes new lists: never changes these)
-    if None in merging and len(merging) > 1:  # a rank-less log among ranked ones: never blamed, never "-"
-        for path in merging.pop(None).rank.files:
-            diagnostics.add(
-                "unknown_rank",
-                path,
-                0,
-                "neither its entries nor its name give a rank; left out of the "
-                f"{len(merging)} rank{'s' if len(merging) != 1 else ''} (it cannot be compared with them)",
-            )
-            unplaced.append(path)
-        duplicated.discard(None)
-    ranks = [merging[k].rank for k in _rank_order(merging)]
-    del merging
-    if closed and open_ends:  # its peers end where torch ends a compile: these logs stop early
-        ranks_left = {r.rank for r in ranks}
-        for rank, end in open_ends.items():
-            if rank in ranks_left:
-                c = _open_end_cut(rank, *end)
-                diagnostics.add(c["kind"], c["file"], c["line"], c["detail"])
-                cut.append(c)
-    return Run(
-        paths=list(paths),
-        ranks=ranks,
-        diagnostics=diagnostics,
-        duplicated=_rank_order(duplicated),
-        unplaced=unplaced,
-        cut=[
-            c
-            for c in cut
-            if c["file"] not in unplaced and c["file"] not in copies and c["file"] not in others
-        ],
-        copies=copies,
-    )
-
-
-#: Diagnostics kinds that say a file ends before its writer finished it.
-CUT_KINDS = ("truncated_entry", "bad_gzip")
-
-
-def cut_ends(res: FileResult) -> list[dict[str, Any]]:
-    """Where ``res``'s file is cut short (``{rank, file, line, detail}``: it ends inside an
-    entry, or its gzip stream stops), from its own diagnostics; ``[]`` for a whole file."""
-    return [
-        {"rank": res.rank, "file": res.path, "line": e["line"], "detail": e["detail"]}
-        for e in res.diagnostics.examples
-        if e["kind"] in CUT_KINDS
-    ][:1]
-
-
-def open_end(res: FileResult) -> tuple[str, int, str] | None:
-    """Where ``res``'s file stops between two entries inside a compile (its last entry is whole
-    but is not the compile's closing ``compilation_metrics``: the file was cut at a line end,
-    e.g. during the backward): ``(path, line, last entry's kind)``
-    (:func:`tracekit.read.envelopes._open_end`); :func:`_open_end_cut` makes the cut of it, as
-    :func:`cut_ends` gives one. None for a file that ends a compile."""
-    if res.open_end is None:
-        return None
-    kind, line = res.open_end
-    return (res.path, line, sys.intern(kind))  # one kind string for every file
-
-
-def _open_end_cut(rank: int | None, path: str, line: int, kind: str) -> dict[str, Any]:
-    """The cut (as :func:`cut_ends` gives one) of a file that ends open (:func:`open_end`)."""
-    detail = f"it ends between two entries, inside a compile: its last entry, a {kind}, closes none"
-    return {"rank": rank, "file": path, "line": line, "detail": detail, "kind": "cut_between_entries"}
-
-
-def _rank_order(ranks: Iterable[int | None]) -> list[int | None]:
-    """Ranks in order, the rank-less one (None) last (ints sorted as such: no key a rank)."""
-    ranks = list(ranks)
-    ints = sorted(r for r in ranks if r is not None)
-    return [*ints, None] if len(ints) < len(ranks) else [*ints]
-
-
-def _same_bytes(a: str, b: str) -> str:
-    """Whether two files hold the same log (a copy of a rank's log is not another run):
-    ``"bytes"`` for the same bytes, ``"content"`` for the same bytes once decompressed (a
-    ``.gz`` of the plain log), ``"cut_b"`` when ``b`` holds the start of ``a``'s log and
-    nothing else (a copy cut short: a backup that stopped, a ``.gz`` cut mid-stream), ``"cut_a"``
-    when ``a`` is such a copy of ``b``, ``""`` otherwise."""
-    try:
-        if filecmp.cmp(a, b, shallow=False):
-            return "bytes"
-        return _same_content(a, b)
-    except OSError:
-        return ""
-
-
-def _same_content(a: str, b: str) -> str:
-    """How two logs compare read through :func:`tracekit.read.sources.open_log` (gzip undone),
-    1 MiB at a time: ``"content"`` (the same log), ``"cut_a"`` / ``"cut_b"`` (one is a start of
-    the other: a copy cut short), ``""`` (they differ)."""
-    sa, ra = open_log(a)
-    try:
-        sb, rb = open_log(b)
-        try:
-            while True:
-                x, y = sa.read(1 << 20), sb.read(1 << 20)
-                if x == y:
-                    if not x:
-                        clean = not getattr(sa, "error", None) and not getattr(sb, "error", None)
-                        return "content" if clean and not (sa is ra and sb is rb) else ""
-                    continue
-                # one ends inside the other: the shorter is a start of the longer, if it ends here
-                if x and y.startswith(x) and not sa.read(1):
-                    return "cut_a"
-                if y and x.startswith(y) and not sb.read(1):
-                    return "cut_b"
-                return ""
-        finally:
-            sb.close()
-            rb.close()
-    finally:
-        sa.close()
-        ra.close()
-
-
-def _index_ends(ends: dict[str, int], graphs: list[Graph]) -> dict[str, int]:
-    """``ends`` (next graph index per compile id) moved past ``graphs``; returned."""
-    for g in graphs:
-        ends[g.compile_id] = max(ends.get(g.compile_id, 0), g.graph_index + 1)
-    return ends
-
-
-def _continue_rank(m: _Merging, res: FileResult) -> None:
-    """Add a later file of a rank to it: counters, graphs (graph indices continued after those
-    of the rank's earlier files, per compile id), schedules (post-grad positions continued),
-    compile ids (each once) and cache events."""
-    r = m.rank
-    r.files.append(res.path)
-    r.compiled_graphs += res.compiled_graphs
-    r.cache_hits += res.cache_hits
-    r.compiles += res.compiles
-    if r.torch_version is None:
-        r.torch_version = res.torch_version
-    offsets = m.next_index
-    if offsets is None:  # the rank's second file: its first file's graphs say where they end
-        offsets = m.next_index = _index_ends({}, r.graphs)
-    for g in res.graphs:
-        g.graph_index += offsets.get(g.compile_id, 0)
-    r.graphs.extend(res.graphs)
-    _index_ends(offsets, res.graphs)
-    positions = m.positions = dict(m.positions)
-    for f in [g.final for g in res.graphs if g.final is not None] + res.schedules_without_outcome:
-        f.position += positions.get(f.compile_id, 0)
-    for cid, n in res.positions.items():
-        positions[cid] = positions.get(cid, 0) + n
-    # new lists, never += : a rank's lists may be shared with other ranks (the interner)
-    r.schedules_without_outcome = r.schedules_without_outcome + res.schedules_without_outcome
-    seen = set(r.compile_ids)
-    r.compile_ids = r.compile_ids + [c for c in res.compile_ids if c not in seen]
-    r.cache_events = r.cache_events + res.cache_events
-    r.frames = r.frames + tuple(res.frames)

@@ -6,8 +6,10 @@ e.g. ``{"create_symbol": {...}}``); whether it needs the payload text
 (:attr:`EntryParser.needs_payload`); turns the entry into a value (:meth:`EntryParser.parse`,
 from the payload and the envelope, raising :class:`ArtifactError` on anything it does not
 accept); and hands the value to the per-rank model builder (:meth:`EntryParser.apply`, through
-the :class:`ModelBuilder` interface). The reader's loop only splits lines and dispatches;
-adding an entry kind is adding one parser here and naming it in a parser set.
+the :class:`ModelBuilder` interface): :mod:`tracekit.read.entry_parser`. The reader's loop
+only splits lines and dispatches; adding an entry kind is adding one parser here (or, for the
+collectives that run and overlap scheduling, in :mod:`tracekit.read.schedule_parsers`) and
+naming it in a parser set below.
 
 Payloads and envelopes are untrusted: parsed with regular expressions and orjson, never eval'd.
 """
@@ -16,128 +18,35 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
-import orjson
-
-from tracekit.model import (
-    COLLECTIVE_TYPES,
-    LONG_NAMES,
-    CollectiveSize,
-    Counts,
-    FinalSchedule,
-    ScheduledCollective,
+from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, CollectiveSize, Counts
+from tracekit.read.entry_parser import (
+    NODE_NAME_RE,
+    ArtifactError,
+    ComputeEstimates,
+    EntryKey,
+    EntryParser,
+    Estimation,
+    ModelBuilder,
+    Outcome,
+    ValueMemo,
+    intern_name,
+    json_payload,
 )
-from tracekit.read.estimation_templates import EstimationTemplates
-
-#: An entry's selection key: ``("artifact", NAME)`` for an artifact, ``(TYPE, None)`` otherwise.
-EntryKey = tuple[str, "str | None"]
-
-
-class ArtifactError(ValueError):
-    """An artifact payload that does not have the shape its parser expects (``bad_artifact``)."""
-
-
-@dataclass
-class Outcome:
-    """What one ``pre_bucketing_fsdp_collectives`` line says."""
-
-    fsdp_groups: list[str]
-    group_size: int | None
-    n_nodes: int
-    bucket_cap_mb: float
-    collectives: dict[str, Counts]
-
-
-def json_payload(payload: str | None, what: str) -> Any:
-    """A JSON payload decoded (orjson), or :class:`ArtifactError` naming ``what`` it was."""
-    try:
-        return orjson.loads(payload or "")
-    except orjson.JSONDecodeError as e:
-        raise ArtifactError(f"{what} is not JSON: {e}") from None
-
-
-class ValueMemo:
-    """Payload text -> parsed value, for payloads that repeat (a long log logs the same sizes,
-    outcome and estimation for thousands of graphs; a job's ranks log the same ones): parsed
-    once, and the value is shared (read-only: the model's users copy one before they change
-    it), so memory grows with distinct payloads, not with their count. Bounded: cleared when
-    it holds ``limit`` payloads (or ``max_chars`` of them); failures are not kept (they raise
-    each time)."""
-
-    def __init__(self, parse, limit: int = 2048, max_chars: int = 4 << 20) -> None:
-        self._parse = parse
-        self._values: dict[str, Any] = {}
-        self._chars = 0
-        self._limit = limit
-        self._max_chars = max_chars
-
-    def __call__(self, text: str) -> Any:
-        v = self._values.get(text)
-        if v is None:
-            v = self._parse(text)
-            if len(self._values) >= self._limit or self._chars > self._max_chars:
-                self._values.clear()
-                self._chars = 0
-            self._values[text] = v
-            self._chars += len(text)
-        return v
-
-    def __getstate__(self):  # a parser travels to worker processes without its memo
-        return {
-            "_parse": self._parse,
-            "_values": {},
-            "_chars": 0,
-            "_limit": self._limit,
-            "_max_chars": self._max_chars,
-        }
-
-
-class ModelBuilder(Protocol):
-    """What parsers hand their values to: one file's model, built in log order (implemented by
-    :class:`tracekit.read.pairing.RankBuilder`; the compile id of the entry is already set on it)."""
-
-    def add_outcome(self, outcome: Outcome, file: str, line: int) -> None: ...
-    def set_sizes(self, after: bool, sizes: list[CollectiveSize]) -> None: ...
-    def count_compiled_graph(self, text: str | None) -> None: ...
-    def count_cache_hit(self) -> None: ...
-    def add_cache_event(self, state: str) -> None: ...
-    def add_compile_id(self) -> None: ...
-    def set_estimation(self, estimation: Estimation, after_overlap: bool = False) -> None: ...
-    def set_compute_estimates(self, estimates: ComputeEstimates) -> None: ...
-    def mark_overlap_scheduled(self, after: bool) -> None: ...
-    def set_schedule(self, ops: list[tuple[str, str]]) -> None: ...
-    def mark_tracekit(self, buckets: Any = None, input_graph: str | None = None) -> None: ...
-    def add_symbol_hint(self, symbol: str, value: int) -> None: ...
-    def set_bucket_members(self, kind: str, buckets: list[list[str]]) -> None: ...
-    def set_torch_version(self, version: str) -> None: ...
-    def set_frame_fact(self, kind: str, value: Any) -> None: ...
-    def end_frame(self, metrics: dict[str, Any]) -> None: ...
-
-
-class EntryParser:
-    """The interface: which entries, whether the payload is needed, what is made of them."""
-
-    artifacts: ClassVar[frozenset[str]] = frozenset()  # artifact names
-    entry_types: ClassVar[frozenset[str]] = frozenset()  # other entry types ("create_symbol")
-    needs_payload: ClassVar[bool] = True
-
-    def keys(self) -> list[EntryKey]:
-        return [("artifact", n) for n in sorted(self.artifacts)] + [
-            (t, None) for t in sorted(self.entry_types)
-        ]
-
-    def parse(self, payload: str | None, envelope: dict[str, Any]) -> Any:
-        """The value of one entry (``payload`` is None when :attr:`needs_payload` is false).
-        A parser never reads the rank out of ``envelope``."""
-        return payload
-
-    def apply(self, builder: ModelBuilder, key: EntryKey, value: Any, file: str, line: int) -> None:
-        raise NotImplementedError
-
+from tracekit.read.schedule_parsers import (
+    ComputeEstimatesParser,
+    EstimationAfterOverlapParser,
+    EstimationParser,
+    GraphDtypeParser,
+    OverlapGraphMarkerParser,
+    ScheduleParser,
+    collective_op,
+    final_schedule,
+    parse_compute_estimates,
+    parse_estimation,
+)
 
 # --- pre_bucketing_fsdp_collectives -------------------------------------------------------------
 
@@ -259,13 +168,8 @@ def parse_sizes(text: str) -> list[CollectiveSize]:
             raise ArtifactError(f"size {i} has type {t!r}")
         if type(mb) not in (int, float) or not isinstance(nm, str):
             raise ArtifactError(f"size {i} has a bad size_mb or name")
-        out.append(CollectiveSize(type=_intern(t), size_mb=float(mb), name=_intern(nm)))
+        out.append(CollectiveSize(type=intern_name(t), size_mb=float(mb), name=intern_name(nm)))
     return out
-
-
-def _intern(s: str) -> str:
-    """Node names repeat across graphs and ranks: share one string object per name."""
-    return sys.intern(s) if len(s) < 200 else s
 
 
 class SizesParser(EntryParser):
@@ -338,343 +242,6 @@ class CompileStartParser(EntryParser):
         builder.add_compile_id()
 
 
-# --- the collectives that run: inductor_collective_schedule, fx_collectives_analytical_estimation
-
-
-def collective_op(name: str | None) -> tuple[str, str] | None:
-    """``(kind, op)`` of a scheduled op name, None for a wait (not a collective)::
-
-        torch.ops._c10d_functional.all_gather_into_tensor_out.default -> ("all_gather", "all_gather_into_tensor_out")
-        _c10d_functional.reduce_scatter_tensor.default                -> ("reduce_scatter", "reduce_scatter_tensor")
-        torch.ops._c10d_functional.all_to_all_single.default          -> ("all_to_all_single", "all_to_all_single")
-
-    ``kind`` is the collective type (:data:`COLLECTIVE_TYPES`) the op's name starts with, else
-    the op itself; a name inductor could not give (``null``) is ``("unknown", "unknown")``."""
-    if name is None:
-        return ("unknown", "unknown")
-    parts = name.split(".")
-    if parts[:2] == ["torch", "ops"]:
-        parts = parts[2:]
-    op = parts[1] if len(parts) >= 2 else parts[0]
-    if op.startswith("wait_tensor"):
-        return None
-    op = _intern(op)
-    return (next((t for t in COLLECTIVE_TYPES if op.startswith(t)), op), op)
-
-
-class ScheduleParser(EntryParser):
-    """``inductor_collective_schedule`` (json): the op names inductor emits, in run order, waits
-    included (``["torch.ops._c10d_functional.all_gather_into_tensor_out.default",
-    "torch.ops._c10d_functional.wait_tensor.default"]``). Value: ``[(kind, op), ...]`` of the
-    collectives (waits dropped; see :func:`collective_op`)."""
-
-    artifacts = frozenset({"inductor_collective_schedule"})
-
-    def __init__(self) -> None:
-        self._memo = ValueMemo(self._parse)
-
-    def parse(self, payload, envelope):
-        return self._memo(payload or "")
-
-    @staticmethod
-    def _parse(payload: str) -> list[tuple[str, str]]:
-        names = json_payload(payload, "inductor_collective_schedule")
-        if not isinstance(names, list) or not all(n is None or isinstance(n, str) for n in names):
-            raise ArtifactError("inductor_collective_schedule is not a list of op names")
-        return [op for op in map(collective_op, names) if op is not None]
-
-    def apply(self, builder, key, value, file, line):
-        builder.set_schedule(value)
-
-
-@dataclass
-class Estimation:
-    """What one ``fx_collectives_analytical_estimation`` says: the world size and one
-    collective per line (graph order, as the overlap scheduler saw them)."""
-
-    world_size: int | None
-    collectives: list[ScheduledCollective]
-
-
-_KEY_RE = re.compile(
-    r"(?P<target>\S+) group_size:(?P<size>\S*) group_name:(?P<name>.*?) input_bytes:(?P<bytes>\S*)"
-)
-
-
-def _int_or_none(text: str) -> int | None:
-    """A plain decimal count (ASCII digits, at most 19 of them), else None ("None", garbage)."""
-    return int(text) if len(text) <= 19 and text.isascii() and text.isdigit() else None
-
-
-_WORLD_RE = re.compile(r"# World size: ([0-9]{1,9})\s*")
-#: :func:`parse_estimation`'s lines remembered (a job's ranks log the same rows in payloads that
-#: differ elsewhere, e.g. by a mesh's group names); cleared past this many.
-LINE_MEMO_LIMIT = 8192
-
-
-def parse_estimation(
-    text: str, line_memo: dict[tuple[str, int, int], tuple[ScheduledCollective, ...]] | None = None
-) -> Estimation:
-    """Parse ``# World size: 4`` / ``Collective Key,NCCL Est(ms),Inductor Est(ms)`` / lines
-    ``_c10d_functional.all_gather_into_tensor_out.default group_size:4 group_name:0
-    input_bytes:75596,0.0116,0.0116`` (with benchmarks, more columns: the NCCL estimate is found
-    by its header). ``None`` in a key (a size torch could not tell) gives None. ``line_memo``:
-    each row's collective (shared, read-only, as the parsers' values are) by its text and the
-    header's shape, kept across calls."""
-    world: int | None = None
-    header: list[str] | None = None
-    nccl = 0
-    out: list[ScheduledCollective] = []
-    memo: dict[tuple[str, int, int], tuple[ScheduledCollective, ...]] = {} if line_memo is None else line_memo
-    for ln in text.split("\n"):
-        if not ln.strip():
-            continue
-        if ln.startswith("#"):
-            m = _WORLD_RE.fullmatch(ln)
-            world = int(m[1]) if m else world
-            continue
-        if header is None:
-            header = ln.split(",")
-            if header[0] != "Collective Key" or "NCCL Est(ms)" not in header:
-                raise ArtifactError(f"not a collectives estimation header: {ln[:80]!r}")
-            nccl = header.index("NCCL Est(ms)")
-            continue
-        key = (ln, len(header), nccl)
-        row = memo.get(key)
-        if row is None:
-            row = _estimation_row(ln, len(header), nccl)
-            if len(memo) >= LINE_MEMO_LIMIT:
-                memo.clear()
-            memo[key] = row
-        out.extend(row)
-    if header is None:
-        raise ArtifactError("no collectives estimation header")
-    return Estimation(world, out)
-
-
-def _estimation_row(ln: str, ncols: int, nccl: int) -> tuple[ScheduledCollective, ...]:
-    """One row of the estimation CSV: its collective, or none for an op that is no collective."""
-    cells = ln.rsplit(",", ncols - 1)
-    m = _KEY_RE.fullmatch(cells[0])
-    if len(cells) != ncols or m is None:
-        raise ArtifactError(f"not a collectives estimation line: {ln[:80]!r}")
-    op = collective_op(m["target"])
-    if op is None:
-        return ()
-    try:
-        ms: float | None = float(cells[nccl])
-    except ValueError:
-        ms = None
-    name = m["name"]
-    return (
-        ScheduledCollective(
-            kind=op[0],
-            op=op[1],
-            group=None if name == "None" else _intern(name),
-            group_size=_int_or_none(m["size"]),
-            bytes=_int_or_none(m["bytes"]),
-            est_ms=ms,
-        ),
-    )
-
-
-class EstimationParser(EntryParser):
-    """``fx_collectives_analytical_estimation`` (string, from overlap scheduling): see
-    :func:`parse_estimation`. Value: an :class:`Estimation`, or a
-    :class:`tracekit.read.estimation_templates.TemplatedEstimation` for a payload that names
-    process groups (its ``estimation()`` is the payload's :class:`Estimation`)."""
-
-    artifacts = frozenset({"fx_collectives_analytical_estimation"})
-
-    def __init__(self) -> None:
-        self._memo = ValueMemo(EstimationTemplates(parse_estimation).parse)
-
-    def parse(self, payload, envelope):
-        return self._memo(payload or "")
-
-    def apply(self, builder, key, value, file, line):
-        builder.set_estimation(value)
-
-
-#: A collective's node in a printed post-grad graph: ``all_gather_into_tensor_out: "f32[74536][1]cpu"
-#: = torch.ops._c10d_functional.all_gather_into_tensor_out.default(...)``: its dtype and op.
-_COLLECTIVE_NODE_RE = re.compile(
-    r'^[ \t]*\w+: "([a-z][a-z0-9_]*)\[[^"\n]*" = torch\.ops\._c10d_functional\.(\w+)\.', re.M
-)
-
-
-def _collective_node_lines(text: str) -> Iterator[re.Match[str]]:
-    """The matches of :data:`_COLLECTIVE_NODE_RE` in ``text``, in order, as ``finditer`` gives
-    them, found from the op's literal name (a graph of thousands of nodes has a few dozen
-    collectives: the search skips the other lines at ``str.find`` speed instead of trying the
-    pattern at each line start, a sixth of a 550 MB summarize before)."""
-    find, match = text.find, _COLLECTIVE_NODE_RE.match
-    i = find(_COLLECTIVE_NEEDLE)
-    while i >= 0:
-        start = text.rfind("\n", 0, i) + 1
-        m = match(text, start)
-        if m is not None:
-            yield m
-        end = text.find("\n", i)  # at most one match a line: go on from the next line
-        if end < 0:
-            return
-        i = find(_COLLECTIVE_NEEDLE, end)
-
-
-_COLLECTIVE_NEEDLE = "torch.ops._c10d_functional."
-
-
-def parse_collective_dtypes(text: str) -> dict[str, list[str]]:
-    """The dtypes of a printed graph's collectives by kind, in graph order
-    (``{"all_gather": ["f32"], ...}``; waits dropped)."""
-    out: dict[str, list[str]] = {}
-    for m in _collective_node_lines(text):
-        op = collective_op(f"_c10d_functional.{m[2]}.default")
-        if op is not None:
-            out.setdefault(op[0], []).append(_intern(m[1]))
-    return out
-
-
-class GraphDtypeParser(EntryParser):
-    """``inductor_post_grad_graph`` (string): the final post-grad graph, printed with each node's
-    ``dtype[shape]`` annotation. Value: the dtypes of its collectives by kind, in graph order
-    (``{"all_gather": ["f32"], ...}``; waits dropped), matched to the schedule by
-    :func:`final_schedule` as the estimation is."""
-
-    artifacts = frozenset({"inductor_post_grad_graph"})
-
-    def __init__(self) -> None:
-        self._memo = ValueMemo(parse_collective_dtypes)
-
-    def parse(self, payload, envelope):
-        return self._memo(payload or "")
-
-    def apply(self, builder, key, value, file, line):
-        builder.set_dtypes(value)
-
-
-def final_schedule(
-    compile_id: str,
-    position: int,
-    ops: list[tuple[str, str]],
-    estimation: Estimation | None,
-    dtypes: dict[str, list[str]] | None = None,
-) -> FinalSchedule:
-    """A schedule's collectives with sizes from the graph's estimation, matched by order within
-    each kind: the i-th all-gather of the schedule gets the i-th all-gather line of the
-    estimation (overlap scheduling moves collectives, but keeps those of one kind in order).
-    A kind whose counts disagree keeps the schedule's count, with sizes left None. ``dtypes``
-    (from :class:`GraphDtypeParser`) are matched the same way, a kind whose counts disagree
-    left without."""
-    colls = [ScheduledCollective(kind, op) for kind, op in ops]
-    if dtypes:
-        of_kind: dict[str, list[ScheduledCollective]] = {}
-        for c in colls:
-            of_kind.setdefault(c.kind, []).append(c)
-        for kind, cs in of_kind.items():
-            ds = dtypes.get(kind, [])
-            if len(ds) == len(cs):
-                for c, d in zip(cs, ds, strict=False):
-                    c.dtype = d
-    if estimation is None:
-        return FinalSchedule(compile_id, position, FinalSchedule.count_kinds(colls), colls)
-    by_kind: dict[str, list[ScheduledCollective]] = {}
-    for e in estimation.collectives:
-        by_kind.setdefault(e.kind, []).append(e)
-    mine: dict[str, list[ScheduledCollective]] = {}
-    for c in colls:
-        mine.setdefault(c.kind, []).append(c)
-    status = "matched"
-    for kind, cs in mine.items():
-        es = by_kind.get(kind, [])
-        if len(es) != len(cs):
-            status = "partial"
-            continue
-        for c, e in zip(cs, es, strict=False):
-            c.group, c.group_size, c.bytes, c.est_ms = e.group, e.group_size, e.bytes, e.est_ms
-    if any(len(v) != len(mine.get(k, [])) for k, v in by_kind.items()):
-        status = "partial"
-    return FinalSchedule(
-        compile_id, position, FinalSchedule.count_kinds(colls), colls, estimation.world_size, status
-    )
-
-
-# --- overlap scheduling: compute estimates, estimates after overlap bucketing, graph markers -----
-
-
-@dataclass
-class ComputeEstimates:
-    """One ``fx_compute_nodes_runtime_estimation`` CSV: ``{node name: Benchmarked Est(us)}`` in
-    row order. The ``Node`` cell is ``str(node)`` then each input's dtype and shape
-    (``mm f32(8, 128) f32(128, 256)``), so the name is its first word. A graph logs two, in
-    order, with the same "Benchmarked" column; they are paired with graphs by position."""
-
-    benchmarked_us: dict[str, float]
-
-
-def parse_compute_estimates(text: str) -> ComputeEstimates:
-    """Parse ``Node,Benchmarked Est(us),Analytical Est(us),...`` and its rows strictly."""
-    lines = [ln for ln in text.split("\n") if ln.strip()]
-    if not lines:
-        raise ArtifactError("empty compute estimation")
-    header = lines[0].split(",")
-    if header[:2] != ["Node", "Benchmarked Est(us)"]:
-        raise ArtifactError(f"not a compute estimation header: {lines[0][:80]!r}")
-    out: dict[str, float] = {}
-    for ln in lines[1:]:
-        cells = ln.rsplit(",", len(header) - 1)
-        name = cells[0].split(" ", 1)[0]
-        if len(cells) != len(header) or not _NODE_NAME_RE.match(name):
-            raise ArtifactError(f"not a compute estimation row: {ln[:80]!r}")
-        try:
-            us = float(cells[1])
-        except ValueError:
-            raise ArtifactError(f"estimate is not a number: {ln[:80]!r}") from None
-        if not (us == us and 0 <= us < float("inf")):
-            raise ArtifactError(f"estimate is not a finite time: {ln[:80]!r}")
-        out[_intern(name)] = us
-    return ComputeEstimates(out)
-
-
-class ComputeEstimatesParser(EntryParser):
-    """``fx_compute_nodes_runtime_estimation`` (string CSV, microseconds): see
-    :func:`parse_compute_estimates`; the first of a post-grad graph is kept."""
-
-    artifacts = frozenset({"fx_compute_nodes_runtime_estimation"})
-
-    def parse(self, payload, envelope):
-        return parse_compute_estimates(payload or "")
-
-    def apply(self, builder, key, value, file, line):
-        builder.set_compute_estimates(value)
-
-
-class EstimationAfterOverlapParser(EntryParser):
-    """``fx_collectives_estimations_after_overlap_bucketing`` (string, same CSV as
-    ``fx_collectives_analytical_estimation``, with benchmark columns): the collectives after
-    overlap bucketing, so the ones the recorded schedule runs (written only with
-    ``log_final_collectives_estimations``)."""
-
-    artifacts = frozenset({"fx_collectives_estimations_after_overlap_bucketing"})
-
-    def parse(self, payload, envelope):
-        return parse_estimation(payload or "")
-
-    def apply(self, builder, key, value, file, line):
-        builder.set_estimation(value, after_overlap=True)
-
-
-class OverlapGraphMarkerParser(EntryParser):
-    """``overlap_scheduling_graph_before`` / ``_after`` (string): overlap scheduling ran on
-    this graph. Only their presence is read (the text is the graph after pre-bucketing)."""
-
-    artifacts = frozenset({"overlap_scheduling_graph_before", "overlap_scheduling_graph_after"})
-    needs_payload = False
-
-    def apply(self, builder, key, value, file, line):
-        builder.mark_overlap_scheduled(after=key[1].endswith("_after"))
-
-
 # --- tracekit's own pass (bucketing.install()) --------------------------------------------------
 
 
@@ -696,7 +263,6 @@ class TracekitBucketsParser(EntryParser):
 
 
 _BUCKET_RE = re.compile(r"\[([^\[\]]*)\]")
-_NODE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def parse_torch_buckets(text: str) -> list[list[str]]:
@@ -707,7 +273,7 @@ def parse_torch_buckets(text: str) -> list[list[str]]:
     buckets = []
     for inner in _BUCKET_RE.findall(body[1:-1]):
         names = [n.strip() for n in inner.split(",") if n.strip()]
-        if not all(_NODE_NAME_RE.match(n) for n in names):
+        if not all(NODE_NAME_RE.match(n) for n in names):
             raise ArtifactError(f"bucket with a name that is not a node name: {inner[:80]!r}")
         buckets.append(names)
     return buckets
@@ -756,7 +322,7 @@ class TorchVersionParser(EntryParser):
     def parse(self, payload, envelope):
         v = json_payload(payload, "torch_version")
         version = v.get("pytorch_version") if isinstance(v, dict) else None
-        return _intern(version) if isinstance(version, str) else None
+        return intern_name(version) if isinstance(version, str) else None
 
     def apply(self, builder, key, value, file, line):
         if value is not None:

@@ -48,7 +48,7 @@ around a bad one are still used; ``--strict`` makes any of them exit status 1):
   ``pre_bucketing_fsdp_collectives`` line or sizes JSON).
 - ``nul_bytes``: a line with NUL bytes (a crash leaves zeroed blocks), instead of ``bad_prefix``.
 - ``crlf_line_ends``: the file has CRLF line ends (read as LF; reported once).
-- Files that are no rank (:func:`tracekit.read.pairing.merge_files`; listed in ``world.unplaced``):
+- Files that are no rank (:func:`tracekit.read.merge.merge_files`; listed in ``world.unplaced``):
   ``no_entries`` (bad lines only: "no log entries in FILE"), ``unplaced_rank`` (a rank that is
   not one), ``unknown_rank`` (rank-less among ranked logs); ``copied_file``: a byte-identical
   copy of a rank's log, read once.
@@ -67,15 +67,15 @@ from bucketing.gc_pause import gc_paused
 from tracekit.model import Diagnostics, FrameCompile, Run
 from tracekit.model.words import plural
 from tracekit.read import segments
+from tracekit.read.interning import BuildMemo
+from tracekit.read.merge import merge_files
 from tracekit.read.pairing import (
-    BuildMemo,
     FileBuilder,
     FileResult,
     GraphSource,
     NotPrebucketedSource,
     SegmentResult,
     build_file,
-    merge_files,
 )
 from tracekit.read.parsers import FRAME_PARSERS, NOT_PREBUCKETED_PARSERS, SOURCE_PARSERS, SUMMARY_PARSERS
 from tracekit.read.segments import Segment, default_jobs, file_segments, read_segment, read_segments

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import IO, Any, NamedTuple
 
 from tracekit.model import Diagnostics
+from tracekit.read import envelope_fields as ef
 from tracekit.read import envelopes as ev
-from tracekit.read import machinery
+from tracekit.read import speed_switches
 from tracekit.read.entries import PayloadMemo, check_gzip, decode_entries
 from tracekit.read.pairing import NO_COMPILE_ID, Events, SegmentResult
 from tracekit.read.parsers import SUMMARY_PARSERS, ArtifactError, EntryParser, key_table
@@ -252,8 +253,8 @@ def _rank_in_lines(text: bytes) -> int | None:
         if m is None:
             continue
         try:
-            r = ev.envelope_rank(ev.decode_envelope(line[m.end() :]))
-        except ev.EntryError:
+            r = ef.envelope_rank(ef.decode_envelope(line[m.end() :]))
+        except ef.EntryError:
             continue
         if r is not None:
             return r
@@ -268,7 +269,7 @@ def segment_count(size: int, jobs: int) -> int:
     """How many segments a plain file of ``size`` bytes is read in: one under
     :data:`SPLIT_MIN_BYTES`; else ``jobs`` (at least 32 MiB each), or more, a multiple of
     ``jobs``, to keep each under :data:`SEGMENT_MAX_BYTES`."""
-    if size < SPLIT_MIN_BYTES or not machinery.SEGMENTS:
+    if size < SPLIT_MIN_BYTES or not speed_switches.SEGMENTS:
         return 1
     per_round = jobs * SEGMENT_MAX_BYTES  # a round: a segment a job
     if size <= per_round:

@@ -11,11 +11,14 @@
 - Entries named like trace logs that are not regular files (dangling symlinks, symlink loops,
   directories, FIFOs), and a PATH that is a FIFO or a device, are ``unreadable_file``
   diagnostics and are never opened (opening a FIFO blocks until someone writes to it).
+- Two files of one rank are compared byte by byte (:func:`same_log`): a copy of a rank's log,
+  plain or ``.gz``, whole or cut short, is read once.
 """
 
 from __future__ import annotations
 
 import errno
+import filecmp
 import io
 import os
 import re
@@ -359,3 +362,46 @@ class TolerantGzip:
 
     def close(self) -> None:
         self._gz.close()
+
+
+def same_log(a: str, b: str) -> str:
+    """Whether two files hold the same log (a copy of a rank's log is not another run):
+    ``"bytes"`` for the same bytes, ``"content"`` for the same bytes once decompressed (a
+    ``.gz`` of the plain log), ``"cut_b"`` when ``b`` holds the start of ``a``'s log and
+    nothing else (a copy cut short: a backup that stopped, a ``.gz`` cut mid-stream), ``"cut_a"``
+    when ``a`` is such a copy of ``b``, ``""`` otherwise."""
+    try:
+        if filecmp.cmp(a, b, shallow=False):
+            return "bytes"
+        return _same_content(a, b)
+    except OSError:
+        return ""
+
+
+def _same_content(a: str, b: str) -> str:
+    """How two logs compare read through :func:`open_log` (gzip undone),
+    1 MiB at a time: ``"content"`` (the same log), ``"cut_a"`` / ``"cut_b"`` (one is a start of
+    the other: a copy cut short), ``""`` (they differ)."""
+    sa, ra = open_log(a)
+    try:
+        sb, rb = open_log(b)
+        try:
+            while True:
+                x, y = sa.read(1 << 20), sb.read(1 << 20)
+                if x == y:
+                    if not x:
+                        clean = not getattr(sa, "error", None) and not getattr(sb, "error", None)
+                        return "content" if clean and not (sa is ra and sb is rb) else ""
+                    continue
+                # one ends inside the other: the shorter is a start of the longer, if it ends here
+                if x and y.startswith(x) and not sa.read(1):
+                    return "cut_a"
+                if y and x.startswith(y) and not sb.read(1):
+                    return "cut_b"
+                return ""
+        finally:
+            sb.close()
+            rb.close()
+    finally:
+        sa.close()
+        ra.close()

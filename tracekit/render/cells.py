@@ -69,7 +69,7 @@ def sequence_text(seq: list[list[Any]] | None) -> str:
 
 
 def value_text(field: str, v: Any) -> str:
-    """A compared value of a graph (:func:`tracekit.model.compared_values`) in a few words."""
+    """A compared value of a graph (:func:`tracekit.model.fields.compared_values`) in a few words."""
     if v is None:
         return "-"
     if field in COLLECTIVE_TYPES:

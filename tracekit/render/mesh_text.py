@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tracekit.model.mesh import names_text
+from tracekit.analyze.mesh import names_text
 from tracekit.model.rankset import rank_members
 from tracekit.model.words import graph_label
 from tracekit.render.cells import groups_text

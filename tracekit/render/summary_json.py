@@ -18,7 +18,9 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.summarize import summary_document
-from tracekit.model import DumpMemo, Rank, Run, graph_to_dict, rank_to_dict
+from tracekit.model import Rank, Run
+from tracekit.model.fields import graph_to_dict, rank_to_dict
+from tracekit.model.json_forms import DumpMemo
 
 
 def write_summary_json(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
-from tracekit.model.mesh import names_text
 from tracekit.model.rankset import format_ranks, rank_members
 from tracekit.model.words import graph_label, plural
 from tracekit.model.world import world_text

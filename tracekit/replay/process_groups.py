@@ -8,7 +8,7 @@ and an all-reduce names no size (``all_reduce(x, 'sum', '1')``): HSDP's backward
 gradients on the replicate group, which a graph's all-gathers never name.
 
 c10d names groups in creation order and every rank creates every group of a DeviceMesh, so a
-name means the same group on every rank (:mod:`tracekit.model.mesh`). Each group of a graph gets:
+name means the same group on every rank (:mod:`tracekit.analyze.mesh`). Each group of a graph gets:
 
 - its size from the graph (the ``group_size`` argument of an all-gather or reduce-scatter);
   otherwise from the logs: the members of the group (the ranks whose logs use its name) when
@@ -35,7 +35,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from tracekit.model.mesh import MeshGroup
+from tracekit.analyze.mesh import MeshGroup
 
 
 @dataclass(frozen=True)
@@ -92,9 +92,10 @@ class GraphGroup:
 
 
 def group_table(paths: Iterable[str]) -> GroupTable:
-    """Read every log of ``paths`` for the run's process groups (:func:`tracekit.model.mesh.mesh_groups`)
+    """Read every log of ``paths`` for the run's process groups (:func:`tracekit.analyze.mesh.mesh_groups`)
     and its world size. Unreadable input leaves the table empty (the replay says what it lacks)."""
-    from tracekit.model.mesh import log_world_size, mesh_groups
+    from tracekit.analyze.mesh import mesh_groups
+    from tracekit.model.world import log_world_size
     from tracekit.read.reader import load
 
     try:  # the reader lists the files once and reads in one process below PARALLEL_MIN_BYTES

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tracekit.model import COLLECTIVE_TYPES, Diagnostics, Graph, final_to_dict
+from tracekit.model import COLLECTIVE_TYPES, Diagnostics, Graph
+from tracekit.model.json_forms import final_to_dict
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.schedule_figures import round_ms, schedule_figures
@@ -232,7 +233,7 @@ class GraphReplay:
             "overlap_scheduled": self.overlap_scheduled,
             "final_reproduced": self.final_reproduced,
             "final_mismatches": list(self.final_mismatches),
-            "recorded_final": _recorded_final(g),
+            "recorded_final": final_to_dict(g.final, replay=True),
             "note": self.note,
             "reproduction": None if self.reproduction is None else self.reproduction.to_dict(),
             "replays": [r.to_dict() for r in self.replays],
@@ -246,20 +247,6 @@ class GraphReplay:
                 else {"recorded_what_if_hardware": self.recorded_what_if.to_dict()}
             ),
         }
-
-
-def _recorded_final(g: Graph) -> dict[str, Any] | None:
-    """The recorded final schedule as the replay document shows it: the model's JSON form
-    (:func:`tracekit.model.final_to_dict`) without what a replay does not compare (compile id,
-    position, world size, dtypes) and without the kinds counted zero."""
-    f = final_to_dict(g.final)
-    if f is None:
-        return None
-    return {
-        "counts": {k: v for k, v in f["counts"].items() if v},
-        "sizes": f["sizes"],
-        "collectives": [{k: v for k, v in c.items() if k != "dtype"} for c in f["collectives"]],
-    }
 
 
 def recorded_collectives(g: Graph) -> dict[str, dict[str, int]]:

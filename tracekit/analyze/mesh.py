@@ -14,7 +14,8 @@ role is read from what runs on it:
 - ``replicate``: all-reduces in backward graphs only (the gradients of HSDP or DDP).
 
 The world is the ``# World size: N`` line of ``fx_collectives_analytical_estimation``
-(:attr:`tracekit.model.FinalSchedule.world_size`) when a log has one.
+(:attr:`tracekit.model.FinalSchedule.world_size`) when a log has one
+(:func:`tracekit.model.world.log_world_size`).
 
 For an HSDP run of 4 ranks (replicate 2 x shard 2)::
 
@@ -28,8 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.model import FinalSchedule, Graph, GroupSlots, Rank, Run, ScheduledCollective
+from tracekit.model import FinalSchedule, Graph, Run
 from tracekit.model.rankset import MAX_RANK, format_ranks
+from tracekit.model.world import log_world_size
 
 #: Roles in the order a mesh is written (outermost dimension first).
 ROLES: tuple[str, ...] = ("replicate", "shard", "tp")
@@ -56,23 +58,6 @@ class MeshGroup:
         }
 
 
-def _finals(rank: Rank) -> list[FinalSchedule]:
-    out = [g.final for g in rank.graphs if g.final is not None]
-    return out + list(rank.schedules_without_outcome)
-
-
-def log_world_size(run: Run) -> int | None:
-    """The largest ``# World size`` any rank's log states (None when none does, or only
-    implausible ones above :data:`tracekit.model.rankset.MAX_RANK`)."""
-    sizes = [
-        f.world_size
-        for r in run.ranks
-        for f in _finals(r)
-        if f.world_size is not None and 0 < f.world_size <= MAX_RANK
-    ]
-    return max(sizes) if sizes else None
-
-
 @dataclass(slots=True)
 class _Seen:
     members: set[int]
@@ -80,11 +65,6 @@ class _Seen:
     fsdp: bool = False
     forward_kinds: set[str] | None = None
     backward_kinds: set[str] | None = None
-
-
-#: A slot of a template's finals: its number, the (size, kind) facts of its collectives, and the
-#: groups named there so far by name (:func:`mesh_groups`).
-_SlotGroups = tuple[int, frozenset[tuple[int | None, str]], dict[str, _Seen]]
 
 
 def _role(s: _Seen, any_fsdp: bool) -> tuple[str, str]:
@@ -105,7 +85,7 @@ def _role(s: _Seen, any_fsdp: bool) -> tuple[str, str]:
 
 def mesh_groups(run: Run) -> list[MeshGroup]:
     """Every process group the logs use, by name (numeric names in number order). A final
-    schedule, or a list of FSDP groups, shared by many ranks (:mod:`tracekit.read.pairing`
+    schedule, or a list of FSDP groups, shared by many ranks (:mod:`tracekit.read.interning`
     shares equal ones) is looked at once: its groups' sizes, kinds and FSDP flag are set then,
     and each further rank that has it is only added to those groups' members. Nothing is kept
     a rank but its number in the members of its groups."""
@@ -129,33 +109,7 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
                 s.sizes.add(g.group_size)
         return out
 
-    # (id of a GroupSlots, forward) -> (the GroupSlots, kept; per slot: its (size, kind) facts,
-    # and the groups named there so far, each with those facts added once)
-    slot_groups: dict[
-        tuple[int, bool], tuple[GroupSlots, tuple[tuple[int, frozenset, dict[str, _Seen]], ...]]
-    ] = {}
-
     def final_member(f: FinalSchedule, rank: int | None) -> None:
-        slots = f.group_slots
-        if slots is not None:  # a final of a template (each rank's backward on a mesh is its
-            forward = f.position == 0  # own): its groups by slot and name
-            hit = slot_groups.get((id(slots), forward))
-            if hit is None or hit[0] is not slots:
-                by_slot: tuple[_SlotGroups, ...] = tuple(
-                    (slot, facts, {}) for slot, facts in _slot_facts(slots)
-                )
-                hit = slot_groups[(id(slots), forward)] = (slots, by_slot)
-            names = f.names
-            for slot, facts, by_name in hit[1]:
-                name = names[slot]
-                s = by_name.get(name)
-                if s is None:
-                    if name == "None":
-                        continue
-                    s = by_name[name] = _add_facts(at(name), facts, forward)
-                if rank is not None:
-                    s.members.add(rank)
-            return
         fhit = final_done.get(id(f))
         if fhit is None or fhit[0] is not f:
             fhit = final_done[id(f)] = (
@@ -220,18 +174,6 @@ def _inferred_size(run: Run, seen: dict[str, _Seen], roles: dict[str, str]) -> d
     return {unread.pop(): world // product}
 
 
-def _slot_facts(slots: GroupSlots) -> tuple[tuple[int, frozenset[tuple[int | None, str]]], ...]:
-    """Per slot of a template's finals, the ``(size, kind)`` of its collectives, once each
-    (read off the template: no final's collectives bound): :func:`_final_facts` with the group
-    as its slot."""
-    out: dict[int, set[tuple[int | None, str]]] = {}
-    for c, s in zip(slots.template, slots.slots, strict=True):
-        if s is not None:
-            size = c.group_size if c.group_size and 0 < c.group_size <= MAX_RANK else None
-            out.setdefault(s, set()).add((size, c.kind))
-    return tuple((s, frozenset(facts)) for s, facts in out.items())
-
-
 def _add_facts(s: _Seen, facts: Iterable[tuple[int | None, str]], forward: bool) -> _Seen:
     """``s`` with the sizes and kinds of collectives on it added (in a forward graph or not)."""
     kinds = s.forward_kinds if forward else s.backward_kinds
@@ -263,7 +205,7 @@ class RoleSequences:
     """Final schedules' sequences compared by role: ``(kind, role, bytes, dtype)`` per
     collective, a group name that has no role in ``roles`` kept (:func:`role_names`).
 
-    Made once per collectives list (the ranks of one graph share it: :mod:`tracekit.read.pairing`)
+    Made once per collectives list (the ranks of one graph share it: :mod:`tracekit.read.interning`)
     and equal sequences are one object with one number, so the 512 shard groups of a 1,024-rank
     HSDP mesh, whose schedules differ by their group names only, give a few sequences. For the
     schedules of shard group ``3`` (ranks 0-1) and ``4`` (ranks 2-3)::
@@ -271,49 +213,24 @@ class RoleSequences:
         [["all_gather", "3", 148552, "f32"]]  ->  (("all_gather", "shard", 148552, "f32"),)  # both
     """
 
-    __slots__ = ("roles", "_slot_roles", "_by_list", "_by_slots", "_by_names", "_numbers")
+    __slots__ = ("roles", "_by_list", "_numbers")
 
     def __init__(self, roles: dict[str, str]) -> None:
         self.roles = roles
-        # a final's names by role: a name "None" is no group (as an estimation row says it)
-        self._slot_roles: dict[str, str | None] = {**roles, "None": None}
         # id of a collectives list -> (the list, kept alive so the id stays its own; the number)
         self._by_list: dict[int, tuple[list[Any], int]] = {}
-        # (id of a final's GroupSlots, its names by role) -> (the GroupSlots, kept; the number)
-        self._by_slots: dict[tuple[int, tuple[str | None, ...]], tuple[GroupSlots, int]] = {}
-        # (id of a final's GroupSlots, its names) -> (the GroupSlots, kept; the number)
-        self._by_names: dict[tuple[int, tuple[str, ...]], tuple[GroupSlots, int]] = {}
         self._numbers: dict[tuple[tuple[Any, ...], ...], int] = {}
 
     def number(self, f: FinalSchedule) -> int:
-        """The number of ``f``'s sequence by role: equal numbers, equal sequences. A final the
-        reader built from a template (:class:`tracekit.model.GroupSlots`) is looked up by its
-        template and its few names by role: the finals of 512 shard groups, one template and
-        names ``("3", "1")``, ``("4", "1")``, ... by role ``("shard", "replicate")``, are one
-        sequence made once."""
-        slots = f.group_slots
-        if slots is not None:  # its collectives are not read (unbound, made per rank if read)
-            nhit = self._by_names.get((id(slots), f.names))
-            if nhit is not None and nhit[0] is slots:
-                return nhit[1]
-            # a name "None" is a collective without group, as in the sequence
-            key = (id(slots), tuple(map(self._slot_roles.get, f.names, f.names)))
-            shit = self._by_slots.get(key)
-            if shit is None or shit[0] is not slots:
-                shit = self._by_slots[key] = (slots, self._number(f.collectives))
-            self._by_names[(id(slots), f.names)] = shit
-            return shit[1]
+        """The number of ``f``'s sequence by role: equal numbers, equal sequences."""
         hit = self._by_list.get(id(f.collectives))
         if hit is not None and hit[0] is f.collectives:
             return hit[1]
-        n = self._number(f.collectives)
+        roles = self.roles
+        seq = tuple((c.kind, roles.get(c.group, c.group), c.bytes, c.dtype) for c in f.collectives)  # type: ignore[arg-type]
+        n = self._numbers.setdefault(seq, len(self._numbers))
         self._by_list[id(f.collectives)] = (f.collectives, n)
         return n
-
-    def _number(self, collectives: list[ScheduledCollective]) -> int:
-        roles = self.roles
-        seq = tuple((c.kind, roles.get(c.group, c.group), c.bytes, c.dtype) for c in collectives)  # type: ignore[arg-type]
-        return self._numbers.setdefault(seq, len(self._numbers))
 
 
 #: Groups of one role named in a line or a cell; past it, the first ones, ``...``, the last one
