@@ -328,6 +328,7 @@ def test_names():
 
 def test_read_on_dask_is_the_local_read(gloo):
     import distributed
+
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0"
     ) as c:
@@ -335,3 +336,18 @@ def test_read_on_dask_is_the_local_read(gloo):
         got = read_traces(GLOO, dask=c.scheduler_address, progress=lambda d, n: calls.append((d, n)))
     assert got == gloo
     assert calls[-1] == (2, 2)
+
+
+def test_a_malformed_event_is_skipped_and_said(tmp_path):
+    raw = _rank0_text().encode()
+    at = raw.index(b'"name": "_c10d_functional::all_gather_into_tensor"')
+    start = raw.rfind(b"\n  {", 0, at) + 1
+    dur = raw.index(b'"dur": ', at) + len(b'"dur": ')
+    broken = raw[:dur] + b"x" + raw[dur:]  # "dur": x490.335
+    f = tmp_path / "broken.json"
+    f.write_bytes(broken)
+    t = read_trace(f)
+    assert (t.complete, len(t.issued), t.events_read) == (True, 91, 2735)
+    (problem,) = t.problems
+    assert problem.startswith(f"{f}: the event at byte {start:,} is not valid JSON (")
+    assert problem.endswith("): skipped")

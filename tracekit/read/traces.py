@@ -10,9 +10,9 @@ How a file is read:
   what was decompressed before the damage (:class:`tracekit.read.sources.TolerantGzip`).
 - Kineto writes each event as a block of lines that opens with a line ``  {`` and closes with a
   line ``  }`` (2 spaces; everything inside is indented further, and a JSON string holds no raw
-  newline). The file is read in pieces of :data:`PIECE` bytes; in each, the few byte strings that
-  mark an event the model keeps (:data:`MARKERS`) are looked for with ``bytes.find``, and only the
-  events around a hit are decoded (orjson). All other events are counted, never decoded. The
+  newline). The file is read in pieces of :data:`PIECE` bytes; in each, the names that mark an
+  event the model keeps (:data:`NAME_MARKERS`) and kernels (:data:`KERNEL_MARKER`) are looked for,
+  and only the events around a hit are decoded (orjson). All other events are counted, never decoded. The
   JSON around the event array (``distributedInfo``, ``baseTimeNanoseconds``, ...) is decoded
   on its own.
 - A file not in that layout (one line of JSON, another writer) is parsed whole: the
@@ -64,18 +64,14 @@ from tracekit.read.sources import TolerantGzip, open_log
 
 #: Bytes (decompressed) read at a time.
 PIECE = 4 << 20
-#: Byte strings one of which is in every event the model keeps (a hit is then decoded and
-#: checked exactly; a false hit costs one decode).
-MARKERS = (
-    b"ProfilerStep#",
-    b"Torch-Compiled Region",
-    b'"CompiledFunction',
-    b"## Call CompiledFxGraph",
-    b"_c10d_functional::",
-    b'"gloo:',
-    b'"cat": "kernel"',
-    b'"thread_name"',
+#: What every event the model keeps has, in Kineto's layout: its name starts with one of these
+#: (one regular expression, its common prefix found fast) ...
+NAME_MARKERS = re.compile(
+    rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
+    rb'|_c10d_functional::|gloo:|thread_name")'
 )
+#: ... or it is a kernel. A hit is then decoded and checked exactly: a false hit costs a decode.
+KERNEL_MARKER = b'"cat": "kernel"'
 #: How much of a file's start may come before ``"traceEvents"`` (device properties and such).
 HEAD_MAX = 16 << 20
 
@@ -488,7 +484,7 @@ def _scan_events(name: str, buf: bytes, pos: int, stream: Any, b: _Builder) -> N
     while True:
         cut = buf.rfind(_OPEN)
         if cut > 0:  # else one event larger than what is held: read on
-            _scan(buf, cut, b)
+            _scan(buf, cut, b, done)
             done += cut
             buf = buf[cut:]
         piece = stream.read(PIECE)
@@ -498,27 +494,31 @@ def _scan_events(name: str, buf: bytes, pos: int, stream: Any, b: _Builder) -> N
     _finish_events(name, buf, done, b, _gz_note(stream))
 
 
-def _scan(buf: bytes, cut: int, b: _Builder) -> None:
-    """Decode the events of ``buf[:cut]`` that a marker is in; count them all."""
+def _scan(buf: bytes, cut: int, b: _Builder, done: int) -> None:
+    """Decode the events of ``buf[:cut]`` that a marker is in; count them all. ``done``: the
+    bytes before ``buf`` (where a malformed event is, said)."""
     trace = b.t
     trace.events_read += buf.count(_OPEN, 0, cut)
     starts: set[int] = set()
-    for marker in MARKERS:
-        i = buf.find(marker, 0, cut)
-        while i != -1:
-            s = buf.rfind(_OPEN, 0, i)
-            e = buf.find(_CLOSE, i)
-            if s == -1 or e == -1:  # before the first event: not in one
-                i = buf.find(marker, i + 1, cut)
-                continue
+    for m in NAME_MARKERS.finditer(buf, 0, cut):
+        s = buf.rfind(_OPEN, 0, m.start())
+        if s != -1:  # else before the first event: not in one
             starts.add(s)
-            i = buf.find(marker, e, cut)
+    i = buf.find(KERNEL_MARKER, 0, cut)
+    while i != -1:
+        s = buf.rfind(_OPEN, 0, i)
+        if s != -1:
+            starts.add(s)
+        i = buf.find(KERNEL_MARKER, i + len(KERNEL_MARKER), cut)
     for s in sorted(starts):
         e = buf.find(_CLOSE, s + 4)
         try:
             ev = orjson.loads(buf[s + 1 : e + 4])
-        except orjson.JSONDecodeError:
-            continue  # the cut event at the end: said by _finish_events
+        except orjson.JSONDecodeError as err:
+            trace.problems.append(
+                f"{trace.path}: the event at byte {done + s + 1:,} is not valid JSON ({err}): skipped"
+            )
+            continue
         if isinstance(ev, dict):
             b.add(ev)
 
