@@ -351,3 +351,20 @@ def test_a_malformed_event_is_skipped_and_said(tmp_path):
     (problem,) = t.problems
     assert problem.startswith(f"{f}: the event at byte {start:,} is not valid JSON (")
     assert problem.endswith("): skipped")
+
+
+def test_a_thousand_ranks_in_parallel(tmp_path):
+    raw = _rank0_text()
+    # rank 0's first 100 events (the gloo threads' come first in the file), as a whole trace
+    blocks = raw.split("\n  },\n  {\n")
+    small = "\n  },\n  {\n".join(blocks[:100]) + "\n  }\n  ]}"
+    for r in range(1000):
+        text = small.replace('"rank": 0, "world_size": 2', f'"rank": {r}, "world_size": 1000')
+        (tmp_path / f"host_{(r * 7919) % 1000}.{r}.pt.trace.json").write_text(text)
+    calls: list[tuple[int, int]] = []
+    traces = read_traces(tmp_path, jobs=2, progress=lambda d, n: calls.append((d, n)))
+    assert [t.rank for t in traces] == list(range(1000))
+    assert {(t.world_size, t.complete, t.events_read, len(t.transfers)) for t in traces} == {
+        (1000, True, 100, 6)
+    }
+    assert calls[-1] == (1000, 1000)
