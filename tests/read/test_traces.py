@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tracekit.model.profile import CPU_FORM, GPU_FORM, ProcessGroupInfo, RankTrace
+from tracekit.read import traces
 from tracekit.read.traces import (
     TraceError,
     collective_kind,
@@ -368,3 +369,11 @@ def test_a_thousand_ranks_in_parallel(tmp_path):
         (1000, True, 100, 6)
     }
     assert calls[-1] == (1000, 1000)
+
+
+def test_small_pieces_read_the_same(monkeypatch, gloo):
+    # every event boundary falls across pieces somewhere: the same trace comes out
+    whole = read_trace(NCCL)
+    monkeypatch.setattr(traces, "PIECE", 1000)
+    assert read_trace(NCCL) == whole
+    assert read_trace(gloo[1].path) == gloo[1]

@@ -459,6 +459,11 @@ def _read_stream(name: str, stream: Any) -> RankTrace:
             raise TraceError(f"{name}: not a Chrome trace (no traceEvents in its first {HEAD_MAX >> 20} MiB)")
         # a whole-file parse says whether it is JSON without the key, or cut before it
         return _read_whole(name, head, stream, b, reason="no traceEvents key found")
+    while len(head) - m.end() < 256:  # enough of the array to see its layout
+        piece = stream.read(PIECE)
+        if not piece:
+            break
+        head += piece
     rest = head[m.end() :]
     if not _KINETO_FIRST_RE.match(rest) and not _EMPTY_EVENTS_RE.match(rest):
         return _read_whole(name, head, stream, b, reason="its events are not one block of lines each")
