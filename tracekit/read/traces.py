@@ -180,7 +180,7 @@ def read_trace(path: str | os.PathLike) -> RankTrace:
     >>> t.rank, t.world_size, t.form, len(t.transfers), len(t.steps)
     (0, 2, 'gpu', 21, 3)
     >>> t.transfers[0].kind, t.transfers[0].numel_in, t.transfers[0].group_ranks
-    ('broadcast', 2, (0, 1))
+    ('broadcast', 53120, (0, 1))
     """
     name = os.fspath(path)
     try:
@@ -202,7 +202,7 @@ class _Builder:
 
     def __init__(self, trace: RankTrace) -> None:
         self.t = trace
-        self.kernel_names: dict[str, str] = {}  # one string per kernel name, however many kernels
+        self.strings: dict[str, str] = {}  # one string per name, dtype, op: however many events
         self.shapes_seen = False
         self.kernels = 0
 
@@ -210,6 +210,7 @@ class _Builder:
         name = ev.get("name")
         if not isinstance(name, str):
             return
+        name = self.strings.setdefault(name, name)
         ph = ev.get("ph")
         if ph == "M":
             if name == "thread_name":
@@ -243,7 +244,7 @@ class _Builder:
         self.kernels += 1
         args = ev.get("args") or {}
         stream = args.get("stream", ev.get("tid"))
-        span = _span(ev, self.kernel_names.setdefault(name, name), stream)
+        span = _span(ev, name, stream)
         coll = args.get("Collective name")
         if coll is None and not name.startswith("nccl"):
             self.t.compute.append(span)
@@ -252,18 +253,18 @@ class _Builder:
         self.t.transfers.append(
             Transfer(
                 span=span,
-                kind=collective_kind(coll if isinstance(coll, str) else _nccl_kernel_op(name)),
+                kind=self._shared(collective_kind(coll if isinstance(coll, str) else _nccl_kernel_op(name))),
                 numel_in=_int(args.get("In msg nelems")),
                 numel_out=_int(args.get("Out msg nelems")),
-                dtype=args.get("dtype") if isinstance(args.get("dtype"), str) else None,
+                dtype=self._shared(args["dtype"]) if isinstance(args.get("dtype"), str) else None,
                 group_size=_int(args.get("Group size")),
-                group=str(args["Process Group Name"]) if "Process Group Name" in args else None,
+                group=self._shared(str(args["Process Group Name"])) if "Process Group Name" in args else None,
                 group_ranks=_ranks(ranks),
             )
         )
 
     def _c10d(self, ev: dict[str, Any], name: str) -> None:
-        op = name[len(_C10D) :]
+        op = self._shared(name[len(_C10D) :])
         span = _span(ev, name)
         if op == "wait_tensor":
             self.t.waits.append(span)
@@ -276,10 +277,10 @@ class _Builder:
             self.shapes_seen = True
             numel = _numel(dims[0])
             if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
-                dtype = types[0]
+                dtype = self._shared(types[0])
             if numel is not None and dtype in DTYPE_BYTES:
                 nbytes = numel * DTYPE_BYTES[dtype]
-        kind = collective_kind(op)
+        kind = self._shared(collective_kind(op))
         self.t.issued.append(
             IssuedCollective(
                 span=span,
@@ -296,12 +297,14 @@ class _Builder:
         args = ev.get("args") or {}
         dims, types = args.get("Input Dims"), args.get("Input type")
         numel = _numel(dims[0]) if isinstance(dims, list) and dims else None
-        dtype = (
-            types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
-        )
-        self.t.transfers.append(
-            Transfer(span=_span(ev, name), kind=collective_kind(name[5:]), numel_in=numel, dtype=dtype)
-        )
+        dtype = None
+        if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
+            dtype = self._shared(types[0])
+        kind = self._shared(collective_kind(name[5:]))
+        self.t.transfers.append(Transfer(span=_span(ev, name), kind=kind, numel_in=numel, dtype=dtype))
+
+    def _shared(self, s: str) -> str:
+        return self.strings.setdefault(s, s)
 
     def finish(self) -> RankTrace:
         t = self.t
