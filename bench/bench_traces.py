@@ -205,9 +205,11 @@ def main() -> None:
             f"{big.name}: {size / (1 << 20):,.0f} MiB, {events:,} events, made in {time.perf_counter() - t:.1f} s "
             f"from {source.relative_to(ROOT) if source.is_relative_to(ROOT) else source}"
         )
-        contenders = [c for c in ("tracekit", "json.load", "orjson", "HTA") if c not in args.skip]
         results: dict[str, dict | str] = {}
-        for name in contenders:
+        for name in ("tracekit", "json.load", "orjson", "HTA"):
+            if name in args.skip:
+                results[name] = "skipped (--skip)"
+                continue
             python = args.hta_python if name == "HTA" else sys.executable
             if name == "HTA" and (why := hta_available(python)) is not None:
                 results[name] = why
