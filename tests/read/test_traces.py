@@ -1,5 +1,5 @@
 """The torch.profiler trace reader on real traces: a 2-GPU NCCL trace (rank 0, from HTA) and the
-2-rank gloo run of ``fixtures/profiled/gloo_cap_1mb`` (torch 2.13 on CPU), and copies of them
+2-rank gloo runs of ``fixtures/profiled/gloo_cap_{1,12,64}mb`` (torch 2.13 on CPU), and copies of them
 edited here the way damaged or unusual files come: cut short, without ``distributedInfo``,
 without ``ProfilerStep``, without ``record_shapes``, on one line, named by
 ``tensorboard_trace_handler``. The values asserted were read off those files."""
@@ -377,3 +377,50 @@ def test_small_pieces_read_the_same(monkeypatch, gloo):
     monkeypatch.setattr(traces, "PIECE", 1000)
     assert read_trace(NCCL) == whole
     assert read_trace(gloo[1].path) == gloo[1]
+
+
+#: What each profiled cap's ranks issued, per (op, numel of the input): the same on both ranks.
+ISSUED_BY_CAP = {
+    "gloo_cap_1mb": (2735, {("all_gather_into_tensor", 524288): 60, ("reduce_scatter_tensor", 1048576): 32}),
+    "gloo_cap_12mb": (
+        1247,
+        {
+            ("all_gather_into_tensor_out", 1572864): 16,
+            ("all_gather_into_tensor_out", 1048576): 4,
+            ("all_gather_into_tensor", 524288): 4,
+            ("reduce_scatter_tensor", 3145728): 8,
+            ("reduce_scatter_tensor", 2097152): 4,
+        },
+    ),
+    "gloo_cap_64mb": (
+        747,
+        {
+            ("all_gather_into_tensor_out", 4194304): 4,
+            ("all_gather_into_tensor_out", 3670016): 4,
+            ("reduce_scatter_tensor", 8388608): 4,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("cap", sorted(ISSUED_BY_CAP))
+def test_every_profiled_cap(cap):
+    events, issued = ISSUED_BY_CAP[cap]
+    traces = read_traces(ROOT / "fixtures" / "profiled" / cap / "traces", jobs=1)
+    assert [t.rank for t in traces] == [0, 1]
+    for t in traces:
+        assert (t.events_read, t.complete, t.problems, len(t.steps), len(t.regions)) == (
+            events,
+            True,
+            [],
+            4,
+            20,
+        )
+        assert Counter((c.op, c.numel) for c in t.issued) == issued
+        assert {(c.dtype, c.group_size) for c in t.issued} == {("float", 2)}
+        assert all(c.bytes == 4 * c.numel for c in t.issued if c.numel is not None)
+        assert len(t.waits) == len(t.issued)
+        # the k-th gloo event is the k-th issued collective, kind and size
+        assert [(x.kind, x.numel_in) for x in t.transfers] == [
+            ("all_reduce" if c.kind == "reduce_scatter" else c.kind, c.numel) for c in t.issued
+        ]
