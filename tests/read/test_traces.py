@@ -159,9 +159,12 @@ def test_tensorboard_names_in_a_directory(tmp_path):
     )
     (tmp_path / "host_8.1796609675668188959.pt.trace.json.gz").write_bytes(gzip.compress(text.encode()))
     (tmp_path / "notes.txt").write_text("not a trace")
+    (tmp_path / "steps.json").write_text('{"step_ms": [1.5]}')  # JSON, no trace: skipped
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "other.json").write_text("{}")
-    files = find_trace_files(tmp_path)
+    skipped: list[Path] = []
+    files = find_trace_files(tmp_path, skipped)
+    assert skipped == [tmp_path / "steps.json"]
     assert [f.name for f in files] == [
         "host_7.1796609675504766725.pt.trace.json",
         "host_8.1796609675668188959.pt.trace.json.gz",
@@ -178,8 +181,16 @@ def test_tensorboard_names_in_a_directory(tmp_path):
 def test_missing_paths_and_empty_directories_are_trace_errors(tmp_path):
     with pytest.raises(TraceError, match="no such file or directory"):
         find_trace_files(tmp_path / "nope")
-    with pytest.raises(TraceError, match="holds no .json or .json.gz trace"):
+    with pytest.raises(TraceError, match="holds no .json or .json.gz trace$"):
         read_traces(tmp_path)
+    (tmp_path / "steps.json").write_text("{}")
+    with pytest.raises(
+        TraceError, match=r"holds no .json or .json.gz trace \(1 JSON file without traceEvents\)$"
+    ):
+        read_traces(tmp_path)
+    # a file named is read, trace or not
+    with pytest.raises(TraceError, match=r"steps\.json: not a Chrome trace \(no traceEvents list\)"):
+        read_traces(tmp_path / "steps.json")
 
 
 # -- edited copies ---------------------------------------------------------------------------

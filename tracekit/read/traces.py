@@ -127,11 +127,15 @@ class TraceError(Exception):
 # -- finding files ---------------------------------------------------------------------------
 
 
-def find_trace_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+def find_trace_files(
+    paths: str | os.PathLike | Iterable[str | os.PathLike], skipped: list[Path] | None = None
+) -> list[Path]:
     """The trace files PATHs name, each once, in order: a file as given, a directory's
-    ``*.json`` / ``*.json.gz`` files (one level, sorted by name; ``tensorboard_trace_handler``'s
-    ``HOST_PID.TIMESTAMP.pt.trace.json[.gz]`` among them). Raises :class:`TraceError` for a
-    path that does not exist or a directory without traces.
+    ``*.json`` / ``*.json.gz`` files that hold a trace (one level, sorted by name;
+    ``tensorboard_trace_handler``'s ``HOST_PID.TIMESTAMP.pt.trace.json[.gz]`` among them). A
+    directory's JSON file without ``"traceEvents"`` in its first :data:`SNIFF_BYTES` bytes
+    (decompressed) is no trace (a run's ``steps.json``): it goes to ``skipped``, unread. Raises
+    :class:`TraceError` for a path that does not exist or a directory without traces.
 
     >>> find_trace_files("fixtures/traces/nccl_2gpu")
     [PosixPath('fixtures/traces/nccl_2gpu/rank0.json.gz')]
@@ -143,9 +147,14 @@ def find_trace_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> 
     for given in paths:
         p = Path(given)
         if p.is_dir():
-            found = sorted(c for c in p.iterdir() if _TRACE_NAME_RE.search(c.name) and c.is_file())
+            named = sorted(c for c in p.iterdir() if _TRACE_NAME_RE.search(c.name) and c.is_file())
+            found = [c for c in named if holds_trace(c)]
+            if skipped is not None:
+                skipped.extend(c for c in named if c not in found)
             if not found:
-                raise TraceError(f"{p}: directory holds no .json or .json.gz trace")
+                n = len(named)
+                detail = f" ({n} JSON file{'' if n == 1 else 's'} without traceEvents)" if n else ""
+                raise TraceError(f"{p}: directory holds no .json or .json.gz trace{detail}")
         elif p.is_file():
             found = [p]
         elif p.exists():
@@ -158,6 +167,28 @@ def find_trace_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> 
                 seen.add(key)
                 out.append(f)
     return out
+
+
+#: How much of a directory's JSON file (decompressed) :func:`holds_trace` looks at.
+SNIFF_BYTES = 256 << 10
+
+
+def holds_trace(path: str | os.PathLike) -> bool:
+    """Whether a file (plain or gzip) has ``"traceEvents"`` in its first :data:`SNIFF_BYTES`
+    bytes. A file that cannot be read is kept (reading it says why)."""
+    try:
+        stream, raw = open_log(os.fspath(path))
+    except OSError:
+        return True
+    try:
+        head = stream.read(SNIFF_BYTES)
+    except (OSError, EOFError, ValueError):
+        return True
+    finally:
+        stream.close()
+        if raw is not stream:
+            raw.close()
+    return _EVENTS_KEY in head
 
 
 def rank_from_trace_name(path: str | os.PathLike) -> int | None:
