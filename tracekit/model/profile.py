@@ -91,7 +91,8 @@ class ProcessGroupInfo:
 class RankTrace:
     """What one trace file says of one rank. ``complete`` is False when the file was cut (a
     truncated ``.gz`` or JSON): what was read before the cut is kept, and ``problems`` says
-    where it stopped. ``has_shapes``: the trace was recorded with ``record_shapes=True``."""
+    where it stopped. ``has_shapes``: the trace was recorded with ``record_shapes=True``.
+    ``events_read``: the events in the file (all of them, not only those kept)."""
 
     path: str
     rank: int | None

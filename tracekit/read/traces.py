@@ -732,6 +732,7 @@ def _read_on_dask(
 
     from tracekit.read.dask_reader import (
         BATCHES_PER_THREAD,
+        CONNECT_TIMEOUT_S,
         DaskReadError,
         _bounded,
         _check_address,
@@ -747,13 +748,14 @@ def _read_on_dask(
             "reading on a Dask cluster needs the distributed package: "
             "pip install -e '.[dask]' (or pip install distributed)"
         ) from None
-    client = _connect(address, 5, started)
+    wait = CONNECT_TIMEOUT_S
+    client = _connect(address, wait, started)
     try:
         try:
-            _bounded(lambda: client.wait_for_workers(1, timeout=5), 6)
+            _bounded(lambda: client.wait_for_workers(1, timeout=wait), wait + 1)
         except Exception:  # noqa: BLE001 - no worker joined, however distributed says it
             raise DaskReadError(
-                f"the Dask scheduler at {address} has no workers (none joined within 5 s)"
+                f"the Dask scheduler at {address} has no workers (none joined within {wait:g} s)"
             ) from None
         threads = sum(client.nthreads().values()) or 1
         sent = _batches([Path(os.path.abspath(f)) for f in files], threads * BATCHES_PER_THREAD)
@@ -777,7 +779,8 @@ def _read_on_dask(
         client.close()
     out = [r for batch in results for r in batch]
     for r, f in zip(out, files, strict=True):  # named as the caller named them
-        if isinstance(r, RankTrace):
+        if isinstance(r, RankTrace) and r.path != os.fspath(f):
+            r.problems = [p.replace(r.path, os.fspath(f), 1) for p in r.problems]
             r.path = os.fspath(f)
     return out
 
@@ -787,6 +790,7 @@ __all__ = [
     "TraceError",
     "collective_kind",
     "find_trace_files",
+    "holds_trace",
     "rank_from_trace_name",
     "read_trace",
     "read_traces",
