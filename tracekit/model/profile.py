@@ -13,6 +13,8 @@ microseconds: two ranks' clocks are never subtracted without saying how they wer
      ├─ waits: [Span]               ``_c10d_functional::wait_tensor`` on the CPU
      ├─ transfers: [Transfer]       where the data moved: gloo's worker events (CPU form) or the
      │                              NCCL kernels (GPU form), in start order
+     ├─ compute: [Span]             the GPU form's other kernels (each stream's compute), in start order
+     ├─ threads: {tid: name}        the trace's ``thread_name`` metadata
      └─ process_groups              ``distributedInfo.pg_config``
 """
 
@@ -107,3 +109,9 @@ class RankTrace:
     complete: bool = True
     events_read: int = 0
     problems: list[str] = field(default_factory=list)
+    # added with the reader (tracekit.read.traces); all optional
+    compute: list[Span] = field(default_factory=list)  # GPU form: non-collective kernels, tid = stream
+    threads: dict[int, str] = field(default_factory=dict)  # ``thread_name`` metadata: tid -> name
+    base_time_ns: int | None = None  # ``baseTimeNanoseconds``: the epoch time of the trace's ts 0
+    layout: str = "kineto"  # how it was read: "kineto" (event by event) or "whole" (one parse)
+    notes: list[str] = field(default_factory=list)  # how things were read, where it is not the usual way
