@@ -165,8 +165,8 @@ def measured_collectives(measurement: Any) -> list[dict[str, Any]]:
     """One row per paired collective and graph run of a :class:`tracekit.analyze.measure.Measurement`:
     ``rank``, ``step``, ``compile_id``, ``graph_index``, ``graph``, ``position``, ``kind``,
     ``bytes`` (one rank's input, the log's), ``est_ms`` (torch's), ``measured_ms`` (the transfer's
-    span), ``issue_ms``, ``exposed_ms`` (its wait on the main thread; None on the GPU form or
-    when no wait was matched), ``ratio`` (measured / est)."""
+    span), ``issue_ms``, ``exposed_ms`` (its wait on the main thread, or on the GPU form the compute
+    stream idle during its kernel; None when not measured), ``ratio`` (measured / est)."""
     rows: list[dict[str, Any]] = []
     for p in measurement.pairings:
         for r in p.runs:
@@ -188,7 +188,7 @@ def measured_collectives(measurement: Any) -> list[dict[str, Any]]:
                         "est_ms": c.est_ms,
                         "measured_ms": ms,
                         "issue_ms": round(pc.issued.span.dur_us / 1e3, 4),
-                        "exposed_ms": None if pc.wait is None else round(pc.wait.dur_us / 1e3, 4),
+                        "exposed_ms": None if pc.exposed_us is None else round(pc.exposed_us / 1e3, 4),
                         "ratio": None if ms is None or not c.est_ms else round(ms / c.est_ms, 1),
                     }
                 )
@@ -199,7 +199,7 @@ def measured_graphs(measurement: Any) -> list[dict[str, Any]]:
     """One row per compiled graph run of a measurement: ``rank``, ``step``, ``compile_id``,
     ``graph_index``, ``graph``, ``run_ms``, ``collectives`` (paired), ``est_ms`` (torch's
     estimate of its collectives), ``measured_ms`` (their transfers), ``exposed_ms`` (the main
-    thread's waits in the run), ``problem`` (why it was not paired, else None)."""
+    thread's waits in the run, or the compute stream idle during its collectives), ``problem`` (why it was not paired, else None)."""
     rows: list[dict[str, Any]] = []
     for p in measurement.pairings:
         for r in p.runs:
@@ -220,7 +220,7 @@ def measured_graphs(measurement: Any) -> list[dict[str, Any]]:
                     "measured_ms": round(sum(spans) / 1e3, 4)
                     if spans and len(spans) == len(r.paired)
                     else None,
-                    "exposed_ms": round(sum(w.dur_us for w in r.waits) / 1e3, 4) if r.paired else None,
+                    "exposed_ms": None if r.exposed_us is None else round(r.exposed_us / 1e3, 4),
                     "problem": r.problem,
                 }
             )

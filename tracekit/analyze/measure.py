@@ -10,8 +10,8 @@ estimate. Figures are medians over the profiled steps, with min and max.
 
 What is measured (CPU form, gloo): a collective's time is its transfer's span on gloo's worker
 thread; exposed is the main thread's time in ``_c10d_functional::wait_tensor``. GPU form (NCCL):
-a collective's time is its kernel's span; the trace reader keeps no compute kernels, so exposed
-time is not measured there (None, and said). torch's exposed estimate is not in the compile log
+a collective's time is its kernel's span, exposed the part of it when no compute kernel runs
+(:func:`tracekit.analyze.measure_pairing.exposed_times`). torch's exposed estimate is not in the compile log
 (torch writes it to its INFO log only; ``tracekit replay`` computes it): ``exposed_est_ms`` is
 None then, and the verdict says so.
 
@@ -29,7 +29,7 @@ from typing import Any
 
 from tracekit.analyze.measure_pairing import GraphRun, RankPairing, pair_rank, phase
 from tracekit.model import Run
-from tracekit.model.profile import GPU_FORM, RankTrace
+from tracekit.model.profile import RankTrace
 
 SCHEMA = "tracekit.measure/1"
 
@@ -83,8 +83,9 @@ class Measurement:
             "basis": {
                 "collective": "measured: its transfer's span (gloo worker event / NCCL kernel); est: torch's "
                 "NCCL estimate from the log's fx_collectives_analytical_estimation",
-                "exposed": "measured: the main thread's time in wait_tensor (CPU form); torch's exposed "
-                "estimate is not in the compile log",
+                "exposed": "measured: the main thread's time in wait_tensor (CPU form), the compute "
+                "stream idle during a collective's kernel (GPU form); torch's exposed estimate is not in the "
+                "compile log",
                 "bytes": "one rank's input (an all-gather's shard), in the trace and in the log's estimate table",
                 "waits": "a wait ends the oldest collective of its graph run issued before it (the log's "
                 "output code is not read)",
@@ -107,7 +108,7 @@ def _per_step(runs: list[GraphRun], n_steps: int, value: Any) -> list[float | No
     return out
 
 
-def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int, form: str) -> dict[str, Any]:
+def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int) -> dict[str, Any]:
     cid, pos = key
     final = runs[0].final
     paired_runs = [r for r in runs if r.paired or (r.final is not None and not r.final.collectives)]
@@ -117,7 +118,9 @@ def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int, form: s
             measured = [
                 _ms(p.transfer.span.dur_us) for r in paired_runs for p in r.paired[k : k + 1] if p.transfer
             ]
-            waited = [_ms(p.wait.dur_us) for r in paired_runs for p in r.paired[k : k + 1] if p.wait]
+            waited = [
+                _ms(p.exposed_us) for r in paired_runs for p in r.paired[k : k + 1] if p.exposed_us is not None
+            ]
             issue = [_ms(p.issued.span.dur_us) for r in paired_runs for p in r.paired[k : k + 1]]
             m = spread(measured)
             colls.append(
@@ -130,7 +133,7 @@ def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int, form: s
                     "measured_ms": m["median_ms"],
                     "measured": m,
                     "ratio": _ratio(m["median_ms"], c.est_ms),
-                    "exposed_ms": spread(waited)["median_ms"] if form != GPU_FORM else None,
+                    "exposed_ms": spread(waited)["median_ms"],
                     "issue_ms": spread(issue)["median_ms"],
                 }
             )
@@ -148,7 +151,9 @@ def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int, form: s
             ),
         )
     )
-    exposed = spread(_per_step(paired_runs, n_steps, lambda r: sum(_ms(w.dur_us) for w in r.waits)))
+    exposed = spread(
+        _per_step(paired_runs, n_steps, lambda r: None if r.exposed_us is None else _ms(r.exposed_us))
+    )
     problems = sorted({r.problem for r in runs if r.problem})
     return {
         "compile_id": cid,
@@ -163,8 +168,8 @@ def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int, form: s
         "collectives_measured": comm,
         "ratio": _ratio(comm["median_ms"], est),
         "exposed_est_ms": None,
-        "exposed_measured_ms": None if form == GPU_FORM else exposed["median_ms"],
-        "exposed_measured": None if form == GPU_FORM else exposed,
+        "exposed_measured_ms": exposed["median_ms"],
+        "exposed_measured": exposed,
         "paired_runs": len(paired_runs),
         "on_order_only": any(r.on_order_only for r in runs),
         "problems": problems,
@@ -181,7 +186,7 @@ def _rank_doc(p: RankPairing) -> dict[str, Any]:
     for r in p.runs:
         if r.compile_id is not None and r.position is not None and (r.final is not None or r.issued):
             by_graph.setdefault((r.compile_id, r.position), []).append(r)
-    graphs = [_graph_doc(k, rs, n, t.form) for k, rs in by_graph.items()]
+    graphs = [_graph_doc(k, rs, n) for k, rs in by_graph.items()]
     unpaired = [
         {"step": r.step, "graph": r.label, "issued": len(r.issued), "reason": r.problem}
         for r in p.runs
@@ -316,6 +321,8 @@ def measure(run: Run, traces: list[RankTrace], ranks: Iterable[int] | None = Non
         log = run.rank(rk)
         if log is None and rk is None and len(run.ranks) == 1:
             log = run.ranks[0]  # a one-rank job: trace and log both without a rank
+        elif rk is None:
+            out.notes.append(f"{t.path} names no rank (no distributedInfo): not paired with a log")
         out.pairings.append(pair_rank(log, t))
         if log is None:
             out.notes.append(f"rank {rk}: a trace ({t.path}) but no compile log: nothing paired")
@@ -332,6 +339,13 @@ def mismatch_reason(m: Measurement) -> str | None:
     problems = [r.problem for p in m.pairings for r in p.runs if r.problem]
     if not m.pairings:
         return "no trace of a rank the logs hold"
+    cut = [p for p in m.pairings if not p.trace.complete]
+    if problems and cut:
+        return (
+            f"nothing paired: {len(cut)} of {len(m.pairings)} traces are cut short "
+            f"({cut[0].trace.events_read:,} events read of {cut[0].trace.path}); the first graph run not "
+            f"paired: {problems[0]}"
+        )
     if problems:
         first = problems[0]
         return (

@@ -17,7 +17,11 @@ compile log"):
   collective, of a compatible kind (gloo runs a reduce-scatter as an all-reduce); on the GPU form
   a kernel with the issue op's ``External id`` is taken first;
 - a wait ends the oldest collective of its graph run issued before it and not ended yet (the log's
-  output code is not read: this is the order inductor emits them in).
+  output code is not read: this is the order inductor emits them in);
+- exposed time (:func:`exposed_times`): on the CPU form the main thread's time in the wait that
+  ends a collective (a graph run's: all its waits); on the GPU form the part of a collective's
+  kernel during which no compute kernel runs (a graph run's: of the union of its collectives'
+  kernels): the compute stream idle while the collective runs, an upper bound of its waiting.
 
 Plain functions over :mod:`tracekit.model` and :mod:`tracekit.model.profile`; nothing is read here.
 """
@@ -57,6 +61,7 @@ class PairedCollective:
     issued: IssuedCollective
     transfer: Transfer | None = None
     wait: Span | None = None
+    exposed_us: float | None = None  # see :func:`exposed_times`
 
 
 @dataclass(slots=True)
@@ -71,6 +76,7 @@ class GraphRun:
     waits: list[Span] = field(default_factory=list)
     final: FinalSchedule | None = None
     paired: list[PairedCollective] = field(default_factory=list)
+    exposed_us: float | None = None  # see :func:`exposed_times`
     problem: str | None = None  # why nothing of this run was paired
     on_order_only: bool = False  # no sizes in the trace: paired on kind and order only
 
@@ -268,6 +274,54 @@ def _pair_run(run: GraphRun, transfer_of: dict[int, Transfer], index_of: dict[in
             open_[0].wait = w
 
 
+def _uncovered(spans: list[tuple[float, float]], cover: list[Span]) -> float:
+    """Time within the union of ``spans`` not covered by any of ``cover`` (sorted by start)."""
+    total = 0.0
+    merged: list[list[float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    for a, b in merged:
+        t = a
+        for c in cover:
+            if c.end_us <= t:
+                continue
+            if c.ts_us >= b:
+                break
+            if c.ts_us > t:
+                total += c.ts_us - t
+            t = max(t, c.end_us)
+            if t >= b:
+                break
+        total += max(0.0, b - t)
+    return total
+
+
+def exposed_times(pairing: RankPairing) -> None:
+    """Fill ``exposed_us`` of each paired collective and graph run (see the module docstring);
+    None on the GPU form when the trace holds no compute kernel."""
+    t = pairing.trace
+    if t.form == GPU_FORM:
+        if not t.compute:
+            return
+        compute = sorted(t.compute, key=lambda c: c.ts_us)
+        for r in pairing.runs:
+            spans = [(p.transfer.span.ts_us, p.transfer.span.end_us) for p in r.paired if p.transfer]
+            for p in r.paired:
+                if p.transfer is not None:
+                    p.exposed_us = _uncovered([(p.transfer.span.ts_us, p.transfer.span.end_us)], compute)
+            if r.paired and len(spans) == len(r.paired):
+                r.exposed_us = _uncovered(spans, compute)
+        return
+    for r in pairing.runs:
+        for p in r.paired:
+            p.exposed_us = None if p.wait is None else p.wait.dur_us
+        if r.paired:
+            r.exposed_us = sum(w.dur_us for w in r.waits)
+
+
 def pair_rank(rank: Rank | None, trace: RankTrace) -> RankPairing:
     """Pair one rank's trace with its log (``rank`` None: no log for it, nothing is paired)."""
     windows, has_steps = windows_of(trace)
@@ -299,7 +353,12 @@ def pair_rank(rank: Rank | None, trace: RankTrace) -> RankPairing:
                 )
         else:
             _pair_run(r, transfer_of, index_of)
+            if r.problem and not trace.complete:
+                r.problem = f"the trace is cut short: {r.problem}"
     out.runs = runs
+    exposed_times(out)
+    if trace.form == GPU_FORM and not trace.compute:
+        out.notes.append("the trace holds no compute kernel: exposed time is not measured")
     if trace.transfers and not transfer_of:
         out.notes.append("no transfer matched an issued collective: measured times are unknown")
     return out

@@ -45,7 +45,7 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         out.append(f"{li}trace: {r['trace']} ({r['form']}{', ' + r['backend'] if r['backend'] else ''})\n")
         out.append(f"{li}{_steps_line(r)}\n")
         if not r["complete"]:
-            out.append(f"{li}trace cut short: {r['events_read']:,} events read; {'; '.join(r['problems'])}\n")
+            out.append(f"{li}trace cut short: {r['events_read']:,} events read and used; {'; '.join(r['problems'])}\n")
         if not r["has_shapes"]:
             out.append(
                 f"{li}recorded without record_shapes: sizes from the log alone, paired on kind and order only\n"
@@ -129,7 +129,8 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         out.append("\n")
     out.append(
         "ms: median over profiled steps (min-max); measured: the transfer's span; est: torch's estimate from the log; "
-        "exposed: the main thread waiting in wait_tensor; bytes: one rank's input.\n"
+        "exposed: the main thread waiting in wait_tensor (GPU: the compute stream idle during the kernel); "
+        "bytes: one rank's input.\n"
     )
     return "".join(out)
 
