@@ -216,7 +216,9 @@ def measured_graphs(measurement: Any) -> list[dict[str, Any]]:
                     "graph": _phase(r.position or 0),
                     "run_ms": round(r.span.dur_us / 1e3, 4),
                     "collectives": len(r.paired),
-                    "est_ms": None if not ests or None in ests else round(sum(e for e in ests if e is not None), 4),
+                    "est_ms": None
+                    if not ests or None in ests
+                    else round(sum(e for e in ests if e is not None), 4),
                     "measured_ms": round(sum(spans) / 1e3, 4)
                     if spans and len(spans) == len(r.paired)
                     else None,

@@ -119,7 +119,10 @@ def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int) -> dict
                 _ms(p.transfer.span.dur_us) for r in paired_runs for p in r.paired[k : k + 1] if p.transfer
             ]
             waited = [
-                _ms(p.exposed_us) for r in paired_runs for p in r.paired[k : k + 1] if p.exposed_us is not None
+                _ms(p.exposed_us)
+                for r in paired_runs
+                for p in r.paired[k : k + 1]
+                if p.exposed_us is not None
             ]
             issue = [_ms(p.issued.span.dur_us) for r in paired_runs for p in r.paired[k : k + 1]]
             m = spread(measured)

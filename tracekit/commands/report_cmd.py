@@ -110,7 +110,11 @@ def saved_replay(path: str) -> dict[str, Any]:
 )
 @jobs_option()
 def report(
-    paths: tuple[str, ...], output: str | None, jobs: int | None, replay_path: str | None, profiles: tuple[str, ...]
+    paths: tuple[str, ...],
+    output: str | None,
+    jobs: int | None,
+    replay_path: str | None,
+    profiles: tuple[str, ...],
 ) -> None:
     """Write one self-contained HTML page to attach to a bug.
 

@@ -45,7 +45,9 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         out.append(f"{li}trace: {r['trace']} ({r['form']}{', ' + r['backend'] if r['backend'] else ''})\n")
         out.append(f"{li}{_steps_line(r)}\n")
         if not r["complete"]:
-            out.append(f"{li}trace cut short: {r['events_read']:,} events read and used; {'; '.join(r['problems'])}\n")
+            out.append(
+                f"{li}trace cut short: {r['events_read']:,} events read and used; {'; '.join(r['problems'])}\n"
+            )
         if not r["has_shapes"]:
             out.append(
                 f"{li}recorded without record_shapes: sizes from the log alone, paired on kind and order only\n"

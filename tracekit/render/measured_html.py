@@ -58,8 +58,12 @@ def bars_svg(rank: dict[str, Any]) -> str:
     for i, (label, c) in enumerate(rows):
         y = TOP + i * 2 * ROW
         name = f"{label} #{c['position']} {SHORT_NAMES.get(c['kind'], c['kind'])}"
-        parts.append(f'<text class="axis" x="{LEFT - 4}" y="{y + ROW:.1f}" text-anchor="end">{_esc(name)}</text>')
-        for k, (key, css, fill) in enumerate((("est_ms", "est", "#9ecae1"), ("measured_ms", "meas", "#08519c"))):
+        parts.append(
+            f'<text class="axis" x="{LEFT - 4}" y="{y + ROW:.1f}" text-anchor="end">{_esc(name)}</text>'
+        )
+        for k, (key, css, fill) in enumerate(
+            (("est_ms", "est", "#9ecae1"), ("measured_ms", "meas", "#08519c"))
+        ):
             v = c[key]
             yy = y + k * (ROW - 2)
             parts.append(
@@ -68,7 +72,9 @@ def bars_svg(rank: dict[str, Any]) -> str:
             )
         ratio = c.get("ratio")
         if ratio is not None:
-            parts.append(f'<text class="axis" x="{x(c["measured_ms"]) + 4:.1f}" y="{y + ROW:.1f}">{ratio:,.0f}x</text>')
+            parts.append(
+                f'<text class="axis" x="{x(c["measured_ms"]) + 4:.1f}" y="{y + ROW:.1f}">{ratio:,.0f}x</text>'
+            )
     parts.append("</svg>")
     return "".join(parts)
 
