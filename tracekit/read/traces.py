@@ -1,0 +1,754 @@
+"""Reading torch.profiler traces (Chrome-trace JSON, one per rank) into :class:`RankTrace`.
+
+    find_trace_files(PATHs) -> [Path]         .json / .json.gz files, directories of them
+    read_trace(path)        -> RankTrace      one file, streamed event by event
+    read_traces(PATHs, jobs=, progress=, dask=) -> [RankTrace], sorted by rank
+
+How a file is read:
+
+- Gzip is known by its magic bytes (:func:`tracekit.read.sources.open_log`); a cut ``.gz`` gives
+  what was decompressed before the damage (:class:`tracekit.read.sources.TolerantGzip`).
+- Kineto writes each event as a block of lines that opens with a line ``  {`` and closes with a
+  line ``  }`` (2 spaces; everything inside is indented further, and a JSON string holds no raw
+  newline). The file is read in pieces of :data:`PIECE` bytes; in each, the few byte strings that
+  mark an event the model keeps (:data:`MARKERS`) are looked for with ``bytes.find``, and only the
+  events around a hit are decoded (orjson). All other events are counted, never decoded. The
+  JSON around the event array (``distributedInfo``, ``baseTimeNanoseconds``, ...) is decoded
+  on its own.
+- A file not in that layout (one line of JSON, another writer) is parsed whole: the
+  ``layout`` is then ``"whole"``, and a note says so (it takes the file's size in memory).
+- What is kept (see :mod:`tracekit.model.profile`): ``ProfilerStep#N`` (CPU ``user_annotation``),
+  compiled regions, ``_c10d_functional::*`` issue ops and ``wait_tensor``, gloo's
+  ``gloo:*`` events, and every ``kernel``: NCCL ones (``Collective name``, or a name starting
+  ``nccl``) as :class:`Transfer`, the others as ``compute`` spans (GPU form: one span a kernel,
+  names shared, enough for an analysis of what ran beside a transfer; a kernel's ``External id``
+  links it to the CPU op that launched it). The GPU timeline's own copies of annotations
+  (``gpu_user_annotation``) are not kept. Events are sorted by start time at the end.
+- The rank is ``distributedInfo.rank``. Without it, a ``rankN`` / ``rank_N`` in the file name is
+  used, with a note saying so; otherwise the rank is None.
+
+What is wrong with a file is said, never guessed over:
+
+- cut short (a truncated ``.gz`` or JSON): what was read is kept, ``complete`` is False and a
+  problem says where it stopped (the decompressed byte offset and the events read);
+- not readable, or not a trace at all: :class:`TraceError` (one line, naming the file), which a
+  command turns into exit status 2;
+- no ``ProfilerStep#N`` (no profiler schedule): ``steps`` is empty;
+- recorded without ``record_shapes``: ``has_shapes`` is False, and the issued collectives have no
+  ``numel`` / ``dtype`` / ``bytes``.
+
+Nothing from a trace is ever evaluated: it is decoded as JSON and read as strings and numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracekit.model.profile import (
+    GPU_FORM,
+    IssuedCollective,
+    ProcessGroupInfo,
+    RankTrace,
+    Span,
+    Transfer,
+)
+from tracekit.read.process_pools import end_pool, fork_context, ignore_sigint
+from tracekit.read.sources import TolerantGzip, open_log
+
+#: Bytes (decompressed) read at a time.
+PIECE = 4 << 20
+#: Byte strings one of which is in every event the model keeps (a hit is then decoded and
+#: checked exactly; a false hit costs one decode).
+MARKERS = (
+    b"ProfilerStep#",
+    b"Torch-Compiled Region",
+    b'"CompiledFunction',
+    b"## Call CompiledFxGraph",
+    b"_c10d_functional::",
+    b'"gloo:',
+    b'"cat": "kernel"',
+    b'"thread_name"',
+)
+#: How much of a file's start may come before ``"traceEvents"`` (device properties and such).
+HEAD_MAX = 16 << 20
+
+_OPEN = b"\n  {"  # the line an event opens with (Kineto's layout) ...
+_CLOSE = b"\n  }"  # ... and the line it closes with
+_EVENTS_KEY = b'"traceEvents"'
+_EVENTS_START_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+_KINETO_FIRST_RE = re.compile(rb"[ \t\r]*(?:\n[ \t\r]*)*?\n  \{\n")
+_EMPTY_EVENTS_RE = re.compile(rb"\s*\]")
+_RANK_NAME_RE = re.compile(r"rank[_-]?(\d{1,7})(?!\d)", re.IGNORECASE)
+_RANKS_RE = re.compile(r"-?\d+")
+_TRACE_NAME_RE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
+
+_REGION_NAMES = ("CompiledFunction", "CompiledFunctionBackward")
+_C10D = "_c10d_functional::"
+
+#: Bytes an element of each dtype takes, in the profiler's spelling (``Input type``) and NCCL's
+#: (``dtype`` of a kernel).
+DTYPE_BYTES = {
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1,
+    "bool": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "short int": 2,
+    "int": 4,
+    "long int": 8,
+    "long long int": 8,
+    "Float": 4,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Int": 4,
+    "Long": 8,
+    "Byte": 1,
+    "Char": 1,
+}
+
+
+class TraceError(Exception):
+    """A trace that cannot be read at all (missing, unreadable, not a Chrome trace): one line
+    that names the file. A command turns it into exit status 2."""
+
+
+# -- finding files ---------------------------------------------------------------------------
+
+
+def find_trace_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """The trace files PATHs name, each once, in order: a file as given, a directory's
+    ``*.json`` / ``*.json.gz`` files (one level, sorted by name; ``tensorboard_trace_handler``'s
+    ``HOST_PID.TIMESTAMP.pt.trace.json[.gz]`` among them). Raises :class:`TraceError` for a
+    path that does not exist or a directory without traces.
+
+    >>> find_trace_files("fixtures/traces/nccl_2gpu")
+    [PosixPath('fixtures/traces/nccl_2gpu/rank0.json.gz')]
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Path] = []
+    seen: set[str] = set()
+    for given in paths:
+        p = Path(given)
+        if p.is_dir():
+            found = sorted(c for c in p.iterdir() if _TRACE_NAME_RE.search(c.name) and c.is_file())
+            if not found:
+                raise TraceError(f"{p}: directory holds no .json or .json.gz trace")
+        elif p.is_file():
+            found = [p]
+        elif p.exists():
+            raise TraceError(f"{p}: not a regular file")
+        else:
+            raise TraceError(f"{p}: no such file or directory")
+        for f in found:
+            key = os.path.realpath(f)
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def rank_from_trace_name(path: str | os.PathLike) -> int | None:
+    """The N of ``rankN`` / ``rank_N`` / ``rank-N`` in a file's name, or None
+    (``tensorboard_trace_handler``'s names hold no rank)."""
+    m = _RANK_NAME_RE.search(os.path.basename(os.fspath(path)))
+    return None if m is None else int(m.group(1))
+
+
+# -- reading one file ------------------------------------------------------------------------
+
+
+def read_trace(path: str | os.PathLike) -> RankTrace:
+    """Read one trace file (``.json`` or ``.json.gz``) into a :class:`RankTrace`.
+
+    Raises :class:`TraceError` when it cannot be opened or is not a Chrome trace; a file cut
+    short gives what was read, with ``complete=False`` and a problem saying where it stopped.
+
+    >>> t = read_trace("fixtures/traces/nccl_2gpu/rank0.json.gz")
+    >>> t.rank, t.world_size, t.form, len(t.transfers), len(t.steps)
+    (0, 2, 'gpu', 21, 3)
+    >>> t.transfers[0].kind, t.transfers[0].numel_in, t.transfers[0].group_ranks
+    ('broadcast', 2, (0, 1))
+    """
+    name = os.fspath(path)
+    try:
+        stream, raw = open_log(name)
+    except OSError as e:
+        raise TraceError(f"{name}: cannot open: {e.strerror or e}") from None
+    try:
+        return _read_stream(name, stream)
+    except OSError as e:
+        raise TraceError(f"{name}: cannot read: {e.strerror or e}") from None
+    finally:
+        stream.close()
+        if raw is not stream:
+            raw.close()
+
+
+class _Builder:
+    """What one file's kept events make, added one decoded event at a time."""
+
+    def __init__(self, trace: RankTrace) -> None:
+        self.t = trace
+        self.kernel_names: dict[str, str] = {}  # one string per kernel name, however many kernels
+        self.shapes_seen = False
+        self.kernels = 0
+
+    def add(self, ev: dict[str, Any]) -> None:
+        name = ev.get("name")
+        if not isinstance(name, str):
+            return
+        ph = ev.get("ph")
+        if ph == "M":
+            if name == "thread_name":
+                tid, args = ev.get("tid"), ev.get("args") or {}
+                if isinstance(tid, int) and isinstance(args.get("name"), str):
+                    self.t.threads[tid] = args["name"]
+            return
+        if ph != "X":
+            return
+        cat = ev.get("cat") or ""
+        if cat == "kernel":
+            self._kernel(ev, name)
+            return
+        if cat.startswith("gpu_"):  # the GPU timeline's copy of an annotation
+            return
+        if name.startswith("ProfilerStep#"):
+            if cat in ("user_annotation", "cpu_instant_event", ""):
+                self.t.steps.append(_span(ev, name))
+        elif name.startswith(_C10D):
+            self._c10d(ev, name)
+        elif name.startswith("gloo:"):
+            self._gloo(ev, name)
+        elif (
+            name.startswith("Torch-Compiled Region")
+            or name in _REGION_NAMES
+            or name.startswith("## Call CompiledFxGraph")
+        ):
+            self.t.regions.append(_span(ev, name))
+
+    def _kernel(self, ev: dict[str, Any], name: str) -> None:
+        self.kernels += 1
+        args = ev.get("args") or {}
+        stream = args.get("stream", ev.get("tid"))
+        span = _span(ev, self.kernel_names.setdefault(name, name), stream)
+        coll = args.get("Collective name")
+        if coll is None and not name.startswith("nccl"):
+            self.t.compute.append(span)
+            return
+        ranks = args.get("Process Group Ranks")
+        self.t.transfers.append(
+            Transfer(
+                span=span,
+                kind=collective_kind(coll if isinstance(coll, str) else _nccl_kernel_op(name)),
+                numel_in=_int(args.get("In msg nelems")),
+                numel_out=_int(args.get("Out msg nelems")),
+                dtype=args.get("dtype") if isinstance(args.get("dtype"), str) else None,
+                group_size=_int(args.get("Group size")),
+                group=str(args["Process Group Name"]) if "Process Group Name" in args else None,
+                group_ranks=_ranks(ranks),
+            )
+        )
+
+    def _c10d(self, ev: dict[str, Any], name: str) -> None:
+        op = name[len(_C10D) :]
+        span = _span(ev, name)
+        if op == "wait_tensor":
+            self.t.waits.append(span)
+            return
+        args = ev.get("args") or {}
+        dims = args.get("Input Dims")
+        types = args.get("Input type")
+        numel = dtype = nbytes = None
+        if isinstance(dims, list) and dims:
+            self.shapes_seen = True
+            numel = _numel(dims[0])
+            if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
+                dtype = types[0]
+            if numel is not None and dtype in DTYPE_BYTES:
+                nbytes = numel * DTYPE_BYTES[dtype]
+        kind = collective_kind(op)
+        self.t.issued.append(
+            IssuedCollective(
+                span=span,
+                op=op,
+                kind=kind,
+                numel=numel,
+                dtype=dtype,
+                bytes=nbytes,
+                group_size=_group_size(kind, args.get("Concrete Inputs")),
+            )
+        )
+
+    def _gloo(self, ev: dict[str, Any], name: str) -> None:
+        args = ev.get("args") or {}
+        dims, types = args.get("Input Dims"), args.get("Input type")
+        numel = _numel(dims[0]) if isinstance(dims, list) and dims else None
+        dtype = (
+            types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
+        )
+        self.t.transfers.append(
+            Transfer(span=_span(ev, name), kind=collective_kind(name[5:]), numel_in=numel, dtype=dtype)
+        )
+
+    def finish(self) -> RankTrace:
+        t = self.t
+        for spans in (t.steps, t.regions, t.waits, t.compute):
+            spans.sort(key=_start)
+        t.issued.sort(key=lambda c: c.span.ts_us)
+        t.transfers.sort(key=lambda x: x.span.ts_us)
+        if self.kernels:
+            t.form = GPU_FORM
+        elif t.backend is not None and "nccl" in t.backend.lower():
+            t.form = GPU_FORM
+        if not t.has_shapes and self.shapes_seen:
+            t.has_shapes = True
+        cpu = [s.tid for s in t.regions] + [c.span.tid for c in t.issued] + [s.tid for s in t.waits]
+        tids = Counter(cpu or [s.tid for s in t.steps])
+        if tids:
+            t.main_tid = tids.most_common(1)[0][0]
+        if t.rank is None:
+            hint = rank_from_trace_name(t.path)
+            if hint is not None:
+                t.rank = hint
+                t.notes.append(f"rank {hint} taken from the file name: the trace has no distributedInfo.rank")
+            else:
+                t.notes.append("no rank: the trace has no distributedInfo.rank and its name gives none")
+        return t
+
+
+def _start(s: Span) -> float:
+    return s.ts_us
+
+
+def _span(ev: dict[str, Any], name: str, tid: object = None) -> Span:
+    tid = ev.get("tid") if tid is None else tid
+    ext = (ev.get("args") or {}).get("External id")
+    return Span(
+        name=name,
+        ts_us=float(ev.get("ts") or 0.0),
+        dur_us=float(ev.get("dur") or 0.0),
+        tid=tid if isinstance(tid, int) else -1,
+        external_id=ext if isinstance(ext, int) else None,
+    )
+
+
+def _int(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _ranks(v: object) -> tuple[int, ...] | None:
+    """``Process Group Ranks``: a string ``"[0, 1]"`` (as NCCL kernels carry it) or a list."""
+    if isinstance(v, list):
+        return tuple(int(r) for r in v if isinstance(r, int))
+    if isinstance(v, str):
+        return tuple(int(r) for r in _RANKS_RE.findall(v))
+    return None
+
+
+def _numel(dims: object) -> int | None:
+    """Elements of a tensor's ``Input Dims`` entry (a list of ints), or of a tensor list's (a
+    list of such lists, summed); None when the entry is not a shape."""
+    if not isinstance(dims, list) or not dims:
+        return None if not isinstance(dims, list) else None
+    if all(isinstance(d, int) for d in dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+    if all(isinstance(d, list) for d in dims):
+        parts = [_numel(d) if d else 1 for d in dims]
+        return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+    return None
+
+
+#: Where the group size is among a ``_c10d_functional`` op's arguments (``Concrete Inputs``).
+_GROUP_SIZE_ARG = {"all_gather": 1, "reduce_scatter": 2}
+
+
+def _group_size(kind: str, concrete: object) -> int | None:
+    i = _GROUP_SIZE_ARG.get(kind)
+    if i is None or not isinstance(concrete, list) or len(concrete) <= i:
+        return None
+    v = concrete[i]
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
+def collective_kind(op: str) -> str:
+    """The kind of collective an op, a gloo event or an NCCL ``Collective name`` names:
+    ``"all_gather"``, ``"reduce_scatter"``, ``"all_reduce"``, ``"all_to_all"``, ``"broadcast"``,
+    or the name itself.
+
+    >>> collective_kind("all_gather_into_tensor_out"), collective_kind("allreduce")
+    ('all_gather', 'all_reduce')
+    >>> collective_kind("_reduce_scatter_base"), collective_kind("barrier")
+    ('reduce_scatter', 'barrier')
+    """
+    s = op.lower().replace("_", "")
+    for key, kind in (
+        ("allgather", "all_gather"),
+        ("reducescatter", "reduce_scatter"),
+        ("allreduce", "all_reduce"),
+        ("alltoall", "all_to_all"),
+        ("broadcast", "broadcast"),
+    ):
+        if s.startswith(key):
+            return kind
+    return op
+
+
+def _nccl_kernel_op(name: str) -> str:
+    """``AllReduce`` of ``ncclKernel_AllReduce_RING_LL_Sum_float(...)`` / ``ncclDevKernel_...``."""
+    parts = name.split("(")[0].split("_")
+    return parts[1] if len(parts) > 1 else name
+
+
+def _header(t: RankTrace, doc: dict[str, Any]) -> None:
+    """What the JSON around the event array says: ``distributedInfo``, ``baseTimeNanoseconds``,
+    ``record_shapes``."""
+    info = doc.get("distributedInfo")
+    if isinstance(info, dict):
+        if _int(info.get("rank")) is not None:
+            t.rank = info["rank"]
+        t.world_size = _int(info.get("world_size"))
+        t.backend = info.get("backend") if isinstance(info.get("backend"), str) else None
+        for pg in info.get("pg_config") or []:
+            if isinstance(pg, dict):
+                t.process_groups.append(
+                    ProcessGroupInfo(
+                        name=str(pg.get("pg_name", "")),
+                        desc=str(pg.get("pg_desc", "")),
+                        size=_int(pg.get("pg_size")) or 0,
+                        ranks=_ranks(pg.get("ranks")) or (),
+                        backend=str(pg.get("backend_config", "")),
+                    )
+                )
+    base = doc.get("baseTimeNanoseconds")
+    if _int(base) is not None:
+        t.base_time_ns = base
+    if "record_shapes" in doc:
+        t.has_shapes = bool(doc["record_shapes"])
+
+
+def _read_stream(name: str, stream: Any) -> RankTrace:
+    trace = RankTrace(path=name, rank=None)
+    b = _Builder(trace)
+    head = b""
+    while True:  # the start, up to the event array's first event
+        piece = stream.read(PIECE)
+        head += piece
+        m = _EVENTS_START_RE.search(head)
+        if m is not None or not piece or len(head) > HEAD_MAX:
+            break
+    if m is None:
+        if not head.lstrip()[:1] == b"{":
+            raise TraceError(f"{name}: not a Chrome trace (no JSON object{_gz_note(stream)})")
+        if len(head) > HEAD_MAX:
+            raise TraceError(f"{name}: not a Chrome trace (no traceEvents in its first {HEAD_MAX >> 20} MiB)")
+        # a whole-file parse says whether it is JSON without the key, or cut before it
+        return _read_whole(name, head, stream, b, reason="no traceEvents key found")
+    rest = head[m.end() :]
+    if not _KINETO_FIRST_RE.match(rest) and not _EMPTY_EVENTS_RE.match(rest):
+        return _read_whole(name, head, stream, b, reason="its events are not one block of lines each")
+    try:
+        _header(trace, orjson.loads(head[: m.end()] + b"]}"))
+    except orjson.JSONDecodeError:
+        return _read_whole(name, head, stream, b, reason="the JSON before traceEvents is not Kineto's")
+    _scan_events(name, head, m.end(), stream, b)
+    return b.finish()
+
+
+def _gz_note(stream: Any) -> str:
+    err = getattr(stream, "error", None)
+    return f"; gzip: {err}" if err else ""
+
+
+def _scan_events(name: str, buf: bytes, pos: int, stream: Any, b: _Builder) -> None:
+    """The event array, piece by piece, from ``buf[pos:]`` on. What is scanned always ends at an
+    event's opening line, so every event in it is whole; the last event, and what follows the
+    array, are left to :func:`_finish_events`."""
+    done = pos  # decompressed bytes before buf
+    buf = buf[pos:]
+    while True:
+        cut = buf.rfind(_OPEN)
+        if cut > 0:  # else one event larger than what is held: read on
+            _scan(buf, cut, b)
+            done += cut
+            buf = buf[cut:]
+        piece = stream.read(PIECE)
+        if not piece:
+            break
+        buf += piece
+    _finish_events(name, buf, done, b, _gz_note(stream))
+
+
+def _scan(buf: bytes, cut: int, b: _Builder) -> None:
+    """Decode the events of ``buf[:cut]`` that a marker is in; count them all."""
+    trace = b.t
+    trace.events_read += buf.count(_OPEN, 0, cut)
+    starts: set[int] = set()
+    for marker in MARKERS:
+        i = buf.find(marker, 0, cut)
+        while i != -1:
+            s = buf.rfind(_OPEN, 0, i)
+            e = buf.find(_CLOSE, i)
+            if s == -1 or e == -1:  # before the first event: not in one
+                i = buf.find(marker, i + 1, cut)
+                continue
+            starts.add(s)
+            i = buf.find(marker, e, cut)
+    for s in sorted(starts):
+        e = buf.find(_CLOSE, s + 4)
+        try:
+            ev = orjson.loads(buf[s + 1 : e + 4])
+        except orjson.JSONDecodeError:
+            continue  # the cut event at the end: said by _finish_events
+        if isinstance(ev, dict):
+            b.add(ev)
+
+
+def _finish_events(name: str, tail: bytes, done: int, b: _Builder, gz: str) -> None:
+    """After the last piece: ``tail`` starts at the last event's opening line (or holds no
+    event). That event, whether the array (and the JSON) closed, and the JSON after the array
+    (``baseTimeNanoseconds`` and such), or where the file stopped."""
+    trace = b.t
+    at = f"{done + len(tail):,} bytes into its JSON{gz}"
+    s = tail.find(_OPEN)
+    after = tail
+    if s != -1:
+        e = tail.find(_CLOSE, s + 4)
+        ev = _decoded(tail[s + 1 : e + 4]) if e != -1 else None
+        if ev is None:
+            trace.complete = False
+            trace.problems.append(
+                f"{name}: the file stops inside an event, {at}; the {trace.events_read:,} events before it were read"
+            )
+            return
+        trace.events_read += 1
+        if isinstance(ev, dict):
+            b.add(ev)
+        after = tail[e + 4 :]
+    close = after.find(b"]")
+    if close == -1 or after[:close].strip(b" \t\r\n,"):
+        trace.complete = False
+        trace.problems.append(
+            f"{name}: the file stops after {trace.events_read:,} events, {at}, before the event array closes"
+        )
+        return
+    try:
+        _header(trace, orjson.loads(b'{"traceEvents": []' + after[close + 1 :]))
+    except orjson.JSONDecodeError:
+        trace.complete = False
+        trace.problems.append(
+            f"{name}: the JSON after the event array is cut or malformed, {at}; all {trace.events_read:,} events were read"
+        )
+        return
+    if gz:
+        trace.complete = False
+        trace.problems.append(f"{name}: the gzip stream is damaged after the JSON's end{gz}")
+
+
+def _decoded(event: bytes) -> object | None:
+    try:
+        return orjson.loads(event)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _read_whole(name: str, head: bytes, stream: Any, b: _Builder, reason: str) -> RankTrace:
+    """A file not in Kineto's layout: parsed whole (its size in memory), then its events kept."""
+    trace = b.t
+    trace.layout = "whole"
+    trace.notes.append(f"read whole, not event by event: {reason}")
+    data = head + stream.read()
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        if not data.lstrip()[:1] == b"{":
+            raise TraceError(f"{name}: not a Chrome trace (not a JSON object{_gz_note(stream)})") from None
+        trace.complete = False
+        trace.problems.append(
+            f"{name}: not valid JSON ({e}){_gz_note(stream)}, and not in Kineto's layout: no event could be read"
+        )
+        return b.finish()
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise TraceError(f"{name}: not a Chrome trace (no traceEvents list)")
+    _header(trace, doc)
+    events = doc["traceEvents"]
+    trace.events_read = len(events)
+    for ev in events:
+        if isinstance(ev, dict):
+            b.add(ev)
+    if isinstance(stream, TolerantGzip) and stream.error:
+        trace.complete = False
+        trace.problems.append(f"{name}: the gzip stream is damaged after the JSON's end{_gz_note(stream)}")
+    return b.finish()
+
+
+# -- many files ------------------------------------------------------------------------------
+
+
+def _read_batch(paths: list[str]) -> list[RankTrace | TraceError]:
+    """On a worker: each file read, or the :class:`TraceError` it raised."""
+    out: list[RankTrace | TraceError] = []
+    for p in paths:
+        try:
+            out.append(read_trace(p))
+        except TraceError as e:
+            out.append(e)
+    return out
+
+
+def _batches(files: list[Path], n: int) -> list[list[str]]:
+    size = max(1, min(64, -(-len(files) // max(1, n))))
+    return [[os.fspath(f) for f in files[i : i + size]] for i in range(0, len(files), size)]
+
+
+def read_traces(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    jobs: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    dask: str | None = None,
+) -> list[RankTrace]:
+    """Read every trace PATHs name (:func:`find_trace_files`), sorted by rank (a rank of None
+    last, then by path).
+
+    ``jobs``: worker processes (default: the machine's cores; 1 reads here, in this process).
+    ``progress(done_files, total_files)`` is called as files are read. ``dask``: a Dask
+    scheduler's address (``tcp://HOST:8786``): the files are read on its workers, which must see
+    them at the same absolute paths (:mod:`tracekit.read.dask_reader`'s pattern;
+    :class:`tracekit.read.dask_reader.DaskReadError` when the cluster cannot be used).
+    Raises :class:`TraceError` for the first file (in PATH order) that cannot be read.
+
+    >>> [t.rank for t in read_traces(["fixtures/traces/nccl_2gpu"], jobs=1)]
+    [0]
+    """
+    files = find_trace_files(paths)
+    if dask is not None:
+        got = _read_on_dask(files, dask, progress)
+    else:
+        got = list(_read_local(files, jobs, progress))
+    for r in got:
+        if isinstance(r, TraceError):
+            raise r
+    traces = [r for r in got if isinstance(r, RankTrace)]
+    traces.sort(key=lambda t: (t.rank is None, t.rank if t.rank is not None else 0, t.path))
+    return traces
+
+
+def _read_local(
+    files: list[Path], jobs: int | None, progress: Callable[[int, int], None] | None
+) -> Iterator[RankTrace | TraceError]:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tracekit.read.segments import default_jobs
+
+    jobs = default_jobs() if jobs is None else max(1, int(jobs))
+    total = len(files)
+    if jobs == 1 or total <= 1:
+        for i, f in enumerate(files):
+            yield from _read_batch([os.fspath(f)])
+            if progress is not None:
+                progress(i + 1, total)
+        return
+    batches = _batches(files, jobs * 4)
+    pool = ProcessPoolExecutor(min(jobs, len(batches)), mp_context=fork_context(), initializer=ignore_sigint)
+    interrupted = True
+    try:
+        done = 0
+        for batch, part in zip(batches, pool.map(_read_batch, batches), strict=True):
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+            yield from part
+        interrupted = False
+    finally:
+        end_pool(pool, kill=interrupted)
+
+
+def _read_on_dask(
+    files: list[Path], address: str, progress: Callable[[int, int], None] | None
+) -> list[RankTrace | TraceError]:
+    """The files read on the workers of the Dask scheduler at ``address``, in order, as
+    :func:`tracekit.read.dask_reader.load_with_dask` reads logs: batches of absolute paths,
+    gathered as they finish, results named as the caller named the files."""
+    import time
+
+    from tracekit.read.dask_reader import (
+        BATCHES_PER_THREAD,
+        DaskReadError,
+        _bounded,
+        _check_address,
+        _connect,
+    )
+
+    address = _check_address(address)
+    started = time.monotonic()
+    try:
+        import distributed
+    except ImportError:
+        raise DaskReadError(
+            "reading on a Dask cluster needs the distributed package: "
+            "pip install -e '.[dask]' (or pip install distributed)"
+        ) from None
+    client = _connect(address, 5, started)
+    try:
+        try:
+            _bounded(lambda: client.wait_for_workers(1, timeout=5), 6)
+        except Exception:  # noqa: BLE001 - no worker joined, however distributed says it
+            raise DaskReadError(
+                f"the Dask scheduler at {address} has no workers (none joined within 5 s)"
+            ) from None
+        threads = sum(client.nthreads().values()) or 1
+        sent = _batches([Path(os.path.abspath(f)) for f in files], threads * BATCHES_PER_THREAD)
+        futures = client.map(_read_batch, sent, pure=False)
+        index = {fut.key: i for i, fut in enumerate(futures)}
+        results: list[list[RankTrace | TraceError]] = [[] for _ in futures]
+        done = 0
+        for fut in distributed.as_completed(futures, loop=client.loop):
+            i = index[fut.key]
+            try:
+                results[i] = fut.result()
+            except Exception as e:  # noqa: BLE001 - a task that failed on a worker
+                detail = (str(e).splitlines() or [""])[0][:200]
+                raise DaskReadError(
+                    f"a Dask worker failed to read traces: {type(e).__name__}: {detail}"
+                ) from None
+            done += len(sent[i])
+            if progress is not None:
+                progress(done, len(files))
+    finally:
+        client.close()
+    out = [r for batch in results for r in batch]
+    for r, f in zip(out, files, strict=True):  # named as the caller named them
+        if isinstance(r, RankTrace):
+            r.path = os.fspath(f)
+    return out
+
+
+__all__ = [
+    "DTYPE_BYTES",
+    "TraceError",
+    "collective_kind",
+    "find_trace_files",
+    "rank_from_trace_name",
+    "read_trace",
+    "read_traces",
+]
