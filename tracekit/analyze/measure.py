@@ -78,7 +78,8 @@ class Measurement:
             "skew": skew,
             "ranks_without_trace": self.log_only,
             "traces_without_log": [p.rank for p in self.pairings if p.trace.rank is not None and _no_log(p)],
-            "notes": self.notes + [f"rank {p.rank}: {n}" for p in self.pairings for n in p.notes],
+            "notes": self.notes
+            + [f"rank {p.rank}: {n}" for p in self.pairings for n in [*p.trace.notes, *p.notes]],
             "verdict": mismatch_reason(self) or verdict(ranks, skew),
             "basis": {
                 "collective": "measured: its transfer's span (gloo worker event / NCCL kernel); est: torch's "
@@ -325,7 +326,7 @@ def measure(run: Run, traces: list[RankTrace], ranks: Iterable[int] | None = Non
         if log is None and rk is None and len(run.ranks) == 1:
             log = run.ranks[0]  # a one-rank job: trace and log both without a rank
         elif rk is None:
-            out.notes.append(f"{t.path} names no rank (no distributedInfo): not paired with a log")
+            out.notes.append(f"{t.path}: the trace names no rank: not paired with a log")
         out.pairings.append(pair_rank(log, t))
         if log is None:
             out.notes.append(f"rank {rk}: a trace ({t.path}) but no compile log: nothing paired")

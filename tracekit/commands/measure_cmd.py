@@ -14,6 +14,7 @@ the output says which graph run differs first), with one line on stderr.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,20 +30,26 @@ from tracekit.commands.options import (
     paths_argument,
 )
 
+if TYPE_CHECKING:
+    from tracekit.model.profile import RankTrace
+
 MEASURE_FORMATS = ("table", "json", "markdown")
 
 
-def read_profiles(paths: tuple[str, ...]) -> list:
-    """Every rank trace under ``paths`` (files or directories); exit 2 when none could be read."""
-    from tracekit.read.traces import find_trace_files, read_traces
+def read_profiles(
+    paths: tuple[str, ...], jobs: int | None = None, command: str = "measure"
+) -> list[RankTrace]:
+    """Every rank trace under ``paths`` (files or directories); exit 2, one line, when one cannot
+    be read at all (:class:`tracekit.read.traces.TraceError`) or none holds an event."""
+    from tracekit.read.traces import TraceError, read_traces
 
-    files = find_trace_files(list(paths))
-    if not files:
-        fail("measure", f"no profiler trace (*.json, *.json.gz) in {', '.join(paths)}")
-    traces = read_traces(files)
+    try:
+        traces = read_traces(list(paths), jobs=jobs)
+    except TraceError as e:
+        fail(command, str(e))
     if not any(t.events_read for t in traces):
         why = "; ".join(p for t in traces for p in t.problems[:1]) or "no events"
-        fail("measure", f"no profiler trace could be read: {why}")
+        fail(command, f"no profiler trace could be read: {why}")
     return traces
 
 
@@ -103,7 +110,7 @@ def measure(
     why = no_log_reason(run)
     if why:
         fail("measure", why)
-    traces = read_profiles(profiles)
+    traces = read_profiles(profiles, jobs)
     result = pair_and_measure(run, traces, ranks or None)
     if ranks and not result.pairings:
         fail("measure", f"no trace of rank {', '.join(map(str, ranks))}")

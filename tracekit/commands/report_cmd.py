@@ -166,7 +166,7 @@ def report(
             from tracekit.analyze.measure import measure
             from tracekit.commands.measure_cmd import read_profiles
 
-            measured = measure(run, read_profiles(profiles)).document()
+            measured = measure(run, read_profiles(profiles, jobs, command="report")).document()
     try:
         page = render_html(doc, replay, measured).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary
