@@ -344,11 +344,12 @@ def mismatch_reason(m: Measurement) -> str | None:
     if not m.pairings:
         return "no trace of a rank the logs hold"
     cut = [p for p in m.pairings if not p.trace.complete]
-    if problems and cut:
+    if cut:
+        first_cut = cut[0].trace
+        why = f"; the first graph run not paired: {problems[0]}" if problems else ""
         return (
             f"nothing paired: {len(cut)} of {len(m.pairings)} traces are cut short "
-            f"({cut[0].trace.events_read:,} events read of {cut[0].trace.path}); the first graph run not "
-            f"paired: {problems[0]}"
+            f"({first_cut.events_read:,} events read of {first_cut.path}){why}"
         )
     if problems:
         first = problems[0]

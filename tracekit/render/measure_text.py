@@ -29,7 +29,7 @@ def _ratio(v: Any) -> str | None:
 def _steps_line(r: dict[str, Any]) -> str:
     s = r["steps"]
     if not r["profiler_steps"]:
-        return "no ProfilerStep spans: one window, no step time"
+        return "no ProfilerStep spans read: one window, no step time"
     return f"{s['count']} profiled steps, step {_range(s)} ms (median, min-max)"
 
 
@@ -52,9 +52,7 @@ def render(doc: dict[str, Any], fmt: str) -> str:
             out.append(
                 f"{li}recorded without record_shapes: sizes from the log alone, paired on kind and order only\n"
             )
-        out.append(
-            f"{li}paired: {r['paired']} collective runs; unpaired graph runs: {len(r['unpaired'])}\n\n"
-        )
+        out.append(f"{li}paired: {r['paired']} collective runs; not paired: {len(r['unpaired'])}\n\n")
         if r["graphs"] and r["paired"]:
             rows = [
                 [
