@@ -100,8 +100,10 @@ def _no_log(p: RankPairing) -> bool:
     return bool(p.runs) and all(r.problem == "no compile log for this rank" for r in p.runs if r.issued)
 
 
-def _per_step(runs: list[GraphRun], n_steps: int, value: Any) -> list[float | None]:
+def _per_step(runs: list[GraphRun], n_steps: int | None, value: Any) -> list[float | None]:
     """One value a step: ``value(run)`` summed over the graph's runs in that step (None: not known)."""
+    if n_steps is None:  # no profiled steps: one value a run
+        return [value(r) for r in runs]
     out: list[float | None] = []
     for s in range(n_steps):
         vs = [value(r) for r in runs if r.step == s]
@@ -109,7 +111,7 @@ def _per_step(runs: list[GraphRun], n_steps: int, value: Any) -> list[float | No
     return out
 
 
-def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int) -> dict[str, Any]:
+def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int | None) -> dict[str, Any]:
     cid, pos = key
     final = runs[0].final
     paired_runs = [r for r in runs if r.paired or (r.final is not None and not r.final.collectives)]
@@ -190,7 +192,7 @@ def _rank_doc(p: RankPairing) -> dict[str, Any]:
     for r in p.runs:
         if r.compile_id is not None and r.position is not None and (r.final is not None or r.issued):
             by_graph.setdefault((r.compile_id, r.position), []).append(r)
-    graphs = [_graph_doc(k, rs, n) for k, rs in by_graph.items()]
+    graphs = [_graph_doc(k, rs, n if p.profiler_steps else None) for k, rs in by_graph.items()]
     unpaired = [
         {"step": r.step, "graph": r.label, "issued": len(r.issued), "reason": r.problem}
         for r in p.runs
@@ -226,16 +228,20 @@ def _skew(pairings: list[RankPairing]) -> list[dict[str, Any]]:
     """Per graph and step, each rank's time from issuing the graph's first collective to that
     collective's end (which all ranks share): the rank with the least arrived last, and the
     spread is how long the others waited for it."""
-    first: dict[tuple[str, int, int], dict[int | None, float]] = {}
+    first: dict[tuple[str, int, int, int], dict[int | None, float]] = {}
     for p in pairings:
+        nth: dict[tuple[str, int, int], int] = {}  # the n-th run of a graph in its step
         for r in p.runs:
-            if r.paired and r.paired[0].transfer is not None and r.compile_id is not None:
+            if r.compile_id is None:
+                continue
+            k = (r.compile_id, r.position or 0, r.step)
+            nth[k] = nth.get(k, -1) + 1
+            if r.paired and r.paired[0].transfer is not None:
                 pc = r.paired[0]
                 assert pc.transfer is not None
-                key = (r.compile_id, r.position or 0, r.step)
-                first.setdefault(key, {})[p.rank] = pc.transfer.span.end_us - pc.issued.span.ts_us
+                first.setdefault((*k, nth[k]), {})[p.rank] = pc.transfer.span.end_us - pc.issued.span.ts_us
     graphs: dict[tuple[str, int], list[tuple[float, int | None]]] = {}
-    for (cid, pos, _step), by_rank in first.items():
+    for (cid, pos, _step, _n), by_rank in first.items():
         if len(by_rank) < 2:
             continue
         last = min(by_rank, key=lambda k: by_rank[k])
