@@ -282,8 +282,9 @@ def verdict(ranks: list[dict[str, Any]], skew: list[dict[str, Any]]) -> str:
     share = _dominant(ranks)
     if share:
         parts.append(share)
-    if skew:
-        worst = max(skew, key=lambda s: s["skew"]["median_ms"] or 0)
+    steady = [s for s in skew if 2 * s["last_rank_steps"] > s["steps"]]  # the same rank most of the time
+    if steady:
+        worst = max(steady, key=lambda s: s["skew"]["median_ms"] or 0)
         if worst["skew"]["median_ms"]:
             parts.append(
                 f"rank {worst['last_rank']} arrives last at graph {worst['graph']} "

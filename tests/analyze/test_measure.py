@@ -1,0 +1,197 @@
+"""``tracekit.analyze.measure`` on the profiled fixtures: real 2-rank gloo runs whose compile logs
+and torch.profiler traces sit side by side (fixtures/profiled/<scenario>/{logs,traces}). Every
+value asserted is read off those files; edited copies (made here, at test time) give the bad
+inputs: a trace without ProfilerStep spans, one without record_shapes, one cut short."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from tracekit import records
+from tracekit.analyze.measure import SCHEMA, Measurement, measure, mismatch_reason
+from tracekit.model import Run
+from tracekit.model.profile import RankTrace
+from tracekit.read.reader import load
+from tracekit.read.traces import read_traces
+
+PROFILED = ROOT / "fixtures" / "profiled"
+CAP_1MB = PROFILED / "gloo_cap_1mb"
+
+AG, RS = ("all_gather", 2_097_152), ("reduce_scatter", 4_194_304)
+#: The backward's recorded final schedule at 1 MB (nothing merges: each weight's 4 MiB gather
+#: is one rank's 2 MiB shard), as the log's estimate table sizes it.
+BACKWARD_1MB = [AG, AG, RS, AG, RS, AG, AG, RS, AG, AG, RS, RS, RS, RS, RS]
+
+
+@cache
+def _run(scenario: Path) -> Run:
+    return load([scenario / "logs"], jobs=1)
+
+
+def _traces(path: Path) -> list[RankTrace]:
+    return read_traces([path], jobs=1)
+
+
+@cache
+def _measured(scenario: Path) -> Measurement:
+    return measure(_run(scenario), _traces(scenario / "traces"))
+
+
+def _edited(tmp_path: Path, scenario: Path, edit) -> Path:
+    """Copies of a scenario's traces, each event list passed through ``edit`` (plain JSON)."""
+    out = tmp_path / "traces"
+    out.mkdir()
+    for f in sorted((scenario / "traces").iterdir()):
+        with gzip.open(f, "rt", encoding="utf-8") as fh:
+            doc = json.load(fh)
+        edit(doc)
+        (out / f.name.removesuffix(".gz")).write_text(json.dumps(doc), encoding="utf-8")
+    return out
+
+
+def test_every_collective_of_every_profiled_step_pairs_on_both_ranks():
+    doc = _measured(CAP_1MB).document()
+    assert doc["schema"] == SCHEMA == "tracekit.measure/1"
+    assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, 92, []), (1, 92, [])]
+    assert [r["steps"]["count"] for r in doc["ranks"]] == [4, 4]  # schedule(wait=1, warmup=1, active=4)
+    for r in doc["ranks"]:
+        fwd, bwd = r["graphs"]
+        assert [(g["label"], g["phase"], g["runs"], g["paired_runs"]) for g in (fwd, bwd)] == [
+            ("0/0:0", "forward", 4, 4),
+            ("0/0:1", "backward", 4, 4),
+        ]
+        assert [(c["kind"], c["bytes"]) for c in fwd["collectives"]] == [AG] * 8
+        assert [(c["kind"], c["bytes"]) for c in bwd["collectives"]] == BACKWARD_1MB
+        assert {c["est_ms"] for g in (fwd, bwd) for c in g["collectives"]} == {0.0249}
+        assert (fwd["est_ms"], bwd["est_ms"]) == (0.1992, 0.3735)
+        assert (fwd["exposed_est_ms"], bwd["exposed_est_ms"]) == (None, None)  # not in the log
+    assert doc["ranks_without_trace"] == [] and doc["traces_without_log"] == [] and doc["notes"] == []
+
+
+def test_measured_figures_are_the_traces_own():
+    doc = _measured(CAP_1MB).document()
+    r0, r1 = doc["ranks"]
+    assert r0["steps"] == {"count": 4, "median_ms": 1352.278, "min_ms": 1293.6076, "max_ms": 1562.1908}
+    assert r1["steps"] == {"count": 4, "median_ms": 1359.8419, "min_ms": 1285.6489, "max_ms": 1565.4643}
+    fwd, bwd = r0["graphs"]
+    assert (fwd["median_ms"], fwd["collectives_measured_ms"], fwd["exposed_measured_ms"]) == (
+        352.8584,
+        398.9823,
+        95.9858,
+    )
+    assert (bwd["median_ms"], bwd["collectives_measured_ms"], bwd["exposed_measured_ms"]) == (
+        950.3596,
+        1229.0132,
+        123.3653,
+    )
+    first = fwd["collectives"][0]
+    assert (first["measured"], first["ratio"]) == (
+        {"count": 4, "median_ms": 15.792, "min_ms": 8.953, "max_ms": 28.6803},
+        634.2,
+    )
+
+
+def test_the_verdict_line():
+    assert _measured(CAP_1MB).document()["verdict"] == (
+        "collectives 2535x slower than estimated; exposed 182.7 ms a step (the log holds no exposed "
+        "estimate); graph 0/0:1 (backward) takes 71% of the step; rank 1 arrives last at graph 0/0:0 (8.4 ms)"
+    )
+
+
+def test_skew_is_aligned_on_the_first_collectives_end():
+    assert _measured(CAP_1MB).document()["skew"] == [
+        {
+            "graph": "0/0:0",
+            "steps": 4,
+            "skew": {"count": 4, "median_ms": 8.418, "min_ms": 1.2346, "max_ms": 29.5354},
+            "last_rank": 1,
+            "last_rank_steps": 3,
+        },
+        {
+            "graph": "0/0:1",
+            "steps": 4,
+            "skew": {"count": 4, "median_ms": 13.9765, "min_ms": 5.1609, "max_ms": 95.0229},
+            "last_rank": 0,
+            "last_rank_steps": 2,
+        },
+    ]
+
+
+def test_measured_records_are_flat_rows():
+    m = _measured(CAP_1MB)
+    rows = records.measured_collectives(m)
+    assert len(rows) == 184  # 2 ranks x 4 steps x (8 + 15)
+    assert list(rows[0]) == [
+        "rank", "step", "compile_id", "graph_index", "graph", "position", "kind", "bytes", "est_ms",
+        "measured_ms", "issue_ms", "exposed_ms", "ratio",
+    ]  # fmt: skip
+    assert {(r["kind"], r["bytes"]) for r in rows} == {AG, RS}
+    graphs = records.measured_graphs(m)
+    assert [(g["rank"], g["step"], g["graph"], g["collectives"], g["problem"]) for g in graphs[:2]] == [
+        (0, 0, "forward", 8, None),
+        (0, 0, "backward", 15, None),
+    ]
+    assert len(graphs) == 16
+
+
+def test_without_profiler_steps_the_trace_is_one_window_and_said(tmp_path):
+    def drop_steps(doc):
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+
+    m = measure(_run(CAP_1MB), _traces(_edited(tmp_path, CAP_1MB, drop_steps)))
+    doc = m.document()
+    assert [(r["profiler_steps"], r["steps"]["count"], r["paired"]) for r in doc["ranks"]] == [
+        (False, 0, 92),
+        (False, 0, 92),
+    ]
+    assert "rank 0: no ProfilerStep spans (the profiler ran without a schedule): the trace is one window" in doc["notes"]
+    fwd = doc["ranks"][0]["graphs"][0]
+    assert (fwd["run"]["count"], fwd["median_ms"]) == (4, 352.8584)  # over the graph's runs
+
+
+def test_without_record_shapes_pairs_on_kind_and_order_and_says_so(tmp_path):
+    def drop_shapes(doc):
+        doc.pop("record_shapes", None)
+        for e in doc["traceEvents"]:
+            for key in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
+                (e.get("args") or {}).pop(key, None)
+
+    doc = measure(_run(CAP_1MB), _traces(_edited(tmp_path, CAP_1MB, drop_shapes))).document()
+    assert [(r["has_shapes"], r["paired"]) for r in doc["ranks"]] == [(False, 92), (False, 92)]
+    assert all(g["on_order_only"] for r in doc["ranks"] for g in r["graphs"])
+    bwd = doc["ranks"][0]["graphs"][1]
+    assert [(c["kind"], c["bytes"]) for c in bwd["collectives"]] == BACKWARD_1MB  # the log's sizes
+
+
+def test_a_trace_cut_short_keeps_what_was_read(tmp_path):
+    src = sorted((CAP_1MB / "traces").iterdir())[1]
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(gzip.decompress(src.read_bytes())[:150_000])
+    m = measure(_run(CAP_1MB), _traces(cut))
+    doc = m.document()
+    (r,) = doc["ranks"]
+    assert (r["rank"], r["complete"], r["events_read"], r["paired"]) == (1, False, 374, 0)
+    assert doc["ranks_without_trace"] == [0]
+    assert mismatch_reason(m) == f"nothing paired: 1 of 1 traces are cut short (374 events read of {cut})"
+
+
+def test_one_ranks_trace_alone_measures_that_rank_and_names_the_other(tmp_path):
+    one = sorted((CAP_1MB / "traces").iterdir())[0]
+    doc = measure(_run(CAP_1MB), _traces(one)).document()
+    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 92)]
+    assert doc["ranks_without_trace"] == [1]
+    assert doc["notes"] == ["rank 1: a compile log but no trace: not measured"]
+    assert doc["skew"] == []
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_rank_filter(rank):
+    m = measure(_run(CAP_1MB), _traces(CAP_1MB / "traces"), ranks=[rank])
+    assert [p.rank for p in m.pairings] == [rank]
+    assert m.document()["ranks_without_trace"] == []
