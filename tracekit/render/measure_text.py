@@ -14,6 +14,11 @@ def _ms(v: Any) -> str | None:
     return None if v is None else f"{v:.3f}"
 
 
+def _est(v: Any) -> str | None:
+    """torch's estimates are small: four decimals, as the log gives them."""
+    return None if v is None else f"{v:.4f}"
+
+
 def _range(s: dict[str, Any] | None) -> str | None:
     if not s or s.get("median_ms") is None:
         return None
@@ -59,7 +64,7 @@ def render(doc: dict[str, Any], fmt: str) -> str:
                     g["label"],
                     g["phase"],
                     _range(g["run"]),
-                    _ms(g["est_ms"]),
+                    _est(g["est_ms"]),
                     _range(g["collectives_measured"]),
                     _ratio(g["ratio"]),
                     _range(g["exposed_measured"]),
@@ -80,7 +85,7 @@ def render(doc: dict[str, Any], fmt: str) -> str:
                     c["position"],
                     c["kind"],
                     None if c["bytes"] is None else f"{c['bytes']:,}",
-                    _ms(c["est_ms"]),
+                    _est(c["est_ms"]),
                     _range(c["measured"]),
                     _ratio(c["ratio"]),
                     _ms(c["exposed_ms"]),
