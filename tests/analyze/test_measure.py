@@ -195,3 +195,49 @@ def test_rank_filter(rank):
     m = measure(_run(CAP_1MB), _traces(CAP_1MB / "traces"), ranks=[rank])
     assert [p.rank for p in m.pairings] == [rank]
     assert m.document()["ranks_without_trace"] == []
+
+
+def test_traces_of_another_cap_pair_nothing_and_say_why():
+    """The 1 MB run's traces against the 12 MB run's logs: every graph run's first collective
+    differs in bytes (a 2 MiB shard issued, a 6 MiB bucket recorded); nothing is paired by guess."""
+    cap_12mb = PROFILED / "gloo_cap_12mb"
+    m = measure(_run(cap_12mb), _traces(CAP_1MB / "traces"))
+    doc = m.document()
+    assert [(r["rank"], r["paired"], len(r["unpaired"])) for r in doc["ranks"]] == [(0, 0, 8), (1, 0, 8)]
+    assert doc["ranks"][0]["unpaired"][:2] == [
+        {
+            "step": 0,
+            "graph": "0/0:0",
+            "issued": 8,
+            "reason": "collective 0: issued all_gather of 2,097,152 B, the log records 6,291,456 B",
+        },
+        {
+            "step": 0,
+            "graph": "0/0:1",
+            "issued": 15,
+            "reason": "collective 0: issued all_gather of 2,097,152 B, the log records 6,291,456 B",
+        },
+    ]
+    assert doc["verdict"] == mismatch_reason(m) == (
+        "nothing paired: the traces do not match the logs (another run or cap?): 16 graph runs differ, "
+        "the first: collective 0: issued all_gather of 2,097,152 B, the log records 6,291,456 B"
+    )
+
+
+def test_the_12mb_run_pairs_its_buckets():
+    doc = _measured(PROFILED / "gloo_cap_12mb").document()
+    assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, 36, []), (1, 36, [])]
+    fwd, bwd = doc["ranks"][0]["graphs"]
+    assert [(c["kind"], c["bytes"], c["est_ms"]) for c in fwd["collectives"]] == [
+        ("all_gather", 6_291_456, 0.0511),
+        ("all_gather", 6_291_456, 0.0511),
+        ("all_gather", 4_194_304, 0.038),
+    ]
+    assert [(c["kind"], c["bytes"]) for c in bwd["collectives"]] == [
+        ("all_gather", 6_291_456),
+        ("all_gather", 6_291_456),
+        ("all_gather", 2_097_152),
+        ("reduce_scatter", 12_582_912),
+        ("reduce_scatter", 12_582_912),
+        ("reduce_scatter", 8_388_608),
+    ]

@@ -136,3 +136,15 @@ def test_report_with_profile_has_a_measured_section(tmp_path):
     assert '<a href="#measured">Measured</a>' in page
     assert '<section id="measured"><h2>Measured</h2>' in page
     assert page.count('<rect class="bar meas"') == 23 and page.count('<rect class="bar est"') == 23
+
+
+def test_traces_of_another_cap_exit_2_and_say_so():
+    p = measure(CAP_1MB / "traces", logs=PROFILED / "gloo_cap_12mb" / "logs")
+    assert p.returncode == 2
+    why = (
+        "nothing paired: the traces do not match the logs (another run or cap?): 16 graph runs differ, "
+        "the first: collective 0: issued all_gather of 2,097,152 B, the log records 6,291,456 B"
+    )
+    assert p.stderr == f"tracekit measure: {why}\n"
+    assert p.stdout.startswith(why + "\n")
+    assert "paired:" in p.stdout and "collective runs; not paired: 8" in p.stdout
