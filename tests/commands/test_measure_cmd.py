@@ -148,3 +148,10 @@ def test_traces_of_another_cap_exit_2_and_say_so():
     assert p.stderr == f"tracekit measure: {why}\n"
     assert p.stdout.startswith(why + "\n")
     assert "paired:" in p.stdout and "collective runs; not paired: 8" in p.stdout
+
+
+def test_no_line_is_wider_than_200_columns():
+    for fmt in ("table", "markdown"):
+        for scenario in (CAP_1MB, PROFILED / "gloo_cap_12mb"):
+            lines = measure(scenario / "traces", "--format", fmt, logs=scenario / "logs").stdout.splitlines()
+            assert lines and max(map(len, lines)) <= 200

@@ -5,9 +5,16 @@ could not be paired, and the skew across ranks. ``json`` is the document itself.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from tracekit.render.text import dumps_json, heading, table, wrap_clauses
+
+FOOTER = (
+    "ms: median over profiled steps (min-max); measured: the transfer's span, from its start to its end on "
+    "this rank (waiting for a late rank included); est: torch's estimate from the log; exposed: the main "
+    "thread waiting in wait_tensor (GPU: the compute stream idle during the kernel); bytes: one rank's input."
+)
 
 
 def _ms(v: Any) -> str | None:
@@ -50,9 +57,10 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         out.append(f"{li}trace: {r['trace']} ({r['form']}{', ' + r['backend'] if r['backend'] else ''})\n")
         out.append(f"{li}{_steps_line(r)}\n")
         if not r["complete"]:
-            out.append(
-                f"{li}trace cut short: {r['events_read']:,} events read and used; {'; '.join(r['problems'])}\n"
+            cut = (
+                f"{li}trace cut short: {r['events_read']:,} events read and used; {'; '.join(r['problems'])}"
             )
+            out.append(textwrap.fill(cut, 100, subsequent_indent="  ") + "\n")
         if not r["has_shapes"]:
             out.append(
                 f"{li}recorded without record_shapes: sizes from the log alone, paired on kind and order only\n"
@@ -110,7 +118,9 @@ def render(doc: dict[str, Any], fmt: str) -> str:
                 out.append("\n")
         for u in r["unpaired"][:10]:
             where = f"step {u['step']} graph {u['graph']}: " if u["graph"] is not None else ""
-            out.append(f"{li}not paired: {where}{u['reason']}\n")
+            out.append(
+                textwrap.fill(f"{li}not paired: {where}{u['reason']}", 100, subsequent_indent="  ") + "\n"
+            )
         if len(r["unpaired"]) > 10:
             out.append(f"{li}... and {len(r['unpaired']) - 10} more graph runs not paired\n")
         if r["unpaired"]:
@@ -129,14 +139,10 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         out.append(table(rows, ["graph", "steps", "skew ms", "arrives last"], fmt))
         out.append(f"\n{doc['basis']['skew']}.\n\n")
     for n in doc["notes"]:
-        out.append(f"{li}note: {n}\n")
+        out.append(textwrap.fill(f"{li}note: {n}", 100, subsequent_indent="  ") + "\n")
     if doc["notes"]:
         out.append("\n")
-    out.append(
-        "ms: median over profiled steps (min-max); measured: the transfer's span; est: torch's estimate from the log; "
-        "exposed: the main thread waiting in wait_tensor (GPU: the compute stream idle during the kernel); "
-        "bytes: one rank's input.\n"
-    )
+    out.append(textwrap.fill(FOOTER, 100) + "\n")
     return "".join(out)
 
 
