@@ -241,3 +241,23 @@ def test_the_12mb_run_pairs_its_buckets():
         ("reduce_scatter", 12_582_912),
         ("reduce_scatter", 8_388_608),
     ]
+
+
+def test_waits_come_from_the_output_code_when_given():
+    """At 12 MB the backward waits AG0, RS3, AG1, RS4, AG2, RS5 (its output code): read so, each
+    collective's exposed time is its own wait's; derived (oldest open first), the second wait
+    would be given to AG1."""
+    from tracekit.read.output_code import wait_orders
+
+    cap_12mb = PROFILED / "gloo_cap_12mb"
+    derived = _measured(cap_12mb)
+    read = measure(_run(cap_12mb), _traces(cap_12mb / "traces"), None, wait_orders([str(cap_12mb / "logs")]))
+    assert [p.waits for p in derived.pairings] == ["derived", "derived"]
+    assert [p.waits for p in read.pairings] == ["output code", "output code"]
+    bwd = next(r for r in read.pairings[0].runs if r.position == 1 and r.step == 0)
+    waits = sorted(bwd.waits, key=lambda w: w.ts_us)
+    assert [bwd.paired.index(next(p for p in bwd.paired if p.wait is w)) for w in waits] == [0, 3, 1, 4, 2, 5]
+    d_bwd = derived.document()["ranks"][0]["graphs"][1]
+    r_bwd = read.document()["ranks"][0]["graphs"][1]
+    assert r_bwd["exposed_measured_ms"] == d_bwd["exposed_measured_ms"]  # the graph's waits are the same
+    assert [c["exposed_ms"] for c in r_bwd["collectives"]] != [c["exposed_ms"] for c in d_bwd["collectives"]]

@@ -88,8 +88,9 @@ class Measurement:
                 "stream idle during a collective's kernel (GPU form); torch's exposed estimate is not in the "
                 "compile log",
                 "bytes": "one rank's input (an all-gather's shard), in the trace and in the log's estimate table",
-                "waits": "a wait ends the oldest collective of its graph run issued before it (the log's "
-                "output code is not read)",
+                "waits": "which wait ends which collective: the log's output code (a rank's waits: "
+                '"output code"), else the oldest collective of its graph run issued before the wait and not '
+                'ended (a rank\'s waits: "derived")',
                 "skew": "aligned on each graph's first collective's end, which every rank shares; no clocks "
                 "subtracted across ranks",
             },
@@ -216,6 +217,7 @@ def _rank_doc(p: RankPairing) -> dict[str, Any]:
         "events_read": t.events_read,
         "problems": list(t.problems),
         "has_shapes": t.has_shapes,
+        "waits": p.waits,
         "profiler_steps": p.profiler_steps,
         "steps": steps,
         "graphs": graphs,
@@ -313,8 +315,15 @@ def _dominant(ranks: list[dict[str, Any]]) -> str:
     return f"graph {label} ({phases[label]}) takes the longest ({ms:.1f} ms)"
 
 
-def measure(run: Run, traces: list[RankTrace], ranks: Iterable[int] | None = None) -> Measurement:
-    """Pair every trace with its rank's log. ``ranks``: only these (None: all)."""
+def measure(
+    run: Run,
+    traces: list[RankTrace],
+    ranks: Iterable[int] | None = None,
+    wait_orders: dict[tuple[int | None, str, int], list[int]] | None = None,
+) -> Measurement:
+    """Pair every trace with its rank's log. ``ranks``: only these (None: all).
+    ``wait_orders``: which wait ends which collective, from the logs' output code
+    (:func:`tracekit.read.output_code.wait_orders`; None: derived from the order of the waits)."""
     wanted = None if ranks is None else set(ranks)
     by_rank: dict[int | None, RankTrace] = {}
     out = Measurement([])
@@ -334,7 +343,7 @@ def measure(run: Run, traces: list[RankTrace], ranks: Iterable[int] | None = Non
             log = run.ranks[0]  # a one-rank job: trace and log both without a rank
         elif rk is None:
             out.notes.append(f"{t.path}: the trace names no rank: not paired with a log")
-        out.pairings.append(pair_rank(log, t))
+        out.pairings.append(pair_rank(log, t, wait_orders))
         if log is None:
             out.notes.append(f"rank {rk}: a trace ({t.path}) but no compile log: nothing paired")
     out.log_only = sorted((r for r in log_ranks if r not in by_rank), key=lambda r: (r is None, r or 0))

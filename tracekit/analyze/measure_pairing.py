@@ -16,8 +16,10 @@ compile log"):
 - the k-th transfer (gloo's worker events by start time, or NCCL kernels) is the k-th issued
   collective, of a compatible kind (gloo runs a reduce-scatter as an all-reduce); on the GPU form
   a kernel with the issue op's ``External id`` is taken first;
-- a wait ends the oldest collective of its graph run issued before it and not ended yet (the log's
-  output code is not read: this is the order inductor emits them in);
+- which wait ends which collective: the log's output code says it
+  (:func:`tracekit.read.output_code.wait_orders`: the i-th wait of a graph run ends the collective
+  the code's i-th wait names); without it, a wait ends the oldest collective of its graph run
+  issued before it and not ended yet, and the rank's ``waits`` says "derived";
 - exposed time (:func:`exposed_times`): on the CPU form the main thread's time in the wait that
   ends a collective (a graph run's: all its waits); on the GPU form the part of a collective's
   kernel during which no compute kernel runs (a graph run's: of the union of its collectives'
@@ -79,6 +81,7 @@ class GraphRun:
     exposed_us: float | None = None  # see :func:`exposed_times`
     problem: str | None = None  # why nothing of this run was paired
     on_order_only: bool = False  # no sizes in the trace: paired on kind and order only
+    wait_order: list[int] | None = None  # from the output code: the collective each wait ends
 
     @property
     def label(self) -> str:
@@ -97,6 +100,7 @@ class RankPairing:
     profiler_steps: bool
     runs: list[GraphRun] = field(default_factory=list)
     unmatched_transfers: int = 0
+    waits: str = "derived"  # "output code": every paired run's waits were read off the log's code
     notes: list[str] = field(default_factory=list)
 
 
@@ -268,7 +272,14 @@ def _pair_run(run: GraphRun, transfer_of: dict[int, Transfer], index_of: dict[in
     for k, i in enumerate(run.issued):
         pc = PairedCollective(k, i, transfer_of.get(index_of[id(i)]))
         run.paired.append(pc)
-    for w in sorted(run.waits, key=lambda s: s.ts_us):
+    waits = sorted(run.waits, key=lambda s: s.ts_us)
+    order = run.wait_order
+    if order is not None and len(order) == len(waits) and all(0 <= k < len(run.paired) for k in order):
+        for w, k in zip(waits, order, strict=True):
+            run.paired[k].wait = w
+        return
+    run.wait_order = None
+    for w in waits:
         open_ = [p for p in run.paired if p.wait is None and p.issued.span.ts_us <= w.ts_us]
         if open_:
             open_[0].wait = w
@@ -322,8 +333,14 @@ def exposed_times(pairing: RankPairing) -> None:
             r.exposed_us = sum(w.dur_us for w in r.waits)
 
 
-def pair_rank(rank: Rank | None, trace: RankTrace) -> RankPairing:
-    """Pair one rank's trace with its log (``rank`` None: no log for it, nothing is paired)."""
+def pair_rank(
+    rank: Rank | None,
+    trace: RankTrace,
+    wait_orders: dict[tuple[int | None, str, int], list[int]] | None = None,
+) -> RankPairing:
+    """Pair one rank's trace with its log (``rank`` None: no log for it, nothing is paired).
+    ``wait_orders``: :func:`tracekit.read.output_code.wait_orders` of the rank's logs (None: the
+    waits are derived)."""
     windows, has_steps = windows_of(trace)
     out = RankPairing(trace.rank, trace, windows, has_steps)
     if not has_steps:
@@ -352,10 +369,15 @@ def pair_rank(rank: Rank | None, trace: RankTrace) -> RankPairing:
                     f"{len(r.issued)} collectives issued; the log records no schedule for graph {r.label}"
                 )
         else:
+            if wait_orders is not None and r.compile_id is not None and r.position is not None:
+                r.wait_order = wait_orders.get((rank.rank, r.compile_id, r.position))
             _pair_run(r, transfer_of, index_of)
             if r.problem and not trace.complete:
                 r.problem = f"the trace is cut short: {r.problem}"
     out.runs = runs
+    paired = [r for r in runs if r.paired]
+    if paired and all(r.wait_order is not None for r in paired):
+        out.waits = "output code"
     exposed_times(out)
     if trace.form == GPU_FORM and not trace.compute:
         out.notes.append("the trace holds no compute kernel: exposed time is not measured")

@@ -111,7 +111,9 @@ def measure(
     if why:
         fail("measure", why)
     traces = read_profiles(profiles, jobs)
-    result = pair_and_measure(run, traces, ranks or None)
+    from tracekit.read.output_code import wait_orders
+
+    result = pair_and_measure(run, traces, ranks or None, wait_orders(paths))
     if ranks and not result.pairings:
         fail("measure", f"no trace of rank {', '.join(map(str, ranks))}")
     doc = result.document()

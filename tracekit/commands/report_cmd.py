@@ -165,8 +165,10 @@ def report(
         if profiles and not no_logs:
             from tracekit.analyze.measure import measure
             from tracekit.commands.measure_cmd import read_profiles
+            from tracekit.read.output_code import wait_orders
 
-            measured = measure(run, read_profiles(profiles, jobs, command="report")).document()
+            traces = read_profiles(profiles, jobs, command="report")
+            measured = measure(run, traces, None, wait_orders(paths)).document()
     try:
         page = render_html(doc, replay, measured).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary

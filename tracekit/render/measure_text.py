@@ -56,6 +56,13 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         out.append(heading(f"rank {r['rank']}", fmt))
         out.append(f"{li}trace: {r['trace']} ({r['form']}{', ' + r['backend'] if r['backend'] else ''})\n")
         out.append(f"{li}{_steps_line(r)}\n")
+        if r["paired"]:
+            how = (
+                "the log's output code"
+                if r["waits"] == "output code"
+                else "derived (oldest open collective first)"
+            )
+            out.append(f"{li}which wait ends which collective: {how}\n")
         if not r["complete"]:
             cut = (
                 f"{li}trace cut short: {r['events_read']:,} events read and used; {'; '.join(r['problems'])}"
