@@ -261,3 +261,20 @@ def test_waits_come_from_the_output_code_when_given():
     r_bwd = read.document()["ranks"][0]["graphs"][1]
     assert r_bwd["exposed_measured_ms"] == d_bwd["exposed_measured_ms"]  # the graph's waits are the same
     assert [c["exposed_ms"] for c in r_bwd["collectives"]] != [c["exposed_ms"] for c in d_bwd["collectives"]]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "forward", "backward"),
+    [
+        ("gloo_cap_1mb", [AG] * 8, BACKWARD_1MB),
+        ("gloo_cap_64mb", [("all_gather", 16_777_216)], [("all_gather", 14_680_064), ("reduce_scatter", 33_554_432)]),
+    ],
+)
+def test_each_cap_pairs_every_step_of_both_ranks(scenario, forward, backward):
+    doc = _measured(PROFILED / scenario).document()
+    n = 4 * (len(forward) + len(backward))
+    assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, n, []), (1, n, [])]
+    for r in doc["ranks"]:
+        fwd, bwd = r["graphs"]
+        assert [(c["kind"], c["bytes"]) for c in fwd["collectives"]] == forward
+        assert [(c["kind"], c["bytes"]) for c in bwd["collectives"]] == backward
