@@ -278,3 +278,15 @@ def test_each_cap_pairs_every_step_of_both_ranks(scenario, forward, backward):
         fwd, bwd = r["graphs"]
         assert [(c["kind"], c["bytes"]) for c in fwd["collectives"]] == forward
         assert [(c["kind"], c["bytes"]) for c in bwd["collectives"]] == backward
+
+
+def test_a_trace_of_a_rank_without_a_log_is_listed_and_not_paired(tmp_path):
+    def rank_5(doc):
+        if doc["distributedInfo"]["rank"] == 1:
+            doc["distributedInfo"]["rank"] = 5
+
+    doc = measure(_run(CAP_1MB), _traces(_edited(tmp_path, CAP_1MB, rank_5))).document()
+    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 92), (5, 0)]
+    assert (doc["traces_without_log"], doc["ranks_without_trace"]) == ([5], [1])
+    assert doc["ranks"][1]["unpaired"][0]["reason"] == "no compile log for this rank"
+    assert "rank 5: a trace (" in doc["notes"][0] and doc["notes"][0].endswith(") but no compile log: nothing paired")
