@@ -47,7 +47,10 @@ def main(paths: list[str]) -> int:
         for layout in ("groups", "per-rank"):
             for way in ("stream", "orjson"):
                 out = subprocess.run(
-                    [sys.executable, "-c", CHILD, path, layout, way], check=True, capture_output=True, text=True
+                    [sys.executable, "-c", CHILD, path, layout, way],
+                    check=True,
+                    capture_output=True,
+                    text=True,
                 ).stdout.split()
                 print(f"| {path} | {layout} | {way} | {out[0]} | {out[1]} | {out[2]} |")
     return 0

@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tracekit.commands.explain_cmd:explain",
         "Why each collective is, or is not, in a bucket; what-ifs checked.",
     ),
+    "measure": (
+        "tracekit.commands.measure_cmd:measure",
+        "Put the job's profiler traces beside its compile logs.",
+    ),
 }
 
 

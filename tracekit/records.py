@@ -4,7 +4,9 @@ them when pandas is installed (pandas stays optional; nothing here imports torch
 - :func:`outcomes`: one row per rank and graph of the model, the graphs torch never
   pre-bucketed included (``prebucketed`` False, their counts as the schedule runs them);
 - :func:`schedules`: one row per collective that runs (``inductor_collective_schedule``);
-- :func:`replays`: one row per graph and cap of a replay document (:func:`tracekit.replay_run`).
+- :func:`replays`: one row per graph and cap of a replay document (:func:`tracekit.replay_run`);
+- :func:`measured_collectives` and :func:`measured_graphs`: one row per collective (per graph)
+  and step of a measurement (:func:`tracekit.analyze.measure.measure`, ``tracekit measure``).
 
     >>> import tracekit
     >>> run = tracekit.load("fixtures/logs/saved_params")
@@ -159,6 +161,74 @@ def replays(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def measured_collectives(measurement: Any) -> list[dict[str, Any]]:
+    """One row per paired collective and graph run of a :class:`tracekit.analyze.measure.Measurement`:
+    ``rank``, ``step``, ``compile_id``, ``graph_index``, ``graph``, ``position``, ``kind``,
+    ``bytes`` (one rank's input, the log's), ``est_ms`` (torch's), ``measured_ms`` (the transfer's
+    span), ``issue_ms``, ``exposed_ms`` (its wait on the main thread, or on the GPU form the compute
+    stream idle during its kernel; None when not measured), ``ratio`` (measured / est)."""
+    rows: list[dict[str, Any]] = []
+    for p in measurement.pairings:
+        for r in p.runs:
+            if r.final is None:
+                continue
+            for pc in r.paired:
+                c = r.final.collectives[pc.position]
+                ms = None if pc.transfer is None else round(pc.transfer.span.dur_us / 1e3, 4)
+                rows.append(
+                    {
+                        "rank": p.rank,
+                        "step": r.step,
+                        "compile_id": r.compile_id,
+                        "graph_index": r.position,
+                        "graph": _phase(r.position or 0),
+                        "position": pc.position,
+                        "kind": c.kind,
+                        "bytes": c.bytes,
+                        "est_ms": c.est_ms,
+                        "measured_ms": ms,
+                        "issue_ms": round(pc.issued.span.dur_us / 1e3, 4),
+                        "exposed_ms": None if pc.exposed_us is None else round(pc.exposed_us / 1e3, 4),
+                        "ratio": None if ms is None or not c.est_ms else round(ms / c.est_ms, 1),
+                    }
+                )
+    return rows
+
+
+def measured_graphs(measurement: Any) -> list[dict[str, Any]]:
+    """One row per compiled graph run of a measurement: ``rank``, ``step``, ``compile_id``,
+    ``graph_index``, ``graph``, ``run_ms``, ``collectives`` (paired), ``est_ms`` (torch's
+    estimate of its collectives), ``measured_ms`` (their transfers), ``exposed_ms`` (the main
+    thread's waits in the run, or the compute stream idle during its collectives), ``problem`` (why it was not paired, else None)."""
+    rows: list[dict[str, Any]] = []
+    for p in measurement.pairings:
+        for r in p.runs:
+            if r.final is None and not r.issued:
+                continue
+            ests = [r.final.collectives[pc.position].est_ms for pc in r.paired] if r.final else []
+            spans = [pc.transfer.span.dur_us for pc in r.paired if pc.transfer is not None]
+            rows.append(
+                {
+                    "rank": p.rank,
+                    "step": r.step,
+                    "compile_id": r.compile_id,
+                    "graph_index": r.position,
+                    "graph": _phase(r.position or 0),
+                    "run_ms": round(r.span.dur_us / 1e3, 4),
+                    "collectives": len(r.paired),
+                    "est_ms": None
+                    if not ests or None in ests
+                    else round(sum(e for e in ests if e is not None), 4),
+                    "measured_ms": round(sum(spans) / 1e3, 4)
+                    if spans and len(spans) == len(r.paired)
+                    else None,
+                    "exposed_ms": None if r.exposed_us is None else round(r.exposed_us / 1e3, 4),
+                    "problem": r.problem,
+                }
+            )
+    return rows
+
+
 def frame(rows: list[dict[str, Any]]) -> Any:
     """``rows`` as a pandas DataFrame (columns in the rows' order); ImportError with the install
     line when pandas is not installed (tracekit itself never needs it)."""
@@ -171,4 +241,4 @@ def frame(rows: list[dict[str, Any]]) -> Any:
     return pd.DataFrame.from_records(rows)
 
 
-__all__ = ["frame", "outcomes", "replays", "schedules"]
+__all__ = ["frame", "measured_collectives", "measured_graphs", "outcomes", "replays", "schedules"]

@@ -223,7 +223,9 @@ _WATCH = ("import sys\ntried = []\nclass Watch:\n"
           "sys.meta_path.insert(0, Watch)\n")
 _READERS = ("import tracekit, tracekit.cli, tracekit.read.reader, tracekit.analyze.summarize, tracekit.analyze.diff, "
             "tracekit.render.html, tracekit.commands.summarize_cmd, tracekit.commands.diff_cmd, "
-            "tracekit.commands.report_cmd\n")
+            "tracekit.commands.report_cmd, tracekit.read.traces, tracekit.analyze.measure, "
+            "tracekit.render.measure_text, tracekit.render.measure_perfetto, tracekit.render.measured_html, "
+            "tracekit.commands.measure_cmd\n")
 
 
 def test_import_tracekit_does_not_look_for_torch(venv, tmp_path):

@@ -96,8 +96,22 @@ def saved_replay(path: str) -> dict[str, Any]:
     metavar="REPLAY.json",
     help="Add a Cap sweep section from `tracekit replay --recommend --format json` output.",
 )
+@click.option(
+    "--profile",
+    "profiles",
+    multiple=True,
+    type=click.Path(exists=True),
+    metavar="TRACES",
+    help="Add a Measured section from the run's torch.profiler traces (as `tracekit measure`; repeatable).",
+)
 @jobs_option()
-def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_path: str | None) -> None:
+def report(
+    paths: tuple[str, ...],
+    output: str | None,
+    jobs: int | None,
+    replay_path: str | None,
+    profiles: tuple[str, ...],
+) -> None:
     """Write one self-contained HTML page to attach to a bug.
 
     The page shows the verdict, the world of ranks, rank groups, divergence, bucket sizes,
@@ -128,9 +142,12 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
     replay = saved_replay(replay_path) if replay_path else None
     docs = [d for d in (saved_summary(p) for p in paths) if d is not None]
     no_logs: str | None = None
+    measured: dict[str, Any] | None = None
     if docs:
         if len(paths) > 1:
             fail("report", "a saved JSON summary must be the only PATH")
+        if profiles:
+            fail("report", "--profile needs the compile logs, not a saved summary")
         doc = docs[0]
     else:
         from tracekit.analyze.summarize import summary_document
@@ -141,8 +158,15 @@ def report(paths: tuple[str, ...], output: str | None, jobs: int | None, replay_
             run = load(list(paths), jobs=jobs, progress=bar.wanted)
         doc = summary_document(run)
         no_logs = no_log_reason(run)
+        if profiles and not no_logs:
+            from tracekit.analyze.measure import measure
+            from tracekit.commands.measure_cmd import read_profiles
+            from tracekit.read.output_code import wait_orders
+
+            traces = read_profiles(profiles, jobs, command="report")
+            measured = measure(run, traces, None, wait_orders(paths)).document()
     try:
-        page = render_html(doc, replay).encode("utf-8")
+        page = render_html(doc, replay, measured).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary
         fail("report", f"{paths[0]}: bad summary: {type(e).__name__}: {e}")
     with output_sink(output, command="report", error_status=BAD_INPUT) as write:

@@ -689,9 +689,12 @@ def section_diagnostics(doc: dict[str, Any]) -> str:
 # --- the page --------------------------------------------------------------------------------------
 
 
-def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> str:
+def render_html(
+    doc: dict[str, Any], replay: dict[str, Any] | None = None, measured: dict[str, Any] | None = None
+) -> str:
     """The report page of a ``tracekit.summary`` document (see the module docstring); with a
-    ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render.sweep`)."""
+    ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render.sweep`); with
+    a ``tracekit.measure/1`` document, a "Measured" section (:mod:`tracekit.render.measured_html`)."""
     world = document_world(doc)
     v = document_verdict(doc, world)
     groups = document_groups(doc)
@@ -703,6 +706,13 @@ def render_html(doc: dict[str, Any], replay: dict[str, Any] | None = None) -> st
         from tracekit.render.sweep import section_sweep
 
         sweep = section_sweep(replay) + "\n"
+    if measured is not None:
+        from tracekit.render.measured_html import section_measured
+
+        at = 5 if replay is None else 6  # after the cap sweep
+        sections = sections[:at] + [("measured", "Measured")] + sections[at:]
+        nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
+        sweep += section_measured(measured) + "\n"
     return "".join(
         [
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',

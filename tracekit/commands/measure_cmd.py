@@ -1,0 +1,132 @@
+"""``tracekit measure LOGS --profile TRACES``: the job's torch.profiler traces beside its compile
+logs; torch's estimates beside what was measured.
+
+Wiring only: the logs are read by :func:`tracekit.read.reader.load`, the traces by
+:func:`tracekit.read.traces.read_traces`, paired and measured by
+:func:`tracekit.analyze.measure.measure`, and rendered by :mod:`tracekit.render.measure_text`
+(``--trace-out``: :mod:`tracekit.render.measure_perfetto`). Never imports torch.
+
+Exit status (:mod:`tracekit.commands.options`): 0 when collectives were paired; 2 for a missing
+path, no log, no trace that could be read, or nothing paired (traces of another run or cap:
+the output says which graph run differs first), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from tracekit.commands.options import (
+    BAD_INPUT,
+    examples,
+    fail,
+    file_in_existing_dir,
+    format_option,
+    jobs_option,
+    no_log_reason,
+    output_option,
+    paths_argument,
+)
+
+if TYPE_CHECKING:
+    from tracekit.model.profile import RankTrace
+
+MEASURE_FORMATS = ("table", "json", "markdown")
+
+
+def read_profiles(
+    paths: tuple[str, ...], jobs: int | None = None, command: str = "measure"
+) -> list[RankTrace]:
+    """Every rank trace under ``paths`` (files or directories); exit 2, one line, when one cannot
+    be read at all (:class:`tracekit.read.traces.TraceError`) or none holds an event."""
+    from tracekit.read.traces import TraceError, read_traces
+
+    try:
+        traces = read_traces(list(paths), jobs=jobs)
+    except TraceError as e:
+        fail(command, str(e))
+    if not any(t.events_read for t in traces):
+        why = "; ".join(p for t in traces for p in t.problems[:1]) or "no events"
+        fail(command, f"no profiler trace could be read: {why}")
+    return traces
+
+
+@click.command("measure", context_settings={"help_option_names": ["-h", "--help"]})
+@paths_argument()
+@click.option(
+    "--profile",
+    "profiles",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True),
+    metavar="TRACES",
+    help="torch.profiler traces of the same run (files or directories; repeatable).",
+)
+@format_option(MEASURE_FORMATS, help="Output format; json is the tracekit.measure/1 document.")
+@output_option("Write to FILE, not stdout.")
+@click.option(
+    "--rank", "ranks", type=int, multiple=True, help="Only this rank (repeatable; default: every rank)."
+)
+@file_in_existing_dir(
+    "--trace-out",
+    "trace_out",
+    "FILE",
+    "Write a Perfetto trace-event file: one profiled step, measured and estimated side by side.",
+)
+@jobs_option()
+@examples(
+    "tracekit measure logs/ --profile traces/",
+    "tracekit measure logs/ --profile traces/ --format json -o measured.json",
+    "tracekit measure logs/ --profile traces/ --rank 0 --trace-out step.json",
+)
+def measure(
+    paths: tuple[str, ...],
+    profiles: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    ranks: tuple[int, ...],
+    trace_out: str | None,
+    jobs: int | None,
+) -> None:
+    """Put the job's own torch.profiler traces beside its compile logs.
+
+    Per profiled step and rank, each compiled graph run's collectives are paired with the
+    rank's recorded schedule (kind and bytes must agree) and measured: transfer time against
+    torch's estimate, time the main thread waited (exposed), step time, and the skew across
+    ranks. Medians over steps, with min and max.
+    """
+    from tracekit.analyze.measure import measure as pair_and_measure
+    from tracekit.analyze.measure import mismatch_reason
+    from tracekit.commands.output import output_sink
+    from tracekit.commands.progress import ProgressBar
+    from tracekit.read.reader import load
+    from tracekit.render.measure_text import render
+    from tracekit.render.text import escape_controls
+
+    with ProgressBar() as bar:
+        run = load(list(paths), jobs=jobs, progress=bar.wanted)
+    why = no_log_reason(run)
+    if why:
+        fail("measure", why)
+    traces = read_profiles(profiles, jobs)
+    from tracekit.read.output_code import wait_orders
+
+    result = pair_and_measure(run, traces, ranks or None, wait_orders(paths))
+    if ranks and not result.pairings:
+        fail("measure", f"no trace of rank {', '.join(map(str, ranks))}")
+    doc = result.document()
+    text = render(doc, fmt)
+    if fmt != "json":  # a trace's or log's escape sequences never reach the terminal raw
+        text = escape_controls(text, keep_newlines=True)
+    with output_sink(output, command="measure", error_status=BAD_INPUT) as write:
+        write(text.encode("utf-8"))
+    if trace_out:
+        from tracekit.render.measure_perfetto import write_trace
+
+        write_trace(result, trace_out)
+    nothing = mismatch_reason(result)
+    if nothing:
+        fail("measure", nothing)
+    sys.exit(0)
