@@ -4,11 +4,14 @@ logs; torch's estimates beside what was measured.
 Wiring only: the logs are read by :func:`tracekit.read.reader.load`, the traces by
 :func:`tracekit.read.traces.read_traces`, paired and measured by
 :func:`tracekit.analyze.measure.measure`, and rendered by :mod:`tracekit.render.measure_text`
-(``--trace-out``: :mod:`tracekit.render.measure_perfetto`). Never imports torch.
+(``--trace-out``: :mod:`tracekit.render.measure_perfetto`). ``--dask ADDRESS``: both the logs
+(:func:`tracekit.read.dask_reader.load_with_dask`) and the traces (``read_traces(dask=)``) are
+read on the workers of a Dask cluster, as ``summarize --dask`` reads logs. Never imports torch.
 
 Exit status (:mod:`tracekit.commands.options`): 0 when collectives were paired; 2 for a missing
-path, no log, no trace that could be read, or nothing paired (traces of another run or cap:
-the output says which graph run differs first), with one line on stderr.
+path, no log, no trace that could be read, nothing paired (traces of another run or cap:
+the output says which graph run differs first), or a Dask cluster that cannot be used, with one
+line on stderr.
 """
 
 from __future__ import annotations
@@ -31,26 +34,45 @@ from tracekit.commands.options import (
 )
 
 if TYPE_CHECKING:
+    from tracekit.model import Run
     from tracekit.model.profile import RankTrace
 
 MEASURE_FORMATS = ("table", "json", "markdown")
 
 
 def read_profiles(
-    paths: tuple[str, ...], jobs: int | None = None, command: str = "measure"
+    paths: tuple[str, ...], jobs: int | None = None, command: str = "measure", dask: str | None = None
 ) -> list[RankTrace]:
-    """Every rank trace under ``paths`` (files or directories); exit 2, one line, when one cannot
-    be read at all (:class:`tracekit.read.traces.TraceError`) or none holds an event."""
+    """Every rank trace under ``paths`` (files or directories), read here or, with ``dask`` (a
+    scheduler's address), on the cluster's workers; exit 2, one line, when one cannot be read at
+    all (:class:`tracekit.read.traces.TraceError`), none holds an event, or the cluster cannot be
+    used (:class:`tracekit.read.dask_reader.DaskReadError`)."""
+    from tracekit.read.dask_reader import DaskReadError
     from tracekit.read.traces import TraceError, read_traces
 
     try:
-        traces = read_traces(list(paths), jobs=jobs)
-    except TraceError as e:
+        traces = read_traces(list(paths), jobs=jobs, dask=dask)
+    except (TraceError, DaskReadError) as e:
         fail(command, str(e))
     if not any(t.events_read for t in traces):
         why = "; ".join(p for t in traces for p in t.problems[:1]) or "no events"
         fail(command, f"no profiler trace could be read: {why}")
     return traces
+
+
+def _load_on_dask(paths: list[str], address: str, jobs: int | None) -> Run:
+    """``--dask``: the logs read by the cluster's workers; a cluster that cannot be used exits 2."""
+    from tracekit.commands.progress import ProgressBar
+
+    if jobs is not None:
+        raise click.UsageError("--jobs does not apply with --dask (the cluster's workers read)")
+    from tracekit.read.dask_reader import DaskReadError, load_with_dask
+
+    try:
+        with ProgressBar() as bar:
+            return load_with_dask(paths, address, progress=bar)
+    except DaskReadError as e:
+        fail("measure", str(e), BAD_INPUT)
 
 
 @click.command("measure", context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,10 +98,19 @@ def read_profiles(
     "Write a Perfetto trace-event file: one profiled step, measured and estimated side by side.",
 )
 @jobs_option()
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    default=None,
+    help="Read the logs and the traces on the workers of the Dask scheduler at ADDRESS "
+    "(tcp://HOST:PORT; the paths must be visible to the workers; needs the dask extra).",
+)
 @examples(
     "tracekit measure logs/ --profile traces/",
     "tracekit measure logs/ --profile traces/ --format json -o measured.json",
     "tracekit measure logs/ --profile traces/ --rank 0 --trace-out step.json",
+    "tracekit measure /shared/job/logs --profile /shared/job/traces --dask tcp://scheduler:8786",
 )
 def measure(
     paths: tuple[str, ...],
@@ -89,6 +120,7 @@ def measure(
     ranks: tuple[int, ...],
     trace_out: str | None,
     jobs: int | None,
+    dask_address: str | None,
 ) -> None:
     """Put the job's own torch.profiler traces beside its compile logs.
 
@@ -105,12 +137,15 @@ def measure(
     from tracekit.render.measure_text import render
     from tracekit.render.text import escape_controls
 
-    with ProgressBar() as bar:
-        run = load(list(paths), jobs=jobs, progress=bar.wanted)
+    if dask_address is not None:
+        run = _load_on_dask(list(paths), dask_address, jobs)
+    else:
+        with ProgressBar() as bar:
+            run = load(list(paths), jobs=jobs, progress=bar.wanted)
     why = no_log_reason(run)
     if why:
         fail("measure", why)
-    traces = read_profiles(profiles, jobs)
+    traces = read_profiles(profiles, jobs, dask=dask_address)
     from tracekit.read.output_code import wait_orders
 
     result = pair_and_measure(run, traces, ranks or None, wait_orders(paths))
