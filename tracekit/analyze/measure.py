@@ -13,7 +13,8 @@ thread; exposed is the main thread's time in ``_c10d_functional::wait_tensor``. 
 a collective's time is its kernel's span, exposed the part of it when no compute kernel runs
 (:func:`tracekit.analyze.measure_pairing.exposed_times`). torch's exposed estimate is not in the compile log
 (torch writes it to its INFO log only; ``tracekit replay`` computes it): ``exposed_est_ms`` is
-None then, and the verdict says so.
+None, and the verdict says so, unless a saved replay document of the same logs gives it
+(``measure(..., exposed_est=)``, :mod:`tracekit.analyze.measure_estimates`).
 
 Across ranks, clocks are never subtracted: a graph's first collective ends at the same moment on
 every rank (both take part in it), so each rank's time from issuing it to its end says how late
@@ -64,13 +65,15 @@ class Measurement:
     pairings: list[RankPairing]
     log_only: list[int | None] = field(default_factory=list)  # ranks with a log, no trace
     notes: list[str] = field(default_factory=list)
+    # torch's exposed estimate per (rank, compile id, position), from a replay document
+    exposed_est: dict[tuple[int | None, str, int], float | None] = field(default_factory=dict)
 
     @property
     def paired(self) -> int:
         return sum(len(r.paired) for p in self.pairings for r in p.runs)
 
     def document(self) -> dict[str, Any]:
-        ranks = [_rank_doc(p) for p in self.pairings]
+        ranks = [_rank_doc(p, self.exposed_est) for p in self.pairings]
         skew = _skew(self.pairings)
         return {
             "schema": SCHEMA,
@@ -85,8 +88,14 @@ class Measurement:
                 "collective": "measured: its transfer's span (gloo worker event / NCCL kernel); est: torch's "
                 "NCCL estimate from the log's fx_collectives_analytical_estimation",
                 "exposed": "measured: the main thread's time in wait_tensor (CPU form), the compute "
-                "stream idle during a collective's kernel (GPU form); torch's exposed estimate is not in the "
-                "compile log",
+                "stream idle during a collective's kernel (GPU form); "
+                + (
+                    "est: torch's overlap scheduler's exposed figure at the recorded cap, from a tracekit "
+                    "replay document of the same logs"
+                    if self.exposed_est
+                    else "torch's exposed estimate is not in the compile log (measure --estimates REPLAY.json "
+                    "reads it from a tracekit replay document)"
+                ),
                 "bytes": "one rank's input (an all-gather's shard), in the trace and in the log's estimate table",
                 "waits": "which wait ends which collective: the log's output code (a rank's waits: "
                 '"output code"), else the oldest collective of its graph run issued before the wait and not '
@@ -112,7 +121,9 @@ def _per_step(runs: list[GraphRun], n_steps: int | None, value: Any) -> list[flo
     return out
 
 
-def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int | None) -> dict[str, Any]:
+def _graph_doc(
+    key: tuple[str, int], runs: list[GraphRun], n_steps: int | None, exposed_est: float | None = None
+) -> dict[str, Any]:
     cid, pos = key
     final = runs[0].final
     paired_runs = [r for r in runs if r.paired or (r.final is not None and not r.final.collectives)]
@@ -174,7 +185,7 @@ def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int | None) 
         "collectives_measured_ms": comm["median_ms"],
         "collectives_measured": comm,
         "ratio": _ratio(comm["median_ms"], est),
-        "exposed_est_ms": None,
+        "exposed_est_ms": exposed_est,
         "exposed_measured_ms": exposed["median_ms"],
         "exposed_measured": exposed,
         "paired_runs": len(paired_runs),
@@ -184,7 +195,7 @@ def _graph_doc(key: tuple[str, int], runs: list[GraphRun], n_steps: int | None) 
     }
 
 
-def _rank_doc(p: RankPairing) -> dict[str, Any]:
+def _rank_doc(p: RankPairing, exposed_est: dict[tuple[int | None, str, int], float | None]) -> dict[str, Any]:
     t = p.trace
     n = len(p.windows)
     steps = spread([_ms(b - a) for a, b in p.windows] if p.profiler_steps else [])
@@ -193,7 +204,10 @@ def _rank_doc(p: RankPairing) -> dict[str, Any]:
     for r in p.runs:
         if r.compile_id is not None and r.position is not None and (r.final is not None or r.issued):
             by_graph.setdefault((r.compile_id, r.position), []).append(r)
-    graphs = [_graph_doc(k, rs, n if p.profiler_steps else None) for k, rs in by_graph.items()]
+    graphs = [
+        _graph_doc(k, rs, n if p.profiler_steps else None, exposed_est.get((p.rank, *k)))
+        for k, rs in by_graph.items()
+    ]
     unpaired = [
         {"step": r.step, "graph": r.label, "issued": len(r.issued), "reason": r.problem}
         for r in p.runs
@@ -275,9 +289,14 @@ def verdict(ranks: list[dict[str, Any]], skew: list[dict[str, Any]]) -> str:
     exp = [
         g["exposed_measured_ms"] for r in ranks for g in r["graphs"] if g["exposed_measured_ms"] is not None
     ]
-    exp_est = [g["exposed_est_ms"] for r in ranks for g in r["graphs"] if g["exposed_est_ms"]]
-    if exp and exp_est and len(exp_est) == len(exp):
-        parts.append(f"exposed {sum(exp) / sum(exp_est):.0f}x")
+    both = [  # graphs whose exposed time is both measured and estimated (a replay document)
+        (g["exposed_measured_ms"], g["exposed_est_ms"])
+        for r in ranks
+        for g in r["graphs"]
+        if g["exposed_measured_ms"] is not None and g["exposed_est_ms"] is not None
+    ]
+    if both and sum(e for _, e in both) > 0:
+        parts.append(f"exposed {sum(m for m, _ in both) / sum(e for _, e in both):.0f}x")
     elif exp:
         n = len([r for r in ranks if r["graphs"]]) or 1
         parts.append(f"exposed {sum(exp) / n:.1f} ms a step (the log holds no exposed estimate)")
@@ -320,13 +339,16 @@ def measure(
     traces: list[RankTrace],
     ranks: Iterable[int] | None = None,
     wait_orders: dict[tuple[int | None, str, int], list[int]] | None = None,
+    exposed_est: dict[tuple[int | None, str, int], float | None] | None = None,
 ) -> Measurement:
     """Pair every trace with its rank's log. ``ranks``: only these (None: all).
     ``wait_orders``: which wait ends which collective, from the logs' output code
-    (:func:`tracekit.read.output_code.wait_orders`; None: derived from the order of the waits)."""
+    (:func:`tracekit.read.output_code.wait_orders`; None: derived from the order of the waits).
+    ``exposed_est``: torch's exposed estimate per (rank, compile id, position)
+    (:func:`tracekit.analyze.measure_estimates.exposed_estimates`; None: not known)."""
     wanted = None if ranks is None else set(ranks)
     by_rank: dict[int | None, RankTrace] = {}
-    out = Measurement([])
+    out = Measurement([], exposed_est=dict(exposed_est or {}))
     for t in traces:
         if wanted is not None and t.rank not in wanted:
             continue

@@ -75,6 +75,25 @@ def _load_on_dask(paths: list[str], address: str, jobs: int | None) -> Run:
         fail("measure", str(e), BAD_INPUT)
 
 
+def read_estimates(path: str, run: Run) -> tuple[dict, list[str]]:
+    """``--estimates``: torch's exposed estimates from a saved replay document of ``run``'s logs
+    (:func:`tracekit.analyze.measure_estimates.exposed_estimates`); exit 2, one line, when the file
+    is no JSON, no replay document, or one of other logs."""
+    import json
+
+    from tracekit.analyze.measure_estimates import EstimatesError, exposed_estimates
+
+    try:
+        with open(path, "rb") as f:
+            doc = json.load(f)
+    except (OSError, ValueError, RecursionError) as e:
+        fail("measure", f"--estimates {path}: not a JSON document ({type(e).__name__}: {str(e)[:120]})")
+    try:
+        return exposed_estimates(doc, run, source=path)
+    except EstimatesError as e:
+        fail("measure", f"--estimates {str(e)}")
+
+
 @click.command("measure", context_settings={"help_option_names": ["-h", "--help"]})
 @paths_argument()
 @click.option(
@@ -85,6 +104,15 @@ def _load_on_dask(paths: list[str], address: str, jobs: int | None) -> Run:
     type=click.Path(exists=True),
     metavar="TRACES",
     help="torch.profiler traces of the same run (files or directories; repeatable).",
+)
+@click.option(
+    "--estimates",
+    "estimates",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="REPLAY.json",
+    default=None,
+    help="A saved `tracekit replay LOGS --all-ranks --format json` document of the same logs: "
+    "torch's exposed estimate of each graph (its overlap scheduler at the recorded cap).",
 )
 @format_option(MEASURE_FORMATS, help="Output format; json is the tracekit.measure/1 document.")
 @output_option("Write to FILE, not stdout.")
@@ -110,11 +138,14 @@ def _load_on_dask(paths: list[str], address: str, jobs: int | None) -> Run:
     "tracekit measure logs/ --profile traces/",
     "tracekit measure logs/ --profile traces/ --format json -o measured.json",
     "tracekit measure logs/ --profile traces/ --rank 0 --trace-out step.json",
+    "tracekit replay logs/ --all-ranks --format json -o replay.json   # torch's exposed estimates",
+    "tracekit measure logs/ --profile traces/ --estimates replay.json",
     "tracekit measure /shared/job/logs --profile /shared/job/traces --dask tcp://scheduler:8786",
 )
 def measure(
     paths: tuple[str, ...],
     profiles: tuple[str, ...],
+    estimates: str | None,
     fmt: str,
     output: str | None,
     ranks: tuple[int, ...],
@@ -148,7 +179,9 @@ def measure(
     traces = read_profiles(profiles, jobs, dask=dask_address)
     from tracekit.read.output_code import wait_orders
 
-    result = pair_and_measure(run, traces, ranks or None, wait_orders(paths))
+    exposed_est, est_notes = read_estimates(estimates, run) if estimates else ({}, [])
+    result = pair_and_measure(run, traces, ranks or None, wait_orders(paths), exposed_est)
+    result.notes.extend(est_notes)
     if ranks and not result.pairings:
         fail("measure", f"no trace of rank {', '.join(map(str, ranks))}")
     doc = result.document()

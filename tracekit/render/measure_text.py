@@ -86,13 +86,12 @@ def render(doc: dict[str, Any], fmt: str) -> str:
                 ]
                 for g in r["graphs"]
             ]
-            out.append(
-                table(
-                    rows,
-                    ["graph", "phase", "run ms", "coll est ms", "coll measured ms", "ratio", "exposed ms"],
-                    fmt,
-                )
-            )
+            head = ["graph", "phase", "run ms", "coll est ms", "coll measured ms", "ratio", "exposed ms"]
+            if any(g["exposed_est_ms"] is not None for g in r["graphs"]):  # measure --estimates
+                head.append("exposed est ms")
+                for row, g in zip(rows, r["graphs"], strict=True):
+                    row.append(_est(g["exposed_est_ms"]))
+            out.append(table(rows, head, fmt))
             out.append("\n")
             rows = [
                 [
@@ -149,7 +148,13 @@ def render(doc: dict[str, Any], fmt: str) -> str:
         out.append(textwrap.fill(f"{li}note: {n}", 100, subsequent_indent="  ") + "\n")
     if doc["notes"]:
         out.append("\n")
-    out.append(textwrap.fill(FOOTER, 100) + "\n")
+    footer = FOOTER
+    if any(g["exposed_est_ms"] is not None for r in doc["ranks"] for g in r["graphs"]):
+        footer += (
+            " exposed est: torch's overlap scheduler's exposed figure at the recorded cap, from the "
+            "tracekit replay document given to --estimates."
+        )
+    out.append(textwrap.fill(footer, 100) + "\n")
     return "".join(out)
 
 
