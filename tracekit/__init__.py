@@ -21,6 +21,7 @@ __all__ = [
     "Run",
     "Sizes",
     "load",
+    "measure",
     "records",
     "recommend",
     "replay_run",
@@ -39,6 +40,54 @@ def load(paths, *, jobs: int | None = None, strict: bool = False, progress=None)
     from tracekit.read.reader import checked_load
 
     return checked_load(paths, jobs=jobs, strict=strict, progress=progress)
+
+
+def measure(paths, profiles, *, ranks=None, estimates=None, jobs: int | None = None) -> dict:
+    """The document of ``tracekit measure PATH... --profile TRACES --format json`` (the
+    ``tracekit.measure/1`` JSON, as a dict), without torch: the compile logs ``paths`` and the
+    torch.profiler traces ``profiles`` (files, ``.json.gz``, directories) of the same run, paired
+    and measured (:func:`tracekit.analyze.measure.measure`). ``ranks``: only these ranks (None:
+    all); ``estimates``: a saved ``tracekit replay --format json`` document of the same logs (its
+    path, or the parsed dict) for torch's exposed estimates; ``jobs``: worker processes.
+
+    ``FileNotFoundError`` for a path that does not exist; ``ValueError`` (in the words the
+    command exits 2 with) for logs without a compile log, traces that cannot be read or hold no
+    event, and an ``estimates`` document that is not a replay of these logs. A measurement that
+    paired nothing (the traces of another run or cap) is returned, as the command prints it:
+    its verdict says why."""
+    import errno
+    import os
+
+    from tracekit.analyze.measure import measure as pair_and_measure
+    from tracekit.analyze.measure_estimates import exposed_estimates, read_estimates
+    from tracekit.read.output_code import wait_orders
+    from tracekit.read.reader import checked_load, path_list
+    from tracekit.read.traces import TraceError, read_traces
+
+    paths, profiles = path_list(paths), path_list(profiles)
+    for p in [*paths, *profiles]:
+        if not os.path.lexists(p):
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", p)
+    run = checked_load(paths, jobs=jobs)
+    try:
+        traces = read_traces(profiles, jobs=jobs)
+    except TraceError as e:
+        raise ValueError(str(e)) from None
+    if not any(t.events_read for t in traces):
+        why = "; ".join(p for t in traces for p in t.problems[:1]) or "no events"
+        raise ValueError(f"no profiler trace could be read: {why}")
+    exposed: dict = {}
+    notes: list[str] = []
+    if isinstance(estimates, dict):
+        exposed, notes = exposed_estimates(estimates, run)
+    elif estimates is not None:
+        exposed, notes = read_estimates(os.fspath(estimates), run)
+    ranks = list(ranks) if ranks else None
+    result = pair_and_measure(run, traces, ranks, wait_orders(paths), exposed)
+    if ranks and not result.pairings:
+        raise ValueError(f"no trace of rank {', '.join(map(str, ranks))}")
+    result.notes.extend(notes)
+    return result.document()
 
 
 def replay_run(

@@ -133,4 +133,17 @@ def exposed_estimates(
     return out, notes
 
 
-__all__ = ["SCHEMAS", "EstimatesError", "ExposedEstimates", "exposed_estimates"]
+def read_estimates(path: str, run: Run) -> tuple[ExposedEstimates, list[str]]:
+    """:func:`exposed_estimates` of the replay document saved at ``path``; :class:`EstimatesError`
+    also when the file cannot be read or holds no JSON (it is only decoded, never run)."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            doc = json.load(f)
+    except (OSError, ValueError, RecursionError) as e:
+        raise EstimatesError(f"{path}: not a JSON document ({type(e).__name__}: {str(e)[:120]})") from None
+    return exposed_estimates(doc, run, source=path)
+
+
+__all__ = ["SCHEMAS", "EstimatesError", "ExposedEstimates", "exposed_estimates", "read_estimates"]

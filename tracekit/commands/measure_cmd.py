@@ -77,21 +77,15 @@ def _load_on_dask(paths: list[str], address: str, jobs: int | None) -> Run:
 
 def read_estimates(path: str, run: Run) -> tuple[dict, list[str]]:
     """``--estimates``: torch's exposed estimates from a saved replay document of ``run``'s logs
-    (:func:`tracekit.analyze.measure_estimates.exposed_estimates`); exit 2, one line, when the file
+    (:func:`tracekit.analyze.measure_estimates.read_estimates`); exit 2, one line, when the file
     is no JSON, no replay document, or one of other logs."""
-    import json
-
-    from tracekit.analyze.measure_estimates import EstimatesError, exposed_estimates
+    from tracekit.analyze.measure_estimates import EstimatesError
+    from tracekit.analyze.measure_estimates import read_estimates as read
 
     try:
-        with open(path, "rb") as f:
-            doc = json.load(f)
-    except (OSError, ValueError, RecursionError) as e:
-        fail("measure", f"--estimates {path}: not a JSON document ({type(e).__name__}: {str(e)[:120]})")
-    try:
-        return exposed_estimates(doc, run, source=path)
+        return read(path, run)
     except EstimatesError as e:
-        fail("measure", f"--estimates {str(e)}")
+        fail("measure", f"--estimates {e}")
 
 
 @click.command("measure", context_settings={"help_option_names": ["-h", "--help"]})
