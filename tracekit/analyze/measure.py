@@ -83,7 +83,7 @@ class Measurement:
             "traces_without_log": [p.rank for p in self.pairings if p.trace.rank is not None and _no_log(p)],
             "notes": self.notes
             + [f"rank {p.rank}: {n}" for p in self.pairings for n in [*p.trace.notes, *p.notes]],
-            "verdict": mismatch_reason(self) or verdict(ranks, skew),
+            "verdict": (mismatch_reason(self) or verdict(ranks, skew)) + _missing(self),
             "basis": {
                 "collective": "measured: its transfer's span (gloo worker event / NCCL kernel); est: torch's "
                 "NCCL estimate from the log's fx_collectives_analytical_estimation",
@@ -104,6 +104,19 @@ class Measurement:
                 "subtracted across ranks",
             },
         }
+
+
+def _missing(m: Measurement) -> str:
+    """The verdict's tail: the ranks not measured, a log without a trace or the reverse."""
+    from tracekit.model.rankset import format_ranks
+
+    parts = []
+    if m.log_only:
+        parts.append(f"rank {format_ranks(m.log_only)}: a log but no trace, not measured")
+    no_log = [p.rank for p in m.pairings if p.trace.rank is not None and _no_log(p)]
+    if no_log:
+        parts.append(f"rank {format_ranks(no_log)}: a trace but no log, not paired")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _no_log(p: RankPairing) -> bool:
@@ -284,6 +297,12 @@ def verdict(ranks: list[dict[str, Any]], skew: list[dict[str, Any]]) -> str:
     meas = [g["collectives_measured_ms"] for r in ranks for g in r["graphs"] if g["ratio"] is not None]
     est = [g["est_ms"] for r in ranks for g in r["graphs"] if g["ratio"] is not None]
     if not meas:
+        paired = sum(r["paired"] for r in ranks)
+        if paired:  # paired with the log, but no transfer time measured (a trace cut short)
+            return (
+                f"{paired:,} collective runs paired with the log, but no transfer time measured "
+                "to put beside torch's estimates (see the notes)"
+            )
         return "nothing paired: no measured collective to put beside torch's estimates"
     parts = [f"collectives {sum(meas) / sum(est):.0f}x slower than estimated"]
     exp = [
@@ -298,8 +317,11 @@ def verdict(ranks: list[dict[str, Any]], skew: list[dict[str, Any]]) -> str:
     if both and sum(e for _, e in both) > 0:
         parts.append(f"exposed {sum(m for m, _ in both) / sum(e for _, e in both):.0f}x")
     elif exp:
-        n = len([r for r in ranks if r["graphs"]]) or 1
-        parts.append(f"exposed {sum(exp) / n:.1f} ms a step (the log holds no exposed estimate)")
+        # over the ranks measured (a trace without a log measures nothing)
+        n = len([r for r in ranks if any(g["exposed_measured_ms"] is not None for g in r["graphs"])]) or 1
+        # per step when the trace marks steps; without ProfilerStep spans, per run of each graph
+        per = "a step" if any(r["profiler_steps"] for r in ranks) else "over one run of each graph"
+        parts.append(f"exposed {sum(exp) / n:.1f} ms {per} (the log holds no exposed estimate)")
     share = _dominant(ranks)
     if share:
         parts.append(share)

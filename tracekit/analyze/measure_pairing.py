@@ -226,10 +226,10 @@ def _identify_backwards(runs: list[GraphRun], finals: dict[tuple[str, int], Fina
                 stack.remove(chosen)
 
 
-def _match_transfers(trace: RankTrace) -> tuple[dict[int, Transfer], int]:
+def _match_transfers(trace: RankTrace, by_order: bool = True) -> tuple[dict[int, Transfer], int]:
     """Issued collective (its index in ``trace.issued``) -> its transfer; and the transfers
-    left over. GPU form: a kernel with the issue op's External id first; then the k-th transfer
-    by start time (starting no earlier than its issue) to the k-th issued collective."""
+    left over. GPU form: a kernel with the issue op's External id first; then (``by_order``) the
+    k-th transfer by start time (starting no earlier than its issue) to the k-th issued collective."""
     issued = sorted(range(len(trace.issued)), key=lambda k: trace.issued[k].span.ts_us)
     transfers = sorted(trace.transfers, key=lambda t: t.span.ts_us)
     out: dict[int, Transfer] = {}
@@ -245,6 +245,8 @@ def _match_transfers(trace: RankTrace) -> tuple[dict[int, Transfer], int]:
             if hit is not None and hit not in used:
                 out[k] = transfers[hit]
                 used.add(hit)
+    if not by_order:
+        return out, len(transfers) - len(used)
     j = 0
     for k in issued:
         if k in out:
@@ -355,8 +357,17 @@ def pair_rank(
         )
     finals = finals_of(rank) if rank is not None else {}
     _identify_backwards(runs, finals)
-    transfer_of, left = _match_transfers(trace)
-    out.unmatched_transfers = left
+    # Kineto writes a trace thread by thread: one cut short lost the tail of one thread's events
+    # and all of the threads after it, so its k-th transfer by start time need not be its k-th
+    # issued collective's. Paired by order only when every issued collective has its transfer.
+    by_order = trace.complete or len(trace.transfers) == len(trace.issued)
+    transfer_of, left = _match_transfers(trace, by_order)
+    out.unmatched_transfers = left if by_order else 0
+    if not by_order:
+        out.notes.append(
+            f"the trace is cut short: {len(trace.transfers)} transfers read for {len(trace.issued)} issued "
+            "collectives, so which transfer is whose is not known: transfer times not measured"
+        )
     index_of = {id(i): k for k, i in enumerate(trace.issued)}
     for r in runs:
         if r.compile_id is not None and r.position is not None:
@@ -381,7 +392,7 @@ def pair_rank(
     exposed_times(out)
     if trace.form == GPU_FORM and not trace.compute:
         out.notes.append("the trace holds no compute kernel: exposed time is not measured")
-    if trace.transfers and not transfer_of:
+    if trace.transfers and not transfer_of and by_order:
         out.notes.append("no transfer matched an issued collective: measured times are unknown")
     return out
 

@@ -182,13 +182,14 @@ def holds_trace(path: str | os.PathLike) -> bool:
         return True
     try:
         head = stream.read(SNIFF_BYTES)
+        cut = getattr(stream, "error", None) is not None  # a .gz cut short: reading it says so
     except (OSError, EOFError, ValueError):
         return True
     finally:
         stream.close()
         if raw is not stream:
             raw.close()
-    return _EVENTS_KEY in head
+    return _EVENTS_KEY in head or cut
 
 
 def rank_from_trace_name(path: str | os.PathLike) -> int | None:
@@ -349,6 +350,11 @@ class _Builder:
             t.form = GPU_FORM
         if not t.has_shapes and self.shapes_seen:
             t.has_shapes = True
+        elif t.has_shapes and t.issued and all(c.numel is None for c in t.issued):
+            t.has_shapes = False  # the header says record_shapes, but no collective has its sizes
+            t.notes.append(
+                "record_shapes is on in the trace's header, but no issued collective has its sizes"
+            )
         cpu = [s.tid for s in t.regions] + [c.span.tid for c in t.issued] + [s.tid for s in t.waits]
         tids = Counter(cpu or [s.tid for s in t.steps])
         if tids:
