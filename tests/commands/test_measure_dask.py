@@ -15,6 +15,7 @@ from tracekit.commands.measure_cmd import measure
 from tracekit.read.traces import read_traces
 
 distributed = pytest.importorskip("distributed")  # the `dask` extra
+pytestmark = pytest.mark.slow  # a cluster of two worker processes, as tests/read/test_dask_reader.py
 
 CAP_12MB = ROOT / "fixtures" / "profiled" / "gloo_cap_12mb"
 
