@@ -24,8 +24,8 @@ import dataclasses
 from typing import Any
 
 from tracekit.model import Diagnostics, Run
+from tracekit.model.nouns import plural
 from tracekit.model.rankset import format_ranks, rank_members
-from tracekit.model.words import plural
 
 #: The kind (a diagnostic and a ``Run.cut`` record) of a log that ends after a whole compile,
 #: where the other ranks logged more (:func:`with_logs_that_end_early`).

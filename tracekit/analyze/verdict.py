@@ -7,7 +7,7 @@ with the findings added whatever the status. It weighs plain facts (:class:`RunF
 off a Run (:func:`run_facts`, for the summary document) or off an older saved document that
 has no verdict (:func:`tracekit.analyze.documents.document_verdict`, for the report page).
 The line is part of the document (``verdict.text``), so its words are made here, with
-:mod:`tracekit.model.words`. :func:`any_divergence` says, in a few words, what divergence a
+:mod:`tracekit.model.nouns`. :func:`any_divergence` says, in a few words, what divergence a
 summary document reports (``summarize --fail-on-divergence``).
 """
 
@@ -22,8 +22,8 @@ from tracekit.analyze.cut import cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
 from tracekit.model import Graph, Run
+from tracekit.model.nouns import graph_label, plural, rank_noun
 from tracekit.model.rankset import format_ranks, rank_members
-from tracekit.model.words import graph_label, plural, rank_noun
 
 
 @dataclass(frozen=True)

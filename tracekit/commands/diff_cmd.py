@@ -26,7 +26,7 @@ from tracekit.commands.options import examples, format_option, has_log_entries, 
 from tracekit.commands.output import output_sink
 from tracekit.commands.progress import ProgressBar
 from tracekit.model import Run
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.render.diff_text import render
 from tracekit.render.text import escape_controls
 

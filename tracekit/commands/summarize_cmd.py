@@ -25,7 +25,7 @@ from tracekit.commands.options import (
     output_option,
     paths_argument,
 )
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.render.summary_text import render_text
 from tracekit.render.text import FORMATS, escape_controls
 

@@ -37,8 +37,8 @@ from tracekit.analyze.documents import (
 )
 from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import graph_label, rank_noun
 from tracekit.model.rankset import format_ranks
-from tracekit.model.words import graph_label, rank_noun
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
 from tracekit.render.html_parts import (

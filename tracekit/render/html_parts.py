@@ -15,8 +15,8 @@ from typing import Any
 
 from tracekit.analyze.documents import rank_set
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import graph_label
 from tracekit.model.rankset import MAX_RANK, format_ranks
-from tracekit.model.words import graph_label
 
 #: Rows per table (divergence, did nothing, final schedule, diagnostics examples).
 MAX_ROWS = 400

@@ -11,8 +11,8 @@ from typing import Any
 
 from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import graph_label, plural
 from tracekit.model.rankset import format_ranks, rank_members
-from tracekit.model.words import graph_label, plural
 from tracekit.model.world import world_text
 from tracekit.render.cells import (
     did_nothing_none_text,
