@@ -44,7 +44,7 @@ def _what_if(d: Any, whatif: Any, cap_mb: float, bucket_mode: str) -> dict[str, 
     if d.reason == "over_cap":
         cap = whatif.cap_that_merges(d.name, cap_mb)
         if cap is not None:
-            from tracekit.model.numbers import exact_mb
+            from tracekit.model.exact_numbers import exact_mb
 
             return {"cap_mb": cap, "verified": True, "text": f"a cap of {exact_mb(cap)} MB buckets it"}
     elif d.reason == "dtype_break" and d.kind == "AG" and "multidtype" not in bucket_mode:
