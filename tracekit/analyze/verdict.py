@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.analyze.compiled_regions import compiled_regions, no_collective_text
-from tracekit.analyze.cut import cut_text
+from tracekit.analyze.cut_logs import cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
 from tracekit.model import Graph, Run
@@ -30,7 +30,7 @@ from tracekit.model.rankset import format_ranks, rank_members
 class RunFacts:
     """What the verdict weighs of a run besides the analysis's items: how many ranks were read,
     the graphs with an outcome (by compile id and index) and their caps, the clause on cut logs
-    (:func:`tracekit.analyze.cut.cut_text`), the frames compiled when no graph has an outcome
+    (:func:`tracekit.analyze.cut_logs.cut_text`), the frames compiled when no graph has an outcome
     (:func:`tracekit.analyze.compiled_regions.compiled_regions`), and the bad input counted.
     :func:`run_facts` reads them off a Run; :mod:`tracekit.analyze.documents` off an older saved
     document."""

@@ -219,7 +219,7 @@ class Run:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     duplicated: list[int | None] = field(default_factory=list)  # ranks also found in another run
     unplaced: list[str] = field(default_factory=list)  # files read as no rank (see their diagnostics)
-    # ranks whose log is cut short: {rank, file, line, detail}, one per cut file (see tracekit.analyze.cut)
+    # ranks whose log is cut short: {rank, file, line, detail}, one per cut file (see tracekit.analyze.cut_logs)
     cut: list[dict[str, Any]] = field(default_factory=list)
     not_logs: list[str] = field(default_factory=list)  # files in the directories that hold no log entry
     copies: list[str] = field(default_factory=list)  # copies of a rank's log (plain or .gz), read once
