@@ -57,7 +57,7 @@ from tracekit.render.html_parts import (
     table,
     where_cells,
 )
-from tracekit.render.majority import majority_headers
+from tracekit.render.majority_columns import majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, groups_by_role, mesh_line
 from tracekit.render.text import fmt_counts, fmt_mb
 

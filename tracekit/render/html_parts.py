@@ -127,7 +127,7 @@ def final_counts_text(final: Any) -> str:
 def majority_cell(d: dict[str, Any], items: list[dict[str, Any]]) -> str:
     """The ranks a divergence item is compared with; a tie marked as no majority in a table that
     also holds rows with one (a table of ties only says "other ranks" in its header:
-    :mod:`tracekit.render.majority`, as the text does)."""
+    :mod:`tracekit.render.majority_columns`, as the text does)."""
     mixed = any(x.get("majority", True) for x in items)
     tie = "" if d.get("majority", True) or not mixed else ' <span class="muted">(tie: no majority)</span>'
     return ranks_cell(d.get("majority_ranks")) + tie

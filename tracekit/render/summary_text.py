@@ -24,7 +24,7 @@ from tracekit.render.cells import (
     where_text,
 )
 from tracekit.render.compiled_regions_text import render_compiled_regions
-from tracekit.render.majority import majority_cell, majority_headers
+from tracekit.render.majority_columns import majority_cell, majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, mesh_line, run_once_text
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
