@@ -36,7 +36,6 @@ from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 
 SCHEMA = "tracekit.explain/1"
 MULTIDTYPE = "custom_ops_multidtype"
-KINDS = ("AG", "RS", "AR")
 
 
 def _what_if(d: Any, whatif: Any, cap_mb: float, bucket_mode: str) -> dict[str, Any] | None:
@@ -64,7 +63,7 @@ def _member_mismatches(
     if not recorded or all(recorded.get(k) is None for k in ("AG", "RS")):
         return "counts", []
     out = []
-    for kind in KINDS:
+    for kind in SHORT_NAMES.values():
         want = recorded.get(kind)
         if want is None:
             continue
@@ -107,7 +106,7 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
     planner = gr.replayer.planner
     cap = gr.reproduction.bucket_cap_mb  # type: ignore[union-attr]  # no error: it was reproduced
     report = planner.plan(cap, explain=True)
-    planned = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
+    planned = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in SHORT_NAMES.values()}
     checked, members = _member_mismatches(planned, recorded)
     mismatches = list(gr.mismatches) + members
     whatif = WhatIf(planner)

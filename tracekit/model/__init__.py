@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Collective types, in the order torch reports them, with the short names of its size artifacts.
+#: ``SHORT_NAMES.values()`` (AG, RS, AR, in that order) are the kinds the pre-bucketing pass
+#: keys its plans and reports by (``bucketing.predicates.KINDS``, which imports nothing of ours).
 COLLECTIVE_TYPES: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
 SHORT_NAMES: dict[str, str] = {"all_gather": "AG", "reduce_scatter": "RS", "all_reduce": "AR"}
 LONG_NAMES: dict[str, str] = {v: k for k, v in SHORT_NAMES.items()}
