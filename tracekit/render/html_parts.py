@@ -40,9 +40,10 @@ def rank_span(text: str) -> int:
     return sum(int(b or a) - int(a) + 1 for a, b in RANGE.findall(text))
 
 
-def ranks_text(value: Any) -> str:
-    """A rank set as ranges, whichever way the document spells it (a string naming more than
-    :data:`MAX_RANKS` ranks, or none it can read, is shown as it is)."""
+def checked_ranks_text(value: Any) -> str:
+    """A rank set of a saved document, read and written again as ranges, whichever way the
+    document spells it (a string naming more than :data:`MAX_RANKS` ranks, or none it can read,
+    is shown as it is); :func:`tracekit.render.cells.ranks_as_ranges` trusts a fresh one."""
     if isinstance(value, str) and rank_span(value) > MAX_RANKS:
         return value
     members = rank_set(value)
@@ -145,11 +146,13 @@ def compile_where(d: dict[str, Any]) -> tuple[str, str]:
 
 def ranks_cell(value: Any) -> str:
     """A rank set as ranges in a monospace cell (``-`` for none)."""
-    text = ranks_text(value)
+    text = checked_ranks_text(value)
     return f'<span class="mono">{esc(text) or "-"}</span>'
 
 
 def row_ranks(items: list[dict[str, Any]], where: str) -> list[str]:
     """Each item's row attributes: its ranks (``data-ranks``, which the rank finder reads) and
     ``data-where``."""
-    return [f' data-ranks="{esc(ranks_text(d.get("ranks")))}" data-where="{esc(where)}"' for d in items]
+    return [
+        f' data-ranks="{esc(checked_ranks_text(d.get("ranks")))}" data-where="{esc(where)}"' for d in items
+    ]
