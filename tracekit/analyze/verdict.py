@@ -23,7 +23,7 @@ from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
 from tracekit.model import Graph, Run
 from tracekit.model.nouns import graph_label, plural, rank_noun
-from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.rankset import format_ranks, rank_list
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,7 @@ def _verdict(
         items = [*div, *other]
 
         def members(d: dict[str, Any], key: str = "ranks") -> list[int | None]:
-            v = d[key]
-            return rank_members(v) if isinstance(v, str) else v
+            return rank_list(d[key])
 
         def on(graph_keys: set) -> str:
             n = len(graph_keys)
