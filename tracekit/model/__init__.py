@@ -76,6 +76,11 @@ class FinalSchedule:
     (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
     from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.read.schedule_parsers`).
 
+    "Final" is the one name of this schedule everywhere: ``Graph.final``, the JSON key
+    ``final`` (of saved documents and golden outputs, so it stays), replay's recorded and
+    replayed finals; the schedule pre-bucketing leaves, before overlap scheduling, is never
+    called final.
+
     ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
     backward; see :mod:`tracekit.read.pairing`). ``sizes``: ``"matched"`` when every kind's
     estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
@@ -122,7 +127,7 @@ class Graph:
     source: str = "torch"  # "torch": stock pass; "tracekit": our pass (bucketing.install())
     file: str = ""  # where the outcome artifact was read
     line: int = 0
-    final: FinalSchedule | None = None  # None when no inductor_collective_schedule was paired
+    final: FinalSchedule | None = None  # the schedule that runs; None when none was paired
 
     @property
     def key(self) -> tuple[str, int]:
