@@ -93,7 +93,7 @@ def test_a_two_two_split_names_both_groups(tmp_path):
     table = tk("summarize", str(tmp_path)).stdout.splitlines()
     assert table[3] == "Why: see Rank consensus (9 rows), Schedule consensus (2 rows) below"
     row = next(ln for ln in table if ln.startswith("0/0           forward   all_gather"))
-    # every row a tie: the columns say "other ranks", not "majority" (tracekit.render.majority)
+    # every row a tie: the columns say "other ranks", not "majority" (tracekit.render.majority_columns)
     assert " ".join(row.split()) == "0/0 forward all_gather 2-3 10->1 0-1 8->1 #8 AG (before): 0.004 vs - MB"
     assert any("other ranks" in ln for ln in table) and not any("majority ranks" in ln for ln in table)
 

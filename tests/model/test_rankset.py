@@ -1,6 +1,6 @@
 import pytest
 
-from tracekit.model.rankset import format_ranks, parse_ranks
+from tracekit.model.rankset import format_ranks, parse_ranks, rank_list
 
 
 def test_format_ranges_and_singletons():
@@ -17,3 +17,10 @@ def test_parse_round_trip_and_errors():
     for bad in ("a", "3-1", "1-", "-2-3"):
         with pytest.raises(ValueError):
             parse_ranks(bad)
+
+
+def test_rank_list_reads_a_range_string_or_a_list():
+    assert rank_list("0-2,5,-") == [0, 1, 2, 5, None]  # summary/2 spells a rank set as ranges
+    assert rank_list([3, 1, None]) == [3, 1, None]  # summary/1 as a list, kept in its order
+    with pytest.raises(ValueError, match="not a rank range"):
+        rank_list("0-2,x")

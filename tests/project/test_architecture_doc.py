@@ -17,7 +17,7 @@ def _named() -> dict[str, set[str]]:
     named: dict[str, set[str]] = defaultdict(set)
     for line in DOC.read_text(encoding="utf-8").splitlines():
         m = re.match(r"\| `((?:tracekit|bucketing)[\w/]*?)/?`[^|]*\|([^|]*)\|", line)
-        if m:  # a bare name: not `analyze/cut.py`, which points into another folder
+        if m:  # a bare name: not `analyze/cut_logs.py`, which points into another folder
             named[m.group(1)] |= set(re.findall(r"(?<![\w/])(\w+)\.py\b", m.group(2)))
     return named
 

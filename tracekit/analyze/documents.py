@@ -26,7 +26,7 @@ import orjson
 from tracekit.analyze.verdict import RunFacts, verdict
 from tracekit.model import Diagnostics, Run
 from tracekit.model.fields import rank_from_dict
-from tracekit.model.rankset import MAX_RANK, format_ranks, rank_members
+from tracekit.model.rankset import MAX_RANK, format_ranks, rank_list, rank_members
 from tracekit.read.sources import GZIP_MAGIC
 
 SUMMARY_PREFIX = "tracekit.summary/"
@@ -150,9 +150,7 @@ def run_from_document(doc: Any) -> Run:
     w = doc.get("world") or {}
     dup_v = w.get("duplicated") or []
     try:
-        dup: list[int | None] = [
-            r for r in (rank_members(dup_v) if isinstance(dup_v, str) else dup_v) if isinstance(r, int)
-        ]
+        dup: list[int | None] = [r for r in rank_list(dup_v) if isinstance(r, int)]
     except (TypeError, ValueError):
         raise DocumentError("malformed summary document: world.duplicated is not a rank set") from None
     return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)

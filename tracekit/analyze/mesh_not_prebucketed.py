@@ -20,8 +20,8 @@ from typing import Any
 
 from tracekit.analyze.mesh import MeshGroup, names_text
 from tracekit.model import Graph
+from tracekit.model.nouns import plural, rank_noun
 from tracekit.model.rankset import format_ranks
-from tracekit.model.words import plural, rank_noun
 
 _LABELS = {0: "forward", 1: "backward"}
 

@@ -23,7 +23,7 @@ import orjson
 
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compiled_regions import compiled_regions
-from tracekit.analyze.cut import compared_items, with_logs_that_end_early
+from tracekit.analyze.cut_logs import compared_items, with_logs_that_end_early
 from tracekit.analyze.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
@@ -426,7 +426,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     groups = rank_groups(run, roles, by_role)
     memo = DumpMemo()  # values shared between graphs: one JSON form each
     t = totals(run)
-    # a cut log is compared only on what it logged (tracekit.analyze.cut), a log that ends
+    # a cut log is compared only on what it logged (tracekit.analyze.cut_logs), a log that ends
     # after a whole compile, short of its peers', too; in a mesh, group names are compared by
     # role (tracekit.analyze.mesh.role_names)
     raw = (divergence(run, groups, roles), schedule_divergence(run, mesh, by_role), compile_divergence(run))

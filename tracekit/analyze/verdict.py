@@ -7,7 +7,7 @@ with the findings added whatever the status. It weighs plain facts (:class:`RunF
 off a Run (:func:`run_facts`, for the summary document) or off an older saved document that
 has no verdict (:func:`tracekit.analyze.documents.document_verdict`, for the report page).
 The line is part of the document (``verdict.text``), so its words are made here, with
-:mod:`tracekit.model.words`. :func:`any_divergence` says, in a few words, what divergence a
+:mod:`tracekit.model.nouns`. :func:`any_divergence` says, in a few words, what divergence a
 summary document reports (``summarize --fail-on-divergence``).
 """
 
@@ -18,19 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.analyze.compiled_regions import compiled_regions, no_collective_text
-from tracekit.analyze.cut import cut_text
+from tracekit.analyze.cut_logs import cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
 from tracekit.model import Graph, Run
-from tracekit.model.rankset import format_ranks, rank_members
-from tracekit.model.words import graph_label, plural, rank_noun
+from tracekit.model.nouns import graph_label, plural, rank_noun
+from tracekit.model.rankset import format_ranks, rank_list
 
 
 @dataclass(frozen=True)
 class RunFacts:
     """What the verdict weighs of a run besides the analysis's items: how many ranks were read,
     the graphs with an outcome (by compile id and index) and their caps, the clause on cut logs
-    (:func:`tracekit.analyze.cut.cut_text`), the frames compiled when no graph has an outcome
+    (:func:`tracekit.analyze.cut_logs.cut_text`), the frames compiled when no graph has an outcome
     (:func:`tracekit.analyze.compiled_regions.compiled_regions`), and the bad input counted.
     :func:`run_facts` reads them off a Run; :mod:`tracekit.analyze.documents` off an older saved
     document."""
@@ -131,8 +131,7 @@ def _verdict(
         items = [*div, *other]
 
         def members(d: dict[str, Any], key: str = "ranks") -> list[int | None]:
-            v = d[key]
-            return rank_members(v) if isinstance(v, str) else v
+            return rank_list(d[key])
 
         def on(graph_keys: set) -> str:
             n = len(graph_keys)

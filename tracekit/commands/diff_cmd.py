@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn
 
 import click
 
@@ -26,7 +25,7 @@ from tracekit.commands.options import examples, format_option, has_log_entries, 
 from tracekit.commands.output import output_sink
 from tracekit.commands.progress import ProgressBar
 from tracekit.model import Run
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.render.diff_text import render
 from tracekit.render.text import escape_controls
 
@@ -75,11 +74,6 @@ def load_run(
 # --- the command ---------------------------------------------------------------------------------
 
 
-def fail(message: str) -> NoReturn:
-    """One line on stderr, exit status 2."""
-    options.fail("diff", f"error: {message}", options.BAD_INPUT)
-
-
 @click.command("diff", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
@@ -109,7 +103,7 @@ def diff(run_a: str, run_b: str, fmt: str, output: str | None, exit_code: bool, 
         with ProgressBar(label="reading B") as bar:
             b, b_kind = load_run(run_b, jobs, bar.wanted)
     except InputError as e:
-        fail(str(e))
+        options.fail("diff", f"error: {e}")
     result = diff_runs(a, b, a_label=run_a, b_label=run_b, a_kind=a_kind, b_kind=b_kind)
     text = render(result, fmt)
     if fmt != "json":  # a log's escape sequences never reach the terminal raw

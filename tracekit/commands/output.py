@@ -68,7 +68,7 @@ def write_files(doc: dict[str, Any], plot_path: str | None, trace_out: str | Non
     (:func:`tracekit.render.perfetto.write_traces`); a line on stderr for each, or for a file
     that cannot be written the command fails (status 2)."""
     from tracekit.commands.options import BAD_INPUT, fail
-    from tracekit.model.words import plural
+    from tracekit.model.nouns import plural
 
     if plot_path:
         from tracekit.render.plot import PlotUnavailable, plot_replay

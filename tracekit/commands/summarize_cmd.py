@@ -25,7 +25,7 @@ from tracekit.commands.options import (
     output_option,
     paths_argument,
 )
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.render.summary_text import render_text
 from tracekit.render.text import FORMATS, escape_controls
 
@@ -117,7 +117,7 @@ def summarize(
     if why:
         fail("summarize", why, BAD_INPUT)
     # the document's diagnostics: the reader's, and a log the analysis finds ends early
-    # (tracekit.analyze.cut.with_logs_that_end_early), as the Diagnostics section shows them
+    # (tracekit.analyze.cut_logs.with_logs_that_end_early), as the Diagnostics section shows them
     bad = sum(doc["diagnostics"]["counts"].values())
     if strict and bad:
         fail("summarize", f"{plural(bad, 'bad input')} (--strict)", FINDINGS)

@@ -36,7 +36,6 @@ from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 
 SCHEMA = "tracekit.explain/1"
 MULTIDTYPE = "custom_ops_multidtype"
-KINDS = ("AG", "RS", "AR")
 
 
 def _what_if(d: Any, whatif: Any, cap_mb: float, bucket_mode: str) -> dict[str, Any] | None:
@@ -44,7 +43,7 @@ def _what_if(d: Any, whatif: Any, cap_mb: float, bucket_mode: str) -> dict[str, 
     if d.reason == "over_cap":
         cap = whatif.cap_that_merges(d.name, cap_mb)
         if cap is not None:
-            from tracekit.model.numbers import exact_mb
+            from tracekit.model.exact_numbers import exact_mb
 
             return {"cap_mb": cap, "verified": True, "text": f"a cap of {exact_mb(cap)} MB buckets it"}
     elif d.reason == "dtype_break" and d.kind == "AG" and "multidtype" not in bucket_mode:
@@ -64,7 +63,7 @@ def _member_mismatches(
     if not recorded or all(recorded.get(k) is None for k in ("AG", "RS")):
         return "counts", []
     out = []
-    for kind in KINDS:
+    for kind in SHORT_NAMES.values():
         want = recorded.get(kind)
         if want is None:
             continue
@@ -107,7 +106,7 @@ def explain_graph(src: Any, options: Any, rebuilt: dict, recorded: dict[str, Any
     planner = gr.replayer.planner
     cap = gr.reproduction.bucket_cap_mb  # type: ignore[union-attr]  # no error: it was reproduced
     report = planner.plan(cap, explain=True)
-    planned = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
+    planned = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in SHORT_NAMES.values()}
     checked, members = _member_mismatches(planned, recorded)
     mismatches = list(gr.mismatches) + members
     whatif = WhatIf(planner)

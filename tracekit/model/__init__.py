@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Collective types, in the order torch reports them, with the short names of its size artifacts.
+#: ``SHORT_NAMES.values()`` (AG, RS, AR, in that order) are the kinds the pre-bucketing pass
+#: keys its plans and reports by (``bucketing.predicates.KINDS``, which imports nothing of ours).
 COLLECTIVE_TYPES: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce")
 SHORT_NAMES: dict[str, str] = {"all_gather": "AG", "reduce_scatter": "RS", "all_reduce": "AR"}
 LONG_NAMES: dict[str, str] = {v: k for k, v in SHORT_NAMES.items()}
@@ -74,6 +76,11 @@ class FinalSchedule:
     (logged after overlap scheduling, which may bucket again) with sizes and estimates matched
     from ``fx_collectives_analytical_estimation`` (see :mod:`tracekit.read.schedule_parsers`).
 
+    "Final" is the one name of this schedule everywhere: ``Graph.final``, the JSON key
+    ``final`` (of saved documents and golden outputs, so it stays), replay's recorded and
+    replayed finals; the schedule pre-bucketing leaves, before overlap scheduling, is never
+    called final.
+
     ``position``: the graph's place among its compile id's post-grad graphs (0: forward, 1:
     backward; see :mod:`tracekit.read.pairing`). ``sizes``: ``"matched"`` when every kind's
     estimation lines matched the schedule one to one, ``"partial"`` when some kinds' counts
@@ -120,7 +127,7 @@ class Graph:
     source: str = "torch"  # "torch": stock pass; "tracekit": our pass (bucketing.install())
     file: str = ""  # where the outcome artifact was read
     line: int = 0
-    final: FinalSchedule | None = None  # None when no inductor_collective_schedule was paired
+    final: FinalSchedule | None = None  # the schedule that runs; None when none was paired
 
     @property
     def key(self) -> tuple[str, int]:
@@ -219,7 +226,7 @@ class Run:
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     duplicated: list[int | None] = field(default_factory=list)  # ranks also found in another run
     unplaced: list[str] = field(default_factory=list)  # files read as no rank (see their diagnostics)
-    # ranks whose log is cut short: {rank, file, line, detail}, one per cut file (see tracekit.analyze.cut)
+    # ranks whose log is cut short: {rank, file, line, detail}, one per cut file (see tracekit.analyze.cut_logs)
     cut: list[dict[str, Any]] = field(default_factory=list)
     not_logs: list[str] = field(default_factory=list)  # files in the directories that hold no log entry
     copies: list[str] = field(default_factory=list)  # copies of a rank's log (plain or .gz), read once

@@ -60,3 +60,9 @@ def parse_ranks(text: str) -> list[int]:
 def rank_members(text: str) -> list[int | None]:
     """The ranks of a :func:`format_ranks` string, the rank-less one (``-``) as None, last."""
     return [*parse_ranks(text), *([None] if "-" in text.split(",") else [])]
+
+
+def rank_list(ranks: str | Iterable[int | None]) -> list[int | None]:
+    """The ranks of a rank set however a document spells it: a :func:`format_ranks` string
+    (:func:`rank_members`) or a list (``tracekit.summary/1``)."""
+    return rank_members(ranks) if isinstance(ranks, str) else list(ranks)

@@ -16,8 +16,8 @@ import os
 from typing import Any
 
 from tracekit.model import FinalSchedule, Rank, Run
+from tracekit.model.nouns import plural
 from tracekit.model.rankset import MAX_RANK, format_ranks
-from tracekit.model.words import plural
 
 
 def _finals(rank: Rank) -> list[FinalSchedule]:

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import IO
 
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.read.envelope_fields import EntryError, decode_envelope, envelope_rank
 
 try:  # the scanner's inner loop in C (tracekit/read/_scan.c), when it was built

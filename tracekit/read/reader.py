@@ -65,7 +65,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 
 from bucketing.gc_pause import gc_paused
 from tracekit.model import Diagnostics, FrameCompile, Run
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.read import segments
 from tracekit.read.interning import BuildMemo
 from tracekit.read.merge import merge_files

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import plural
 from tracekit.model.rankset import format_ranks
-from tracekit.model.words import plural
 from tracekit.render.text import fmt_counts, fmt_mb
 
 
@@ -103,8 +103,11 @@ def first_diff_text(d: dict[str, Any] | None) -> str:
     )
 
 
-def ranks_text(ranks: Any) -> str:
-    """A rank set of a document (a range string, or a list in ``tracekit.summary/1``)."""
+def ranks_as_ranges(ranks: Any) -> str:
+    """A rank set of a document made in this run, as ranges: a range string as it is, a list
+    (``tracekit.summary/1``) formatted. Nothing is parsed, so a set of 100k ranks costs nothing;
+    a saved document, which may be foreign, goes through
+    :func:`tracekit.render.html_parts.checked_ranks_text` instead."""
     return ranks if isinstance(ranks, str) else format_ranks(ranks)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.render.text import heading, ranks_cell, table
 
 #: A frame compile's status, as the table says it.

@@ -9,7 +9,7 @@ from typing import Any
 
 from tracekit.analyze.diff import Diff, FieldChange, GraphChange, format_ranks
 from tracekit.model import CollectiveSize, Graph
-from tracekit.model.words import graph_label, plural
+from tracekit.model.nouns import graph_label, plural
 from tracekit.render.schedule_text import final_change_rows
 from tracekit.render.text import (
     UNITS_MB,

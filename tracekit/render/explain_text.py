@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.model.words import graph_label
+from tracekit.model.nouns import graph_label
 from tracekit.render.text import (
     UNITS_MB,
     UNITS_SIZES,

@@ -37,12 +37,13 @@ from tracekit.analyze.documents import (
 )
 from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import graph_label, rank_noun
 from tracekit.model.rankset import format_ranks
-from tracekit.model.words import graph_label, rank_noun
 from tracekit.render.cells import did_nothing_none_text, first_diff_text, total_mb, value_text, where_text
 from tracekit.render.html_assets import CSS, JS
 from tracekit.render.html_parts import (
     cell,
+    checked_ranks_text,
     collective_text,
     compile_where,
     cut_rows,
@@ -52,12 +53,11 @@ from tracekit.render.html_parts import (
     majority_cell,
     rank_count,
     ranks_cell,
-    ranks_text,
     row_ranks,
     table,
     where_cells,
 )
-from tracekit.render.majority import majority_headers
+from tracekit.render.majority_columns import majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, groups_by_role, mesh_line
 from tracekit.render.text import fmt_counts, fmt_mb
 
@@ -135,7 +135,7 @@ def mesh_rows(mesh: dict[str, Any]) -> str:
             esc(role),
             esc(g["name"]),
             cell(g.get("size")),
-            f'<span class="mono">{esc(ranks_text(g["members"]))}</span>',
+            f'<span class="mono">{esc(checked_ranks_text(g["members"]))}</span>',
             esc(g.get("reason", "")),
         ]
         for role, groups in groups_by_role(mesh)
@@ -184,10 +184,10 @@ def section_world(world: dict[str, Any], mesh: dict[str, Any] | None = None) -> 
         (
             "found",
             f"{esc(found if found is not None else '-')}"
-            + (f' <span class="mono">({esc(ranks_text(ranks))})</span>' if ranks else ""),
+            + (f' <span class="mono">({esc(checked_ranks_text(ranks))})</span>' if ranks else ""),
         )
     )
-    missing = ranks_text(world.get("missing") or [])
+    missing = checked_ranks_text(world.get("missing") or [])
     label = "missing (gaps below the highest rank)" if world.get("derived") else "missing"
     unknown = world.get("derived") and (not ranks or world.get("missing") is None)
     rows.append(
@@ -199,7 +199,7 @@ def section_world(world: dict[str, Any], mesh: dict[str, Any] | None = None) -> 
             f"{esc(missing) or 'none'}</span>",
         )
     )
-    dup = ranks_text(world.get("duplicated") or [])
+    dup = checked_ranks_text(world.get("duplicated") or [])
     if dup or "duplicated" in world and not world.get("derived"):
         rows.append(("duplicated", f'<span class="mono">{esc(dup) or "none"}</span>'))
     rows += _world_files_rows(world)
@@ -324,7 +324,7 @@ def section_groups(groups: list[dict[str, Any]], not_prebucketed: Sequence[dict[
     ]
     rest = []
     for i, g in enumerate(groups):
-        ranks = ranks_text(g.get("ranks"))
+        ranks = checked_ranks_text(g.get("ranks"))
         count = g.get("count", rank_count(g.get("ranks")))
         colour = f"c{i}" if i < COLOURS else "cx"
         attrs = f'class="group" data-ranks="{esc(ranks)}" data-colour="{colour}" data-where="group {i + 1}"'
@@ -526,7 +526,7 @@ def section_sizes(groups: list[dict[str, Any]]) -> str:
     ]
     charts = []
     for i, g in enumerate(groups[:MAX_CHART_GROUPS]):
-        ranks = ranks_text(g.get("ranks"))
+        ranks = checked_ranks_text(g.get("ranks"))
         for graph in g.get("graphs") or []:
             if not isinstance(graph, dict) or not isinstance(graph.get("sizes_mb"), dict):
                 continue

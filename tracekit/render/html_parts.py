@@ -15,8 +15,8 @@ from typing import Any
 
 from tracekit.analyze.documents import rank_set
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import graph_label
 from tracekit.model.rankset import MAX_RANK, format_ranks
-from tracekit.model.words import graph_label
 
 #: Rows per table (divergence, did nothing, final schedule, diagnostics examples).
 MAX_ROWS = 400
@@ -40,9 +40,10 @@ def rank_span(text: str) -> int:
     return sum(int(b or a) - int(a) + 1 for a, b in RANGE.findall(text))
 
 
-def ranks_text(value: Any) -> str:
-    """A rank set as ranges, whichever way the document spells it (a string naming more than
-    :data:`MAX_RANKS` ranks, or none it can read, is shown as it is)."""
+def checked_ranks_text(value: Any) -> str:
+    """A rank set of a saved document, read and written again as ranges, whichever way the
+    document spells it (a string naming more than :data:`MAX_RANKS` ranks, or none it can read,
+    is shown as it is); :func:`tracekit.render.cells.ranks_as_ranges` trusts a fresh one."""
     if isinstance(value, str) and rank_span(value) > MAX_RANKS:
         return value
     members = rank_set(value)
@@ -127,7 +128,7 @@ def final_counts_text(final: Any) -> str:
 def majority_cell(d: dict[str, Any], items: list[dict[str, Any]]) -> str:
     """The ranks a divergence item is compared with; a tie marked as no majority in a table that
     also holds rows with one (a table of ties only says "other ranks" in its header:
-    :mod:`tracekit.render.majority`, as the text does)."""
+    :mod:`tracekit.render.majority_columns`, as the text does)."""
     mixed = any(x.get("majority", True) for x in items)
     tie = "" if d.get("majority", True) or not mixed else ' <span class="muted">(tie: no majority)</span>'
     return ranks_cell(d.get("majority_ranks")) + tie
@@ -145,11 +146,13 @@ def compile_where(d: dict[str, Any]) -> tuple[str, str]:
 
 def ranks_cell(value: Any) -> str:
     """A rank set as ranges in a monospace cell (``-`` for none)."""
-    text = ranks_text(value)
+    text = checked_ranks_text(value)
     return f'<span class="mono">{esc(text) or "-"}</span>'
 
 
 def row_ranks(items: list[dict[str, Any]], where: str) -> list[str]:
     """Each item's row attributes: its ranks (``data-ranks``, which the rank finder reads) and
     ``data-where``."""
-    return [f' data-ranks="{esc(ranks_text(d.get("ranks")))}" data-where="{esc(where)}"' for d in items]
+    return [
+        f' data-ranks="{esc(checked_ranks_text(d.get("ranks")))}" data-where="{esc(where)}"' for d in items
+    ]

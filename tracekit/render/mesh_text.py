@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracekit.analyze.mesh import names_text
+from tracekit.model.nouns import graph_label
 from tracekit.model.rankset import rank_members
-from tracekit.model.words import graph_label
 from tracekit.render.cells import groups_text
 from tracekit.render.text import ranks_cell
 

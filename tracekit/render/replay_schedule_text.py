@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 from tracekit.render.mesh_replay_text import STEP_WHAT_IFS_NOTE, recommendation_what_ifs, step_what_if_rows
 from tracekit.render.text import fmt_mb, heading, table
 

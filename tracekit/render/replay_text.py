@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import plural
 from tracekit.model.rankset import format_ranks, parse_ranks
-from tracekit.model.words import plural
 from tracekit.render.text import (
     UNITS_MB,
     UNITS_SIZES,

@@ -13,10 +13,10 @@ import orjson
 
 from tracekit.analyze.schedule import ENTRY_KEYS, first_difference
 from tracekit.model import COLLECTIVE_TYPES
+from tracekit.model.nouns import graph_label, plural
 from tracekit.model.rankset import rank_members
-from tracekit.model.words import graph_label, plural
 from tracekit.render.cells import bytes_text, entry_text, sequence_text
-from tracekit.render.majority import majority_cell, majority_headers
+from tracekit.render.majority_columns import majority_cell, majority_headers
 from tracekit.render.text import UNITS_BYTES, heading, ranks_cell, section_line, table
 
 FINAL_HEADERS = ["compile id", "graph", "ranks", "AG", "RS", "AR", "other", "bytes", "est ms", "sizes"]

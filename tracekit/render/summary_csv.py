@@ -40,8 +40,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import graph_label
 from tracekit.model.rankset import format_ranks
-from tracekit.model.words import graph_label
 from tracekit.render.cells import first_diff_text, total_mb
 from tracekit.render.mesh_text import mesh_csv_rows
 from tracekit.render.schedule_text import final_groups, final_totals

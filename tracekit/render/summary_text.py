@@ -11,20 +11,20 @@ from typing import Any
 
 from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
+from tracekit.model.nouns import graph_label, plural
 from tracekit.model.rankset import format_ranks, rank_members
-from tracekit.model.words import graph_label, plural
 from tracekit.model.world import world_text
 from tracekit.render.cells import (
     did_nothing_none_text,
     differences_line,
     first_diff_text,
-    ranks_text,
+    ranks_as_ranges,
     total_mb,
     value_text,
     where_text,
 )
 from tracekit.render.compiled_regions_text import render_compiled_regions
-from tracekit.render.majority import majority_cell, majority_headers
+from tracekit.render.majority_columns import majority_cell, majority_headers
 from tracekit.render.mesh_text import fsdp_groups_cell, mesh_line, run_once_text
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
@@ -151,7 +151,7 @@ def not_prebucketed_rows(doc: dict[str, Any], headers: list[str]) -> list[list[A
             cells += [fmt_mb(mb), fmt_mb(mb)]
         members = rank_members(d["ranks"])
         if headers[0] == "ranks":
-            rows.append([ranks_cell(ranks_text(d["ranks"])), len(members), *cells])
+            rows.append([ranks_cell(ranks_as_ranges(d["ranks"])), len(members), *cells])
         else:
             rows += [
                 ["-" if r is None else r, *cells]
@@ -261,9 +261,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                             d["compile_id"],
                             graph_label(d["graph_index"]),
                             d["field"],
-                            ranks_cell(ranks_text(d["ranks"])),
+                            ranks_cell(ranks_as_ranges(d["ranks"])),
                             value_text(d["field"], d["value"]),
-                            majority_cell(d, div, ranks_text(d["majority_ranks"])),
+                            majority_cell(d, div, ranks_as_ranges(d["majority_ranks"])),
                             value_text(d["field"], d["majority_value"]),
                             "see Schedule consensus"
                             if d["field"] == "final"
@@ -302,7 +302,7 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
                             ", ".join(f"{SHORT_NAMES[t]} {n}->{n}" for t, n in d["counts"].items())
                             + (f" ({d['outcome']})" if d.get("outcome") else ""),
                             fmt_mb(d["bucket_cap_mb"]),
-                            ranks_cell(ranks_text(d["ranks"])),
+                            ranks_cell(ranks_as_ranges(d["ranks"])),
                             d.get("explain", "-"),
                         ]
                         for d in dn
@@ -370,7 +370,7 @@ def not_prebucketed_lines(dn: list[dict[str, Any]], fmt: str) -> str:
     from tracekit.analyze.not_prebucketed import counts_text
 
     return "\n" + "".join(
-        f"- {d['compile_id']} {graph_label(d['graph_index'])} (ranks {ranks_cell(ranks_text(d['ranks']))}): "
+        f"- {d['compile_id']} {graph_label(d['graph_index'])} (ranks {ranks_cell(ranks_as_ranges(d['ranks']))}): "
         f"{d['outcome']}: {d['reason_text']}. It runs {counts_text(d)}, one by one.\n"
         for d in items
     )

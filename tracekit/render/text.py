@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from tracekit.model.numbers import exact_mb  # noqa: F401 - render.text.exact_mb, where the commands take it
+from tracekit.model.exact_numbers import exact_mb  # noqa: F401 - render.text.exact_mb, where the commands take it
 from tracekit.model.rankset import parse_ranks
 
 FORMATS = ("table", "json", "csv", "markdown")

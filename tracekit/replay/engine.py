@@ -31,11 +31,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from tracekit.model import COLLECTIVE_TYPES, Graph
+from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES, Graph
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import GraphTextError
 from tracekit.replay.replayer import GraphReplayer
-from tracekit.replay.results import KINDS, CapReplay, CapRequest, GraphReplay, ReplayOptions
+from tracekit.replay.results import CapReplay, CapRequest, GraphReplay, ReplayOptions
 from tracekit.replay.schedule_figures import shown_delta
 
 
@@ -115,7 +115,7 @@ def _compare(recorded: Graph, got: CapReplay) -> list[str]:
         b = have_before[i] if i < len(have_before) else "nothing"
         out.append(f"sizes before: collective #{i + 1}: recorded {a}, rebuilt graph {b}")
     if sizes.after is not None:
-        for kind in KINDS:
+        for kind in SHORT_NAMES.values():
             want_after = sorted(s.size_mb for s in sizes.after if s.type == kind)
             have_after = sorted(s["size_mb"] for s in got.report.sizes_after if s["type"] == kind)
             if want_after != have_after:

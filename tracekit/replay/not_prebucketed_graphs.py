@@ -47,7 +47,6 @@ NOT_RUN = (
 FORWARD_GROUPS = "forward_groups"
 #: The what-if of torch's overlap scheduler bucketing (replay's ``--what-if overlap-bucketing``).
 OVERLAP_BUCKETING = "overlap_bucketing"
-KINDS = ("AG", "RS", "AR")
 _TARGET_KIND = {
     "all_gather_into_tensor": "AG",
     "all_gather_into_tensor_out": "AG",
@@ -120,7 +119,7 @@ class NotPrebucketedReplayer:
         In a log where pre-bucketing never ran (``src.prebucketing_logged`` False), nothing is
         blamed: ``(None, notes)``, the notes saying why (:data:`NOT_RUN`) and what the rebuilt
         graph holds (its FSDP groups; collectives merged by a pass the log does not record)."""
-        have = {k: sum(1 for n in self.collectives if collective_kind(n) == k) for k in KINDS}
+        have = {k: sum(1 for n in self.collectives if collective_kind(n) == k) for k in SHORT_NAMES.values()}
         want = {SHORT_NAMES[t]: self.src.final.counts.get(t, 0) for t in COLLECTIVE_TYPES}
         if not getattr(self.src, "prebucketing_logged", True):
             notes = [NOT_RUN]
@@ -132,7 +131,7 @@ class NotPrebucketedReplayer:
             notes += [
                 f"{k}: the schedule runs {want[k]}, the rebuilt graph has {have[k]} (a pass the log "
                 "does not record changed them)"
-                for k in KINDS
+                for k in SHORT_NAMES.values()
                 if have[k] != want[k]
             ]
             return None, notes
@@ -142,7 +141,7 @@ class NotPrebucketedReplayer:
                 f"the rebuilt graph has FSDP groups {self.planner.fsdp_groups}: torch would have "
                 "pre-bucketed it and logged an outcome"
             )
-        for k in KINDS:
+        for k in SHORT_NAMES.values():
             if have[k] != want[k]:
                 out.append(f"{k}: the schedule runs {want[k]}, the rebuilt graph has {have[k]}")
         return not out, out
@@ -304,7 +303,7 @@ class NotPrebucketedReplayer:
                 self.gm, fsdp_groups=list(fwd.fsdp_groups), group_size=fwd.group_size
             )
         report = planner.plan(cap_mb)
-        buckets = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in KINDS}
+        buckets = {k: [[m.name for m in b] for b in report.buckets.get(k, [])] for k in SHORT_NAMES.values()}
         counts = collective_counts(report)
         out = GroupsWhatIf(
             list(fwd.fsdp_groups),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
 
 #: Where the hardware what-ifs stop, said with any overlap figure: torch's overlap scheduler
 #: times collectives with its NCCL model of the logged process group, not the what-if hardware.

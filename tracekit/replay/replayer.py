@@ -13,9 +13,10 @@ from typing import Any
 
 import torch.fx as fx
 
+from tracekit.model import SHORT_NAMES
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.graph_text import parse_graph_text
-from tracekit.replay.results import KINDS, CapReplay, ReplayOptions
+from tracekit.replay.results import CapReplay, ReplayOptions
 from tracekit.replay.rewrite_counts import applied_result, collective_counts
 
 
@@ -58,7 +59,9 @@ class GraphReplayer:
         ``what_if``: in the what-if bucket mode (``ReplayOptions.bucket_mode``)."""
         report = (self.what_if_planner if what_if else self.planner).plan(cap_mb)
         collectives = collective_counts(report)
-        sizes = {k: [s["size_mb"] for s in report.sizes_after if s["type"] == k] for k in KINDS}
+        sizes = {
+            k: [s["size_mb"] for s in report.sizes_after if s["type"] == k] for k in SHORT_NAMES.values()
+        }
         largest = max((x for v in sizes.values() for x in v), default=0.0)
         out = CapReplay(
             bucket_cap_mb=float(cap_mb),

@@ -24,7 +24,6 @@ from tracekit.replay.schedule_figures import round_ms, schedule_figures
 #: ``totals.step`` sums them per cap; /2: one entry per distinct replay, with the ``ranks`` it
 #: stands for (/1: one per rank and graph)
 SCHEMA = "tracekit.replay/3"
-KINDS = ("AG", "RS", "AR")
 
 
 @dataclass(frozen=True)
@@ -387,7 +386,6 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
 
 
 __all__ = [
-    "KINDS",
     "SCHEMA",
     "CapRequest",
     "CapReplay",

@@ -24,8 +24,8 @@ import dataclasses
 from typing import Any
 
 from tracekit.model import Diagnostics, Run
-from tracekit.model.rankset import format_ranks, rank_members
-from tracekit.model.words import plural
+from tracekit.model.nouns import plural
+from tracekit.model.rankset import format_ranks, rank_list
 
 #: The kind (a diagnostic and a ``Run.cut`` record) of a log that ends after a whole compile,
 #: where the other ranks logged more (:func:`with_logs_that_end_early`).
@@ -35,10 +35,6 @@ ENDS_EARLY = "ends_after_compile"
 def cut_ranks(run: Run) -> set[int | None]:
     """The ranks at least one of whose files is cut short."""
     return {c["rank"] for c in run.cut}
-
-
-def _members(v: Any) -> list[int | None]:
-    return rank_members(v) if isinstance(v, str) else list(v)
 
 
 def _lacks(item: dict[str, Any], side: str) -> bool:
@@ -62,7 +58,7 @@ def explained_by_cut(item: dict[str, Any], cut: set[int | None]) -> bool:
     if not cut:
         return False
     for side, key in (("", "ranks"), ("majority_", "majority_ranks")):
-        ranks = _members(item[key])
+        ranks = rank_list(item[key])
         if ranks and set(ranks) <= cut and _lacks(item, side):
             return True
     return False
@@ -77,7 +73,7 @@ def _lacking(item: dict[str, Any]) -> tuple[list[int | None], list[int | None]]:
     """``(ranks that lack the item, ranks that hold it)``: the side a log that stops early
     would be on, whichever side is the majority (1 of 4, 2 of 4, 3 of 4, 1 of 2 alike); two
     empty lists when neither side lacks it (the two hold different values)."""
-    ranks, others = _members(item["ranks"]), _members(item["majority_ranks"])
+    ranks, others = rank_list(item["ranks"]), rank_list(item["majority_ranks"])
     if _lacks(item, ""):
         return ranks, others
     if _lacks(item, "majority_"):
@@ -99,7 +95,7 @@ def _logged_more(items: list[dict[str, Any]], rank: int | None) -> tuple[list[st
         if "graph_index" in d:
             name = _graph_name(d.get("compile_id"), d["graph_index"])
         elif d.get("what") == "compile_ids":
-            held = d.get("majority_value") if rank in _members(d["ranks"]) else d.get("value")
+            held = d.get("majority_value") if rank in rank_list(d["ranks"]) else d.get("value")
             name = f"compile {held}"
         else:
             name = f"{d.get('what')} at #{d.get('position')}"
@@ -139,8 +135,8 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
     early = {r for d in items for r in _lacking(d)[0]} - cut
     while early:
         assumed = cut | early
-        stay = {r for d in items if not explained_by_cut(d, assumed) for r in _members(d["ranks"])}
-        stay |= {r for d in items if not explained_by_cut(d, assumed) for r in _members(d["majority_ranks"])}
+        stay = {r for d in items if not explained_by_cut(d, assumed) for r in rank_list(d["ranks"])}
+        stay |= {r for d in items if not explained_by_cut(d, assumed) for r in rank_list(d["majority_ranks"])}
         if not stay & early:
             break
         early -= stay
