@@ -24,7 +24,15 @@ import orjson
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compiled_regions import compiled_regions
 from tracekit.analyze.cut import compared_items, with_logs_that_end_early
-from tracekit.analyze.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
+from tracekit.analyze.mesh import (
+    MeshGroup,
+    RoleSequences,
+    is_mesh,
+    logs_schedules,
+    mesh_document,
+    mesh_groups,
+    role_names,
+)
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
     mesh_run_once,
@@ -442,7 +450,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "schema": SCHEMA,
         "paths": list(run.paths),
         "world": w,
-        **({"mesh": mesh_document(w["expected"], mesh)} if is_mesh(mesh) else {}),
+        **({"mesh": mesh_document(w["expected"], mesh, logs_schedules(run))} if is_mesh(mesh) else {}),
         "verdict": v,
         "groups": [group_to_dict(g, memo, mesh if roles else None) for g in groups],
         "totals": table_totals(t, dn),  # the outcome table's, graphs never pre-bucketed included

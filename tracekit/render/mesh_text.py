@@ -48,7 +48,12 @@ def mesh_line(doc: dict[str, Any]) -> str:
     parts = [
         f"{r} group{'s' if len(gs) != 1 else ''} " + names_text([f"{g['name']} ({_members(g)})" for g in gs])
         for r, gs in groups_by_role(doc)
-        if r in dims
+        if r in dims and gs
+    ]
+    parts += [
+        f"{d.get('role')} {d.get('size')} inferred: {d['inferred']}"
+        for d in doc.get("dimensions") or []
+        if isinstance(d, dict) and d.get("inferred")
     ]
     return "; ".join([doc.get("text", ""), *parts])
 
@@ -111,6 +116,15 @@ def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 "value": g["name"],
                 "group_size": g.get("size"),
                 "detail": g.get("reason", ""),
+            }
+    for d in mesh.get("dimensions") or []:  # a dimension no group shows: its size and why
+        if isinstance(d, dict) and d.get("inferred"):
+            yield {
+                "section": "mesh",
+                "field": d.get("role"),
+                "value": "inferred",
+                "group_size": d.get("size"),
+                "detail": d["inferred"],
             }
     for section in ("mesh_not_prebucketed", "mesh_run_once"):  # run once: no finding
         for it in doc.get(section) or []:
