@@ -203,3 +203,29 @@ def test_the_tp_dimension_is_inferred_only_where_no_group_shows_it():
     for path in (FSDP_TP, HSDP):
         dims = summary_document(tracekit.load(path))["mesh"]["dimensions"]
         assert [d.get("inferred") for d in dims] == [None, None]
+
+
+def test_the_outcome_columns_say_which_groups_they_count(hsdp_doc):
+    # HSDP: AR 0->0 in every outcome row (torch's counts on its FSDP group) beside the finding
+    # of 8 replicate all-reduces; the legend says which groups each table's columns count
+    # (issue 50, item 10)
+    from tracekit.render.html import render_html
+    from tracekit.render.summary_text import render_text
+
+    text = render_text(hsdp_doc, "table")
+    counted = (
+        "AG, RS, AR: pre-bucketing's counts, on the FSDP groups only (shard groups 3 | 4); not the all_reduce "
+        "on replicate groups 1 | 2 (see Bucketing did nothing on the mesh)"
+    )
+    assert f"differs from before by rounding only\n{counted}\n\nRank consensus" in text
+    assert "bytes: one rank's input (for AG, its shard: the gathered size / group size); AG, RS, AR: on every group of the mesh\n" in text
+    import html
+
+    assert f'<p class="muted" id="counted-groups">{html.escape(counted)}</p>' in render_html(hsdp_doc)
+    tp = render_text(summary_document(tracekit.load(FSDP_TP)), "table")
+    assert (
+        "AG, RS, AR: pre-bucketing's counts, on the FSDP groups only (shard groups 1 | 2); not the all_reduce on tp "
+        "groups 3 | 4 (see On the mesh, one of a kind)"
+    ) in tp
+    one_d = render_text(summary_document(tracekit.load(FIXTURE_LOGS / "spmd_auto")), "table")
+    assert "pre-bucketing's counts" not in one_d and "on every group" not in one_d
