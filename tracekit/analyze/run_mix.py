@@ -9,6 +9,9 @@ either still get compared, and differ, but the verdict should say why they might
   written into one directory, ranks 0-1 at 27.4 MB and ranks 2-3 at 0.1 MB, read as "ranks
   split into 2 groups with no majority"; the cap is a setting of the whole job, so these
   look like two runs.
+- :func:`release_mix`: the ranks were logged by different torch releases (its
+  ``torch_version`` entry). A release changes what inductor emits (2.14 moves waits, 2.15
+  groups all-gathers by contiguity), so a divergence may be the release's, not the model's.
 """
 
 from __future__ import annotations
@@ -63,7 +66,24 @@ def two_runs(run: Run) -> dict[str, Any] | None:
     }
 
 
+def release_mix(run: Run) -> dict[str, Any] | None:
+    """``{"groups": [{"ranks": "3", "torch": "2.15.0"}, ...], "text": ...}`` when the ranks
+    were logged by more than one torch release (ranks whose log names none left out); None
+    otherwise."""
+    versions = {r.rank: r.torch_version for r in run.ranks if r.torch_version}
+    groups = _groups(versions)
+    if len(groups) < 2:
+        return None
+    parts = [f"{_who(ranks)} by torch {v}" for v, ranks in groups]
+    return {
+        "groups": [{"ranks": format_ranks(ranks), "torch": v} for v, ranks in groups],
+        "text": f"the ranks were logged by {_count(len(groups))} torch releases ({'; '.join(parts)}): "
+        "one job runs one torch, and a release changes what inductor emits, so a difference between "
+        "them may be the release's",
+    }
+
+
 def mix_text(run: Run) -> str:
-    """The verdict's clauses on mixed logs (:func:`two_runs`), ``; `` joined; empty when the
-    ranks share their cap."""
-    return "; ".join(x["text"] for x in (two_runs(run),) if x)
+    """The verdict's clauses on mixed logs (:func:`two_runs`, :func:`release_mix`), ``; ``
+    joined; empty when the ranks share their cap and release."""
+    return "; ".join(x["text"] for x in (two_runs(run), release_mix(run)) if x)
