@@ -23,7 +23,7 @@ import orjson
 
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compiled_regions import compiled_regions
-from tracekit.analyze.cut import compared_items, with_logs_that_end_early
+from tracekit.analyze.cut import compared_items, shorter_logs_text, with_logs_that_end_early
 from tracekit.analyze.mesh import (
     MeshGroup,
     RoleSequences,
@@ -445,6 +445,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     facts = run_facts(run, (g for grp in groups for g in grp.graphs), no_outcome=t["graphs"] == 0)
+    facts = dataclasses.replace(facts, readings=shorter_logs_text(run, comp))  # more compiles, or cut logs
     v = verdict(facts, w, div, t, sched + comp, dn, unb)
     doc: dict[str, Any] = {
         "schema": SCHEMA,

@@ -43,6 +43,7 @@ class RunFacts:
     regions: dict[str, Any] | None = None
     bad_inputs: int = 0
     mix: str = ""  # settings one job shares that differ between the ranks (tracekit.analyze.run_mix)
+    readings: str = ""  # shorter logs that end after a whole compile (tracekit.analyze.cut.shorter_logs_text)
 
 
 def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
@@ -87,6 +88,8 @@ def verdict(
     v = _verdict(facts, w, div, t, other, dn)
     if facts.mix:  # two runs in one directory, ranks on two torch releases: said whatever the status
         v["text"] += "; " + facts.mix
+    if facts.readings and v["status"] == "diverge":  # compile ids: more compiles, or cut logs
+        v["text"] += "; " + facts.readings
     found = findings_text(list(dn))
     if found:
         v["text"] += "; " + found
