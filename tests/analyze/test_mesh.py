@@ -215,7 +215,7 @@ def test_the_outcome_columns_say_which_groups_they_count(hsdp_doc):
     text = render_text(hsdp_doc, "table")
     counted = (
         "AG, RS, AR: pre-bucketing's counts, on the FSDP groups only (shard groups 3 | 4); not the all_reduce "
-        "on replicate groups 1 | 2 (see Bucketing did nothing on the mesh)"
+        "on replicate groups 1 | 2 (under Bucketing did nothing on the mesh)"
     )
     assert f"differs from before by rounding only\n{counted}\n\nRank consensus" in text
     assert "bytes: one rank's input (for AG, its shard: the gathered size / group size); AG, RS, AR: on every group of the mesh\n" in text
@@ -225,7 +225,7 @@ def test_the_outcome_columns_say_which_groups_they_count(hsdp_doc):
     tp = render_text(summary_document(tracekit.load(FSDP_TP)), "table")
     assert (
         "AG, RS, AR: pre-bucketing's counts, on the FSDP groups only (shard groups 1 | 2); not the all_reduce on tp "
-        "groups 3 | 4 (see On the mesh, one of a kind)"
+        "groups 3 | 4 (under On the mesh, one of a kind)"
     ) in tp
     one_d = render_text(summary_document(tracekit.load(FIXTURE_LOGS / "spmd_auto")), "table")
     assert "pre-bucketing's counts" not in one_d and "on every group" not in one_d

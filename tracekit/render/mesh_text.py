@@ -147,7 +147,7 @@ def counted_groups_text(doc: dict[str, Any]) -> str:
     counts, on the FSDP (shard) groups only; the collectives on groups it never sees (the
     replicate groups' gradient all-reduces of HSDP) are named with where they are counted.
     Empty outside a mesh. For hsdp: ``AG, RS, AR: pre-bucketing's counts, on the FSDP groups
-    only (shard groups 3 | 4); not the all_reduce on replicate groups 1 | 2 (see Bucketing did
+    only (shard groups 3 | 4); not the all_reduce on replicate groups 1 | 2 (under Bucketing did
     nothing on the mesh)``."""
     mesh = doc.get("mesh")
     if not mesh:
@@ -165,7 +165,7 @@ def counted_groups_text(doc: dict[str, Any]) -> str:
             names = elsewhere.setdefault((f"{it['kind']} on {it.get('role') or 'other'} groups", title), [])
             names += [str(n) for n in it.get("groups") or [] if str(n) not in names]
     for (what, title), names in elsewhere.items():
-        text += f"; not the {what.replace(' groups', ' group' if len(names) == 1 else ' groups')} {names_text(names)} (see {title})"
+        text += f"; not the {what.replace(' groups', ' group' if len(names) == 1 else ' groups')} {names_text(names)} (under {title})"
     return text
 
 
