@@ -195,6 +195,11 @@ def test_fsdp_tp_with_no_tp_collective_in_a_graph_infers_the_tp_dimension(tmp_pa
     assert (
         "Mesh: world 4 = shard 2 × tp 2 (inferred); shard groups 1 (0,2) | 2 (1,3); tp 2 inferred: " + reason + "\n"
     ) in render_text(doc, "table")
+    from tracekit.render.mesh_text import mesh_csv_rows
+
+    assert [r for r in mesh_csv_rows(doc) if r.get("value") == "inferred"] == [
+        {"section": "mesh", "field": "tp", "value": "inferred", "group_size": 2, "detail": reason}
+    ]
 
 
 def test_the_tp_dimension_is_inferred_only_where_no_group_shows_it():
