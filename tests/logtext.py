@@ -27,3 +27,29 @@ def artifacts(log_text: str) -> list[tuple[str, str, str]]:
             payload.append(following[1:])
         out.append((entry["artifact"]["name"], match.group(1), "\n".join(payload)))
     return out
+
+
+def edit_payloads(log_text: str, name: str, edit) -> str:
+    """``log_text`` with the payload of every artifact named ``name`` replaced by
+    ``edit(payload)`` and its envelope's ``has_payload`` MD5 made to match: a log as torch would
+    have written it had the artifact held that."""
+    import hashlib
+
+    lines = log_text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        match = ENVELOPE.match(line)
+        end = i + 1
+        while end < len(lines) and lines[end].startswith("\t"):
+            end += 1
+        if match and json.loads(match.group(2)).get("artifact", {}).get("name") == name:
+            payload = edit("\n".join(x[1:] for x in lines[i + 1 : end]))
+            md5 = hashlib.md5(payload.encode()).hexdigest()
+            out.append(re.sub(r'"has_payload": "[0-9a-f]{32}"', f'"has_payload": "{md5}"', line))
+            out.extend("\t" + x for x in payload.split("\n"))
+        else:
+            out.extend(lines[i:end])
+        i = end
+    return "\n".join(out)

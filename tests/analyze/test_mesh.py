@@ -150,3 +150,87 @@ def test_one_rank_log_gives_the_whole_mesh():
         [sys.executable, "-m", "tracekit", "summarize", str(one)], capture_output=True, text=True, cwd=ROOT
     ).stdout
     assert "Mesh: world 4 = replicate 2 × shard 2; replicate group 2 (1, 1 of 2 seen); shard group 3 (1, 1 of 2 seen)\n" in out
+
+
+def _fsdp_tp_without_tp_collectives(tmp_path):
+    """fsdp_tp copied as plain logs, its tp all-reduces (and their waits) taken out of every
+    graph's schedule and estimate table: a shard 2 x tp 2 job whose TP ran outside the compiled
+    graphs, as DTensor's eager collectives do (issue 50, item 3)."""
+    import json
+
+    from conftest import plain_copytree
+    from logtext import edit_payloads
+
+    def schedule(text):
+        ops = json.loads(text)
+        at = next(i for i, op in enumerate(ops) if "all_reduce" in op)
+        del ops[at : at + 2]  # the all-reduce and the wait after it
+        return json.dumps(ops, indent=0)
+
+    def estimates(text):
+        return "\n".join(ln for ln in text.split("\n") if "all_reduce" not in ln)
+
+    d = plain_copytree(FSDP_TP, tmp_path / "fsdp_tp_no_tp")
+    for p in sorted(d.glob("*.log")):
+        text = edit_payloads(p.read_text(), "inductor_collective_schedule", schedule)
+        p.write_text(edit_payloads(text, "fx_collectives_analytical_estimation", estimates))
+    return d
+
+
+def test_fsdp_tp_with_no_tp_collective_in_a_graph_infers_the_tp_dimension(tmp_path):
+    # it printed "Mesh: world 4 = shard 2", the tp dimension lost
+    d = _fsdp_tp_without_tp_collectives(tmp_path)
+    run = tracekit.load(d, jobs=1)
+    assert _groups(d) == FSDP_TP_GROUPS[:2] and run.diagnostics.total == 0
+    doc = summary_document(run)
+    reason = "world 4 / shard 2 = 2, and each shard group steps by 2 (1: 0,2): no tp collective ran in a compiled graph"
+    assert doc["mesh"]["text"] == "world 4 = shard 2 × tp 2 (inferred)"
+    assert doc["mesh"]["dimensions"] == [
+        {"role": "shard", "size": 2, "groups": ["1", "2"]},
+        {"role": "tp", "size": 2, "groups": [], "inferred": reason},
+    ]
+    assert doc["verdict"]["text"] == "OK: all 4 ranks agree on all 2 graphs"
+    from tracekit.render.summary_text import render_text
+
+    assert (
+        "Mesh: world 4 = shard 2 × tp 2 (inferred); shard groups 1 (0,2) | 2 (1,3); tp 2 inferred: " + reason + "\n"
+    ) in render_text(doc, "table")
+    from tracekit.render.mesh_text import mesh_csv_rows
+
+    assert [r for r in mesh_csv_rows(doc) if r.get("value") == "inferred"] == [
+        {"section": "mesh", "field": "tp", "value": "inferred", "group_size": 2, "detail": reason}
+    ]
+
+
+def test_the_tp_dimension_is_inferred_only_where_no_group_shows_it():
+    # tp groups in the graphs (fsdp_tp), a contiguous shard group with its replicate groups
+    # (hsdp): nothing inferred
+    for path in (FSDP_TP, HSDP):
+        dims = summary_document(tracekit.load(path))["mesh"]["dimensions"]
+        assert [d.get("inferred") for d in dims] == [None, None]
+
+
+def test_the_outcome_columns_say_which_groups_they_count(hsdp_doc):
+    # HSDP: AR 0->0 in every outcome row (torch's counts on its FSDP group) beside the finding
+    # of 8 replicate all-reduces; the legend says which groups each table's columns count
+    # (issue 50, item 10)
+    from tracekit.render.html import render_html
+    from tracekit.render.summary_text import render_text
+
+    text = render_text(hsdp_doc, "table")
+    counted = (
+        "AG, RS, AR: pre-bucketing's counts, on the FSDP groups only (shard groups 3 | 4); not the all_reduce "
+        "on replicate groups 1 | 2 (under Bucketing did nothing on the mesh)"
+    )
+    assert f"differs from before by rounding only\n{counted}\n\nRank consensus" in text
+    assert "bytes: one rank's input (for AG, its shard: the gathered size / group size); AG, RS, AR: on every group of the mesh\n" in text
+    import html
+
+    assert f'<p class="muted" id="counted-groups">{html.escape(counted)}</p>' in render_html(hsdp_doc)
+    tp = render_text(summary_document(tracekit.load(FSDP_TP)), "table")
+    assert (
+        "AG, RS, AR: pre-bucketing's counts, on the FSDP groups only (shard groups 1 | 2); not the all_reduce on tp "
+        "groups 3 | 4 (under On the mesh, one of a kind)"
+    ) in tp
+    one_d = render_text(summary_document(tracekit.load(FIXTURE_LOGS / "spmd_auto")), "table")
+    assert "pre-bucketing's counts" not in one_d and "on every group" not in one_d

@@ -259,6 +259,14 @@ def test_explain_gives_each_replicate_all_reduce_its_reason_and_what_if():
         }
     ] * 8
     assert g["reproduced"] is True
+    # torch's recorded counts are those of its FSDP group only: the text says which groups
+    # (it read "recorded AG 5->1, RS 8->1, AR 0->0" beside the 8 all-reduces; issue 50, item 10)
+    from tracekit.render.explain_text import render_text
+
+    assert (
+        "recorded AG 5->1, RS 8->1, AR 0->0 (on FSDP group 3; not counted: AR 8 on group 1, a group "
+        "pre-bucketing never sees); the planner reproduces it (bucket members checked), bucket mode default\n"
+    ) in render_text(doc, "table")
 
 
 # -- torch's own exposed ms: hsdp_overlap, fsdp_tp_overlap (FLOPs-timed compute, NCCL model) ---------

@@ -12,6 +12,10 @@ a difference whose only cause is that the cut side lacks the item is dropped, an
 says the rank is cut and where (``Run.cut``, read off the ``truncated_entry`` and
 ``bad_gzip`` diagnostics by :func:`tracekit.read.merge.merge_files`).
 
+A log that ends after a whole compile, short of its peers', is taken as cut only when it lacks
+part of a compile it began (the backward of its forward); one that lacks only whole compile ids
+(the others recompiled) stays divergent, and :func:`shorter_logs_text` names both readings.
+
 For example, with rank 3's log cut inside the backward's entries::
 
     before:  DIVERGE: 1 of 4 ranks (3) differ from the majority on 1 graph
@@ -133,6 +137,7 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
     log ends after compile 0/0 forward; the other ranks logged 1 more (0/0 backward)``."""
     cut = cut_ranks(run)
     early = {r for d in items for r in _lacking(d)[0]} - cut
+    early -= {r for r in early if lacks_whole_compiles_only(run, items, r)}
     while early:
         assumed = cut | early
         stay = {r for d in items if not explained_by_cut(d, assumed) for r in rank_list(d["ranks"])}
@@ -168,6 +173,89 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
         )
         diagnostics.add(ENDS_EARLY, r.files[-1], 0, detail)
     return dataclasses.replace(run, cut=[*run.cut, *added], diagnostics=diagnostics)
+
+
+def _began(run: Run, rank: int | None) -> set[str]:
+    """The compile ids ``rank`` logged: began (``dynamo_start``) or holding a graph."""
+    for r in run.ranks:
+        if r.rank == rank:
+            return set(r.compile_ids) | {g.compile_id for g in r.graphs}
+    return set()
+
+
+def lacks_whole_compiles_only(run: Run, items: list[dict[str, Any]], rank: int | None) -> bool:
+    """Whether all ``rank`` lacks, of what other ranks logged, is whole compile ids it never
+    began (other frames, recompiles), and nothing of a compile it began (the backward of its
+    own forward, a graph's schedule). Its log then ends after a whole compile, where torch ends
+    one: no evidence of a cut, since ranks that compile differently (a recompile on one rank's
+    guards, a frame that failed on another) log just that. Such a rank stays divergent, and
+    :func:`shorter_logs_text` names both readings (issue 50, item 4)."""
+    began = _began(run, rank)
+    lacked = [d for d in items if rank in _lacking(d)[0]]
+    if not lacked:
+        return False
+    for d in lacked:
+        if "graph_index" in d and d.get("compile_id") in began:
+            return False
+        if d.get("what") == "cache":
+            held = d.get("majority_value") if rank in rank_list(d["ranks"]) else d.get("value")
+            if isinstance(held, dict) and held.get("compile_id") in began:
+                return False
+        elif "graph_index" not in d and d.get("what") != "compile_ids":
+            return False
+    return True
+
+
+def shorter_logs_text(run: Run, items: list[dict[str, Any]]) -> str:
+    """Both readings of ranks whose compile ids are a prefix of others' (``items``: the
+    compile-id divergence items), when the shorter logs end after a whole compile
+    (:func:`lacks_whole_compiles_only`), with how many more each rank logged: ``ranks 0,2 logged
+    2 compile ids, ending after 1/0; rank 1 logged 6 more (from 1/1), rank 3 14 more (from
+    1/1): either those ranks compiled more than ranks 0,2 (recompiles, other frames), or the
+    logs of ranks 0,2 stop early, though each ends after a whole compile, which shows no cut``.
+    Empty when no such ranks."""
+    short: dict[int | None, int] = {}  # a shorter log's rank -> its compile ids
+    more: dict[int | None, tuple[int, Any]] = {}  # a longer log's rank -> (how many more, from)
+    for d in items:
+        if d.get("what") != "compile_ids" or d.get("length") is None or d.get("majority_length") is None:
+            continue
+        lack, hold = _lacking(d)
+        if not lack or not all(lacks_whole_compiles_only(run, items, r) for r in lack):
+            continue
+        mine_short = set(lack) <= set(rank_list(d["ranks"]))
+        n_short, n_hold = (
+            (d["length"], d["majority_length"]) if mine_short else (d["majority_length"], d["length"])
+        )
+        first = d["majority_value"] if mine_short else d["value"]
+        for r in lack:
+            short[r] = n_short
+        for r in hold:
+            more[r] = (n_hold - n_short, first)
+    if not short or not more:
+        return ""
+    key = lambda r: -1 if r is None else r  # noqa: E731
+    shorts = sorted(short, key=key)
+    who = f"rank {format_ranks(shorts)}" if len(shorts) == 1 else f"ranks {format_ranks(shorts)}"
+    by_rank = {r.rank: r for r in run.ranks}
+    lasts = {by_rank[r].compile_ids[-1] for r in shorts if r in by_rank and by_rank[r].compile_ids}
+    ends = f", ending after {', '.join(sorted(lasts))}" if lasts else ""
+    counts = sorted({n for n in short.values()})
+    logged = f"{who} logged {' or '.join(map(str, counts))} compile id{'s' if counts != [1] else ''}{ends}"
+    per: dict[tuple[int, Any], list[int | None]] = {}
+    for r, v in more.items():
+        per.setdefault(v, []).append(r)
+    parts = []
+    for i, ((n, first), ranks) in enumerate(sorted(per.items(), key=lambda kv: key(min(kv[1], key=key)))):
+        noun = "rank" if len(ranks) == 1 else "ranks"
+        parts.append(f"{noun} {format_ranks(ranks)}{' logged' if i == 0 else ''} {n} more (from {first})")
+    longer = sorted(more, key=key)
+    whose = "the log of" if len(shorts) == 1 else "the logs of"
+    return (
+        f"{logged}; {', '.join(parts)}: either {'rank' if len(longer) == 1 else 'ranks'} "
+        f"{format_ranks(longer)} compiled more (recompiles, other frames), or {whose} {who} "
+        f"{'stops' if len(shorts) == 1 else 'stop'} early, "
+        f"though {'it ends' if len(shorts) == 1 else 'each ends'} after a whole compile, which shows no cut"
+    )
 
 
 def compared_items(items: list[dict[str, Any]], run: Run) -> list[dict[str, Any]]:

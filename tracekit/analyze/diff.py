@@ -343,6 +343,7 @@ def context_notes(a: Run, b: Run, shared: list[int | None], ranks_a: dict, ranks
                 f"{side} has {n} diagnostic{'s' if n != 1 else ''} (bad input lines, see "
                 "`tracekit summarize`); they do not make the runs differ"
             )
+    notes += release_notes(shared, ranks_a, ranks_b)
     for attr, what in (("compiled_graphs", "graphs compiled"), ("cache_hits", "cache hits")):
         by_values: dict[tuple[int, int], list[int | None]] = {}
         for rank in shared:
@@ -371,6 +372,23 @@ def context_notes(a: Run, b: Run, shared: list[int | None], ranks_a: dict, ranks
             f"{_ranks_text(no_final)}: not compared there"
         )
     return notes
+
+
+def release_notes(shared: list[int | None], ranks_a: dict, ranks_b: dict) -> list[str]:
+    """A note per torch release change between A and B on the shared ranks (issue 50, item
+    17): ``torch release changed: 2.13.0+cpu in A, 2.15.0+cu132 in B on rank 1; ...``. A new
+    release changes what inductor emits (2.14 moves waits later, 2.15 groups all-gathers by
+    contiguity), so the changes below may be the release's."""
+    by_values: dict[tuple[str, str], list[int | None]] = {}
+    for rank in shared:
+        va, vb = ranks_a[rank].torch_version, ranks_b[rank].torch_version
+        if va and vb and va != vb:
+            by_values.setdefault((va, vb), []).append(rank)
+    return [
+        f"torch release changed: {va} in A, {vb} in B on {_ranks_text(ranks)}; a release changes what "
+        "inductor emits (its order of collectives and waits, its buckets), so what differs may be the release's"
+        for (va, vb), ranks in by_values.items()
+    ]
 
 
 # --- small helpers -------------------------------------------------------------------------------

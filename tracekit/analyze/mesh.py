@@ -274,16 +274,79 @@ def dimensions(groups: list[MeshGroup]) -> list[tuple[str, int | None, list[str]
     ]
 
 
-def mesh_text(world: int | None, groups: list[MeshGroup]) -> str:
-    """``world 4 = replicate 2 × shard 2`` (sizes per role; ``?`` where one is unknown)."""
-    dims = " × ".join(f"{role} {size if size else '?'}" for role, size, _ in dimensions(groups))
-    return f"world {world if world else '?'} = {dims}"
+def _stride(members: tuple[int, ...]) -> int | None:
+    """The step between a group's members (``0,2`` -> 2), None unless they are evenly spaced
+    and at least two."""
+    if len(members) < 2:
+        return None
+    steps = {b - a for a, b in zip(members, members[1:], strict=False)}
+    return steps.pop() if len(steps) == 1 else None
 
 
-def mesh_document(world: int | None, groups: list[MeshGroup]) -> dict[str, Any]:
-    """The ``mesh`` section of the summary document: its text, dimensions and groups."""
+def inferred_dimension(world: int | None, groups: list[MeshGroup], schedules: bool) -> dict[str, Any] | None:
+    """The tp dimension of a mesh whose tp collectives never ran in a compiled graph, read off
+    the world and the shard groups, or None. DeviceMesh lays the world out with the tp
+    dimension innermost (torchtitan's ``dp_shard × tp``), so a shard group steps over the tp
+    ranks: ``shard 2 × tp 2`` has shard groups ``0,2`` and ``1,3``. Inferred when the world is
+    known, no group is tp, every size is read, the world leaves a factor over them, and every
+    shard group steps by exactly that factor; otherwise nothing is claimed.
+
+    ``{"role": "tp", "size": 2, "reason": "world 4 / shard 2 = 2, and each shard group steps
+    by 2 (1: 0,2): no tp collective ran in a compiled graph"}``. ``schedules``: whether the
+    logs hold any compiled graph's schedule (when none, the reason says no schedule was
+    logged, not that no tp collective ran)."""
+    dims = dimensions(groups)
+    if not world or any(role in ("tp", "unknown") or not size for role, size, _ in dims):
+        return None
+    product = 1
+    for _, size, _ in dims:
+        product *= size or 1
+    shard = [g for g in groups if g.role == "shard"]
+    if not shard or product >= world or world % product:
+        return None
+    missing = world // product
+    if missing < 2 or {_stride(g.members) for g in shard} != {missing}:
+        return None
+    over = " × ".join(f"{role} {size}" for role, size, _ in dims)
+    first = shard[0]
+    why = (
+        "no tp collective ran in a compiled graph"
+        if schedules
+        else "no compiled graph logged the collectives it runs, so none shows a tp group"
+    )
     return {
-        "text": mesh_text(world, groups),
-        "dimensions": [{"role": r, "size": s, "groups": names} for r, s, names in dimensions(groups)],
+        "role": "tp",
+        "size": missing,
+        "reason": f"world {world} / {over} = {missing}, and each shard group steps by {missing} "
+        f"({first.name}: {format_ranks(first.members)}): {why}",
+    }
+
+
+def mesh_text(world: int | None, groups: list[MeshGroup], inferred: dict[str, Any] | None = None) -> str:
+    """``world 4 = replicate 2 × shard 2`` (sizes per role; ``?`` where one is unknown); an
+    ``inferred`` dimension (:func:`inferred_dimension`) last, marked: ``world 4 = shard 2 ×
+    tp 2 (inferred)``."""
+    dims = [f"{role} {size if size else '?'}" for role, size, _ in dimensions(groups)]
+    if inferred:
+        dims.append(f"{inferred['role']} {inferred['size']} (inferred)")
+    return f"world {world if world else '?'} = {' × '.join(dims)}"
+
+
+def mesh_document(world: int | None, groups: list[MeshGroup], schedules: bool = True) -> dict[str, Any]:
+    """The ``mesh`` section of the summary document: its text, dimensions and groups. A
+    dimension no group shows (:func:`inferred_dimension`) is listed with no groups and its
+    ``inferred`` reason. ``schedules``: whether any compiled graph's schedule was logged."""
+    extra = inferred_dimension(world, groups, schedules)
+    dims = [{"role": r, "size": s, "groups": names} for r, s, names in dimensions(groups)]
+    if extra:
+        dims.append({"role": extra["role"], "size": extra["size"], "groups": [], "inferred": extra["reason"]})
+    return {
+        "text": mesh_text(world, groups, extra),
+        "dimensions": dims,
         "groups": [g.to_dict() for g in groups],
     }
+
+
+def logs_schedules(run: Run) -> bool:
+    """Whether any rank logged a compiled graph's collective schedule."""
+    return any(r.schedules_without_outcome or any(g.final is not None for g in r.graphs) for r in run.ranks)

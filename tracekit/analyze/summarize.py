@@ -23,8 +23,16 @@ import orjson
 
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compiled_regions import compiled_regions
-from tracekit.analyze.cut_logs import compared_items, with_logs_that_end_early
-from tracekit.analyze.mesh import MeshGroup, RoleSequences, is_mesh, mesh_document, mesh_groups, role_names
+from tracekit.analyze.cut_logs import compared_items, shorter_logs_text, with_logs_that_end_early
+from tracekit.analyze.mesh import (
+    MeshGroup,
+    RoleSequences,
+    is_mesh,
+    logs_schedules,
+    mesh_document,
+    mesh_groups,
+    role_names,
+)
 from tracekit.analyze.mesh_not_prebucketed import (
     mesh_not_prebucketed,
     mesh_run_once,
@@ -437,12 +445,13 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     facts = run_facts(run, (g for grp in groups for g in grp.graphs), no_outcome=t["graphs"] == 0)
+    facts = dataclasses.replace(facts, readings=shorter_logs_text(run, comp))  # more compiles, or cut logs
     v = verdict(facts, w, div, t, sched + comp, dn, unb)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "paths": list(run.paths),
         "world": w,
-        **({"mesh": mesh_document(w["expected"], mesh)} if is_mesh(mesh) else {}),
+        **({"mesh": mesh_document(w["expected"], mesh, logs_schedules(run))} if is_mesh(mesh) else {}),
         "verdict": v,
         "groups": [group_to_dict(g, memo, mesh if roles else None) for g in groups],
         "totals": table_totals(t, dn),  # the outcome table's, graphs never pre-bucketed included

@@ -21,6 +21,7 @@ from tracekit.analyze.compiled_regions import compiled_regions, no_collective_te
 from tracekit.analyze.cut_logs import cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
+from tracekit.analyze.run_mix import mix_text
 from tracekit.model import Graph, Run
 from tracekit.model.nouns import graph_label, plural, rank_noun
 from tracekit.model.rankset import format_ranks, rank_list
@@ -41,6 +42,8 @@ class RunFacts:
     cut: str = ""
     regions: dict[str, Any] | None = None
     bad_inputs: int = 0
+    mix: str = ""  # settings one job shares that differ between the ranks (tracekit.analyze.run_mix)
+    readings: str = ""  # shorter logs that end after a whole compile (tracekit.analyze.cut.shorter_logs_text)
 
 
 def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
@@ -58,6 +61,7 @@ def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
         cut=cut_text(run),
         regions=compiled_regions(run) if no_outcome else None,
         bad_inputs=run.diagnostics.total,
+        mix=mix_text(run),
     )
 
 
@@ -82,6 +86,10 @@ def verdict(
     world (:func:`tracekit.model.world.world`), ``t``: the totals
     (:func:`tracekit.analyze.totals.totals`), ``facts``: the rest (:class:`RunFacts`)."""
     v = _verdict(facts, w, div, t, other, dn)
+    if facts.mix:  # two runs in one directory, ranks on two torch releases: said whatever the status
+        v["text"] += "; " + facts.mix
+    if facts.readings and v["status"] == "diverge":  # compile ids: more compiles, or cut logs
+        v["text"] += "; " + facts.readings
     found = findings_text(list(dn))
     if found:
         v["text"] += "; " + found

@@ -37,8 +37,28 @@ def _graph_title(g: dict[str, Any]) -> str:
     )  # the cap planned at
 
 
+def _counted_groups(g: dict[str, Any]) -> str:
+    """Which groups torch's recorded counts cover, when the graph also runs collectives on a
+    group pre-bucketing never saw (a mesh's replicate or tp groups): `` (on FSDP group 3; not
+    counted: AR 8 on group 1, a group pre-bucketing never sees)``; empty otherwise."""
+    colls = [c for c in g.get("collectives") or [] if isinstance(c, dict)]
+    other = [c for c in colls if c.get("reason") == "other_group"]
+    if not other:
+        return ""
+    fsdp = sorted({str(c["group"]) for c in colls if c.get("reason") != "other_group" and c.get("group")})
+    by: dict[tuple[str, str], int] = {}
+    for c in other:
+        key = (str(c.get("kind")), str(c.get("group")))
+        by[key] = by.get(key, 0) + 1
+    groups = {grp for _, grp in by}
+    not_counted = ", ".join(f"{k} {n} on group {grp}" for (k, grp), n in by.items())
+    on = f"on FSDP group{'s' if len(fsdp) != 1 else ''} {', '.join(fsdp)}; " if fsdp else ""
+    never = "a group" if len(groups) == 1 else "groups"
+    return f" ({on}not counted: {not_counted}, {never} pre-bucketing never sees)"
+
+
 def _verdict(g: dict[str, Any]) -> str:
-    counts = ", ".join(f"{k} {v}" for k, v in g["recorded"].items())
+    counts = ", ".join(f"{k} {v}" for k, v in g["recorded"].items()) + _counted_groups(g)
     if g["error"]:
         return f"recorded {counts}; not explained: {g['error']}\n"
     checked = "bucket members" if g["buckets_checked"] == "members" else "counts"

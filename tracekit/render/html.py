@@ -58,7 +58,7 @@ from tracekit.render.html_parts import (
     where_cells,
 )
 from tracekit.render.majority_columns import majority_headers
-from tracekit.render.mesh_text import fsdp_groups_cell, groups_by_role, mesh_line
+from tracekit.render.mesh_text import counted_groups_text, fsdp_groups_cell, groups_by_role, mesh_line
 from tracekit.render.text import fmt_counts, fmt_mb
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
@@ -311,7 +311,11 @@ def final_schedule(graph: dict[str, Any]) -> str:
     )
 
 
-def section_groups(groups: list[dict[str, Any]], not_prebucketed: Sequence[dict[str, Any]] = ()) -> str:
+def section_groups(
+    groups: list[dict[str, Any]], not_prebucketed: Sequence[dict[str, Any]] = (), counted: str = ""
+) -> str:
+    """The rank groups and their graph tables; ``counted``: on a mesh, which groups the AG, RS
+    and AR columns count (:func:`tracekit.render.mesh_text.counted_groups_text`)."""
     if not groups:
         return (
             '<section id="groups"><h2>Rank groups</h2><p class="muted">this document has '
@@ -322,6 +326,8 @@ def section_groups(groups: list[dict[str, Any]], not_prebucketed: Sequence[dict[
         f'<p class="muted">{len(groups)} group{"s" if len(groups) != 1 else ""} of ranks whose '
         "graphs are identical (where they were read aside)</p>",
     ]
+    if counted:
+        out.append(f'<p class="muted" id="counted-groups">{esc(counted)}</p>')
     rest = []
     for i, g in enumerate(groups):
         ranks = checked_ranks_text(g.get("ranks"))
@@ -729,7 +735,9 @@ def render_html(
             section_world(world, doc.get("mesh")),
             "\n",
             section_groups(
-                groups, [d for d in doc.get("did_nothing") or [] if isinstance(d, dict) and d.get("outcome")]
+                groups,
+                [d for d in doc.get("did_nothing") or [] if isinstance(d, dict) and d.get("outcome")],
+                counted_groups_text(doc),
             ),
             "\n",
             section_divergence(doc),

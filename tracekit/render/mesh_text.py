@@ -48,7 +48,12 @@ def mesh_line(doc: dict[str, Any]) -> str:
     parts = [
         f"{r} group{'s' if len(gs) != 1 else ''} " + names_text([f"{g['name']} ({_members(g)})" for g in gs])
         for r, gs in groups_by_role(doc)
-        if r in dims
+        if r in dims and gs
+    ]
+    parts += [
+        f"{d.get('role')} {d.get('size')} inferred: {d['inferred']}"
+        for d in doc.get("dimensions") or []
+        if isinstance(d, dict) and d.get("inferred")
     ]
     return "; ".join([doc.get("text", ""), *parts])
 
@@ -112,6 +117,15 @@ def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 "group_size": g.get("size"),
                 "detail": g.get("reason", ""),
             }
+    for d in mesh.get("dimensions") or []:  # a dimension no group shows: its size and why
+        if isinstance(d, dict) and d.get("inferred"):
+            yield {
+                "section": "mesh",
+                "field": d.get("role"),
+                "value": "inferred",
+                "group_size": d.get("size"),
+                "detail": d["inferred"],
+            }
     for section in ("mesh_not_prebucketed", "mesh_run_once"):  # run once: no finding
         for it in doc.get(section) or []:
             yield {
@@ -126,3 +140,36 @@ def mesh_csv_rows(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 "est_ms": it.get("est_ms"),
                 "detail": f"groups={' '.join(it['groups'])}; role={it['role']}; {it['reason']}",
             }
+
+
+def counted_groups_text(doc: dict[str, Any]) -> str:
+    """On a mesh, which groups the outcome table's AG, RS and AR count: torch's pre-bucketing
+    counts, on the FSDP (shard) groups only; the collectives on groups it never sees (the
+    replicate groups' gradient all-reduces of HSDP) are named with where they are counted.
+    Empty outside a mesh. For hsdp: ``AG, RS, AR: pre-bucketing's counts, on the FSDP groups
+    only (shard groups 3 | 4); not the all_reduce on replicate groups 1 | 2 (under Bucketing did
+    nothing on the mesh)``."""
+    mesh = doc.get("mesh")
+    if not mesh:
+        return ""
+    shard = [str(g["name"]) for r, gs in groups_by_role(mesh) if r == "shard" for g in gs]
+    text = "AG, RS, AR: pre-bucketing's counts, on the FSDP groups only" + (
+        f" (shard group{'s' if len(shard) != 1 else ''} {names_text(shard)})" if shard else ""
+    )
+    elsewhere: dict[tuple[str, str], list[str]] = {}
+    for section, title in (
+        ("mesh_not_prebucketed", "Bucketing did nothing on the mesh"),
+        ("mesh_run_once", "On the mesh, one of a kind"),
+    ):
+        for it in doc.get(section) or []:
+            names = elsewhere.setdefault((f"{it['kind']} on {it.get('role') or 'other'} groups", title), [])
+            names += [str(n) for n in it.get("groups") or [] if str(n) not in names]
+    for (what, title), names in elsewhere.items():
+        text += f"; not the {what.replace(' groups', ' group' if len(names) == 1 else ' groups')} {names_text(names)} (under {title})"
+    return text
+
+
+def schedule_groups_text(doc: dict[str, Any]) -> str:
+    """On a mesh, which groups the schedule table's AG, RS and AR count: every group (what runs,
+    replicate and tp groups included); empty outside a mesh."""
+    return "AG, RS, AR: on every group of the mesh" if doc.get("mesh") else ""

@@ -17,6 +17,7 @@ from tracekit.model.nouns import graph_label, plural
 from tracekit.model.rankset import rank_members
 from tracekit.render.cells import bytes_text, entry_text, sequence_text
 from tracekit.render.majority_columns import majority_cell, majority_headers
+from tracekit.render.mesh_text import schedule_groups_text
 from tracekit.render.text import UNITS_BYTES, heading, ranks_cell, section_line, table
 
 FINAL_HEADERS = ["compile id", "graph", "ranks", "AG", "RS", "AR", "other", "bytes", "est ms", "sizes"]
@@ -127,7 +128,8 @@ def render_schedule_sections(doc: dict[str, Any], fmt: str) -> str:
     rows = final_rows(doc)
     if rows:
         out.append(table(rows, FINAL_HEADERS, fmt))
-        out.append(f"\n{UNITS_BYTES}\n")
+        groups = schedule_groups_text(doc)  # on a mesh: every group
+        out.append(f"\n{UNITS_BYTES}{'; ' + groups if groups else ''}\n")
     else:
         # the cache is named only where the logs show a cache hit (torch logs no schedule then)
         hits = any(e[1] == "hit" for _r, holder in _holders(doc) for e in holder.get("cache_events") or [])

@@ -7,7 +7,8 @@ apply (a spreadsheet filters on ``section``; pandas reads it with ``read_csv``):
 - ``world``: ``field`` expected, found, ranks, missing, duplicated (rank sets as ranges);
 - ``mesh`` (a 2-D mesh only): field ``world`` with the mesh's text, then one row per process group:
   field its role (shard, replicate, tp), value its name, ranks its members, group_size, detail
-  why that role; ``mesh_not_prebucketed``: collectives pre-bucketing never handles on the mesh,
+  why that role (a dimension no group shows, inferred: value ``inferred``, detail why);
+  ``mesh_not_prebucketed``: collectives pre-bucketing never handles on the mesh,
   field the kind, value the count, fsdp_groups the FSDP groups the pass saw, bytes and est_ms one
   rank's, detail the groups it never saw and the reason;
 - ``outcome``: one row per graph and distinct outcome (or per rank and graph with ``--per-rank``):

@@ -25,7 +25,7 @@ from tracekit.render.cells import (
 )
 from tracekit.render.compiled_regions_text import render_compiled_regions
 from tracekit.render.majority_columns import majority_cell, majority_headers
-from tracekit.render.mesh_text import fsdp_groups_cell, mesh_line, run_once_text
+from tracekit.render.mesh_text import counted_groups_text, fsdp_groups_cell, mesh_line, run_once_text
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
     UNITS_MB,
@@ -236,6 +236,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             "\n" + "; ".join(legend) + f"; total: over all rows' ranks ({doc['totals']['ranks']}), "
             "not one job's bytes; = X: differs from before by rounding only\n"
         )
+        counted = counted_groups_text(doc)  # on a mesh: which groups AG, RS, AR count
+        if counted:
+            out.append(counted + "\n")
 
     div = doc["divergence"]
     if rows:
