@@ -5,7 +5,10 @@ against memory, a table of every cap and the config line to set. Reads ``totals.
 ``pareto_front`` and ``recommendation`` (computed here from ``totals.step`` when the replay ran
 without ``--recommend``), and on a mesh the what-ifs run at the recorded cap
 (:mod:`tracekit.render.mesh_what_ifs_html`); never imports torch. Every value is torch's estimate, not a
-measurement; every string is escaped.
+measurement; every string is escaped. The charts' axes span the data with a margin
+(:func:`data_range`) and say so when they do not start at 0; the marked caps' names sit above the
+chart (:func:`mark_labels`) and the cap labels are thinned so that no text overprints another or
+the line.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Any, TypeGuard
 from tracekit.render.mesh_what_ifs_html import mesh_what_ifs_html
 from tracekit.replay.recommend import pareto_front, recommend
 
-W, H, LEFT, RIGHT, TOP, BOTTOM = 560, 150, 84, 36, 18, 30
+W, PLOT_H, LEFT, RIGHT, TOP, BOTTOM = 560, 102, 84, 36, 18, 30
+CHAR_W, ROW = 7, 13  # a character's width at the page's 11px, at most, and a row of labels (px)
+MARGIN = 0.15  # of the data's span, above and below it
 
 
 def _esc(v: Any) -> str:
@@ -60,44 +65,116 @@ def _cap_text(mb: float) -> str:
     return f"{mb:.4g}"
 
 
+def _width(text: str) -> float:
+    return CHAR_W * len(text)
+
+
+def data_range(values: list[float]) -> tuple[float, float]:
+    """An axis over ``values``: from below their least to above their largest by :data:`MARGIN`
+    of their span (of a tenth of the value when all are one), from 0 where the margin would
+    reach it; so a 3% difference between caps takes a visible part of the axis."""
+    lo, hi = min(values), max(values)
+    span = hi - lo or abs(hi) * 0.1 or 1.0
+    bottom, top = lo - MARGIN * span, hi + MARGIN * span
+    if lo >= 0 > bottom:
+        bottom = 0.0
+    return bottom, top
+
+
+def _from(lo: float, unit: str) -> str:
+    return "" if lo == 0 else f" (axis from {lo:.4g}{unit}, not 0)"
+
+
+def _spread(items: list[tuple[float, str]], lo: float, hi: float, gap: float = 6) -> list[tuple[float, str]]:
+    """The labels (x of its middle, text) that fit between ``lo`` and ``hi`` without touching one
+    another (``gap`` px apart), the first and the last given first, then the rest in order."""
+    order = [*items[:1], *items[-1:], *items[1:-1]]
+    kept: list[tuple[float, float, float, str]] = []
+    for x, text in order:
+        half = _width(text) / 2
+        x = min(max(x, lo + half), hi - half)
+        if all(x + half + gap <= k0 or k1 + gap <= x - half for k0, k1, _, _ in kept):
+            kept.append((x - half, x + half, x, text))
+    return [(x, text) for _, _, x, text in sorted(kept)]
+
+
+def mark_labels(marks: dict[str, float], xs: dict[str, float]) -> list[tuple[str, float, int, str]]:
+    """Where the marked caps' names go: in rows above the chart, over no line nor point, each
+    beside its mark (right of it, or left where the chart ends), one row down where it would
+    touch the label before it; marks at one cap share one label. (text, x, row, anchor)."""
+    by_cap: dict[float, list[str]] = {}
+    for name, mb in marks.items():
+        if mb > 0:
+            by_cap.setdefault(mb, []).append(name)
+    out: list[tuple[str, float, int, str]] = []
+    ends: list[float] = []  # per row, the right end of its last label
+    for mb in sorted(by_cap):
+        text = ", ".join(by_cap[mb])
+        x = xs[by_cap[mb][0]]
+        if x + 3 + _width(text) <= W - 2:
+            anchor, x0, x1, tx = "start", x + 3, x + 3 + _width(text), x + 3
+        else:
+            anchor, x0, x1, tx = "end", x - 3 - _width(text), x - 3, x - 3
+        row = next((r for r, end in enumerate(ends) if x0 >= end + 6), len(ends))
+        if row == len(ends):
+            ends.append(x1)
+        ends[row] = x1
+        out.append((text, tx, row, anchor))
+    return out
+
+
 def panel_svg(
     points: list[dict[str, Any]], key: str, title: str, unit: str, marks: dict[str, float], css: str
 ) -> str:
-    """One line chart of ``key`` against the cap (log2 axis), with the marked caps."""
+    """One line chart of ``key`` against the cap (log2 axis), with the marked caps. The y axis
+    spans the data (:func:`data_range`; the title says where it starts when not at 0), the
+    marks' names sit in rows above the chart (:func:`mark_labels`), the cap labels never touch."""
     xs = [math.log2(p["bucket_cap_mb"][0]) for p in points]
     ys = [(_mib(p[key]) if key == "peak_memory_bytes" else p[key]) for p in points]
-    lo_y, hi_y = min(ys + [0.0]), max(ys) * 1.1 or 1.0
+    lo_y, hi_y = data_range(ys)
     fx = _scale(min(xs), max(xs), LEFT, W - RIGHT)
-    fy = _scale(lo_y, hi_y, H - BOTTOM, TOP)
+    xmark = {name: fx(math.log2(mb)) for name, mb in marks.items() if mb > 0}
+    labels = mark_labels(marks, xmark)
+    top = TOP + ROW * (1 + max((r for _, _, r, _ in labels), default=-1))
+    h = top + PLOT_H + BOTTOM
+    fy = _scale(lo_y, hi_y, top + PLOT_H, top)
+    heading = title + _from(lo_y, unit)
     parts = [
-        f'<svg class="sweep {css}" data-key="{key}" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-        f'role="img" aria-label="{_esc(title)}"><text x="6" y="12">{_esc(title)}</text>'
+        f'<svg class="sweep {css}" data-key="{key}" data-y-min="{lo_y:.6g}" data-y-max="{hi_y:.6g}" '
+        f'width="{W}" height="{h}" viewBox="0 0 {W} {h}" role="img" aria-label="{_esc(heading)}">'
+        f'<text class="title" x="6" y="12">{_esc(heading)}</text>'
     ]
-    for frac in (0.0, 0.5, 1.0):
-        v = lo_y + frac * (hi_y - lo_y)
+    for v in sorted({min(ys), (min(ys) + max(ys)) / 2, max(ys)}):
         parts.append(
             f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{fy(v):.1f}" y2="{fy(v):.1f}"/>'
             f'<text class="axis" x="{LEFT - 4}" y="{fy(v) + 3:.1f}" text-anchor="end">'
             f"{v:.4g}{_esc(unit)}</text>"
         )
-    for p, x in zip(points, xs, strict=False):
-        mb = p["bucket_cap_mb"][0]
-        if abs(x - round(x)) < 1e-9 and round(x) % 2 == 0 or p is points[0] or p is points[-1]:
-            parts.append(
-                f'<text class="axis" x="{fx(x):.1f}" y="{H - BOTTOM + 14}" text-anchor="middle">'
-                f"{_esc(_cap_text(mb))}</text>"
-            )
+    ticks = [
+        (fx(x), _cap_text(p["bucket_cap_mb"][0]))
+        for p, x in zip(points, xs, strict=False)
+        if abs(x - round(x)) < 1e-9 and round(x) % 2 == 0 or p is points[0] or p is points[-1]
+    ]
+    for x, text in _spread(ticks, 0, W):
+        parts.append(
+            f'<text class="axis tick" x="{x:.1f}" y="{h - BOTTOM + 14}" text-anchor="middle">{_esc(text)}</text>'
+        )
     parts.append(
-        f'<text class="axis" x="{W - RIGHT}" y="{H - 2}" text-anchor="end">cap MB (log scale)</text>'
+        f'<text class="axis" x="{W - RIGHT}" y="{h - 2}" text-anchor="end">cap MB (log scale)</text>'
     )
-    for k, (name, mb) in enumerate(marks.items()):
+    for name, mb in marks.items():
         if mb > 0:
-            x = fx(math.log2(mb))
+            x = xmark[name]
             parts.append(
                 f'<line class="mark {name}" data-cap="{_esc(_cap_text(mb))}" x1="{x:.1f}" x2="{x:.1f}" '
-                f'y1="{TOP}" y2="{H - BOTTOM}"/><text class="mark {name}" x="{x + 3:.1f}" y="{TOP + 10 + 12 * k}">'
-                f"{_esc(name)}</text>"
+                f'y1="{top}" y2="{top + PLOT_H}"/>'
             )
+    for text, x, row, anchor in labels:
+        names = text.replace(",", "")
+        parts.append(
+            f'<text class="mark {names}" x="{x:.1f}" y="{top - 4 - ROW * row}" text-anchor="{anchor}">'
+            f"{_esc(text)}</text>"
+        )
     path = " ".join(
         f"{'M' if i == 0 else 'L'}{fx(x):.1f},{fy(y):.1f}"
         for i, (x, y) in enumerate(zip(xs, ys, strict=False))
@@ -114,26 +191,32 @@ def panel_svg(
 
 
 def pareto_svg(points: list[dict[str, Any]], front: list[dict[str, Any]]) -> str:
-    """Estimated step time against peak memory, one dot per cap; the front joined."""
+    """Estimated step time against peak memory, one dot per cap; the front joined. Both axes span
+    the data (:func:`data_range`), the title says where they start when not at 0."""
     xs = [_mib(p["peak_memory_bytes"]) for p in points]
     ys = [p["est_ms"] for p in points]
-    fx = _scale(0.0, max(xs) * 1.1 or 1.0, LEFT, W - RIGHT)
-    fy = _scale(0.0, max(ys) * 1.1 or 1.0, H - BOTTOM, TOP)
+    lo_x, hi_x = data_range(xs)
+    lo_y, hi_y = data_range(ys)
+    h = TOP + PLOT_H + BOTTOM
+    fx = _scale(lo_x, hi_x, LEFT, W - RIGHT)
+    fy = _scale(lo_y, hi_y, TOP + PLOT_H, TOP)
+    title = "Pareto front: estimated step ms against peak MiB (lower left is better"
+    not_0 = [name for name, lo in (("ms", lo_y), ("MiB", lo_x)) if lo]
+    heading = title + (f"; {' and '.join(not_0)} axes not from 0)" if not_0 else ")")
     parts = [
-        f'<svg class="sweep pareto" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
-        'aria-label="Pareto front"><text x="6" y="12">Pareto front: estimated step ms against peak MiB '
-        "(lower left is better)</text>"
+        f'<svg class="sweep pareto" data-x-min="{lo_x:.6g}" data-x-max="{hi_x:.6g}" data-y-min="{lo_y:.6g}" '
+        f'data-y-max="{hi_y:.6g}" width="{W}" height="{h}" viewBox="0 0 {W} {h}" role="img" '
+        f'aria-label="Pareto front"><text class="title" x="6" y="12">{_esc(heading)}</text>'
     ]
-    for frac in (0.0, 0.5, 1.0):
-        v = frac * max(ys) * 1.1
+    for v in sorted({min(ys), (min(ys) + max(ys)) / 2, max(ys)}):
         parts.append(
             f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{fy(v):.1f}" y2="{fy(v):.1f}"/>'
             f'<text class="axis" x="{LEFT - 4}" y="{fy(v) + 3:.1f}" text-anchor="end">{v:.4g} ms</text>'
         )
-        m = frac * max(xs) * 1.1
+    ticks = [(fx(m), f"{m:.4g} MiB") for m in sorted({min(xs), (min(xs) + max(xs)) / 2, max(xs)})]
+    for x, text in _spread(ticks, 0, W):
         parts.append(
-            f'<text class="axis" x="{fx(m):.1f}" y="{H - BOTTOM + 14}" text-anchor="middle">'
-            f"{m:.4g} MiB</text>"
+            f'<text class="axis tick" x="{x:.1f}" y="{h - BOTTOM + 14}" text-anchor="middle">{_esc(text)}</text>'
         )
     fr = sorted(front, key=lambda s: s["peak_memory_bytes"])
     if fr:
