@@ -339,7 +339,7 @@ def test_names():
 
 
 def test_read_on_dask_is_the_local_read(gloo):
-    import distributed
+    distributed = pytest.importorskip("distributed")  # the `dask` extra
 
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0"
