@@ -120,7 +120,10 @@ class PostGradGraph:
     dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
     # fx_collectives_estimations_after_overlap_bucketing
     estimation_after_overlap: Estimation | None = None
-    compute_estimates: ComputeEstimates | None = None  # the first fx_compute_nodes_runtime_estimation
+    #: the scheduler's compute estimates: the first fx_compute_nodes_runtime_estimation, then
+    #: the second folded in (ComputeEstimates.then)
+    compute_estimates: ComputeEstimates | None = None
+    compute_estimates_aligned: bool = False
     overlap_before: bool = False  # overlap_scheduling_graph_before was logged: the scheduler ran
     overlap_after: bool = False
 
@@ -245,8 +248,11 @@ class RankBuilder:
 
     def set_compute_estimates(self, estimates: ComputeEstimates) -> None:
         pg = self._open_position()
-        if pg.compute_estimates is None:  # the second CSV has the same "Benchmarked" column
+        if pg.compute_estimates is None:
             pg.compute_estimates = estimates
+        elif not pg.compute_estimates_aligned:  # the second: the scheduler's aligned estimates
+            pg.compute_estimates = pg.compute_estimates.then(estimates)
+            pg.compute_estimates_aligned = True
 
     def mark_overlap_scheduled(self, after: bool) -> None:
         pg = self._open_position()

@@ -286,7 +286,9 @@ def parse_compute_estimates(text: str) -> ComputeEstimates:
     header = lines[0].split(",")
     if header[:2] != ["Node", "Benchmarked Est(us)"]:
         raise ArtifactError(f"not a compute estimation header: {lines[0][:80]!r}")
+    analytical_at = header.index("Analytical Est(us)") if "Analytical Est(us)" in header else None
     out: dict[str, float] = {}
+    analytical: dict[str, float] = {}
     for ln in lines[1:]:
         cells = ln.rsplit(",", len(header) - 1)
         name = cells[0].split(" ", 1)[0]
@@ -299,12 +301,18 @@ def parse_compute_estimates(text: str) -> ComputeEstimates:
         if not (us == us and 0 <= us < float("inf")):
             raise ArtifactError(f"estimate is not a finite time: {ln[:80]!r}")
         out[intern_name(name)] = us
-    return ComputeEstimates(out)
+        if analytical_at is not None:
+            try:
+                analytical[name] = float(cells[analytical_at])
+            except ValueError:
+                pass  # an analytical cell that is not a number: that row is taken as benchmarked
+    return ComputeEstimates(out, analytical)
 
 
 class ComputeEstimatesParser(EntryParser):
     """``fx_compute_nodes_runtime_estimation`` (string CSV, microseconds): see
-    :func:`parse_compute_estimates`; the first of a post-grad graph is kept."""
+    :func:`parse_compute_estimates`; a post-grad graph's two are folded into what its
+    scheduler used (:meth:`ComputeEstimates.then`)."""
 
     artifacts = frozenset({"fx_compute_nodes_runtime_estimation"})
 
