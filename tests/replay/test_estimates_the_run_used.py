@@ -128,3 +128,84 @@ def test_parse_keeps_the_analytical_column_and_then_folds():
     assert first.analytical_us == {"mm": 0.01, "mm_1": 0.01, "mm_2": 0.01}
     assert first.then(second).benchmarked_us == {"mm": 12.5, "mm_1": 10.0, "mm_2": 10.0}
 
+
+
+# --- the run's settings (fx_graph_runnable) ----------------------------------------------------
+
+
+def _with_settings(tmp_path, scenario, lines_to_add):
+    """``scenario``'s rank 0 log with ``lines_to_add`` set in every fx_graph_runnable (after the
+    run's own aten_distributed_optimizations lines, the MD5s made valid again), as a run with
+    those settings writes it."""
+    src = rank_log(scenario, 0)
+    lines = log_text(src).split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        ln = lines[i]
+        if '"name": "fx_graph_runnable"' not in ln:
+            out.append(ln)
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end].startswith("\t"):
+            end += 1
+        body = [x[1:] for x in lines[i + 1 : end]]
+        at = max(k for k, x in enumerate(body) if x.startswith("torch._inductor.config.aten_distributed_optimizations."))
+        body[at + 1 : at + 1] = [
+            f"torch._inductor.config.aten_distributed_optimizations.{k} = {v}" for k, v in lines_to_add.items()
+        ]
+        payload = "\n".join(body)
+        old_md5 = json.loads(ln[ln.index("{") :])["has_payload"]
+        out.append(ln.replace(old_md5, hashlib.md5(payload.encode()).hexdigest()))
+        out += ["\t" + x for x in body]
+        i = end
+    dst = tmp_path / src.name.removesuffix(".gz")
+    dst.write_text("\n".join(out))
+    return dst
+
+
+def test_the_log_names_the_runs_settings_and_hook():
+    from tracekit.read.reader import graph_sources
+
+    (fwd, bwd, *_) = graph_sources(str(rank_log(A, 0)))
+    assert fwd.run_settings == bwd.run_settings
+    assert fwd.run_settings["custom_runtime_estimation"] == "__main__.flops_runtime_estimation"
+    assert fwd.run_settings["enable_overlap_scheduling"] == "True"
+
+
+def test_the_replay_schedules_with_the_runs_settings(tmp_path):
+    """A run with collective_bucketing on and max_in_flight_gb 0.5: the replay's scheduler gets
+    both (the replaying process's config has neither); the estimation settings stay the replay's,
+    and a name that is not a literal is never read."""
+    log = _with_settings(
+        tmp_path,
+        "overlap_cap_b",
+        {"collective_bucketing": "True", "max_in_flight_gb": "0.5", "compute_estimator": "'benchmark'",
+         "max_coll_distance": "os.system('x')"},
+    )
+    run = _replay(log)
+    for g in run.graphs:
+        s = g.reproduction.schedule.settings
+        assert s["collective_bucketing"] is True and s["max_in_flight_gb"] == 0.5
+        assert s["compute_estimator"] == "analytical" and s["max_coll_distance"] == 200
+    plain = _replay(B)
+    assert plain.graphs[0].reproduction.schedule.settings["collective_bucketing"] is False
+
+
+def test_profile_guided_and_benchmarked_collectives_are_said_when_the_sequence_differs(tmp_path):
+    from tracekit.replay.run_settings import unrecorded_estimates
+
+    assert unrecorded_estimates(None) == [] and unrecorded_estimates({"max_in_flight_gb": "2.0"}) == []
+    assert unrecorded_estimates({"custom_runtime_estimation": "None"}) == []
+    said = unrecorded_estimates(
+        {"profile_guided_estimations_profile_path": "'/runs/prof.json'", "collective_estimator": "'benchmark'"}
+    )
+    assert said == [
+        "the log cannot tell: the run's scheduler used profile-guided estimates (from '/runs/prof.json'), "
+        "which the log does not record; the replay timed collectives and other nodes with torch's models",
+        "the log cannot tell: the run's scheduler benchmarked its collectives (collective_estimator="
+        "'benchmark'); the replay timed them with torch's NCCL model",
+    ]
+
+
+B = FIXTURE_LOGS / "overlap_cap_b"

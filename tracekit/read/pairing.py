@@ -155,6 +155,9 @@ class GraphSource:
     post_grad: PostGradGraph | None = field(default=None, repr=False, compare=False)
     #: the torch that wrote the log (its torch_version entry: "2.14.1+cu132"), None if not logged
     torch_version: str | None = None
+    #: the aten_distributed_optimizations settings the run changed, as its fx_graph_runnable
+    #: names them ({name: value text}); None when the log has no fx_graph_runnable
+    run_settings: dict[str, str] | None = None
 
 
 @dataclass
@@ -202,6 +205,8 @@ class RankBuilder:
         self._index: dict[str, int] = {}
         self.sources: list[GraphSource] | None = [] if keep_sources else None  # for replay
         self.symbol_hints: dict[str, dict[str, int]] = {}  # compile id -> {symbol: hint}
+        #: compile id -> the aten_distributed_optimizations settings its fx_graph_runnable names
+        self.run_settings: dict[str, dict[str, str]] = {}
         self.compiles = 0  # dynamo_start entries: compiles started, whatever they logged after
         self.torch_version: str | None = None
         self.first_compile_id: str | None = None  # of the first compile (dynamo_start)
@@ -359,6 +364,9 @@ class RankBuilder:
     def set_torch_version(self, version: str) -> None:
         if self.torch_version is None:
             self.torch_version = version
+
+    def set_run_settings(self, settings: dict[str, str]) -> None:
+        self.run_settings[self.cid] = settings
 
     def add_symbol_hint(self, symbol: str, value: int) -> None:
         self.symbol_hints.setdefault(self.cid, {})[symbol] = value
@@ -555,6 +563,7 @@ class FileBuilder:
         if b.sources is not None and sink is not None:
             for src in b.sources:
                 src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
+                src.run_settings = b.run_settings.get(src.compile_id)
                 pg, src.post_grad = src.post_grad, None
                 if pg is not None:
                     src.overlap_scheduled = pg.overlap_before or pg.overlap_after

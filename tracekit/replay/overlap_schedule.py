@@ -79,6 +79,10 @@ _CONFIG_KEYS = (
     "bucket_mode",
 )
 
+#: The scheduler settings a run's log may name (:mod:`tracekit.replay.run_settings`): the
+#: config's, and the function-only ``max_off_bucket_gb``.
+SETTING_KEYS = (*_CONFIG_KEYS, "max_off_bucket_gb")
+
 #: The scheduler's classes and functions replay calls, with the arguments it passes (checked
 #: before any work: :func:`bucketing.compat.check_calls`).
 SCHEDULER_CALLS = (
@@ -132,9 +136,10 @@ def scheduler_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any
     # compiles on this machine win over the hook) and allocates real tensors of its shapes
     out["compute_estimator"] = "analytical"
     out["log_final_collectives_estimations"] = False
-    # max_off_bucket_gb and the other function-only arguments keep their defaults
+    # max_off_bucket_gb and the other function-only arguments keep their defaults unless the
+    # run's log named them (overrides)
     for k in ("max_off_bucket_gb",):
-        if k in params:
+        if k in params and (overrides or {}).get(k) is None:
             out[k] = params[k].default
     return out
 
@@ -713,6 +718,7 @@ def schedule(
 __all__ = [
     "GPUS",
     "OVERRIDABLE",
+    "SETTING_KEYS",
     "FinalCollective",
     "Gpu",
     "RecordedEstimates",

@@ -42,6 +42,7 @@ class GraphReplayer:
         #: distinct scheduler inputs -> their ScheduledGraph (see :meth:`scheduled`)
         self._schedules: dict[tuple, Any] = {}
         self.scheduler_runs = 0  # how many times torch's scheduler ran (the rest were reused)
+        self.run_overrides: dict[str, Any] = {}  # the run's scheduler settings (run_settings)
         self._linted = False  # a rewrite of a copy was checked (lint) already
         #: torch's NCCL estimates by op and shapes, per hardware modelled
         self._estimates: dict[ce.Hardware, dict[tuple, float]] = {}
@@ -148,7 +149,8 @@ class GraphReplayer:
         mode = planner.bucket_mode
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
             # the reproduction runs with the run's settings; the overrides are what-ifs
-            settings = osch.scheduler_settings(self.options.scheduler_overrides if what_if else None)
+            asked = self.options.scheduler_overrides if what_if else None
+            settings = osch.scheduler_settings({**self.run_overrides, **(asked or {})})
         key = (
             mode,
             self.options.gpu,
