@@ -144,6 +144,29 @@ def scheduler_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any
     return out
 
 
+def post_grad_waits(gm: fx.GraphModule) -> int:
+    """Do to the rebuilt graph's waits what the running torch's post-grad passes do before its
+    FSDP pre-bucketing and overlap scheduler see the graph (the log's ``before_post_grad_graph``
+    is from before them); return how many waits went.
+
+    torch 2.15 runs ``fx_passes.bucketing.deduplicate_wait_tensors`` on every graph with a
+    wait: a second wait on a value already waited on (``wait_tensor(wait_tensor(ag))``, or two
+    waits of one collective) is removed and its users take the first. Its overlap scheduler then
+    registers each collective's one wait; with the second left in, it schedules another graph.
+    torch 2.13 and 2.14 have no such pass, and the graph is left as it is. torch's function is
+    called, never copied; known by its presence, not by the version."""
+    try:
+        from torch._inductor.fx_passes.bucketing import deduplicate_wait_tensors
+    except ImportError:
+        return 0
+    before = len(gm.graph.nodes)
+    deduplicate_wait_tensors(gm.graph)
+    removed = before - len(gm.graph.nodes)
+    if removed:
+        gm.recompile()
+    return removed
+
+
 @contextlib.contextmanager
 def gpu_peaks(gpu: Gpu):
     """Make torch's roofline use ``gpu``'s bandwidth and FLOP/s (on CPU triton has neither)."""
@@ -728,6 +751,7 @@ __all__ = [
     "final_collectives",
     "gpu_peaks",
     "memory_walk",
+    "post_grad_waits",
     "schedule",
     "scheduler_settings",
 ]

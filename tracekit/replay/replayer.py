@@ -30,6 +30,9 @@ class GraphReplayer:
         t0 = time.perf_counter()
         self.gm = parse_graph_text(text, options.symbols)
         self.parse_ms = (time.perf_counter() - t0) * 1e3
+        from tracekit.replay.overlap_schedule import post_grad_waits
+
+        post_grad_waits(self.gm)  # what the running torch's post-grad passes do to waits first
         self.planner = FsdpPlanner(self.gm, options.mode)
         self.what_if_planner = (
             FsdpPlanner(self.gm, options.mode, options.bucket_mode) if options.bucket_mode else self.planner
