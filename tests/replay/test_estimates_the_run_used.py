@@ -23,10 +23,10 @@ pytest.importorskip("torch")
 A = FIXTURE_LOGS / "overlap_cap_a"
 
 
-def _with_backward_aligned_csv(tmp_path, edit):
-    """overlap_cap_a's rank 0 log with ``edit(cells)`` applied to every row of the backward's
-    second fx_compute_nodes_runtime_estimation (the fourth of the log)."""
-    src = rank_log(A, 0)
+def _with_backward_aligned_csv(tmp_path, edit, rank=0):
+    """overlap_cap_a's rank ``rank`` log with ``edit(cells)`` applied to every row of the
+    backward's second fx_compute_nodes_runtime_estimation (the fourth of the log)."""
+    src = rank_log(A, rank)
     lines = log_text(src).split("\n")
     at = [i for i, ln in enumerate(lines) if '"name": "fx_compute_nodes_runtime_estimation"' in ln][3]
     end = at + 1
@@ -108,6 +108,37 @@ def test_a_zero_benchmark_leaves_the_first(tmp_path):
 
     run = _replay(_with_backward_aligned_csv(tmp_path, zero))
     assert _backward_compute_us(run)["mm_6"] == 13.422
+
+
+def _mm_at(us):
+    def edit(cells):
+        return [cells[0], f"{us:.4f}", *cells[2:]] if cells[0].startswith("mm") else cells
+
+    return edit
+
+
+def test_every_ranks_benchmarks_give_torchs_median(tmp_path):
+    """Rank 0 benchmarked the backward's mm at 30 us, rank 1 at 20 us: torch's scheduler used
+    the median over the ranks (of two, the lower: 20 us) on both. With both logs the replay
+    does so on both ranks; with rank 0's alone it has only rank 0's 30 us."""
+    import tracekit.replay
+
+    _with_backward_aligned_csv(tmp_path, _mm_at(30.0), rank=0)
+    _with_backward_aligned_csv(tmp_path, _mm_at(20.0), rank=1)
+    run = tracekit.replay.replay(str(tmp_path), all_ranks=True)
+    bwd = [g for g in run.graphs if g.graph_index == 1]
+    assert bwd
+    for g in bwd:
+        assert set(g.compute_estimates_us.values()) == {20.0}
+    alone = tracekit.replay.replay(str(tmp_path), rank=0)
+    assert set(alone.graphs[1].compute_estimates_us.values()) == {30.0}
+
+
+def test_lower_median_is_torchs():
+    from tracekit.replay.rank_estimates import lower_median
+
+    assert lower_median([3.0, 1.0, 2.0]) == 2.0 and lower_median([30.0, 20.0]) == 20.0
+    assert lower_median([4.0, 1.0, 3.0, 2.0]) == 2.0
 
 
 def test_parse_keeps_the_analytical_column_and_then_folds():
