@@ -235,8 +235,58 @@ def test_profile_guided_and_benchmarked_collectives_are_said_when_the_sequence_d
         "the log cannot tell: the run's scheduler used profile-guided estimates (from '/runs/prof.json'), "
         "which the log does not record; the replay timed collectives and other nodes with torch's models",
         "the log cannot tell: the run's scheduler benchmarked its collectives (collective_estimator="
-        "'benchmark'); the replay timed them with torch's NCCL model",
+        "'benchmark') and the log has no fx_collectives_node_runtime_estimation; the replay timed them "
+        "with torch's NCCL model",
     ]
+    # the log has the benchmarks (by torch's key): nothing to say about them
+    key = "_c10d_functional.all_gather_into_tensor.default: (2 group size, 1048576 bytes)"
+    assert unrecorded_estimates({"collective_estimator": "'benchmark'"}, {key: 500.0}) == []
 
 
 B = FIXTURE_LOGS / "overlap_cap_b"
+
+
+def _with_backward_collective_benchmarks(tmp_path, rows):
+    """overlap_cap_a's rank 0 log with a ``fx_collectives_node_runtime_estimation`` of ``rows``
+    after the backward's analytical CSV, as a run with ``collective_estimator="benchmark"``
+    logs the medians its scheduler used (the key is torch's cache key: op, group size, the
+    first input's bytes)."""
+    src = rank_log(A, 0)
+    lines = log_text(src).split("\n")
+    at = [i for i, ln in enumerate(lines) if '"name": "fx_collectives_analytical_estimation"' in ln][1]
+    end = at + 1
+    while end < len(lines) and lines[end].startswith("\t"):
+        end += 1
+    body = [
+        "# World size: 2",
+        "Collective Key,Benchmarked(ms),NCCL Est(ms),Inductor Est(ms),NCCL Diff(ratio),Inductor Diff(ratio)",
+        *rows,
+    ]
+    payload = "\n".join(body)
+    envelope = lines[at].replace("fx_collectives_analytical_estimation", "fx_collectives_node_runtime_estimation")
+    old_md5 = json.loads(envelope[envelope.index("{") :])["has_payload"]
+    envelope = envelope.replace(old_md5, hashlib.md5(payload.encode()).hexdigest())
+    lines[end:end] = [envelope, *("\t" + x for x in body)]
+    dst = tmp_path / src.name.removesuffix(".gz")
+    dst.write_text("\n".join(lines))
+    return dst
+
+
+def test_benchmarked_collectives_are_what_the_scheduler_used(tmp_path):
+    """The backward's all-gathers benchmarked at 0.04 ms and reduce-scatters at 0.03 ms (torch's
+    NCCL model says 0.0151 ms): the replay's scheduler times them so; the forward, with no
+    benchmarks logged, keeps the NCCL model."""
+    log = _with_backward_collective_benchmarks(
+        tmp_path,
+        [
+            "_c10d_functional.all_gather_into_tensor.default: (2 group size, 524288 bytes),0.0400,0.0151,0.0151,0.38,0.38",
+            "_c10d_functional.reduce_scatter_tensor.default: (2 group size, 1048576 bytes),0.0300,0.0151,0.0151,0.50,0.50",
+        ],
+    )
+    run = _replay(log)
+    fwd, bwd = (g.reproduction.schedule for g in run.graphs)
+    durations = {(t["kind"], t["dur_us"]) for t in bwd.timeline if t["type"] == "collective"}
+    assert durations == {("all_gather", 40.0), ("reduce_scatter", 30.0)}
+    assert round(bwd.comm_ms, 4) == round(5 * 0.04 + 6 * 0.03, 4)
+    assert {t["dur_us"] for t in fwd.timeline if t["type"] == "collective"} == {15.077}  # NCCL model
+    assert bwd.fallback == []  # the keys are no compute node's

@@ -124,11 +124,24 @@ class PostGradGraph:
     #: the second folded in (ComputeEstimates.then)
     compute_estimates: ComputeEstimates | None = None
     compute_estimates_aligned: bool = False
+    #: fx_collectives_node_runtime_estimation: {torch's collective key: benchmarked ms}
+    collective_benchmarks: dict[str, float] | None = None
     overlap_before: bool = False  # overlap_scheduling_graph_before was logged: the scheduler ran
     overlap_after: bool = False
 
     def is_open(self) -> bool:
         return not self.cache_hit and self.final is None
+
+    def scheduler_estimates_us(self) -> dict[str, float] | None:
+        """The estimates the run's scheduler used that the log records, in us: compute nodes by
+        name, and benchmarked collectives by torch's collective key (which holds spaces and a
+        colon, so it is never a node's name); None when it logged no compute estimates."""
+        if self.compute_estimates is None:
+            return None
+        out = self.compute_estimates.benchmarked_us
+        if self.collective_benchmarks:
+            out = {**out, **{k: ms * 1e3 for k, ms in self.collective_benchmarks.items()}}
+        return out
 
 
 @dataclass
@@ -292,9 +305,7 @@ class RankBuilder:
                         self.file,
                         self.graph_text_line,
                         forward,
-                        compute_estimates_us=None
-                        if pg.compute_estimates is None
-                        else pg.compute_estimates.benchmarked_us,
+                        compute_estimates_us=pg.scheduler_estimates_us(),
                         torch_version=self.torch_version,
                     )
                 )
@@ -367,6 +378,9 @@ class RankBuilder:
 
     def set_run_settings(self, settings: dict[str, str]) -> None:
         self.run_settings[self.cid] = settings
+
+    def set_collective_benchmarks(self, benchmarks: dict[str, float]) -> None:
+        self._open_position().collective_benchmarks = benchmarks
 
     def add_symbol_hint(self, symbol: str, value: int) -> None:
         self.symbol_hints.setdefault(self.cid, {})[symbol] = value
@@ -567,9 +581,7 @@ class FileBuilder:
                 pg, src.post_grad = src.post_grad, None
                 if pg is not None:
                     src.overlap_scheduled = pg.overlap_before or pg.overlap_after
-                    src.compute_estimates_us = (
-                        None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us
-                    )
+                    src.compute_estimates_us = pg.scheduler_estimates_us()
                     src.estimates_after_overlap = pg.estimation_after_overlap is not None
                 sink(src)
         if b.not_prebucketed is not None and not_prebucketed_sink is not None:

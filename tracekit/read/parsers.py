@@ -36,6 +36,7 @@ from tracekit.read.entry_parser import (
     json_payload,
 )
 from tracekit.read.schedule_parsers import (
+    CollectiveBenchmarksParser,
     ComputeEstimatesParser,
     EstimationAfterOverlapParser,
     EstimationParser,
@@ -44,6 +45,7 @@ from tracekit.read.schedule_parsers import (
     ScheduleParser,
     collective_op,
     final_schedule,
+    parse_collective_benchmarks,
     parse_compute_estimates,
     parse_estimation,
 )
@@ -575,6 +577,7 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
     OverlapGraphMarkerParser(),
     TorchVersionParser(),  # which torch wrote the log: replay and explain say it beside their own
     RunSettingsParser(),  # the run's overlap scheduling settings and estimation hook
+    CollectiveBenchmarksParser(),  # the run's benchmarked collectives
 )
 
 
@@ -619,6 +622,7 @@ __all__ = [
     "key_table",
     "collective_op",
     "final_schedule",
+    "parse_collective_benchmarks",
     "parse_compute_estimates",
     "parse_estimation",
     "parse_outcome",

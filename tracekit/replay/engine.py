@@ -192,7 +192,7 @@ def replay_source(
     except Exception as e:  # noqa: BLE001
         out.error = f"replay failed: {type(e).__name__}: {str(e)[:300]}"
     if out.final_reproduced is False:  # say what the log cannot tell, not a bare mismatch
-        out.final_mismatches += run_settings.unrecorded_estimates(run)
+        out.final_mismatches += run_settings.unrecorded_estimates(run, out.compute_estimates_us)
     return out
 
 

@@ -223,8 +223,14 @@ class RecordedEstimates:
     def __call__(self, node: fx.Node, override_size: int | None) -> float | None:
         from torch._inductor.fx_passes.overlap_scheduling import is_compute_node
 
-        if node.op != "call_function" or "_c10d_functional" in str(node.target):
-            return None  # collectives and waits: torch's NCCL model
+        if node.op != "call_function":
+            return None
+        if "_c10d_functional" in str(node.target):
+            # collectives and waits: the run's benchmark where the log has it (by torch's
+            # cache key), else torch's NCCL model
+            key = benchmark_key(node) if self.us and _collective_start(node) is not None else None
+            us = None if key is None else self.us.get(key)
+            return None if us is None else us / 1e3
         us = self.us.get(node.name)
         if us is not None:
             self.used.add(node.name)
@@ -232,6 +238,24 @@ class RecordedEstimates:
         if is_compute_node(node):
             self.fallback.add(node.name)
         return None
+
+
+def benchmark_key(node: fx.Node) -> str | None:
+    """The key torch's collective benchmarks are cached and logged by
+    (``fx_collectives_node_runtime_estimation``): the op, its group's size and the bytes of its
+    first tensor input, e.g. ``_c10d_functional.all_gather_into_tensor.default: (2 group size,
+    1048576 bytes)``; None when a size is unknown."""
+    from torch.distributed.distributed_c10d import _get_group_size_by_name
+
+    group = _group_name(node)
+    size = _first_tensor_bytes(node)
+    if group is None or size is None:
+        return None
+    try:
+        group_size = _get_group_size_by_name(group)
+    except Exception:  # noqa: BLE001 - a group not registered: no benchmark applies
+        return None
+    return f"{node.target}: ({group_size} group size, {size} bytes)"
 
 
 @dataclass
@@ -745,6 +769,7 @@ __all__ = [
     "FinalCollective",
     "Gpu",
     "RecordedEstimates",
+    "benchmark_key",
     "ScheduledGraph",
     "byte_changes",
     "copy_graph",

@@ -57,9 +57,13 @@ def scheduler_overrides(settings: Mapping[str, str] | None, keys: Iterable[str])
     return out
 
 
-def unrecorded_estimates(settings: Mapping[str, str] | None) -> list[str]:
+def unrecorded_estimates(
+    settings: Mapping[str, str] | None, recorded_us: Mapping[str, float] | None = None
+) -> list[str]:
     """Where the run's overlap scheduler used estimates other than torch's models that the log
-    does not record, one sentence each; [] when it used torch's (or the log has no settings)."""
+    does not record, one sentence each; [] when it used torch's (or the log has no settings).
+    ``recorded_us``: the estimates the log gave the replay (benchmarked collectives are there
+    by torch's key, ``op: (N group size, B bytes)``, when it logged them)."""
     if not settings:
         return []
     out = []
@@ -78,10 +82,11 @@ def unrecorded_estimates(settings: Mapping[str, str] | None) -> list[str]:
             "the log does not record; the replay timed collectives and other nodes with torch's models"
         )
     ok, coll = literal(settings.get("collective_estimator", "None"))
-    if ok and coll == "benchmark":
+    if ok and coll == "benchmark" and not any(" group size, " in k for k in recorded_us or {}):
         out.append(
             "the log cannot tell: the run's scheduler benchmarked its collectives "
-            "(collective_estimator='benchmark'); the replay timed them with torch's NCCL model"
+            "(collective_estimator='benchmark') and the log has no fx_collectives_node_runtime_estimation; "
+            "the replay timed them with torch's NCCL model"
         )
     return out
 
