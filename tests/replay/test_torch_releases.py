@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import FIXTURE_LOGS
+from tests.conftest import FIXTURE_LOGS, rank_log
 
 torch = pytest.importorskip("torch")
 
@@ -153,3 +153,33 @@ def test_a_log_of_graphs_never_pre_bucketed_only_still_says_which_torch(scenario
             "differences": differences(wrote, torch.__version__),
         }
     ]
+
+
+def test_waits_go_as_the_running_release_post_grad_passes_take_them():
+    """torch 2.15's post-grad passes remove a second wait on a value already waited on
+    (``deduplicate_wait_tensors``) before pre-bucketing and the overlap scheduler; 2.13 and 2.14
+    have no such pass. The replay's rebuilt graph gets what the running release does."""
+    import torch.fx as fx
+
+    from tracekit.replay.overlap_schedule import post_grad_waits
+
+    c10d = torch.ops._c10d_functional
+    g = fx.Graph()
+    x = g.placeholder("x")
+    ag = g.call_function(c10d.all_gather_into_tensor.default, (x, 2, "0"))
+    w1 = g.call_function(c10d.wait_tensor.default, (ag,))
+    w2 = g.call_function(c10d.wait_tensor.default, (w1,))
+    g.output(g.call_function(torch.ops.aten.add.Tensor, (w2, w1)))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    has_pass = RUNNING >= "2.15"
+    assert post_grad_waits(gm) == (1 if has_pass else 0)
+    waits = [n for n in gm.graph.nodes if n.target == c10d.wait_tensor.default]
+    assert waits == ([w1] if has_pass else [w1, w2])
+    (add,) = [n for n in gm.graph.nodes if n.target == torch.ops.aten.add.Tensor]
+    assert add.args == ((w1, w1) if has_pass else (w2, w1))
+    # the fixtures' graphs wait once on each collective: nothing goes
+    from tracekit.read.reader import graph_sources
+    from tracekit.replay.graph_text import parse_graph_text
+
+    for src in graph_sources(str(rank_log("hsdp_overlap", 0))):
+        assert post_grad_waits(parse_graph_text(src.text, {})) == 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import orjson
@@ -50,11 +50,33 @@ class Estimation:
 @dataclass
 class ComputeEstimates:
     """One ``fx_compute_nodes_runtime_estimation`` CSV: ``{node name: Benchmarked Est(us)}`` in
-    row order. The ``Node`` cell is ``str(node)`` then each input's dtype and shape
-    (``mm f32(8, 128) f32(128, 256)``), so the name is its first word. A graph logs two, in
-    order, with the same "Benchmarked" column; they are paired with graphs by position."""
+    row order, and its "Analytical Est(us)" column. The ``Node`` cell is ``str(node)`` then each
+    input's dtype and shape (``mm f32(8, 128) f32(128, 256)``), so the name is its first word. A
+    graph logs two, in order; they are paired with graphs by position (:meth:`then`)."""
 
     benchmarked_us: dict[str, float]
+    analytical_us: dict[str, float] = field(default_factory=dict)
+
+    def then(self, aligned: ComputeEstimates) -> ComputeEstimates:
+        """The estimates torch's scheduler used, from this graph's first CSV (``self``: written
+        when the scheduler gathers its estimates: the ``custom_runtime_estimation`` hook's value,
+        else torch's roofline) and its second (``aligned``: written when the scheduler aligns
+        its compute estimates across ranks, before it schedules).
+
+        With ``compute_estimator="benchmark"`` (the function's default) the alignment replaces
+        each compute node's estimate by its benchmark (the hook's value when it gives one; a
+        value cached by the node's op and shapes, from an earlier graph or an earlier compile on
+        that machine, before either), and the second CSV's "Benchmarked" column holds those. With
+        ``"analytical"`` the alignment keeps the gathered estimates and the second CSV's
+        "Benchmarked" column is the roofline, equal to its "Analytical" one. So a row of the
+        second CSV whose two columns differ is what the scheduler used; a row where they are
+        equal (analytical mode, a higher-order op torch does not benchmark) or whose benchmark
+        is 0 (a node torch could not benchmark: it keeps the gathered one) leaves the first's."""
+        out = dict(self.benchmarked_us)
+        for name, us in aligned.benchmarked_us.items():
+            if us != aligned.analytical_us.get(name) and (us > 0 or name not in out):
+                out[name] = us
+        return ComputeEstimates(out, dict(self.analytical_us))
 
 
 def intern_name(s: str) -> str:
@@ -128,6 +150,8 @@ class ModelBuilder(Protocol):
     def add_symbol_hint(self, symbol: str, value: int) -> None: ...
     def set_bucket_members(self, kind: str, buckets: list[list[str]]) -> None: ...
     def set_torch_version(self, version: str) -> None: ...
+    def set_run_settings(self, settings: dict[str, str]) -> None: ...
+    def set_collective_benchmarks(self, benchmarks: dict[str, float]) -> None: ...
     def set_frame_fact(self, kind: str, value: Any) -> None: ...
     def end_frame(self, metrics: dict[str, Any]) -> None: ...
 

@@ -120,12 +120,28 @@ class PostGradGraph:
     dtypes: dict[str, list[str]] | None = None  # collectives' dtypes from inductor_post_grad_graph
     # fx_collectives_estimations_after_overlap_bucketing
     estimation_after_overlap: Estimation | None = None
-    compute_estimates: ComputeEstimates | None = None  # the first fx_compute_nodes_runtime_estimation
+    #: the scheduler's compute estimates: the first fx_compute_nodes_runtime_estimation, then
+    #: the second folded in (ComputeEstimates.then)
+    compute_estimates: ComputeEstimates | None = None
+    compute_estimates_aligned: bool = False
+    #: fx_collectives_node_runtime_estimation: {torch's collective key: benchmarked ms}
+    collective_benchmarks: dict[str, float] | None = None
     overlap_before: bool = False  # overlap_scheduling_graph_before was logged: the scheduler ran
     overlap_after: bool = False
 
     def is_open(self) -> bool:
         return not self.cache_hit and self.final is None
+
+    def scheduler_estimates_us(self) -> dict[str, float] | None:
+        """The estimates the run's scheduler used that the log records, in us: compute nodes by
+        name, and benchmarked collectives by torch's collective key (which holds spaces and a
+        colon, so it is never a node's name); None when it logged no compute estimates."""
+        if self.compute_estimates is None:
+            return None
+        out = self.compute_estimates.benchmarked_us
+        if self.collective_benchmarks:
+            out = {**out, **{k: ms * 1e3 for k, ms in self.collective_benchmarks.items()}}
+        return out
 
 
 @dataclass
@@ -152,6 +168,9 @@ class GraphSource:
     post_grad: PostGradGraph | None = field(default=None, repr=False, compare=False)
     #: the torch that wrote the log (its torch_version entry: "2.14.1+cu132"), None if not logged
     torch_version: str | None = None
+    #: the aten_distributed_optimizations settings the run changed, as its fx_graph_runnable
+    #: names them ({name: value text}); None when the log has no fx_graph_runnable
+    run_settings: dict[str, str] | None = None
 
 
 @dataclass
@@ -199,6 +218,8 @@ class RankBuilder:
         self._index: dict[str, int] = {}
         self.sources: list[GraphSource] | None = [] if keep_sources else None  # for replay
         self.symbol_hints: dict[str, dict[str, int]] = {}  # compile id -> {symbol: hint}
+        #: compile id -> the aten_distributed_optimizations settings its fx_graph_runnable names
+        self.run_settings: dict[str, dict[str, str]] = {}
         self.compiles = 0  # dynamo_start entries: compiles started, whatever they logged after
         self.torch_version: str | None = None
         self.first_compile_id: str | None = None  # of the first compile (dynamo_start)
@@ -245,8 +266,11 @@ class RankBuilder:
 
     def set_compute_estimates(self, estimates: ComputeEstimates) -> None:
         pg = self._open_position()
-        if pg.compute_estimates is None:  # the second CSV has the same "Benchmarked" column
+        if pg.compute_estimates is None:
             pg.compute_estimates = estimates
+        elif not pg.compute_estimates_aligned:  # the second: the scheduler's aligned estimates
+            pg.compute_estimates = pg.compute_estimates.then(estimates)
+            pg.compute_estimates_aligned = True
 
     def mark_overlap_scheduled(self, after: bool) -> None:
         pg = self._open_position()
@@ -281,9 +305,7 @@ class RankBuilder:
                         self.file,
                         self.graph_text_line,
                         forward,
-                        compute_estimates_us=None
-                        if pg.compute_estimates is None
-                        else pg.compute_estimates.benchmarked_us,
+                        compute_estimates_us=pg.scheduler_estimates_us(),
                         torch_version=self.torch_version,
                     )
                 )
@@ -353,6 +375,12 @@ class RankBuilder:
     def set_torch_version(self, version: str) -> None:
         if self.torch_version is None:
             self.torch_version = version
+
+    def set_run_settings(self, settings: dict[str, str]) -> None:
+        self.run_settings[self.cid] = settings
+
+    def set_collective_benchmarks(self, benchmarks: dict[str, float]) -> None:
+        self._open_position().collective_benchmarks = benchmarks
 
     def add_symbol_hint(self, symbol: str, value: int) -> None:
         self.symbol_hints.setdefault(self.cid, {})[symbol] = value
@@ -549,12 +577,11 @@ class FileBuilder:
         if b.sources is not None and sink is not None:
             for src in b.sources:
                 src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
+                src.run_settings = b.run_settings.get(src.compile_id)
                 pg, src.post_grad = src.post_grad, None
                 if pg is not None:
                     src.overlap_scheduled = pg.overlap_before or pg.overlap_after
-                    src.compute_estimates_us = (
-                        None if pg.compute_estimates is None else pg.compute_estimates.benchmarked_us
-                    )
+                    src.compute_estimates_us = pg.scheduler_estimates_us()
                     src.estimates_after_overlap = pg.estimation_after_overlap is not None
                 sink(src)
         if b.not_prebucketed is not None and not_prebucketed_sink is not None:

@@ -36,6 +36,7 @@ from tracekit.read.entry_parser import (
     json_payload,
 )
 from tracekit.read.schedule_parsers import (
+    CollectiveBenchmarksParser,
     ComputeEstimatesParser,
     EstimationAfterOverlapParser,
     EstimationParser,
@@ -44,6 +45,7 @@ from tracekit.read.schedule_parsers import (
     ScheduleParser,
     collective_op,
     final_schedule,
+    parse_collective_benchmarks,
     parse_compute_estimates,
     parse_estimation,
 )
@@ -329,6 +331,44 @@ class TorchVersionParser(EntryParser):
             builder.set_torch_version(value)
 
 
+# --- fx_graph_runnable: the run's overlap scheduling settings, for replay -------------------------
+
+#: The prefix of the lines of ``fx_graph_runnable`` that set the inductor config the run changed.
+RUN_SETTING_PREFIX = "torch._inductor.config.aten_distributed_optimizations."
+
+
+def parse_run_settings(text: str) -> dict[str, str]:
+    """The ``aten_distributed_optimizations`` settings a run changed from torch's defaults, as
+    ``fx_graph_runnable`` writes them (one line each, ``torch._inductor.config.
+    aten_distributed_optimizations.max_in_flight_gb = 2.0``): ``{name: value text}``. The value
+    stays text (a literal, or the name of a function such as ``__main__.my_estimate``): it is
+    never evaluated here (:mod:`tracekit.replay.run_settings` reads literals only)."""
+    out: dict[str, str] = {}
+    at = text.find(RUN_SETTING_PREFIX)
+    while at >= 0:
+        end = text.find("\n", at)
+        line = text[at + len(RUN_SETTING_PREFIX) : len(text) if end < 0 else end]
+        name, sep, value = line.partition(" = ")
+        if sep and name.isidentifier():
+            out[intern_name(name)] = value.strip()
+        at = text.find(RUN_SETTING_PREFIX, at + 1 if end < 0 else end)
+    return out
+
+
+class RunSettingsParser(EntryParser):
+    """``fx_graph_runnable`` (string: a script that reruns the graph, with the inductor config the
+    run changed): the run's overlap scheduling settings (:func:`parse_run_settings`), kept per
+    compile id for the graphs that follow it."""
+
+    artifacts = frozenset({"fx_graph_runnable"})
+
+    def parse(self, payload, envelope):
+        return parse_run_settings(payload or "")
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_run_settings(value)
+
+
 # --- create_symbol: the hints of symbolic sizes, for replay ----------------------------------------
 
 
@@ -536,6 +576,8 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
     ComputeEstimatesParser(),
     OverlapGraphMarkerParser(),
     TorchVersionParser(),  # which torch wrote the log: replay and explain say it beside their own
+    RunSettingsParser(),  # the run's overlap scheduling settings and estimation hook
+    CollectiveBenchmarksParser(),  # the run's benchmarked collectives
 )
 
 
@@ -580,6 +622,7 @@ __all__ = [
     "key_table",
     "collective_op",
     "final_schedule",
+    "parse_collective_benchmarks",
     "parse_compute_estimates",
     "parse_estimation",
     "parse_outcome",

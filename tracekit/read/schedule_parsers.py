@@ -1,7 +1,8 @@
 """The parsers of the collectives that run and of overlap scheduling: the schedule inductor
 logs (``inductor_collective_schedule``), torch's estimation of each collective
 (``fx_collectives_analytical_estimation``, and after overlap bucketing), the dtypes of the
-collectives of the post-grad graph, the compute estimates, and :func:`final_schedule`, which
+collectives of the post-grad graph, the compute estimates, the collectives the run benchmarked,
+and :func:`final_schedule`, which
 matches them into a :class:`tracekit.model.FinalSchedule`. Each parser is an
 :class:`tracekit.read.entry_parser.EntryParser`; the parser sets are in
 :mod:`tracekit.read.parsers`.
@@ -286,7 +287,9 @@ def parse_compute_estimates(text: str) -> ComputeEstimates:
     header = lines[0].split(",")
     if header[:2] != ["Node", "Benchmarked Est(us)"]:
         raise ArtifactError(f"not a compute estimation header: {lines[0][:80]!r}")
+    analytical_at = header.index("Analytical Est(us)") if "Analytical Est(us)" in header else None
     out: dict[str, float] = {}
+    analytical: dict[str, float] = {}
     for ln in lines[1:]:
         cells = ln.rsplit(",", len(header) - 1)
         name = cells[0].split(" ", 1)[0]
@@ -299,12 +302,18 @@ def parse_compute_estimates(text: str) -> ComputeEstimates:
         if not (us == us and 0 <= us < float("inf")):
             raise ArtifactError(f"estimate is not a finite time: {ln[:80]!r}")
         out[intern_name(name)] = us
-    return ComputeEstimates(out)
+        if analytical_at is not None:
+            try:
+                analytical[name] = float(cells[analytical_at])
+            except ValueError:
+                pass  # an analytical cell that is not a number: that row is taken as benchmarked
+    return ComputeEstimates(out, analytical)
 
 
 class ComputeEstimatesParser(EntryParser):
     """``fx_compute_nodes_runtime_estimation`` (string CSV, microseconds): see
-    :func:`parse_compute_estimates`; the first of a post-grad graph is kept."""
+    :func:`parse_compute_estimates`; a post-grad graph's two are folded into what its
+    scheduler used (:meth:`ComputeEstimates.then`)."""
 
     artifacts = frozenset({"fx_compute_nodes_runtime_estimation"})
 
@@ -313,6 +322,41 @@ class ComputeEstimatesParser(EntryParser):
 
     def apply(self, builder, key, value, file, line):
         builder.set_compute_estimates(value)
+
+
+def parse_collective_benchmarks(text: str) -> dict[str, float]:
+    """``fx_collectives_node_runtime_estimation`` (written instead of the analytical CSV when
+    the run benchmarked its collectives, ``collective_estimator="benchmark"``): ``# World size:
+    N``, then ``Collective Key,Benchmarked(ms),NCCL Est(ms),...`` rows whose key is torch's cache
+    key (``_c10d_functional.all_gather_into_tensor.default: (2 group size, 1048576 bytes)``):
+    ``{key: benchmarked ms}``, the median over the ranks that torch's scheduler used."""
+    lines = [ln for ln in text.split("\n") if ln.strip() and not ln.startswith("#")]
+    if not lines or not lines[0].startswith("Collective Key,Benchmarked(ms)"):
+        raise ArtifactError(f"not a collective benchmark header: {(lines or [''])[0][:80]!r}")
+    columns = len(lines[0].split(","))
+    out: dict[str, float] = {}
+    for ln in lines[1:]:
+        cells = ln.rsplit(",", columns - 1)
+        try:
+            ms = float(cells[1])
+        except (ValueError, IndexError):
+            raise ArtifactError(f"not a collective benchmark row: {ln[:80]!r}") from None
+        if len(cells) != columns or not (ms == ms and 0 <= ms < float("inf")):
+            raise ArtifactError(f"not a collective benchmark row: {ln[:80]!r}")
+        out[intern_name(cells[0])] = ms
+    return out
+
+
+class CollectiveBenchmarksParser(EntryParser):
+    """``fx_collectives_node_runtime_estimation``: see :func:`parse_collective_benchmarks`."""
+
+    artifacts = frozenset({"fx_collectives_node_runtime_estimation"})
+
+    def parse(self, payload, envelope):
+        return parse_collective_benchmarks(payload or "")
+
+    def apply(self, builder, key, value, file, line):
+        builder.set_collective_benchmarks(value)
 
 
 class EstimationAfterOverlapParser(EntryParser):

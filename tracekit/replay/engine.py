@@ -33,6 +33,7 @@ from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES, Graph
 from tracekit.replay import comm_estimate as ce
+from tracekit.replay import run_settings
 from tracekit.replay.graph_text import GraphTextError
 from tracekit.replay.replayer import GraphReplayer
 from tracekit.replay.results import CapReplay, CapRequest, GraphReplay, ReplayOptions
@@ -182,10 +183,16 @@ def replay_source(
     out.nodes = len(rp.gm.graph.nodes)
     out.symbols = dict(rp.gm.meta.get("tracekit_symbols", {}))
     out.parse_ms = rp.parse_ms
+    from tracekit.replay.overlap_schedule import SETTING_KEYS
+
+    run = getattr(src, "run_settings", None)
+    rp.run_overrides = run_settings.scheduler_overrides(run, SETTING_KEYS)
     try:
         _replay_caps(rp, out, options, on_cap)
     except Exception as e:  # noqa: BLE001
         out.error = f"replay failed: {type(e).__name__}: {str(e)[:300]}"
+    if out.final_reproduced is False:  # say what the log cannot tell, not a bare mismatch
+        out.final_mismatches += run_settings.unrecorded_estimates(run, out.compute_estimates_us)
     return out
 
 

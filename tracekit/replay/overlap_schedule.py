@@ -79,6 +79,10 @@ _CONFIG_KEYS = (
     "bucket_mode",
 )
 
+#: The scheduler settings a run's log may name (:mod:`tracekit.replay.run_settings`): the
+#: config's, and the function-only ``max_off_bucket_gb``.
+SETTING_KEYS = (*_CONFIG_KEYS, "max_off_bucket_gb")
+
 #: The scheduler's classes and functions replay calls, with the arguments it passes (checked
 #: before any work: :func:`bucketing.compat.check_calls`).
 SCHEDULER_CALLS = (
@@ -132,11 +136,35 @@ def scheduler_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any
     # compiles on this machine win over the hook) and allocates real tensors of its shapes
     out["compute_estimator"] = "analytical"
     out["log_final_collectives_estimations"] = False
-    # max_off_bucket_gb and the other function-only arguments keep their defaults
+    # max_off_bucket_gb and the other function-only arguments keep their defaults unless the
+    # run's log named them (overrides)
     for k in ("max_off_bucket_gb",):
-        if k in params:
+        if k in params and (overrides or {}).get(k) is None:
             out[k] = params[k].default
     return out
+
+
+def post_grad_waits(gm: fx.GraphModule) -> int:
+    """Do to the rebuilt graph's waits what the running torch's post-grad passes do before its
+    FSDP pre-bucketing and overlap scheduler see the graph (the log's ``before_post_grad_graph``
+    is from before them); return how many waits went.
+
+    torch 2.15 runs ``fx_passes.bucketing.deduplicate_wait_tensors`` on every graph with a
+    wait: a second wait on a value already waited on (``wait_tensor(wait_tensor(ag))``, or two
+    waits of one collective) is removed and its users take the first. Its overlap scheduler then
+    registers each collective's one wait; with the second left in, it schedules another graph.
+    torch 2.13 and 2.14 have no such pass, and the graph is left as it is. torch's function is
+    called, never copied; known by its presence, not by the version."""
+    try:
+        from torch._inductor.fx_passes.bucketing import deduplicate_wait_tensors
+    except ImportError:
+        return 0
+    before = len(gm.graph.nodes)
+    deduplicate_wait_tensors(gm.graph)
+    removed = before - len(gm.graph.nodes)
+    if removed:
+        gm.recompile()
+    return removed
 
 
 @contextlib.contextmanager
@@ -195,8 +223,14 @@ class RecordedEstimates:
     def __call__(self, node: fx.Node, override_size: int | None) -> float | None:
         from torch._inductor.fx_passes.overlap_scheduling import is_compute_node
 
-        if node.op != "call_function" or "_c10d_functional" in str(node.target):
-            return None  # collectives and waits: torch's NCCL model
+        if node.op != "call_function":
+            return None
+        if "_c10d_functional" in str(node.target):
+            # collectives and waits: the run's benchmark where the log has it (by torch's
+            # cache key), else torch's NCCL model
+            key = benchmark_key(node) if self.us and _collective_start(node) is not None else None
+            us = None if key is None else self.us.get(key)
+            return None if us is None else us / 1e3
         us = self.us.get(node.name)
         if us is not None:
             self.used.add(node.name)
@@ -204,6 +238,24 @@ class RecordedEstimates:
         if is_compute_node(node):
             self.fallback.add(node.name)
         return None
+
+
+def benchmark_key(node: fx.Node) -> str | None:
+    """The key torch's collective benchmarks are cached and logged by
+    (``fx_collectives_node_runtime_estimation``): the op, its group's size and the bytes of its
+    first tensor input, e.g. ``_c10d_functional.all_gather_into_tensor.default: (2 group size,
+    1048576 bytes)``; None when a size is unknown."""
+    from torch.distributed.distributed_c10d import _get_group_size_by_name
+
+    group = _group_name(node)
+    size = _first_tensor_bytes(node)
+    if group is None or size is None:
+        return None
+    try:
+        group_size = _get_group_size_by_name(group)
+    except Exception:  # noqa: BLE001 - a group not registered: no benchmark applies
+        return None
+    return f"{node.target}: ({group_size} group size, {size} bytes)"
 
 
 @dataclass
@@ -713,15 +765,18 @@ def schedule(
 __all__ = [
     "GPUS",
     "OVERRIDABLE",
+    "SETTING_KEYS",
     "FinalCollective",
     "Gpu",
     "RecordedEstimates",
+    "benchmark_key",
     "ScheduledGraph",
     "byte_changes",
     "copy_graph",
     "final_collectives",
     "gpu_peaks",
     "memory_walk",
+    "post_grad_waits",
     "schedule",
     "scheduler_settings",
 ]

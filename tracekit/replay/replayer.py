@@ -31,6 +31,9 @@ class GraphReplayer:
         t0 = time.perf_counter()
         self.gm = parse_graph_text(text, options.symbols)
         self.parse_ms = (time.perf_counter() - t0) * 1e3
+        from tracekit.replay.overlap_schedule import post_grad_waits
+
+        post_grad_waits(self.gm)  # what the running torch's post-grad passes do to waits first
         self.planner = FsdpPlanner(self.gm, options.mode)
         self.what_if_planner = (
             FsdpPlanner(self.gm, options.mode, options.bucket_mode) if options.bucket_mode else self.planner
@@ -43,6 +46,7 @@ class GraphReplayer:
         #: distinct scheduler inputs -> their ScheduledGraph (see :meth:`scheduled`)
         self._schedules: dict[tuple, Any] = {}
         self.scheduler_runs = 0  # how many times torch's scheduler ran (the rest were reused)
+        self.run_overrides: dict[str, Any] = {}  # the run's scheduler settings (run_settings)
         self._linted = False  # a rewrite of a copy was checked (lint) already
         #: torch's NCCL estimates by op and shapes, per hardware modelled
         self._estimates: dict[ce.Hardware, dict[tuple, float]] = {}
@@ -151,7 +155,8 @@ class GraphReplayer:
         mode = planner.bucket_mode
         with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
             # the reproduction runs with the run's settings; the overrides are what-ifs
-            settings = osch.scheduler_settings(self.options.scheduler_overrides if what_if else None)
+            asked = self.options.scheduler_overrides if what_if else None
+            settings = osch.scheduler_settings({**self.run_overrides, **(asked or {})})
         key = (
             mode,
             self.options.gpu,

@@ -76,6 +76,7 @@ def replay_sources_for(
     from tracekit.model.rankset import format_ranks
     from tracekit.read.reader import graph_sources
     from tracekit.read.sources import find_logs
+    from tracekit.replay.rank_estimates import align_across_ranks
 
     diag = diagnostics if diagnostics is not None else Diagnostics()
     logs = find_logs(list(paths), diag)
@@ -98,6 +99,8 @@ def replay_sources_for(
     if not sources and logs and diag.counts.get("unreadable_file", 0) >= len(logs):
         raise SelectionError("no log could be read")
     read_ranks = {s.rank for s in sources if s.rank is not None}  # before choosing one
+    # several ranks read: their benchmarked compute estimates aligned as torch's scheduler did
+    align_across_ranks(sources)
     if not all_ranks and sources:
         seen = sorted(read_ranks)
         chosen = rank if rank is not None else (seen[0] if seen else None)
