@@ -156,6 +156,20 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             f"\nThe step includes {plural(never, 'graph')} torch never pre-bucketed "
             "(the same at every cap: pre-bucketing merges nothing there).\n"
         )
+    earlier = next((s for s in steps if s.get("graphs_earlier_compiles")), None)
+    if earlier:  # a frame recompiled: the step runs one graph per frame and pass
+        out.append(
+            "\n"
+            + textwrap.fill(
+                "The step runs one graph per frame and pass, of the latest compile of each frame ("
+                + ", ".join(earlier.get("compiles") or [])
+                + "); left out, of earlier compiles: "
+                + ", ".join(earlier["graphs_earlier_compiles"])
+                + ".",
+                100,
+            )
+            + "\n"
+        )
     partial = [f"{s['cap']}: {s['partial']}" for s in steps if s.get("partial")]
     if partial:  # the step's sums leave out the graphs the scheduler failed on
         out.append("\n" + "".join(f"{p}\n" for p in partial))

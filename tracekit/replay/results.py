@@ -18,6 +18,7 @@ from tracekit.model.json_forms import final_to_dict
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.schedule_figures import round_ms, schedule_figures
+from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 #: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
 #: ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``, ``timeline``) and
@@ -332,8 +333,9 @@ def cap_labels(options: ReplayOptions) -> list[str]:
 
 
 def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict[str, Any]]:
-    """The whole step (every graph replayed: forward + backward) per cap, from the graphs whose
-    schedule ran: final counts added, times added, peak memory the largest graph's (the graphs
+    """The whole step (one graph per frame and pass: the latest compile's, forward + backward)
+    per cap, from the graphs whose schedule ran (``compiles`` and ``graphs_earlier_compiles``
+    name the compiles taken and the graphs left out, when a frame recompiled): final counts added, times added, peak memory the largest graph's (the graphs
     of a step run one after another; their activations between them are not counted)."""
     out = []
     # one step is one rank's graphs: those of the lowest rank (ranks that logged other graphs,
@@ -341,6 +343,11 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
     ranks = [x for r in results for x in r.rank_set if x is not None]
     lowest = min(ranks) if ranks else None
     results = [r for r in results if lowest is None or lowest in r.rank_set]
+    # one graph per frame and pass: the latest compile of each frame (a recompile replaces the
+    # older graphs; a graph break's frames each run) (:mod:`tracekit.replay.step_graphs`)
+    taken = step_labels(r.label for r in results)
+    earlier = in_compile_order(r.label for r in results if r.label not in taken)
+    results = [r for r in results if r.label in taken]
     for i, label in enumerate(cap_labels(options)):
         at_cap = [
             r.recorded_base if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
@@ -377,6 +384,9 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
             "largest_bucket_mb": max((c.largest_bucket_mb for c in caps), default=None),
             "fallback_nodes": sum(len(sc.fallback) for sc in scheds),
         }
+        if earlier:  # (only then: the other documents keep their fields)
+            entry["compiles"] = compiles_taken(taken)
+            entry["graphs_earlier_compiles"] = earlier
         out.append(entry)
     base = out[0]["est_ms"] if out else None
     for e in out:

@@ -22,14 +22,27 @@ from typing import Any
 
 from tracekit.model.rankset import rank_members
 from tracekit.replay.mesh_whole_step import add_step_what_ifs
+from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 _SUMMED = ("comm_ms", "exposed_ms", "compute_ms", "est_ms")
 
 
-def _of_rank(doc: dict[str, Any], rank: int | None) -> list[dict[str, Any]]:
-    """The graphs never pre-bucketed that the step of ``rank`` runs."""
-    never = doc.get("not_prebucketed") or []
-    return [e for e in never if rank is None or rank in rank_members(str(e.get("ranks")))]
+def _label(e: dict[str, Any]) -> str:
+    return f"{e['compile_id']}:{e['graph_index']}"
+
+
+def _of_rank(doc: dict[str, Any], rank: int | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The graphs never pre-bucketed that the step of ``rank`` runs (one per frame and pass,
+    the latest compile's, among the rank's graphs pre-bucketed or not:
+    :mod:`tracekit.replay.step_graphs`), and the labels of those of earlier compiles."""
+
+    def mine(e: dict[str, Any]) -> bool:
+        return rank is None or rank in rank_members(str(e.get("ranks")))
+
+    never = [e for e in doc.get("not_prebucketed") or [] if mine(e)]
+    others = [_label(g) for g in doc.get("graphs") or [] if isinstance(g, dict) and mine(g)]
+    taken = step_labels([*others, *(_label(e) for e in never)])
+    return [e for e in never if _label(e) in taken], [_label(e) for e in never if _label(e) not in taken]
 
 
 def _figures(
@@ -52,7 +65,18 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
     hw_what_if = any(v is not None for v in (doc.get("hardware") or {}).values())
     what_if = bool((doc.get("scheduler") or {}).get("overrides")) or hw_what_if
     for i, s in enumerate(steps):
-        never = _of_rank(doc, s.get("rank"))
+        never, earlier = _of_rank(doc, s.get("rank"))
+        if earlier:  # graphs of a frame's earlier compiles: not in the step either
+            s["graphs_earlier_compiles"] = in_compile_order(
+                [*(s.get("graphs_earlier_compiles") or []), *earlier]
+            )
+            labels = [_label(e) for e in never] + [
+                _label(g)
+                for g in doc.get("graphs") or []
+                if isinstance(g, dict)
+                and (s.get("rank") is None or s.get("rank") in rank_members(str(g.get("ranks"))))
+            ]
+            s["compiles"] = compiles_taken(labels)
         added = [(e, _figures(e, i, what_if, hw_what_if)) for e in never]
         with_figures = [(e, f) for e, f in added if f is not None]
         if with_figures and s.get("est_ms") is None and s.get("graphs", 0) == 0:
