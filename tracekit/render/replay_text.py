@@ -235,6 +235,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         + (f"partial: {t['partial']} of {plural(t['graphs'], 'graph')}, " if t.get("partial") else "")
         + f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
         + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "")
+        + "".join(  # a cut log: the step lacks what the rank compiled after the cut (exit 1)
+            f"; the step is partial: rank {c['rank']}'s log is cut"
+            for c in [next((s["cut"] for s in t.get("step") or [] if s.get("cut")), None)]
+            if c
+        )
         + ".\n"
     )
     for note in doc.get("notes", []):

@@ -178,10 +178,14 @@ def run(
 
 def all_reproduced(doc: dict[str, Any]) -> bool:
     """Every graph of a replay document reproduced (its one verdict, ``GraphReplay.verdict``),
-    and no graph never pre-bucketed failed or differed (one of a log where pre-bucketing never
-    ran is not compared, never blamed): the command's exit status 0."""
-    return all(g["verdict"] == "reproduced" for g in doc["graphs"]) and all(
-        e["error"] is None and e["reproduced"] is not False for e in doc.get("not_prebucketed", [])
+    no graph never pre-bucketed failed or differed (one of a log where pre-bucketing never
+    ran is not compared, never blamed), and the step's rank's log is not cut (its step is
+    partial: ``totals.step[].cut``): the command's exit status 0."""
+    steps = (doc.get("totals") or {}).get("step") or []
+    return (
+        all(g["verdict"] == "reproduced" for g in doc["graphs"])
+        and all(e["error"] is None and e["reproduced"] is not False for e in doc.get("not_prebucketed", []))
+        and not any(s.get("cut") for s in steps)
     )
 
 

@@ -99,11 +99,36 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
             s["graphs_never_prebucketed"] = len(with_figures)
         left = [e for e, f in added if all(f is not g for _e, g in with_figures)]
         s["partial"] = _partial(s, left, i, what_if)
+        cut = _cut(doc, s.get("rank"))
+        if cut:  # the rank's log ends inside an entry: what it compiled after is missing
+            s["cut"] = cut
+            why = (
+                f"rank {cut['rank']}'s log is cut (ends inside an entry at line {cut['line']} of "
+                f"{cut['file']}): the graphs it logged after the cut are missing"
+            )
+            s["partial"] = f"{s['partial']}; {why}" if s["partial"] else f"partial: {why}"
     base = steps[0].get("est_ms") if steps else None
     for s in steps:
         s["est_ms_vs_recorded"] = (
             None if base is None or s.get("est_ms") is None else round(s["est_ms"] - base, 4)
         )
+
+
+CUT_KINDS = ("truncated_entry", "bad_gzip")  # as tracekit.read.merge.CUT_KINDS
+
+
+def _cut(doc: dict[str, Any], rank: int | None) -> dict[str, Any] | None:
+    """Where the log of the step's rank is cut short (a ``truncated_entry`` or ``bad_gzip``
+    diagnostic on a file its graphs were read from): ``{"rank", "file", "line", "kind"}``."""
+    files = {
+        e.get("file")
+        for e in [*(doc.get("graphs") or []), *(doc.get("not_prebucketed") or [])]
+        if isinstance(e, dict) and (rank is None or rank in rank_members(str(e.get("ranks"))))
+    }
+    for ex in (doc.get("diagnostics") or {}).get("examples") or []:
+        if ex.get("kind") in CUT_KINDS and ex.get("file") in files:
+            return {"rank": rank, "file": ex["file"], "line": ex["line"], "kind": ex["kind"]}
+    return None
 
 
 def _partial(s: dict[str, Any], left: list[dict[str, Any]], i: int, what_if: bool) -> str | None:
