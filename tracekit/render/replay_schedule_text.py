@@ -1,5 +1,5 @@
 """The overlap-schedule part of ``tracekit replay``'s table / markdown view: per graph and per
-cap, the final collectives, comm / exposed / compute / estimated ms, peak memory and the
+cap (a graph torch never pre-bucketed in a row of its own, cap "any"), the final collectives, comm / exposed / compute / estimated ms, peak memory and the
 largest bucket; the step per cap; the reproduction of the recorded final sequence; and, with
 ``--recommend``, the Pareto front and the cap to use."""
 
@@ -70,11 +70,17 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         for g in doc["graphs"]
         if any(c.get("schedule_error") for c in [g.get("reproduction") or {}, *g.get("replays", [])])
     ]
-    if not graphs and not errors:
+    never = [  # graphs torch never pre-bucketed that were scheduled: rows of their own
+        e for e in doc.get("not_prebucketed") or [] if (e.get("schedule") or {}).get("final") is not None
+    ]
+    if not graphs and not errors and not never:
         return ""
     sched = doc.get("scheduler", {})
-    fb = sum(g["reproduction"]["estimates"]["fallback_nodes"] for g in graphs)
-    n = sum(g["reproduction"]["estimates"]["compute_nodes"] for g in graphs)
+    estimates = [g["reproduction"]["estimates"] for g in graphs] + [
+        e["schedule"].get("estimates") or {} for e in never
+    ]
+    fb = sum(x.get("fallback_nodes") or 0 for x in estimates)
+    n = sum(x.get("compute_nodes") or 0 for x in estimates)
     out = [
         "\n"
         + heading(
@@ -92,6 +98,14 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             rows.append(_row(g["ranks"], label + " recorded, what-if hw", g["recorded_what_if_hardware"]))
         for r in g["replays"]:
             rows.append(_row(g["ranks"], label, r))
+    for e in never:  # the same at every cap: pre-bucketing merges nothing there
+        row = _row(
+            e["ranks"],
+            f"{e['compile_id']}:{e['graph_index']} never pre-bucketed",
+            {**e["schedule"], "bucket_cap_mb": None, "largest_bucket_mb": None, "est_ms_vs_recorded": None},
+        )
+        row[2] = "any"  # no bucket: the cap changes nothing
+        rows.append(row)
     out.append(table(rows, HEADERS, fmt))
     lines = []
     for g in doc["graphs"]:
