@@ -70,14 +70,14 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         for g in doc["graphs"]
         if any(c.get("schedule_error") for c in [g.get("reproduction") or {}, *g.get("replays", [])])
     ]
-    never = [  # graphs torch never pre-bucketed that were scheduled: rows of their own
+    unbucketed = [  # graphs torch never pre-bucketed that were scheduled: rows of their own
         e for e in doc.get("not_prebucketed") or [] if (e.get("schedule") or {}).get("final") is not None
     ]
-    if not graphs and not errors and not never:
+    if not graphs and not errors and not unbucketed:
         return ""
     sched = doc.get("scheduler", {})
     estimates = [g["reproduction"]["estimates"] for g in graphs] + [
-        e["schedule"].get("estimates") or {} for e in never
+        e["schedule"].get("estimates") or {} for e in unbucketed
     ]
     fb = sum(x.get("fallback_nodes") or 0 for x in estimates)
     n = sum(x.get("compute_nodes") or 0 for x in estimates)
@@ -98,7 +98,7 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             rows.append(_row(g["ranks"], label + " recorded, what-if hw", g["recorded_what_if_hardware"]))
         for r in g["replays"]:
             rows.append(_row(g["ranks"], label, r))
-    for e in never:  # the same at every cap: pre-bucketing merges nothing there
+    for e in unbucketed:  # the same at every cap: pre-bucketing merges nothing there
         row = _row(
             e["ranks"],
             f"{e['compile_id']}:{e['graph_index']} never pre-bucketed",
