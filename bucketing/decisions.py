@@ -34,7 +34,7 @@ from bucketing.predicates import (
     reduce_op_of,
 )
 from bucketing.report import Decision
-from bucketing.sizes import MB, reported_bytes, round_mb, shown_mb
+from bucketing.sizes import MB, reported_bytes, shown_mb
 
 _TARGETS = {"AG": ALL_GATHER_TARGETS, "RS": (REDUCE_SCATTER_TARGET,), "AR": (ALL_REDUCE_TARGET,)}
 _NAMES = {"AG": "all-gather", "RS": "reduce-scatter", "AR": "all-reduce"}
