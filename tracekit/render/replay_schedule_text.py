@@ -60,6 +60,11 @@ def _row(ranks: str, label: str, cap: dict[str, Any]) -> list[str]:
     ]
 
 
+def _ranks_text(ranks: str) -> str:
+    """``ranks 0-2`` or ``rank 3``."""
+    return f"rank {ranks}" if ranks.isdigit() else f"ranks {ranks}"
+
+
 def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     """'' when no graph went through the overlap scheduler."""
     graphs = [
@@ -141,9 +146,25 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         step_rows += step_what_if_rows(s)  # a mesh: the step at this cap with each what-if
     steps = doc["totals"].get("step", [])
     rank = steps[0].get("rank") if steps else None
-    out.append(
-        "\n" + heading("Whole step per cap" + ("" if rank is None else f" (rank {rank}'s graphs)"), fmt)
+    groups = steps[0].get("rank_groups") if steps else None
+    whose = (
+        " (the slowest ranks' graphs at each cap: the ranks differ)"
+        if groups
+        else ""
+        if rank is None
+        else f" (rank {rank}'s graphs)"
     )
+    out.append("\n" + heading("Whole step per cap" + whose, fmt))
+    if groups:  # ranks that logged other graphs: the slowest sets the step
+        out.append(
+            textwrap.fill(
+                "The ranks logged different graphs; the step of each group at the recorded cap: "
+                + "; ".join(f"{_ranks_text(g['ranks'])}: est {_ms(g['est_ms'])} ms" for g in groups)
+                + ". Each cap's row is its slowest group's (the slowest rank sets the step).",
+                100,
+            )
+            + "\n\n"
+        )
     out.append(
         table(
             step_rows,
@@ -236,6 +257,15 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
                 + (
                     f"The recommendation is drawn from a step that is {rec['partial']}.\n"
                     if rec.get("partial")
+                    else ""
+                )
+                + (
+                    f"The ranks differ: it is drawn from the slowest ranks' step ({_ranks_text(rec['ranks'])}: "
+                    + "; ".join(
+                        f"{_ranks_text(g['ranks'])} est {_ms(g['est_ms'])} ms" for g in rec["rank_groups"]
+                    )
+                    + f" at {rec['cap_mb']:g} MB).\n"
+                    if rec.get("rank_groups")
                     else ""
                 )
             )

@@ -161,7 +161,8 @@ def _partial(s: dict[str, Any], left: list[dict[str, Any]], i: int, what_if: boo
 
 def mark_recommendation(doc: dict[str, Any]) -> None:
     """The recommendation says when the step it was drawn from is partial (in place): its
-    ``partial`` is that step's."""
+    ``partial`` is that step's; and, when the ranks differ, whose step it is (``ranks``, the
+    slowest group's) beside every group's (``rank_groups``)."""
     rec = doc.get("recommendation")
     if not isinstance(rec, dict):
         return
@@ -169,6 +170,9 @@ def mark_recommendation(doc: dict[str, Any]) -> None:
     step = next((s for s in steps if s.get("cap") == rec.get("cap")), None)
     if step is not None and step.get("partial"):
         rec["partial"] = step["partial"]
+    if step is not None and step.get("rank_groups"):  # ranks that differ: the slowest's step
+        rec["ranks"] = step["ranks"]
+        rec["rank_groups"] = step["rank_groups"]
 
 
 def finish_document(
