@@ -34,7 +34,7 @@ from bucketing.predicates import (
     reduce_op_of,
 )
 from bucketing.report import Decision
-from bucketing.sizes import MB, reported_bytes, round_mb
+from bucketing.sizes import MB, reported_bytes, shown_mb
 
 _TARGETS = {"AG": ALL_GATHER_TARGETS, "RS": (REDUCE_SCATTER_TARGET,), "AR": (ALL_REDUCE_TARGET,)}
 _NAMES = {"AG": "all-gather", "RS": "reduce-scatter", "AR": "all-reduce"}
@@ -139,7 +139,7 @@ class DecisionMaker:
         d = Decision(
             name=node.name,
             kind=kind,
-            size_mb=round_mb(reported_bytes(kind, node)) if val is not None else 0.0,
+            size_mb=shown_mb(reported_bytes(kind, node)) if val is not None else 0.0,
             dtype=dtype_name(val.dtype) if val is not None else "?",
             group=group_name_of(node),
             reason="",
@@ -256,7 +256,7 @@ class DecisionMaker:
                 f"it would be {mb_text(total)} MB, over the cap by {mb_text(total - cap)} MB"
             )
         if needed:
-            d.reason, d.detail, d.needed_mb = "over_cap", "; ".join(parts), round_mb(min(needed))
+            d.reason, d.detail, d.needed_mb = "over_cap", "; ".join(parts), shown_mb(min(needed))
         else:
             d.reason = "depends_on_bucket"
             d.detail = (

@@ -42,3 +42,10 @@ def reported_bytes(kind: str, node: fx.Node) -> int:
 def round_mb(n_bytes: int) -> float:
     """Bytes to MB, rounded to 3 decimals as in torch's artifacts."""
     return round(n_bytes / MB, 3)
+
+
+def shown_mb(n_bytes: int) -> float:
+    """Bytes to MB as a size is shown: 3 decimals, or 3 significant digits when 3 decimals
+    would read 0 for a size that is not (512 bytes: 0.000488, never 0.0)."""
+    mb = round(n_bytes / MB, 3)
+    return float(f"{n_bytes / MB:.3g}") if mb == 0 and n_bytes > 0 else mb

@@ -45,7 +45,7 @@ def test_small_cap_forward_over_cap_with_verified_caps() -> None:
         (AG, 0.016, 0, "bucketed"), (_n(AG, 1), 0.001, 0, "bucketed"),
         (_n(AG, 2), 0.125, None, "over_cap"), (_n(AG, 3), 0.001, None, "over_cap"),
         (_n(AG, 4), 0.125, None, "over_cap"), (_n(AG, 5), 0.001, 1, "bucketed"),
-        (_n(AG, 6), 0.016, 1, "bucketed"), (_n(AG, 7), 0.0, 1, "bucketed"),
+        (_n(AG, 6), 0.016, 1, "bucketed"), (_n(AG, 7), 0.000137, 1, "bucketed"),  # 144 bytes: never 0 (issue 50, item 15)
     ]
     assert {c["dtype"] for c in cs} == {"f32"} and {c["kind"] for c in cs} == {"AG"}
     assert cs[2]["detail"] == (
@@ -90,7 +90,7 @@ def test_auto_cap_everything_bucketed_and_gzipped_logs_read_the_same() -> None:
 def test_diverging_rank_3_has_its_two_extra_layers_bucketed() -> None:
     fwd, _ = _doc(str(FIXTURE_LOGS / "diverge_rank"), "--rank", "3")["graphs"]
     assert fwd["rank"] == 3 and fwd["recorded"]["AG"] == "10->1" and fwd["reproduced"] is True
-    assert [(c["name"], c["size_mb"]) for c in fwd["collectives"]][8:] == [(_n(AG, 8), 0.004), (_n(AG, 9), 0.0)]
+    assert [(c["name"], c["size_mb"]) for c in fwd["collectives"]][8:] == [(_n(AG, 8), 0.004), (_n(AG, 9), 0.000137)]
     assert fwd["buckets"]["AG"] == [[_n(AG, i) for i in range(10)]]
 
 
@@ -136,5 +136,6 @@ def test_markdown_to_a_file(tmp_path) -> None:
     text = out.read_text(encoding="utf-8")
     assert text.startswith("## rank 0, graph 0/0:0 (forward), cap 0.1 MB\n\n"
                            "recorded AG 8->5, RS 0->0, AR 0->0; the planner reproduces it (bucket members checked)")
-    assert "| all_gather_into_tensor_2 | AG     | 0.125 | f32     | -        | over_cap | cap 0.126 MB |" in text
+    assert "| all_gather_into_tensor_2 | AG     | 0.125    | f32     | -        | over_cap | cap 0.126 MB |" in text
+    assert "| all_gather_into_tensor_7 | AG     | 0.000137 | f32     | AG 1     | bucketed | -            |" in text
     assert "- AG bucket 1: all_gather_into_tensor_5, all_gather_into_tensor_6, all_gather_into_tensor_7\n" in text

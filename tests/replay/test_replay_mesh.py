@@ -327,7 +327,7 @@ def test_hsdp_overlap_what_ifs_on_the_backward():
     rows = [(m["as_run"]["left"], m["as_run"]["comm_ms"], m["as_run"]["exposed_ms"], m["as_run"]["est_ms"])]
     rows += [(w["left"], w["comm_ms"], w["exposed_ms"], w["est_ms"]) for w in m["what_ifs"]]
     assert rows == [
-        (6, 0.1773, 0.1631, 0.318),  # as run: torch's 0.16 ms exposed
+        (6, 0.1771, 0.1631, 0.318),  # as run: torch's 0.16 ms exposed; comm the scheduler table's
         (1, 0.1011, 0.0871, 0.242),  # our pass given replicate group '1' as well
         (1, 0.1011, 0.1631, 0.318),  # torch's scheduler with collective_bucketing (its figure)
     ]
@@ -384,3 +384,20 @@ def test_copies_of_one_ranks_log_beyond_the_world_do_not_size_a_group(tmp_path):
         ("1", 2, "world"),
     ]
     assert doc["graphs"][1]["reproduction"]["exposed_ms"] == 0.1631
+
+
+def test_one_graph_one_comm_figure():
+    """Issue 50, item 14: hsdp_overlap's backward has one comm figure at the recorded cap,
+    torch's scheduler's 0.1771 ms, in the scheduler table, the note on the other groups' collectives
+    and the what-ifs' "as run" row (they read 0.1771, 0.1772 and 0.1773: three sums, three roundings)."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    res = CliRunner().invoke(main, ["replay", str(FIXTURE_LOGS / "hsdp_overlap")])
+    lines = res.stdout.splitlines()
+    assert "  0 0/0:1: + 6 AR on group 1, 0.1176 ms: 0.1771 ms in all" in lines
+    (table_row,) = [x.split() for x in lines if x.startswith("0        0/0:1 recorded")]
+    assert table_row[5] == "0.1771"
+    (as_run,) = [x.split() for x in lines if x.startswith("0        0/0:1    as run")]
+    assert as_run[6] == "0.1771"

@@ -127,3 +127,16 @@ def test_a_recommendation_from_a_partial_step_says_so(tmp_path):
     mark_recommendation(doc)
     assert doc["recommendation"]["partial"] == PARTIAL
     assert f"The recommendation is drawn from a step that is {PARTIAL}." in render_text(doc, "table").splitlines()
+
+
+def test_the_scheduler_table_has_the_backward_never_pre_bucketed():
+    """Issue 50, item 20: the per-graph table shows the graph the step adds, not only the
+    step's total: its figures are the backward's (0.0704 comm, 0.0002 exposed, 0.07 compute,
+    0.0702 est, 322,616 bytes peak), cap "any"; the header counts its 7 compute nodes too."""
+    status, out = _run(str(LOGS))
+    assert status == 0, out
+    lines = out.splitlines()
+    row = next(x for x in lines if "never pre-bucketed  any" in x)
+    assert row.split() == ["0", "0/0:1", "never", "pre-bucketed", "any", "0/8/0", "0.0704", "0.0002",
+                           "0.0700", "0.0702", "0.31", "-", "-"]
+    assert any("0 of 11 compute nodes fell back to the roofline on H100" in x for x in lines)

@@ -5,7 +5,7 @@ Exit status, the same for every command (docs/output.md, "Exit status"):
 - ``0`` (:data:`OK`): done, nothing to report;
 - ``1`` (:data:`FINDINGS`): findings the caller asked to fail on (``--strict`` with bad input,
   ``summarize --fail-on-divergence``, ``diff --exit-code`` with differences, a replay that did
-  not reproduce the recorded outcome);
+  not reproduce the recorded outcome or whose step's rank log is cut);
 - ``2`` (:data:`BAD_INPUT`): bad usage or unreadable input (a missing path, an unknown rank or
   graph, a directory that does not exist for ``--output``, no log that could be read), checked
   before any work where it can be, with one line on stderr and never a traceback;

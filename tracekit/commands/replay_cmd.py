@@ -9,8 +9,8 @@ counts, then plans each ``--cap-mb`` / ``--cap auto`` (:func:`tracekit.replay.ru
 
 Exit status: 0 when every selected graph was rebuilt and reproduced, or when there was none to
 replay (a note says why); 1 when one was not, or only partly (torch's overlap scheduler failed on
-one of its caps: "partial", never "reproduced"; the output says which and why); 2 for a usage
-error.
+one of its caps: "partial", never "reproduced"; the output says which and why), or when the
+step's rank's log is cut (the step is partial); 2 for a usage error.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ what-ifs (a 1-D run).
 For hsdp_overlap's backward (6 all-reduces on replicate group '1')::
 
     what-if (recorded cap)                      left on group  their est ms  comm ms  exposed ms  est ms
-    as run                                      6              0.1176        0.1773   0.1631      0.3180
+    as run                                      6              0.1176        0.1771   0.1631      0.3180
     our pass given '1' as well                  1              0.0414        0.1011   0.0871      0.2420
 """
 

@@ -1,5 +1,5 @@
 """The overlap-schedule part of ``tracekit replay``'s table / markdown view: per graph and per
-cap, the final collectives, comm / exposed / compute / estimated ms, peak memory and the
+cap (a graph torch never pre-bucketed in a row of its own, cap "any"), the final collectives, comm / exposed / compute / estimated ms, peak memory and the
 largest bucket; the step per cap; the reproduction of the recorded final sequence; and, with
 ``--recommend``, the Pareto front and the cap to use."""
 
@@ -60,6 +60,11 @@ def _row(ranks: str, label: str, cap: dict[str, Any]) -> list[str]:
     ]
 
 
+def _ranks_text(ranks: str) -> str:
+    """``ranks 0-2`` or ``rank 3``."""
+    return f"rank {ranks}" if ranks.isdigit() else f"ranks {ranks}"
+
+
 def render_schedule(doc: dict[str, Any], fmt: str) -> str:
     """'' when no graph went through the overlap scheduler."""
     graphs = [
@@ -70,11 +75,17 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         for g in doc["graphs"]
         if any(c.get("schedule_error") for c in [g.get("reproduction") or {}, *g.get("replays", [])])
     ]
-    if not graphs and not errors:
+    unbucketed = [  # graphs torch never pre-bucketed that were scheduled: rows of their own
+        e for e in doc.get("not_prebucketed") or [] if (e.get("schedule") or {}).get("final") is not None
+    ]
+    if not graphs and not errors and not unbucketed:
         return ""
     sched = doc.get("scheduler", {})
-    fb = sum(g["reproduction"]["estimates"]["fallback_nodes"] for g in graphs)
-    n = sum(g["reproduction"]["estimates"]["compute_nodes"] for g in graphs)
+    estimates = [g["reproduction"]["estimates"] for g in graphs] + [
+        e["schedule"].get("estimates") or {} for e in unbucketed
+    ]
+    fb = sum(x.get("fallback_nodes") or 0 for x in estimates)
+    n = sum(x.get("compute_nodes") or 0 for x in estimates)
     out = [
         "\n"
         + heading(
@@ -92,6 +103,14 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
             rows.append(_row(g["ranks"], label + " recorded, what-if hw", g["recorded_what_if_hardware"]))
         for r in g["replays"]:
             rows.append(_row(g["ranks"], label, r))
+    for e in unbucketed:  # the same at every cap: pre-bucketing merges nothing there
+        row = _row(
+            e["ranks"],
+            f"{e['compile_id']}:{e['graph_index']} never pre-bucketed",
+            {**e["schedule"], "bucket_cap_mb": None, "largest_bucket_mb": None, "est_ms_vs_recorded": None},
+        )
+        row[2] = "any"  # no bucket: the cap changes nothing
+        rows.append(row)
     out.append(table(rows, HEADERS, fmt))
     lines = []
     for g in doc["graphs"]:
@@ -127,9 +146,25 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         step_rows += step_what_if_rows(s)  # a mesh: the step at this cap with each what-if
     steps = doc["totals"].get("step", [])
     rank = steps[0].get("rank") if steps else None
-    out.append(
-        "\n" + heading("Whole step per cap" + ("" if rank is None else f" (rank {rank}'s graphs)"), fmt)
+    groups = steps[0].get("rank_groups") if steps else None
+    whose = (
+        " (the slowest ranks' graphs at each cap: the ranks differ)"
+        if groups
+        else ""
+        if rank is None
+        else f" (rank {rank}'s graphs)"
     )
+    out.append("\n" + heading("Whole step per cap" + whose, fmt))
+    if groups:  # ranks that logged other graphs: the slowest sets the step
+        out.append(
+            textwrap.fill(
+                "The ranks logged different graphs; the step of each group at the recorded cap: "
+                + "; ".join(f"{_ranks_text(g['ranks'])}: est {_ms(g['est_ms'])} ms" for g in groups)
+                + ". Each cap's row is its slowest group's (the slowest rank sets the step).",
+                100,
+            )
+            + "\n\n"
+        )
     out.append(
         table(
             step_rows,
@@ -155,6 +190,20 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
         out.append(
             f"\nThe step includes {plural(never, 'graph')} torch never pre-bucketed "
             "(the same at every cap: pre-bucketing merges nothing there).\n"
+        )
+    earlier = next((s for s in steps if s.get("graphs_earlier_compiles")), None)
+    if earlier:  # a frame recompiled: the step runs one graph per frame and pass
+        out.append(
+            "\n"
+            + textwrap.fill(
+                "The step runs one graph per frame and pass, of the latest compile of each frame ("
+                + ", ".join(earlier.get("compiles") or [])
+                + "); left out, of earlier compiles: "
+                + ", ".join(earlier["graphs_earlier_compiles"])
+                + ".",
+                100,
+            )
+            + "\n"
         )
     partial = [f"{s['cap']}: {s['partial']}" for s in steps if s.get("partial")]
     if partial:  # the step's sums leave out the graphs the scheduler failed on
@@ -208,6 +257,15 @@ def render_schedule(doc: dict[str, Any], fmt: str) -> str:
                 + (
                     f"The recommendation is drawn from a step that is {rec['partial']}.\n"
                     if rec.get("partial")
+                    else ""
+                )
+                + (
+                    f"The ranks differ: it is drawn from the slowest ranks' step ({_ranks_text(rec['ranks'])}: "
+                    + "; ".join(
+                        f"{_ranks_text(g['ranks'])} est {_ms(g['est_ms'])} ms" for g in rec["rank_groups"]
+                    )
+                    + f" at {rec['cap_mb']:g} MB).\n"
+                    if rec.get("rank_groups")
                     else ""
                 )
             )

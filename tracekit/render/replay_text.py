@@ -81,8 +81,10 @@ def other_groups_lines(doc: dict[str, Any]) -> list[str]:
     """The recorded graphs whose schedule also runs collectives outside their FSDP groups (a
     mesh's replicate all-reduces, tensor parallelism's): the comm-ms column costs the FSDP
     groups' collectives only (what pre-bucketing merges), so each says what the others add
-    and the graph's whole figure, which is summarize's est ms of the graph (its *Collectives
-    that run*): hsdp's backward ``0/0:1: + 8 AR on group 1, 0.0658 ms: 0.0851 ms in all``."""
+    and the graph's whole figure: torch's overlap scheduler's comm ms of the graph at the
+    recorded cap where it ran (the one figure the scheduler table and the what-ifs' "as run"
+    row show), else the two added, summarize's est ms of the graph (its *Collectives that
+    run*): hsdp's backward ``0/0:1: + 8 AR on group 1, 0.0658 ms: 0.0851 ms in all``."""
     out = []
     for g in doc["graphs"]:
         rec, final = g["recorded"], g.get("recorded_final") or {}
@@ -98,8 +100,13 @@ def other_groups_lines(doc: dict[str, Any]) -> list[str]:
         names = sorted({str(c.get("group")) for c in others})
         ms = [c.get("est_ms") for c in others]
         add = None if None in ms else round(sum(ms), 4)
+        # the graph's one comm figure: torch's scheduler's at the recorded cap where it ran
+        # (the scheduler table's and the what-if "as run" row's), else the two parts added
+        scheduled = (g.get("reproduction") or {}).get("comm_ms")
         whole = (
-            None
+            scheduled
+            if scheduled is not None
+            else None
             if add is None or rec["estimated_comm_ms"] is None
             else round(rec["estimated_comm_ms"] + add, 4)
         )
@@ -235,6 +242,11 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         + (f"partial: {t['partial']} of {plural(t['graphs'], 'graph')}, " if t.get("partial") else "")
         + f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
         + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "")
+        + "".join(  # a cut log: the step lacks what the rank compiled after the cut (exit 1)
+            f"; the step is partial: rank {c['rank']}'s log is cut"
+            for c in [next((s["cut"] for s in t.get("step") or [] if s.get("cut")), None)]
+            if c
+        )
         + ".\n"
     )
     for note in doc.get("notes", []):

@@ -222,7 +222,7 @@ def what_ifs(
                 counts=sched.counts(),
                 left=n,
                 left_est_ms=_ms(ms),
-                comm_ms=_ms(sum(c.est_ms for c in sched.final)),
+                comm_ms=_ms(_comm_ms(sched)),
                 exposed_ms=_ms(sched.exposed_ms),
                 est_ms=_ms(sched.est_ms),
             )
@@ -251,6 +251,16 @@ def mesh_not_prebucketed(rp: Any, cap: Any, compute_us: dict[str, float] | None)
     }
 
 
+def _comm_ms(sched: Any) -> float:
+    """A schedule's comm ms, one figure wherever the graph is shown: the scheduler's own sum of
+    its collective estimates (``ScheduledGraph.comm_ms``, rounded once), as the scheduler table
+    gives it; with the scheduler's collective_bucketing on, which it estimates before bucketing,
+    the collectives that run after it (their estimates added)."""
+    if sched.settings.get("collective_bucketing"):
+        return float(sum(c.est_ms for c in sched.final))
+    return float(sched.comm_ms)
+
+
 def _as_run(cap: Any, groups: set[str]) -> dict[str, Any]:
     """A cap's own figures (its schedule, our pass given the FSDP groups only) beside the
     what-ifs: what is left on ``groups``, comm, exposed and estimated ms."""
@@ -260,7 +270,7 @@ def _as_run(cap: Any, groups: set[str]) -> dict[str, Any]:
         "bucket_cap_mb": cap.bucket_cap_mb,
         "left": n,
         "left_est_ms": _ms(ms),
-        "comm_ms": None if base is None else _ms(sum(c.est_ms for c in base.final)),
+        "comm_ms": None if base is None else _ms(base.comm_ms),  # the scheduler table's figure
         "exposed_ms": None if base is None else _ms(base.exposed_ms),
         "est_ms": None if base is None else _ms(base.est_ms),
     }

@@ -44,10 +44,13 @@ def step_what_ifs(graphs: list[dict[str, Any]], step: dict[str, Any]) -> list[di
     graph of that rank that has one (the others as run): collectives, exposed and estimated ms, against the recorded cap's step and this cap's as run. None when no graph of
     the step has what-ifs, or one has none at this cap, or the step has no figures."""
     rank = step.get("rank")
+    earlier = set(step.get("graphs_earlier_compiles") or [])  # not in the step (a recompile's older graphs)
     mesh = [
         g["not_prebucketed_on_mesh"]
         for g in graphs
-        if g.get("not_prebucketed_on_mesh") and (rank is None or rank in rank_members(str(g.get("ranks"))))
+        if g.get("not_prebucketed_on_mesh")
+        and (rank is None or rank in rank_members(str(g.get("ranks"))))
+        and f"{g.get('compile_id')}:{g.get('graph_index')}" not in earlier
     ]
     if not mesh or step.get("exposed_ms") is None or step.get("est_ms") is None:
         return None

@@ -18,6 +18,7 @@ from tracekit.model.json_forms import final_to_dict
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.schedule_figures import round_ms, schedule_figures
+from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 #: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
 #: ``exposed_ms``, ``compute_ms``, ``est_ms``, ``peak_memory_bytes``, ``timeline``) and
@@ -330,16 +331,80 @@ def cap_labels(options: ReplayOptions) -> list[str]:
     return ["recorded"] + reqs
 
 
+def rank_groups(results: list[GraphReplay]) -> list[list[int]]:
+    """The ranks grouped by the graphs they recorded (each graph's compile id, index and
+    recorded outcome: counts, groups, sizes), lowest rank first: one group when every rank
+    logged the same graphs; more when ranks diverge (one rank with a layer more)."""
+    by_rank: dict[int, set[tuple]] = {}
+    for r in results:
+        for x in r.rank_set:
+            if x is not None:
+                by_rank.setdefault(x, set()).add((r.compile_id, r.graph_index, outcome_key(r.recorded)))
+    groups: dict[frozenset, list[int]] = {}
+    for x in sorted(by_rank):
+        groups.setdefault(frozenset(by_rank[x]), []).append(x)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def outcome_key(g: Graph) -> tuple:
+    """What tells one rank's recorded outcome of a graph from another's: cap, group size, counts
+    and sizes (not the file, the compute estimates, nor the group names: on a mesh each rank's
+    groups have names of their own)."""
+
+    def sizes(xs: Any) -> Any:
+        return None if xs is None else tuple((x.type, x.size_mb) for x in xs)
+
+    return (
+        g.bucket_cap_mb,
+        g.group_size,
+        tuple((t, c.before, c.after) for t, c in g.collectives.items()),
+        None if g.sizes_mb is None else (sizes(g.sizes_mb.before), sizes(g.sizes_mb.after)),
+    )
+
+
 def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict[str, Any]]:
-    """The whole step (every graph replayed: forward + backward) per cap, from the graphs whose
-    schedule ran: final counts added, times added, peak memory the largest graph's (the graphs
+    """The whole step per cap (:func:`rank_step`). When the ranks replayed logged different
+    graphs (:func:`rank_groups`), each group's step is made and each cap's entry is the slowest
+    group's (the slowest rank sets the step), with ``rank_groups`` listing every group's
+    ``ranks``, ``est_ms`` and ``exposed_ms`` at that cap."""
+    groups = rank_groups(results)
+    if len(groups) <= 1:
+        return rank_step(results, options, groups[0][0] if groups else None)
+    steps = [rank_step(results, options, g[0]) for g in groups]
+    out = []
+    for i in range(len(steps[0])):
+        at_cap = [st[i] for st in steps]
+        timed = [e for e in at_cap if e.get("est_ms") is not None]
+        slowest = max(timed, key=lambda e: e["est_ms"]) if timed else at_cap[0]
+        entry = dict(slowest)
+        entry["ranks"] = format_ranks(groups[at_cap.index(slowest)])
+        entry["rank_groups"] = [
+            {"ranks": format_ranks(g), "est_ms": e.get("est_ms"), "exposed_ms": e.get("exposed_ms")}
+            for g, e in zip(groups, at_cap, strict=True)
+        ]
+        out.append(entry)
+    base = out[0]["est_ms"] if out else None
+    for e in out:
+        e["est_ms_vs_recorded"] = (
+            None if base is None or e["est_ms"] is None else round_ms(e["est_ms"] - base)
+        )
+    return out
+
+
+def rank_step(results: list[GraphReplay], options: ReplayOptions, rank: int | None) -> list[dict[str, Any]]:
+    """The whole step of ``rank`` (one graph per frame and pass: the latest compile's, forward
+    + backward) per cap, from the graphs whose schedule ran (``compiles`` and
+    ``graphs_earlier_compiles`` name the compiles taken and the graphs left out, when a frame
+    recompiled): final counts added, times added, peak memory the largest graph's (the graphs
     of a step run one after another; their activations between them are not counted)."""
     out = []
-    # one step is one rank's graphs: those of the lowest rank (ranks that logged other graphs,
-    # as in a non-SPMD run, are in the per-graph rows, not in this step)
-    ranks = [x for r in results for x in r.rank_set if x is not None]
-    lowest = min(ranks) if ranks else None
+    lowest = rank
     results = [r for r in results if lowest is None or lowest in r.rank_set]
+    # one graph per frame and pass: the latest compile of each frame (a recompile replaces the
+    # older graphs; a graph break's frames each run) (:mod:`tracekit.replay.step_graphs`)
+    taken = step_labels(r.label for r in results)
+    earlier = in_compile_order(r.label for r in results if r.label not in taken)
+    results = [r for r in results if r.label in taken]
     for i, label in enumerate(cap_labels(options)):
         at_cap = [
             r.recorded_base if i == 0 else (r.replays[i - 1] if i - 1 < len(r.replays) else None)
@@ -376,6 +441,9 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
             "largest_bucket_mb": max((c.largest_bucket_mb for c in caps), default=None),
             "fallback_nodes": sum(len(sc.fallback) for sc in scheds),
         }
+        if earlier:  # (only then: the other documents keep their fields)
+            entry["compiles"] = compiles_taken(taken)
+            entry["graphs_earlier_compiles"] = earlier
         out.append(entry)
     base = out[0]["est_ms"] if out else None
     for e in out:
@@ -394,6 +462,8 @@ __all__ = [
     "ReplayRun",
     "cap_labels",
     "recorded_collectives",
+    "rank_groups",
+    "rank_step",
     "replay_document",
     "step_totals",
 ]

@@ -124,6 +124,7 @@ def run(
     import torch
 
     from tracekit.model import Diagnostics
+    from tracekit.model.rankset import format_ranks
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.replay.engine import replay_sources
     from tracekit.replay.mesh_what_ifs import add_at_caps, add_at_recommended_cap
@@ -140,7 +141,17 @@ def run(
     progress = progress or Progress()
     replay_options = options.replay_options()
     diag = Diagnostics()
-    mixed = read_selected(paths, selection or Selection(), diag, progress)
+    selection = selection or Selection()
+    # --recommend on the default selection reads every rank: a cap is recommended for the job,
+    # and the slowest rank sets its step (:func:`diverging_ranks`)
+    every = options.recommend and selection.rank is None and not selection.all_ranks
+    mixed = read_selected(
+        paths, Selection(None, True, selection.graphs) if every else selection, diag, progress
+    )
+    differ = diverging_ranks(mixed) if every else []
+    if every and not differ:  # every rank logged the same graphs: the lowest one's, as before
+        lowest = min((s.rank for s in mixed if s.rank is not None), default=None)
+        mixed = [s for s in mixed if s.rank == lowest]
     sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
     never = [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives]
     replay_options.groups = table_for(paths, mixed)  # a mesh: every group's size and members
@@ -162,6 +173,12 @@ def run(
     )
     if options.hardware_what_if() and scheduled:
         notes.append(WHAT_IF_REACH)
+    if differ:
+        notes.append(
+            "the ranks logged different graphs ("
+            + "; ".join(f"ranks {format_ranks(g)}" if len(g) > 1 else f"rank {g[0]}" for g in differ)
+            + "): each group's graphs are replayed and the step at each cap is the slowest group's"
+        )
     if diag.total:
         notes.append(bad_input_note(diag))
     doc = replay_document(
@@ -176,13 +193,33 @@ def run(
     return doc
 
 
+def diverging_ranks(sources: list[Any]) -> list[list[int]]:
+    """The ranks of ``sources`` grouped by the graphs they recorded (compile id, index and
+    outcome: :func:`tracekit.replay.results.outcome_key`), lowest first, when there are two
+    groups or more; [] when every rank logged the same."""
+    from tracekit.replay.results import outcome_key
+
+    by_rank: dict[int, set[tuple]] = {}
+    for s in sources:
+        if s.rank is not None and hasattr(s, "graph"):
+            by_rank.setdefault(s.rank, set()).add((s.compile_id, s.graph_index, outcome_key(s.graph)))
+    groups: dict[frozenset, list[int]] = {}
+    for r in sorted(by_rank):
+        groups.setdefault(frozenset(by_rank[r]), []).append(r)
+    return sorted(groups.values(), key=lambda g: g[0]) if len(groups) > 1 else []
+
+
 def all_reproduced(doc: dict[str, Any]) -> bool:
     """Every graph of a replay document reproduced (its one verdict, ``GraphReplay.verdict``),
-    and no graph never pre-bucketed failed or differed (one of a log where pre-bucketing never
-    ran is not compared, never blamed): the command's exit status 0."""
-    return all(g["verdict"] == "reproduced" for g in doc["graphs"]) and all(
-        e["error"] is None and e["reproduced"] is not False for e in doc.get("not_prebucketed", [])
+    no graph never pre-bucketed failed or differed (one of a log where pre-bucketing never
+    ran is not compared, never blamed), and the step's rank's log is not cut (its step is
+    partial: ``totals.step[].cut``): the command's exit status 0."""
+    steps = (doc.get("totals") or {}).get("step") or []
+    return (
+        all(g["verdict"] == "reproduced" for g in doc["graphs"])
+        and all(e["error"] is None and e["reproduced"] is not False for e in doc.get("not_prebucketed", []))
+        and not any(s.get("cut") for s in steps)
     )
 
 
-__all__ = ["OptionError", "RunOptions", "all_reproduced", "run"]
+__all__ = ["OptionError", "RunOptions", "all_reproduced", "diverging_ranks", "run"]

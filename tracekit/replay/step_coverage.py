@@ -22,14 +22,27 @@ from typing import Any
 
 from tracekit.model.rankset import rank_members
 from tracekit.replay.mesh_whole_step import add_step_what_ifs
+from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 _SUMMED = ("comm_ms", "exposed_ms", "compute_ms", "est_ms")
 
 
-def _of_rank(doc: dict[str, Any], rank: int | None) -> list[dict[str, Any]]:
-    """The graphs never pre-bucketed that the step of ``rank`` runs."""
-    never = doc.get("not_prebucketed") or []
-    return [e for e in never if rank is None or rank in rank_members(str(e.get("ranks")))]
+def _label(e: dict[str, Any]) -> str:
+    return f"{e['compile_id']}:{e['graph_index']}"
+
+
+def _of_rank(doc: dict[str, Any], rank: int | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The graphs never pre-bucketed that the step of ``rank`` runs (one per frame and pass,
+    the latest compile's, among the rank's graphs pre-bucketed or not:
+    :mod:`tracekit.replay.step_graphs`), and the labels of those of earlier compiles."""
+
+    def mine(e: dict[str, Any]) -> bool:
+        return rank is None or rank in rank_members(str(e.get("ranks")))
+
+    never = [e for e in doc.get("not_prebucketed") or [] if mine(e)]
+    others = [_label(g) for g in doc.get("graphs") or [] if isinstance(g, dict) and mine(g)]
+    taken = step_labels([*others, *(_label(e) for e in never)])
+    return [e for e in never if _label(e) in taken], [_label(e) for e in never if _label(e) not in taken]
 
 
 def _figures(
@@ -52,7 +65,18 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
     hw_what_if = any(v is not None for v in (doc.get("hardware") or {}).values())
     what_if = bool((doc.get("scheduler") or {}).get("overrides")) or hw_what_if
     for i, s in enumerate(steps):
-        never = _of_rank(doc, s.get("rank"))
+        never, earlier = _of_rank(doc, s.get("rank"))
+        if earlier:  # graphs of a frame's earlier compiles: not in the step either
+            s["graphs_earlier_compiles"] = in_compile_order(
+                [*(s.get("graphs_earlier_compiles") or []), *earlier]
+            )
+            labels = [_label(e) for e in never] + [
+                _label(g)
+                for g in doc.get("graphs") or []
+                if isinstance(g, dict)
+                and (s.get("rank") is None or s.get("rank") in rank_members(str(g.get("ranks"))))
+            ]
+            s["compiles"] = compiles_taken(labels)
         added = [(e, _figures(e, i, what_if, hw_what_if)) for e in never]
         with_figures = [(e, f) for e, f in added if f is not None]
         if with_figures and s.get("est_ms") is None and s.get("graphs", 0) == 0:
@@ -75,11 +99,36 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
             s["graphs_never_prebucketed"] = len(with_figures)
         left = [e for e, f in added if all(f is not g for _e, g in with_figures)]
         s["partial"] = _partial(s, left, i, what_if)
+        cut = _cut(doc, s.get("rank"))
+        if cut:  # the rank's log ends inside an entry: what it compiled after is missing
+            s["cut"] = cut
+            why = (
+                f"rank {cut['rank']}'s log is cut (ends inside an entry at line {cut['line']} of "
+                f"{cut['file']}): the graphs it logged after the cut are missing"
+            )
+            s["partial"] = f"{s['partial']}; {why}" if s["partial"] else f"partial: {why}"
     base = steps[0].get("est_ms") if steps else None
     for s in steps:
         s["est_ms_vs_recorded"] = (
             None if base is None or s.get("est_ms") is None else round(s["est_ms"] - base, 4)
         )
+
+
+CUT_KINDS = ("truncated_entry", "bad_gzip")  # as tracekit.read.merge.CUT_KINDS
+
+
+def _cut(doc: dict[str, Any], rank: int | None) -> dict[str, Any] | None:
+    """Where the log of the step's rank is cut short (a ``truncated_entry`` or ``bad_gzip``
+    diagnostic on a file its graphs were read from): ``{"rank", "file", "line", "kind"}``."""
+    files = {
+        e.get("file")
+        for e in [*(doc.get("graphs") or []), *(doc.get("not_prebucketed") or [])]
+        if isinstance(e, dict) and (rank is None or rank in rank_members(str(e.get("ranks"))))
+    }
+    for ex in (doc.get("diagnostics") or {}).get("examples") or []:
+        if ex.get("kind") in CUT_KINDS and ex.get("file") in files:
+            return {"rank": rank, "file": ex["file"], "line": ex["line"], "kind": ex["kind"]}
+    return None
 
 
 def _partial(s: dict[str, Any], left: list[dict[str, Any]], i: int, what_if: bool) -> str | None:
@@ -112,7 +161,8 @@ def _partial(s: dict[str, Any], left: list[dict[str, Any]], i: int, what_if: boo
 
 def mark_recommendation(doc: dict[str, Any]) -> None:
     """The recommendation says when the step it was drawn from is partial (in place): its
-    ``partial`` is that step's."""
+    ``partial`` is that step's; and, when the ranks differ, whose step it is (``ranks``, the
+    slowest group's) beside every group's (``rank_groups``)."""
     rec = doc.get("recommendation")
     if not isinstance(rec, dict):
         return
@@ -120,6 +170,9 @@ def mark_recommendation(doc: dict[str, Any]) -> None:
     step = next((s for s in steps if s.get("cap") == rec.get("cap")), None)
     if step is not None and step.get("partial"):
         rec["partial"] = step["partial"]
+    if step is not None and step.get("rank_groups"):  # ranks that differ: the slowest's step
+        rec["ranks"] = step["ranks"]
+        rec["rank_groups"] = step["rank_groups"]
 
 
 def finish_document(
