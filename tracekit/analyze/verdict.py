@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.analyze.compiled_regions import compiled_regions, no_collective_text
+from tracekit.analyze.compiled_regions import compiled_regions, is_fsdp2, no_collective_text
 from tracekit.analyze.cut import cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
@@ -212,7 +212,7 @@ def _verdict(
         none_held = regions is not None and no_collective_text(regions)
         fsdp2 = (
             " (FSDP2: its collectives run in eager code)"
-            if none_held and regions and regions["fsdp2_breaks"]
+            if none_held and regions and is_fsdp2(regions)
             else ""
         )
         return {

@@ -143,7 +143,9 @@ COMPILED, EAGER, FAILED = "compiled", "eager", "failed"
 class FrameCompile:
     """One frame compile (one compile id) as the log tells it: ``compilation_metrics`` (the
     frame's name and place, whether it failed and why), ``dynamo_graph_break_reason`` (where
-    a graph break made dynamo skip it) and ``dynamo_output_graph`` (the graph's inputs).
+    a graph break made dynamo skip it), ``dynamo_output_graph`` (the graph's inputs) and
+    ``dynamo_cpp_guards_str`` (``fsdp2_module``: the frame is the forward of a module
+    ``fully_shard`` wrapped, its type as FSDP2 renamed it).
 
     ``status``: ``compiled`` (a graph was made), ``eager`` (dynamo skipped the frame at a graph
     break: it runs in eager code) or ``failed`` (a compile error). ``param_bytes``: bytes of the
@@ -160,6 +162,7 @@ class FrameCompile:
     param_bytes: int | None = None
     collectives: int = 0  # collective calls (all-gather, reduce-scatter, all-reduce, ...) in it
     has_graph: bool = False  # a dynamo_output_graph was logged for it
+    fsdp2_module: str | None = None  # the guarded module type FSDP2 made (``FSDPBlock``), if any
 
 
 @dataclass(slots=True)

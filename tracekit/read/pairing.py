@@ -324,7 +324,8 @@ class RankBuilder:
 
     def set_frame_fact(self, kind: str, value: Any) -> None:
         """A fact of the current frame compile (``graph``: its GraphInputs, ``break``: where and
-        why its graph broke), kept until its ``compilation_metrics`` ends it."""
+        why its graph broke, ``fsdp2_module``: the FSDP2 module type its guards name), kept until
+        its ``compilation_metrics`` ends it."""
         self._frame_facts.setdefault(self.cid, {})[kind] = value
 
     def end_frame(self, metrics: dict[str, Any]) -> None:
@@ -347,6 +348,7 @@ class RankBuilder:
                 graph.param_bytes if graph is not None else None,
                 graph.collectives if graph is not None else 0,
                 graph is not None,
+                facts.get("fsdp2_module"),
             )
         )
 

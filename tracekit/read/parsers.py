@@ -463,6 +463,31 @@ class GraphBreakParser(EntryParser):
         builder.set_frame_fact("break", value)
 
 
+#: A guarded module type FSDP2 made: ``fully_shard`` swaps a module's class for one named
+#: ``FSDP`` + its name, defined in ``torch.distributed.fsdp._fully_shard._fsdp_init``.
+_FSDP2_TYPE_RE = re.compile(
+    r"type=<class 'torch\.distributed\.fsdp\._fully_shard\.[\w.]*?(?P<name>FSDP\w+)'>"
+)
+
+
+class FSDP2ModuleParser(EntryParser):
+    """``{"dynamo_cpp_guards_str": {}}``: the guards of a frame compile; kept, the first module
+    type FSDP2 made (``FSDPBlock``, from ``type=<class
+    'torch.distributed.fsdp._fully_shard._fsdp_init.FSDPBlock'>``) when the frame is the
+    forward of a ``fully_shard`` module, else None. A block compiled on its own
+    (``block.compile()``) shows FSDP2 here only: its hooks run around the frame, no graph breaks."""
+
+    entry_types = frozenset({"dynamo_cpp_guards_str"})
+
+    def parse(self, payload, envelope):
+        m = _FSDP2_TYPE_RE.search(payload or "")
+        return m["name"] if m else None
+
+    def apply(self, builder, key, value, file, line):
+        if value is not None:
+            builder.set_frame_fact("fsdp2_module", value)
+
+
 class CompilationMetricsParser(EntryParser):
     """``{"compilation_metrics": {...}}``, the end of a frame compile: the frame's ``co_name``,
     ``co_filename``:``co_firstlineno``, and ``fail_type`` / ``fail_reason`` /
@@ -518,7 +543,12 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
 #: only when no rank logged a bucketing outcome (:func:`tracekit.read.reader.load`): their
 #: entries are large (``compilation_metrics`` carries configs and tracebacks), and a run with
 #: outcomes does not need them.
-FRAME_PARSERS: tuple[EntryParser, ...] = (GraphInputsParser(), GraphBreakParser(), CompilationMetricsParser())
+FRAME_PARSERS: tuple[EntryParser, ...] = (
+    GraphInputsParser(),
+    GraphBreakParser(),
+    FSDP2ModuleParser(),
+    CompilationMetricsParser(),
+)
 
 #: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.
 SOURCE_PARSERS: tuple[EntryParser, ...] = (
