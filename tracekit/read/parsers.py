@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, CollectiveSize, Counts
+from tracekit.model import COLLECTIVE_TYPES, GRAPH_BREAK, LONG_NAMES, RECOMPILE, CollectiveSize, Counts
 from tracekit.read.entry_parser import (
     NODE_NAME_RE,
     ArtifactError,
@@ -488,6 +488,37 @@ class FSDP2ModuleParser(EntryParser):
             builder.set_frame_fact("fsdp2_module", value)
 
 
+class GraphBreakEventParser(GraphBreakParser):
+    """``dynamo_graph_break_reason`` for summarize: each graph break kept as a
+    :class:`tracekit.model.CompileEvent` of the rank (``at``, ``reason``), outcomes or not."""
+
+    def apply(self, builder, key, value, file, line):
+        at, reason = value
+        builder.add_compile_event(GRAPH_BREAK, reason, at)
+
+
+class RecompileReasonsParser(EntryParser):
+    """``recompile_reasons``: why dynamo compiled a frame again, logged under the new compile
+    id. torch writes one reason as plain text (``1/0: tensor 'x' requires_grad mismatch.
+    expected requires_grad=0``: the compile id whose guard failed, then the guard), several as
+    a JSON list of strings; each kept (first line) as a :class:`tracekit.model.CompileEvent`."""
+
+    artifacts = frozenset({"recompile_reasons"})
+
+    def parse(self, payload, envelope):
+        text = (payload or "").strip()
+        if text.startswith("["):
+            value = json_payload(text, "recompile_reasons")
+            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                raise ArtifactError("recompile_reasons is not a list of strings")
+            return tuple(_first_line(x, 240) for x in value)
+        return (_first_line(text, 240),)
+
+    def apply(self, builder, key, value, file, line):
+        for reason in value:
+            builder.add_compile_event(RECOMPILE, reason, None)
+
+
 class CompilationMetricsParser(EntryParser):
     """``{"compilation_metrics": {...}}``, the end of a frame compile: the frame's ``co_name``,
     ``co_filename``:``co_firstlineno``, and ``fail_type`` / ``fail_reason`` /
@@ -537,6 +568,8 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     EstimationParser(),
     GraphDtypeParser(),
     EstimationAfterOverlapParser(),
+    GraphBreakEventParser(),
+    RecompileReasonsParser(),
 )
 
 #: The parsers of frame compiles (:class:`tracekit.model.FrameCompile`), read in a second pass
