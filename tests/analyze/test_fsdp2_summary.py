@@ -128,3 +128,92 @@ def test_replay_and_explain_say_why_there_is_no_outcome():
         "FSDP2 (fully_shard): dynamo skips its hooks (graph breaks at torch/distributed/fsdp/_fully_shard/), "
         "so its collectives run in eager code, one fully_shard unit at a time"
     )
+
+
+FSDP2_PER_BLOCK = FIXTURE_LOGS / "fsdp2_per_block"
+PER_BLOCK_NOTE = (
+    "FSDP2 (fully_shard), compiled per block: 2 compiled regions are forwards of fully_shard modules "
+    "(FSDPBlock, as the guards name them); FSDP2's hooks run around each in eager code, so its all-gathers "
+    "and reduce-scatters run outside compiled graphs, one fully_shard unit at a time"
+)
+
+
+def test_per_block_fsdp2_is_named_from_the_guards():
+    # each block sharded, then compiled on its own: no graph break; the guards name FSDPBlock
+    run = load(FSDP2_PER_BLOCK)
+    for r in run.ranks:
+        assert [(f.compile_id, f.status, f.break_at, f.param_bytes, f.fsdp2_module) for f in r.frames] == [
+            ("0/0", COMPILED, None, BLOCK_BYTES[0], "FSDPBlock"),
+            ("0/1", COMPILED, None, BLOCK_BYTES[1], "FSDPBlock"),
+        ]
+    # the whole-model compile's blocks are FSDPBlock too; its root frame (eager) has no guards
+    assert [f.fsdp2_module for f in load(FSDP2).ranks[0].frames] == [None, "FSDPBlock", "FSDPBlock"]
+    doc = summary_document(run)
+    assert doc["verdict"]["text"] == (
+        "NO DATA: no bucketing outcome in the logs; no compiled graph holds a collective "
+        "(FSDP2: its collectives run in eager code)"
+    )
+    regions = doc["compiled_regions"]
+    assert (regions["fsdp2_breaks"], regions["fsdp2_modules"], regions["collectives"]) == (0, 2, 0)
+    assert [f["fsdp2_module"] for f in regions["groups"][0]["frames"]] == ["FSDPBlock", "FSDPBlock"]
+    assert doc["notes"] == [
+        "no bucketing recorded: no compiled graph holds a collective (2 compiled regions), so pre-bucketing "
+        "has nothing to merge; see Compiled regions",
+        PER_BLOCK_NOTE,
+    ]
+    assert why_no_outcome(run) == (
+        "no bucketing recorded: no compiled graph holds a collective (2 compiled regions), so pre-bucketing "
+        "has nothing to merge; see Compiled regions in tracekit summarize; " + PER_BLOCK_NOTE
+    )
+
+
+def test_a_compiled_block_of_no_fsdp2_module_is_not_fsdp2(tmp_path):
+    # the same logs with the guards' FSDPBlock type renamed to the plain Block: no FSDP2 said
+    import gzip
+    import hashlib
+    import re
+
+    for src in FSDP2_PER_BLOCK.glob("*.log.gz"):
+        text = gzip.decompress(src.read_bytes()).decode()
+        old = "torch.distributed.fsdp._fully_shard._fsdp_init.FSDPBlock"
+        new = "__main__._fsdp2_rank_main.<locals>.Block"
+        out = []
+        for entry in re.split(r"\n(?=[VIWEC]\d{4} )", text):
+            head, _, payload = entry.partition("\n")
+            if old in payload:
+                before = hashlib.md5("\n".join(x[1:] for x in payload.split("\n") if x).encode()).hexdigest()
+                payload = payload.replace(old, new)
+                after = hashlib.md5("\n".join(x[1:] for x in payload.split("\n") if x).encode()).hexdigest()
+                head = head.replace(before, after)
+            out.append(head + ("\n" + payload if payload else ""))
+        (tmp_path / src.name.removesuffix(".gz")).write_text("\n".join(out))
+    run = load(tmp_path)
+    assert run.diagnostics.counts == {}
+    doc = summary_document(run)
+    assert doc["verdict"]["text"] == "NO DATA: no bucketing outcome in the logs; no compiled graph holds a collective"
+    assert doc["compiled_regions"]["fsdp2_modules"] == 0 and len(doc["notes"]) == 1
+
+
+def test_replay_and_explain_name_fsdp2_per_block_and_exit_0():
+    from tracekit.commands.explain_cmd import explain
+    from tracekit.commands.replay_cmd import replay
+
+    wrapped = (
+        "note: no bucketing recorded: no compiled graph holds a collective (2 compiled regions), so "
+        "pre-bucketing has nothing to merge; see Compiled regions in tracekit summarize;\n"
+        "  FSDP2 (fully_shard), compiled per block: 2 compiled regions are forwards of fully_shard modules "
+        "(FSDPBlock, as the guards name them);\n"
+        "  FSDP2's hooks run around each in eager code, so its all-gathers and reduce-scatters run outside "
+        "compiled graphs, one fully_shard unit at a time\n"
+    )
+    for command, name in ((replay, "replay"), (explain, "explain")):
+        res = CliRunner().invoke(command, [str(FSDP2_PER_BLOCK)])
+        assert (res.exit_code, res.stderr) == (0, ""), res.output  # nothing to do is no finding, no error
+        title = f"Nothing to {name}: no recorded bucketing outcome"
+        assert res.stdout == f"{title}\n{'=' * len(title)}\n{wrapped}"
+        js = CliRunner().invoke(command, [str(FSDP2_PER_BLOCK), "--format", "json"])
+        assert js.exit_code == 0
+        import json
+
+        doc = json.loads(js.stdout)
+        assert doc["graphs"] == [] and doc["notes"] == [why_no_outcome(load(FSDP2_PER_BLOCK))]

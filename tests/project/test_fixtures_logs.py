@@ -44,6 +44,8 @@ EXPECTED = {
     # FSDP2: its collectives run in eager code, no graph is pre-bucketed (check_logs: no pre_bucketing_*
     # artifact at all, and a dynamo_graph_break_reason)
     "fsdp2": [[]] * 2,
+    # FSDP2, each block compiled on its own: no graph break, the guards name FSDPBlock
+    "fsdp2_per_block": [[]] * 2,
 }
 #: 2-D meshes (issue 37): each rank's FSDP group is its shard group, of 2 ranks.
 MESH = "fsdp_groups=['{g}'], group_size=2, nNodes=1, bucket_cap_mb=10.4, all_gather {ag}, reduce_scatter {rs}, all_reduce 0->0"

@@ -49,6 +49,7 @@ def frame_to_dict(f: FrameCompile) -> dict[str, Any]:
         "params": f.params,
         "param_bytes": f.param_bytes,
         "collectives": f.collectives,
+        **({"fsdp2_module": f.fsdp2_module} if f.fsdp2_module else {}),
     }
 
 
@@ -61,8 +62,9 @@ def compiled_regions(run: Run) -> dict[str, Any] | None:
     """The frame compiles of ``run``, ranks with identical ones in one group (in order of their
     first rank), with the counts of the first group: ``compiled``, ``eager``, ``failed``
     frames, ``param_bytes`` taken in by its compiled regions (None when one is not known),
-    ``collectives`` in their graphs (of every group), and ``fsdp2_breaks`` (frames that broke in FSDP2's code).
-    None when no rank logged a frame compile."""
+    ``collectives`` in their graphs (of every group), ``fsdp2_breaks`` (frames that broke in
+    FSDP2's code) and ``fsdp2_modules`` (compiled frames whose guards name a module type FSDP2
+    made: ``fully_shard`` modules compiled on their own). None when no rank logged a frame compile."""
     groups: dict[tuple[FrameCompile, ...], list[int | None]] = {}
     for r in run.ranks:
         if r.frames:
@@ -83,7 +85,14 @@ def compiled_regions(run: Run) -> dict[str, Any] | None:
         "param_bytes": None if any(b is None for b in sizes) else sum(b for b in sizes if b is not None),
         "collectives": sum(f.collectives for fs in groups for f in fs if f.status == COMPILED),
         "fsdp2_breaks": sum(is_fsdp2_break(f) for f in frames),
+        "fsdp2_modules": sum(f.status == COMPILED and f.fsdp2_module is not None for f in frames),
     }
+
+
+def is_fsdp2(regions: dict[str, Any]) -> bool:
+    """The frame compiles show FSDP2: a graph break in its code, or a compiled frame of a
+    ``fully_shard`` module (``regions`` of an older document may lack ``fsdp2_modules``)."""
+    return bool(regions["fsdp2_breaks"] or regions.get("fsdp2_modules"))
 
 
 def no_collective_text(regions: dict[str, Any]) -> str | None:
@@ -102,12 +111,23 @@ def no_collective_text(regions: dict[str, Any]) -> str | None:
 
 
 def fsdp2_text(regions: dict[str, Any]) -> str | None:
-    """What the graph breaks in FSDP2's code say, when there are some; else None."""
-    if not regions["fsdp2_breaks"]:
+    """What the frame compiles say of FSDP2, when they show it (:func:`is_fsdp2`); else None:
+    its graph breaks (a whole-model compile), or, with none, the ``fully_shard`` modules whose
+    forwards compiled on their own (a per-block compile: FSDP2's hooks run around them)."""
+    if regions["fsdp2_breaks"]:
+        return (
+            f"FSDP2 (fully_shard): dynamo skips its hooks (graph breaks at {FSDP2_PATH}), so its "
+            "collectives run in eager code, one fully_shard unit at a time"
+        )
+    if not regions.get("fsdp2_modules"):
         return None
+    names = sorted({f["fsdp2_module"] for f in regions["groups"][0]["frames"] if f.get("fsdp2_module")})
+    n = regions["fsdp2_modules"]
     return (
-        f"FSDP2 (fully_shard): dynamo skips its hooks (graph breaks at {FSDP2_PATH}), so its "
-        "collectives run in eager code, one fully_shard unit at a time"
+        f"FSDP2 (fully_shard), compiled per block: {n} compiled region{'' if n == 1 else 's'} "
+        f"{'is the forward' if n == 1 else 'are forwards'} of fully_shard modules ({', '.join(names)}, "
+        "as the guards name them); FSDP2's hooks run around each in eager code, so its all-gathers "
+        "and reduce-scatters run outside compiled graphs, one fully_shard unit at a time"
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from bucketing.gc_pause import gc_paused
+from tracekit.analyze.compile_events import breaks_and_recompiles
 from tracekit.analyze.compiled_regions import compiled_regions
 from tracekit.analyze.cut_logs import compared_items, shorter_logs_text, with_logs_that_end_early
 from tracekit.analyze.mesh import (
@@ -464,6 +465,9 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "notes": notes(run, t),
         "diagnostics": run.diagnostics.to_dict(),
     }
+    events = breaks_and_recompiles(run)
+    if events:  # graph breaks and recompiles, outcomes or not (none: no key, as before)
+        doc["breaks_and_recompiles"] = events
     if t["graphs"] == 0:  # what the logs hold instead: the frames dynamo compiled
         regions = compiled_regions(run)
         if regions is not None:

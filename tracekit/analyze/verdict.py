@@ -17,12 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.analyze.compiled_regions import compiled_regions, no_collective_text
+from tracekit.analyze.compiled_regions import compiled_regions, is_fsdp2, no_collective_text
 from tracekit.analyze.cut_logs import cut_text
 from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
 from tracekit.analyze.not_prebucketed import counts_text
 from tracekit.analyze.run_mix import mix_text
-from tracekit.model import Graph, Run
+from tracekit.model import SHORT_NAMES, Graph, Run
 from tracekit.model.nouns import graph_label, plural, rank_noun
 from tracekit.model.rankset import format_ranks, rank_list
 
@@ -43,7 +43,12 @@ class RunFacts:
     regions: dict[str, Any] | None = None
     bad_inputs: int = 0
     mix: str = ""  # settings one job shares that differ between the ranks (tracekit.analyze.run_mix)
-    readings: str = ""  # shorter logs that end after a whole compile (tracekit.analyze.cut.shorter_logs_text)
+    readings: str = (
+        ""  # shorter logs that end after a whole compile (tracekit.analyze.cut_logs.shorter_logs_text)
+    )
+    #: (collectives that stayed unmerged, at least; collectives that could merge), over the
+    #: distinct graphs (:func:`unmerged_counts`); (0, 0) when not known (an older document)
+    unmerged: tuple[int, int] = (0, 0)
 
 
 def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
@@ -51,9 +56,11 @@ def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
     of its rank groups); ``no_outcome``: no graph has one (the compiled frames are then read)."""
     keys: set[tuple[Any, Any]] = set()
     caps = set()
+    distinct = []
     for g in graphs:
         keys.add(g.key)
         caps.add(g.bucket_cap_mb)
+        distinct.append(g)
     return RunFacts(
         ranks=len(run.ranks),
         graph_keys=frozenset(keys),
@@ -62,7 +69,41 @@ def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
         regions=compiled_regions(run) if no_outcome else None,
         bad_inputs=run.diagnostics.total,
         mix=mix_text(run),
+        unmerged=unmerged_counts(distinct),
     )
+
+
+def stayed_unmerged(g: Graph, kind: str) -> int:
+    """How many of ``g``'s collectives of ``kind`` pre-bucketing left alone, at least: exactly
+    when both size lists were logged (an unmerged collective keeps its node's name in
+    ``pre_bucketing_collective_sizes_after``, a bucket gets a new one); else the least the
+    counts allow (``before`` B -> ``after`` A: at most B - A buckets of two or more, so at
+    least 2A - B stayed alone; all B when A == B). 0 for a kind with fewer than two."""
+    c = g.collectives.get(kind)
+    if c is None or c.before < 2:
+        return 0
+    if c.after >= c.before:
+        return c.before
+    short = SHORT_NAMES[kind]
+    if g.sizes_mb is not None and g.sizes_mb.after is not None:
+        before = {s.name for s in g.sizes_mb.before if s.type == short}
+        after = [s.name for s in g.sizes_mb.after if s.type == short]
+        if len(before) == c.before and len(after) == c.after:
+            return sum(n in before for n in after)
+    return max(0, 2 * c.after - c.before)
+
+
+def unmerged_counts(graphs: Iterable[Graph]) -> tuple[int, int]:
+    """``(stayed, could)`` over ``graphs`` (each distinct graph once): collectives that stayed
+    unmerged, at least (:func:`stayed_unmerged`), of those that could merge (kinds a graph
+    has two or more of)."""
+    stayed = could = 0
+    for g in graphs:
+        for kind, c in g.collectives.items():
+            if c.before > 1:
+                could += c.before
+                stayed += stayed_unmerged(g, kind)
+    return stayed, could
 
 
 def verdict(
@@ -180,7 +221,7 @@ def _verdict(
         none_held = regions is not None and no_collective_text(regions)
         fsdp2 = (
             " (FSDP2: its collectives run in eager code)"
-            if none_held and regions and regions["fsdp2_breaks"]
+            if none_held and regions and is_fsdp2(regions)
             else ""
         )
         return {
@@ -210,13 +251,45 @@ def _verdict(
         facts.graph_keys | {(d["compile_id"], ("schedule", d["graph_index"])) for d in dn if d.get("outcome")}
     )
     news = nothing_merged_text(facts, t)
+    mostly = {} if news else mostly_unmerged(facts)
+    if mostly:
+        news = "; " + mostly["text"]
+    extra = {"unmerged": {k: v for k, v in mostly.items() if k != "text"}} if mostly else {}
     if n == 1:
         return {
             "status": "agree",
             "text": f"OK: one rank, {ngraphs} graph{'s' if ngraphs != 1 else ''}" + news,
+            **extra,
         }
     which = f"all {ngraphs} graphs" if ngraphs != 1 else "1 graph"
-    return {"status": "agree", "text": f"OK: all {n} ranks agree on {which}" + news}
+    return {"status": "agree", "text": f"OK: all {n} ranks agree on {which}" + news, **extra}
+
+
+#: "Most did not merge": more than this share of the collectives that could merge (a graph's
+#: kinds with two or more) stayed unmerged. Half, the plain sense of "most": a run past it
+#: launches more collectives unmerged than merged, so it keeps more of the per-collective
+#: latency than pre-bucketing takes away, whatever its cap. Counted at least
+#: (:func:`stayed_unmerged`), so the headline never claims more than the log shows.
+MOSTLY_UNMERGED_SHARE = 0.5
+
+
+def mostly_unmerged(facts: RunFacts) -> dict[str, Any]:
+    """The verdict's news when pre-bucketing merged some collectives but most stayed unmerged
+    (more than :data:`MOSTLY_UNMERGED_SHARE` of those that could merge, over the distinct
+    graphs): ``{text, stayed, of, share}``, e.g. ``MOSTLY UNMERGED: at least 40 of 50
+    collectives stayed unmerged (cap 25 MB); see Bucketing per graph``; ``{}`` otherwise."""
+    stayed, could = facts.unmerged
+    if not could or stayed >= could or stayed <= MOSTLY_UNMERGED_SHARE * could:
+        return {}
+    caps = facts.caps
+    cap = "cap " + ", ".join(f"{x:.6g}" for x in caps[:3]) + (", ..." if len(caps) > 3 else "") + " MB"
+    return {
+        "text": f"MOSTLY UNMERGED: at least {stayed} of {could} collectives stayed unmerged ({cap}); "
+        "see Bucketing per graph",
+        "stayed": stayed,
+        "of": could,
+        "share": MOSTLY_UNMERGED_SHARE,
+    }
 
 
 def nothing_merged_text(facts: RunFacts, t: dict[str, Any]) -> str:

@@ -13,8 +13,9 @@ of the values a graph holds (:mod:`tracekit.model.json_forms`).
      │    ├─ schedules_without_outcome: [FinalSchedule]   post-grad graphs with a collective
      │    │                          schedule but no pre-bucketing outcome (no FSDP collectives)
      │    ├─ compile_ids, cache_events   the compile ids in order, fx graph cache hits/misses
-     │    └─ frames: (FrameCompile,)  each frame dynamo compiled: compiled, fell back to eager or
-     │                               failed, where it broke, the parameters its graph takes in
+     │    ├─ frames: (FrameCompile,)  each frame dynamo compiled: compiled, fell back to eager or
+     │    │                          failed, where it broke, the parameters its graph takes in
+     │    └─ compile_events: (CompileEvent,)   graph breaks and recompiles, with their reasons
      └─ diagnostics: Diagnostics     every bad line, counted by kind, first few with file:line
 """
 
@@ -150,7 +151,9 @@ COMPILED, EAGER, FAILED = "compiled", "eager", "failed"
 class FrameCompile:
     """One frame compile (one compile id) as the log tells it: ``compilation_metrics`` (the
     frame's name and place, whether it failed and why), ``dynamo_graph_break_reason`` (where
-    a graph break made dynamo skip it) and ``dynamo_output_graph`` (the graph's inputs).
+    a graph break made dynamo skip it), ``dynamo_output_graph`` (the graph's inputs) and
+    ``dynamo_cpp_guards_str`` (``fsdp2_module``: the frame is the forward of a module
+    ``fully_shard`` wrapped, its type as FSDP2 renamed it).
 
     ``status``: ``compiled`` (a graph was made), ``eager`` (dynamo skipped the frame at a graph
     break: it runs in eager code) or ``failed`` (a compile error). ``param_bytes``: bytes of the
@@ -167,6 +170,25 @@ class FrameCompile:
     param_bytes: int | None = None
     collectives: int = 0  # collective calls (all-gather, reduce-scatter, all-reduce, ...) in it
     has_graph: bool = False  # a dynamo_output_graph was logged for it
+    fsdp2_module: str | None = None  # the guarded module type FSDP2 made (``FSDPBlock``), if any
+
+
+#: A :class:`CompileEvent`'s kind.
+GRAPH_BREAK, RECOMPILE = "graph_break", "recompile"
+
+
+@dataclass(frozen=True, slots=True)
+class CompileEvent:
+    """A graph break (``dynamo_graph_break_reason``) or a recompile (``recompile_reasons``) as
+    the log tells it, under the compile id it was logged in (the recompile's new one).
+    ``reason``: the break's reason or the guard that failed (``1/0: tensor 'x' requires_grad
+    mismatch...``: the compile id whose guard failed, then why), first line; ``at``: the
+    break's ``file:line`` (None for a recompile)."""
+
+    compile_id: str
+    kind: str  # GRAPH_BREAK | RECOMPILE
+    reason: str | None
+    at: str | None = None
 
 
 @dataclass(slots=True)
@@ -182,6 +204,7 @@ class Rank:
     compile_ids: list[str] = field(default_factory=list)  # dynamo_start order, each once
     cache_events: list[list[str]] = field(default_factory=list)  # [compile_id, hit|miss|bypass]
     frames: tuple[FrameCompile, ...] = ()  # each frame compile, in log order (no list a rank)
+    compile_events: tuple[CompileEvent, ...] = ()  # graph breaks and recompiles, in log order
 
     def graph(self, compile_id: str, graph_index: int = 0) -> Graph | None:
         for g in self.graphs:

@@ -144,6 +144,7 @@ def merge_files(paths: list[str], results: Iterable[FileResult], diagnostics: Di
                 res.compile_ids,
                 res.cache_events,
                 tuple(res.frames),  # () when none: one shared empty tuple, no list a rank
+                tuple(res.compile_events),
             )
             pids = next(iter(res.pids)) if len(res.pids) == 1 else res.pids
             positions = tuple(res.positions.items())
@@ -294,3 +295,4 @@ def _continue_rank(m: _Merging, res: FileResult) -> None:
     r.compile_ids = r.compile_ids + [c for c in res.compile_ids if c not in seen]
     r.cache_events = r.cache_events + res.cache_events
     r.frames = r.frames + tuple(res.frames)
+    r.compile_events = r.compile_events + tuple(res.compile_events)

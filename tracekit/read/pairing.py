@@ -49,6 +49,7 @@ from tracekit.model import (
     EAGER,
     FAILED,
     CollectiveSize,
+    CompileEvent,
     Diagnostics,
     FinalSchedule,
     FrameCompile,
@@ -233,6 +234,7 @@ class RankBuilder:
         self.not_prebucketed: list[NotPrebucketedSource] | None = [] if keep_sources else None
         self.graph_text_line = 0  # line of the last before_post_grad_graph, when a parser sets it
         self.frames: list[FrameCompile] = []  # frame compiles, as compilation_metrics ends them
+        self.compile_events: list[CompileEvent] = []  # graph breaks and recompiles, in order
         self._frame_facts: dict[str, dict[str, Any]] = {}  # compile id -> graph, break seen so far
 
     def _new_position(self, cache_hit: bool = False) -> PostGradGraph:
@@ -346,7 +348,8 @@ class RankBuilder:
 
     def set_frame_fact(self, kind: str, value: Any) -> None:
         """A fact of the current frame compile (``graph``: its GraphInputs, ``break``: where and
-        why its graph broke), kept until its ``compilation_metrics`` ends it."""
+        why its graph broke, ``fsdp2_module``: the FSDP2 module type its guards name), kept until
+        its ``compilation_metrics`` ends it."""
         self._frame_facts.setdefault(self.cid, {})[kind] = value
 
     def end_frame(self, metrics: dict[str, Any]) -> None:
@@ -369,8 +372,13 @@ class RankBuilder:
                 graph.param_bytes if graph is not None else None,
                 graph.collectives if graph is not None else 0,
                 graph is not None,
+                facts.get("fsdp2_module"),
             )
         )
+
+    def add_compile_event(self, kind: str, reason: str | None, at: str | None) -> None:
+        """A graph break or a recompile (:class:`tracekit.model.CompileEvent`) of the current compile id."""
+        self.compile_events.append(CompileEvent(self.cid, kind, reason, at))
 
     def set_torch_version(self, version: str) -> None:
         if self.torch_version is None:
@@ -462,6 +470,7 @@ class FileResult:
     entries: int = 0  # entries tracekit read from the file (0: not a log, whatever its name)
     bad_rank: str | None = None  # why the file's rank cannot be placed (out of range), if so
     frames: list[FrameCompile] = field(default_factory=list)  # frame compiles (compilation_metrics)
+    compile_events: list[CompileEvent] = field(default_factory=list)  # graph breaks, recompiles
     ranked_by_entries: bool = True  # False when no entry gave the rank (it is the name's, or none)
     open_end: tuple[str, int] | None = None  # (entry type, line): the file ends inside a compile
 
@@ -610,6 +619,7 @@ class FileBuilder:
             entries=self._entries,
             bad_rank=bad_rank,
             frames=b.frames,
+            compile_events=b.compile_events,
             ranked_by_entries=ranked_by_entries,
             open_end=self._open_end,
         )

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.model import COLLECTIVE_TYPES, LONG_NAMES, CollectiveSize, Counts
+from tracekit.model import COLLECTIVE_TYPES, GRAPH_BREAK, LONG_NAMES, RECOMPILE, CollectiveSize, Counts
 from tracekit.read.entry_parser import (
     NODE_NAME_RE,
     ArtifactError,
@@ -503,6 +503,62 @@ class GraphBreakParser(EntryParser):
         builder.set_frame_fact("break", value)
 
 
+#: A guarded module type FSDP2 made: ``fully_shard`` swaps a module's class for one named
+#: ``FSDP`` + its name, defined in ``torch.distributed.fsdp._fully_shard._fsdp_init``.
+_FSDP2_TYPE_RE = re.compile(
+    r"type=<class 'torch\.distributed\.fsdp\._fully_shard\.[\w.]*?(?P<name>FSDP\w+)'>"
+)
+
+
+class FSDP2ModuleParser(EntryParser):
+    """``{"dynamo_cpp_guards_str": {}}``: the guards of a frame compile; kept, the first module
+    type FSDP2 made (``FSDPBlock``, from ``type=<class
+    'torch.distributed.fsdp._fully_shard._fsdp_init.FSDPBlock'>``) when the frame is the
+    forward of a ``fully_shard`` module, else None. A block compiled on its own
+    (``block.compile()``) shows FSDP2 here only: its hooks run around the frame, no graph breaks."""
+
+    entry_types = frozenset({"dynamo_cpp_guards_str"})
+
+    def parse(self, payload, envelope):
+        m = _FSDP2_TYPE_RE.search(payload or "")
+        return m["name"] if m else None
+
+    def apply(self, builder, key, value, file, line):
+        if value is not None:
+            builder.set_frame_fact("fsdp2_module", value)
+
+
+class GraphBreakEventParser(GraphBreakParser):
+    """``dynamo_graph_break_reason`` for summarize: each graph break kept as a
+    :class:`tracekit.model.CompileEvent` of the rank (``at``, ``reason``), outcomes or not."""
+
+    def apply(self, builder, key, value, file, line):
+        at, reason = value
+        builder.add_compile_event(GRAPH_BREAK, reason, at)
+
+
+class RecompileReasonsParser(EntryParser):
+    """``recompile_reasons``: why dynamo compiled a frame again, logged under the new compile
+    id. torch writes one reason as plain text (``1/0: tensor 'x' requires_grad mismatch.
+    expected requires_grad=0``: the compile id whose guard failed, then the guard), several as
+    a JSON list of strings; each kept (first line) as a :class:`tracekit.model.CompileEvent`."""
+
+    artifacts = frozenset({"recompile_reasons"})
+
+    def parse(self, payload, envelope):
+        text = (payload or "").strip()
+        if text.startswith("["):
+            value = json_payload(text, "recompile_reasons")
+            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+                raise ArtifactError("recompile_reasons is not a list of strings")
+            return tuple(_first_line(x, 240) for x in value)
+        return (_first_line(text, 240),)
+
+    def apply(self, builder, key, value, file, line):
+        for reason in value:
+            builder.add_compile_event(RECOMPILE, reason, None)
+
+
 class CompilationMetricsParser(EntryParser):
     """``{"compilation_metrics": {...}}``, the end of a frame compile: the frame's ``co_name``,
     ``co_filename``:``co_firstlineno``, and ``fail_type`` / ``fail_reason`` /
@@ -552,13 +608,20 @@ SUMMARY_PARSERS: tuple[EntryParser, ...] = (
     EstimationParser(),
     GraphDtypeParser(),
     EstimationAfterOverlapParser(),
+    GraphBreakEventParser(),
+    RecompileReasonsParser(),
 )
 
 #: The parsers of frame compiles (:class:`tracekit.model.FrameCompile`), read in a second pass
 #: only when no rank logged a bucketing outcome (:func:`tracekit.read.reader.load`): their
 #: entries are large (``compilation_metrics`` carries configs and tracebacks), and a run with
 #: outcomes does not need them.
-FRAME_PARSERS: tuple[EntryParser, ...] = (GraphInputsParser(), GraphBreakParser(), CompilationMetricsParser())
+FRAME_PARSERS: tuple[EntryParser, ...] = (
+    GraphInputsParser(),
+    GraphBreakParser(),
+    FSDP2ModuleParser(),
+    CompilationMetricsParser(),
+)
 
 #: The parsers graph_sources uses (replay): the same, with graph texts and symbol hints kept.
 SOURCE_PARSERS: tuple[EntryParser, ...] = (

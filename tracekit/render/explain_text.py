@@ -149,6 +149,10 @@ def _why_text(group: list[dict[str, Any]]) -> str:
 
 def render_text(doc: dict[str, Any], fmt: str) -> str:
     """The table / markdown view of a ``tracekit.explain/1`` document."""
+    if not doc["graphs"]:  # nothing to explain: why
+        from tracekit.render.nothing_text import nothing_text
+
+        return nothing_text(doc, "explain", fmt)
     out: list[str] = []
     bullet = "- " if fmt == "markdown" else "  "
     for g in doc["graphs"]:
@@ -185,8 +189,6 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
             why, [c["name"] for c in g["collectives"]], [str(c["dtype"]) for c in g["collectives"]]
         ):
             out.append(wrap(_why_text(group), bullet))
-    if not doc["graphs"] and not doc.get("notes"):
-        out.append("no recorded pre_bucketing_fsdp_collectives outcome matched\n")
     if doc["graphs"]:
         out.append(f"\n{UNITS_MB}; {UNITS_SIZES}.\n")
     from tracekit.replay.torch_versions import torch_lines

@@ -127,6 +127,10 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         from tracekit.render.not_prebucketed_text import not_prebucketed_only_text
 
         return not_prebucketed_only_text(doc, fmt)
+    if not doc["graphs"]:  # nothing to replay: why, not an empty table
+        from tracekit.render.nothing_text import nothing_text
+
+        return nothing_text(doc, "replay", fmt)
     types = COLLECTIVE_TYPES
     out = [heading("Recorded outcomes, rebuilt and reproduced", fmt), hardware_line(doc, "recorded")]
     runs = {os.path.dirname(g["file"]) for g in doc["graphs"]}

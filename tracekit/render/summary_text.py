@@ -23,6 +23,7 @@ from tracekit.render.cells import (
     value_text,
     where_text,
 )
+from tracekit.render.compile_events_text import render_breaks_and_recompiles
 from tracekit.render.compiled_regions_text import render_compiled_regions
 from tracekit.render.majority_columns import majority_cell, majority_headers
 from tracekit.render.mesh_text import counted_groups_text, fsdp_groups_cell, mesh_line, run_once_text
@@ -289,6 +290,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
 
     if doc["totals"]["ranks"]:  # schedules and compile ids are logged with or without an outcome
         out.append(render_schedule_sections(doc, fmt))
+    if doc.get("breaks_and_recompiles"):
+        out.append(render_breaks_and_recompiles(doc["breaks_and_recompiles"], fmt))
 
     if rows:
         dn = doc["did_nothing"]

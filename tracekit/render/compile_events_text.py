@@ -1,0 +1,47 @@
+"""The "Graph breaks and recompiles" section of summarize's report: each graph break and
+recompile the ranks logged, with where and why
+(:func:`tracekit.analyze.compile_events.breaks_and_recompiles`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracekit.analyze.compile_events import counts_text
+from tracekit.render.text import heading, ranks_cell, table
+
+HEADERS = ["compile id", "what", "where", "why"]
+KIND_TEXT = {"graph_break": "graph break", "recompile": "recompile"}
+#: A reason is cut at this many characters in the table (JSON has it whole).
+MAX_REASON = 100
+#: A place is cut (at its start) to this many characters.
+MAX_AT = 64
+
+
+def _cut(text: str | None, limit: int, from_start: bool = False) -> str:
+    if not text:
+        return "-"
+    if len(text) <= limit:
+        return text
+    return "..." + text[-(limit - 3) :] if from_start else text[: limit - 3] + "..."
+
+
+def render_breaks_and_recompiles(items: list[dict[str, Any]], fmt: str) -> str:
+    """The section: a table per set of ranks that logged the same events, and their counts."""
+    out = ["\n" + heading("Graph breaks and recompiles (dynamo_graph_break_reason, recompile_reasons)", fmt)]
+    for item in items:
+        cell = ranks_cell(item["ranks"])
+        ranks = cell if cell == "rank not logged" else "ranks " + cell
+        out.append(f"{ranks}: {counts_text(item)}\n")
+        rows = [
+            [
+                e["compile_id"],
+                KIND_TEXT.get(e["kind"], e["kind"]),
+                _cut(e["at"], MAX_AT, from_start=True),
+                _cut(e["reason"], MAX_REASON),
+            ]
+            for e in item["events"]
+        ]
+        out.append(table(rows, HEADERS, fmt))
+    if any(item["recompiles"] for item in items):
+        out.append("\nrecompile why: the compile id whose guard failed, then the guard\n")
+    return "".join(out)
