@@ -226,3 +226,24 @@ def test_the_wait_for_a_peer_that_is_not_dask_is_the_timeout_given():
     with _PeerThatIsNotDask("http") as peer:
         with pytest.raises(DaskReadError, match=r"^no Dask scheduler answered at \S+ within 1 s"):
             load_with_dask([str(FIXTURE_LOGS / "spmd_auto")], peer.address, timeout=1)
+
+
+def test_files_that_are_no_log_and_subdirectories_are_said_on_dask_as_locally(scheduler, tmp_path):
+    """world.not_logs, world.subdirectories and the text's "not a log" list: the same bytes with
+    --dask as without (a copy of spmd_auto with a README and a subdirectory of logs)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_LOGS / "spmd_auto", run)
+    (run / "notes.txt").write_text("not a log\n")
+    shutil.copytree(FIXTURE_LOGS / "spmd_small_cap", run / "older")
+    code, on_dask = _summary("--dask", scheduler, str(run))
+    local_code, local = _summary(str(run))
+    assert code == local_code == 0
+    assert on_dask == local
+    world = json.loads(on_dask)["world"]
+    assert (world["not_logs"], world["subdirectories"]) == ([str(run / "notes.txt")], [str(run / "older")])
+    text = CliRunner().invoke(summarize, ["--dask", scheduler, str(run)], catch_exceptions=False)
+    local_text = CliRunner().invoke(summarize, [str(run)], catch_exceptions=False)
+    assert text.output == local_text.output
+    assert "notes.txt" in text.output
