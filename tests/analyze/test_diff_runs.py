@@ -208,3 +208,25 @@ def test_many_ranks_changed_the_same_way_are_one_group_and_a_short_verdict():
     (group,) = d.groups
     assert group.ranks == tuple(range(0, 512, 3))
     assert d.graph_changes == 342
+
+
+def test_a_backward_run_but_never_prebucketed_is_not_absent():
+    """saved_params logs its backward's schedule (8 reduce-scatters) but no bucketing outcome:
+    against spmd_auto, that backward ran in both, pre-bucketed in one only."""
+    from tracekit.render.diff_text import render
+
+    d = diff_runs(run("spmd_auto"), run("saved_params"))
+    (group,) = d.groups
+    assert group.ranks == (0, 1, 2, 3)
+    (change,) = group.changes
+    assert (change.label, change.kind) == ("0/0:1", "not_prebucketed_in_b")
+    assert [c.kind for c in change.final.collectives] == ["reduce_scatter"] * 8
+    assert sum(c.bytes for c in change.final.collectives) == 298_144
+    assert d.notes == ()  # both logged the backward's schedule
+    row = next(line for line in render(d, "table").splitlines() if line.startswith("0/0"))
+    assert row.split("  ")[0:1] == ["0/0"]
+    assert "never pre-bucketed in B" in row and row.endswith("ran, not pre-bucketed: RS 8: 298,144 B")
+    assert "absent" not in render(d, "table")
+    back = diff_runs(run("saved_params"), run("spmd_auto")).groups[0].changes[0]
+    assert back.kind == "not_prebucketed_in_a"
+    assert back.to_dict()["ran_not_prebucketed"]["position"] == 1

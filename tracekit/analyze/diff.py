@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.summarize import first_mismatch
-from tracekit.model import CollectiveSize, Graph, Rank, Run
+from tracekit.model import CollectiveSize, FinalSchedule, Graph, Rank, Run
 from tracekit.model.fields import GRAPH_FIELDS, compared_values, fields_equal, graph_to_dict
+from tracekit.model.json_forms import final_to_dict
 from tracekit.model.rankset import format_ranks
 
 SCHEMA = "tracekit.diff/1"
@@ -62,8 +63,10 @@ class SizesChange:
 
 @dataclass(frozen=True)
 class GraphChange:
-    """A graph of one rank that differs: ``kind`` is "changed", "only_in_a" or "only_in_b".
-    For "only_in_*", ``graph`` is the graph of the run that has it."""
+    """A graph of one rank that differs: ``kind`` is "changed", "only_in_a" or "only_in_b", or
+    "not_prebucketed_in_a" / "not_prebucketed_in_b" when the other run ran the graph (its
+    schedule was logged: ``final``) but never pre-bucketed it. For all but "changed", ``graph``
+    is the outcome of the run that pre-bucketed it."""
 
     compile_id: str
     graph_index: int
@@ -71,6 +74,7 @@ class GraphChange:
     fields: tuple[FieldChange, ...] = ()
     sizes: tuple[SizesChange, ...] = ()
     graph: Graph | None = None
+    final: FinalSchedule | None = None
 
     @property
     def label(self) -> str:
@@ -88,6 +92,8 @@ class GraphChange:
             d["sizes"] = [_sizes_change_to_dict(s) for s in self.sizes]
         elif self.graph is not None:
             d["outcome"] = graph_outcome(self.graph)
+        if self.final is not None:  # what the run that never pre-bucketed the graph ran
+            d["ran_not_prebucketed"] = final_to_dict(self.final)
         return d
 
 
@@ -253,7 +259,7 @@ def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
     for key, ga in zip(occurrence_keys(a.graphs), a.graphs, strict=False):
         gb = graphs_b.get(key)
         if gb is None:
-            changes.append(GraphChange(ga.compile_id, ga.graph_index, "only_in_a", graph=ga))
+            changes.append(one_side(ga, b, "a"))
             continue
         matched.add(key)
         change = diff_graph(ga, gb)
@@ -261,8 +267,27 @@ def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
             changes.append(change)
     for key, gb in graphs_b.items():
         if key not in matched:
-            changes.append(GraphChange(gb.compile_id, gb.graph_index, "only_in_b", graph=gb))
+            changes.append(one_side(gb, a, "b"))
     return changes, len(matched)
+
+
+def one_side(g: Graph, other: Rank, side: str) -> GraphChange:
+    """A graph only run ``side`` ("a" or "b") pre-bucketed: "not_prebucketed_in_<other>" when
+    the other rank's log has the graph's schedule without an outcome (it ran the graph, and
+    pre-bucketing never saw it), else "only_in_<side>"."""
+    ran = next(
+        (f for f in other.schedules_without_outcome if (f.compile_id, f.position) == g.key),
+        None,
+    )
+    if ran is not None:
+        return GraphChange(
+            g.compile_id,
+            g.graph_index,
+            f"not_prebucketed_in_{'b' if side == 'a' else 'a'}",
+            graph=g,
+            final=ran,
+        )
+    return GraphChange(g.compile_id, g.graph_index, f"only_in_{side}", graph=g)
 
 
 def occurrence_keys(graphs: list[Graph]) -> list[tuple[str, int, int]]:
@@ -377,8 +402,10 @@ def context_notes(a: Run, b: Run, shared: list[int | None], ranks_a: dict, ranks
 
 
 def _final_keys(rank: Rank) -> set[tuple[str, int]]:
-    """The graphs of a rank whose final schedule was logged."""
-    return {g.key for g in rank.graphs if g.final is not None}
+    """The graphs of a rank whose final schedule was logged (with an outcome or without)."""
+    return {g.key for g in rank.graphs if g.final is not None} | {
+        (f.compile_id, f.position) for f in rank.schedules_without_outcome
+    }
 
 
 def run_info(run: Run, label: str, kind: str) -> RunInfo:

@@ -10,6 +10,7 @@ from typing import Any
 from tracekit.analyze.diff import Diff, FieldChange, GraphChange, format_ranks
 from tracekit.model import CollectiveSize, Graph
 from tracekit.model.words import graph_label, plural
+from tracekit.render.cells import sequence_text
 from tracekit.render.schedule_text import final_change_rows
 from tracekit.render.text import (
     UNITS_MB,
@@ -76,6 +77,10 @@ def change_rows(c: GraphChange) -> list[list[str]]:
         return [where + ["graph only in A", outcome_text(c.graph), "absent"]]
     if c.kind == "only_in_b":
         return [where + ["graph only in B", "absent", outcome_text(c.graph)]]
+    if c.kind == "not_prebucketed_in_b":
+        return [where + ["never pre-bucketed in B", outcome_text(c.graph), ran_text(c)]]
+    if c.kind == "not_prebucketed_in_a":
+        return [where + ["never pre-bucketed in A", ran_text(c), outcome_text(c.graph)]]
     rows = [
         where + row
         for f in c.fields
@@ -106,6 +111,11 @@ def value_text(f: FieldChange, v: Any) -> str:
 
 def size_text(c: CollectiveSize | None) -> str:
     return "end of list" if c is None else f"{c.type} {fmt_mb(c.size_mb)} MB ({c.name})"
+
+
+def ran_text(c: GraphChange) -> str:
+    """What a run ran of a graph it never pre-bucketed: ``ran, not pre-bucketed: RS 8: 12,345 B``."""
+    return f"ran, not pre-bucketed: {sequence_text(None if c.final is None else c.final.sequence())}"
 
 
 def outcome_text(g: Graph | None) -> str:
