@@ -85,12 +85,12 @@ def test_a_file_the_workers_cannot_see_is_a_diagnostic(scheduler, monkeypatch, t
     import tracekit.read.dask_reader as dr
 
     gone = tmp_path / "dedicated_log_torch_trace_rank_9_gone.log"
-    real_find = dr.find_logs
+    real_find = dr.find_log_names
 
-    def listed_then_deleted(paths, diagnostics):
-        return real_find(paths, diagnostics) + [LogFile(str(gone), 100, 9)]
+    def listed_then_deleted(paths, diagnostics, skipped=None, subdirs=None):
+        return real_find(paths, diagnostics, skipped, subdirs) + [(str(gone), 9)]
 
-    monkeypatch.setattr(dr, "find_logs", listed_then_deleted)
+    monkeypatch.setattr(dr, "find_log_names", listed_then_deleted)
     run = load_with_dask([str(FIXTURE_LOGS / "spmd_auto")], scheduler)
     assert [r.rank for r in run.ranks] == [0, 1, 2, 3]
     assert run.diagnostics.counts == {"unreadable_file": 1}
