@@ -271,3 +271,33 @@ def test_table_cells_from_untrusted_names_cannot_break_tables():
 
     assert cell("AG 0.25 MB (x|y\nz)", markdown=True) == "AG 0.25 MB (x\\|y\\nz)"
     assert cell("AG 0.25 MB (x|y\tz)", markdown=False) == "AG 0.25 MB (x|y\\tz)"
+
+
+@pytest.mark.parametrize("scenario", ["hsdp", "hsdp_overlap", "fsdp_tp_overlap"])
+def test_a_saved_mesh_summary_against_its_own_logs_is_identical(scenario, tmp_path):
+    """The CI gate of docs/diff.md on a 2-D mesh: the grouped summary holds each group's first
+    rank's group names, and the mesh section gives every other rank its own."""
+    logs = str(FIXTURE_LOGS / scenario)
+    saved = tmp_path / "a.json"
+    saved.write_text(tk("summarize", logs, "--format", "json").stdout)
+    r = tk("diff", str(saved), logs, "--exit-code")
+    assert (r.exit_code, r.stdout.splitlines()[0]) == (0, "identical")
+
+
+def test_a_saved_hsdp_summary_gives_each_rank_its_own_groups(tmp_path):
+    from tracekit.analyze.documents import load_json, run_from_summary
+
+    saved = tmp_path / "hsdp.json"
+    saved.write_text(tk("summarize", str(FIXTURE_LOGS / "hsdp"), "--format", "json").stdout)
+    doc = json.loads(saved.read_text())
+    assert [g["ranks"] for g in doc["groups"]] == ["0-3"]  # one group, rank 0's names
+    assert [g["fsdp_groups"] for g in doc["groups"][0]["graphs"]] == [["3"], ["3"]]
+    run = run_from_summary(load_json(str(saved), open), str(saved))
+    assert [r.graphs[0].fsdp_groups for r in run.ranks] == [["3"], ["3"], ["4"], ["4"]]
+    # the backward's all-reduces run on the replicate groups: 1 = ranks 0,2 and 2 = ranks 1,3
+    assert [sorted({c.group for c in r.graphs[1].final.collectives}) for r in run.ranks] == [
+        ["1", "3"],
+        ["2", "3"],
+        ["1", "4"],
+        ["2", "4"],
+    ]

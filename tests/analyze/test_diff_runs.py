@@ -208,3 +208,50 @@ def test_many_ranks_changed_the_same_way_are_one_group_and_a_short_verdict():
     (group,) = d.groups
     assert group.ranks == tuple(range(0, 512, 3))
     assert d.graph_changes == 342
+
+
+def test_a_backward_run_but_never_prebucketed_is_not_absent():
+    """saved_params logs its backward's schedule (8 reduce-scatters) but no bucketing outcome:
+    against spmd_auto, that backward ran in both, pre-bucketed in one only."""
+    from tracekit.render.diff_text import render
+
+    d = diff_runs(run("spmd_auto"), run("saved_params"))
+    (group,) = d.groups
+    assert group.ranks == (0, 1, 2, 3)
+    (change,) = group.changes
+    assert (change.label, change.kind) == ("0/0:1", "not_prebucketed_in_b")
+    assert [c.kind for c in change.final.collectives] == ["reduce_scatter"] * 8
+    assert sum(c.bytes for c in change.final.collectives) == 298_144
+    assert d.notes == ()  # both logged the backward's schedule
+    row = next(line for line in render(d, "table").splitlines() if line.startswith("0/0"))
+    assert row.split("  ")[0:1] == ["0/0"]
+    assert "never pre-bucketed in B" in row and row.endswith("ran, not pre-bucketed: RS 8: 298,144 B")
+    assert "absent" not in render(d, "table")
+    back = diff_runs(run("saved_params"), run("spmd_auto")).groups[0].changes[0]
+    assert back.kind == "not_prebucketed_in_a"
+    assert back.to_dict()["ran_not_prebucketed"]["position"] == 1
+
+
+def test_two_caps_say_which_ran_faster_by_torchs_estimates():
+    """spmd_auto (27.4 MB) against spmd_small_cap (0.1 MB): the final schedules' estimates,
+    as summarize's "est ms" column prints them (forward 0.0116 | 0.0452, backward 0.0230 |
+    0.0818), per graph and summed; exposed ms is not in a log."""
+    from tracekit.render.diff_text import render
+
+    d = diff_runs(run("spmd_auto"), run("spmd_small_cap"))
+    assert [c.est_ms for c in d.groups[0].changes] == [(0.0116, 0.0452), (0.023, 0.0818)]
+    assert (d.estimates.a, d.estimates.b, d.estimates.graphs, d.estimates.faster) == (0.0346, 0.127, 2, "A")
+    assert d.to_dict()["est_ms"] == {"a": 0.0346, "b": 0.127, "graphs": 2, "faster": "A", "exposed_ms": None}
+    assert d.to_dict()["changes"][1]["est_ms"] == {"a": 0.023, "b": 0.0818}
+    text = render(d, "table").splitlines()
+    assert text[5] == "est ms: A 0.0346, B 0.1270: A faster by 0.0924 ms (3.67x)"
+    assert "exposed ms is not logged" in text[7]
+    assert [line.split()[-2:] for line in text if "final: est ms" in line] == [
+        ["0.0116", "0.0452"], ["0.0230", "0.0818"]]
+    # overlap_cap_a (1.5 MB) against overlap_cap_b (64 MB): B's fewer buckets are faster
+    ab = diff_runs(run("overlap_cap_a"), run("overlap_cap_b")).estimates
+    assert (ab.a, ab.b, ab.faster) == (0.2567, 0.0912, "B")
+    # torch's pass against ours: the same collectives, the same estimates, no line
+    same = diff_runs(run("spmd_auto"), run("tracekit_pass"))
+    assert (same.estimates.a, same.estimates.faster) == (0.0346, None)
+    assert "est ms" not in render(same, "table")

@@ -256,7 +256,8 @@ def test_no_graphs_on_an_older_torch_names_that_torch(tmp_path):
     lines[i + 1:j] = payload
     (tmp_path / "dedicated_log_torch_trace_rank_0.log").write_text("\n".join(lines), encoding="utf-8")
     r = CliRunner().invoke(summarize, [str(tmp_path), "--strict"])
-    assert r.exit_code == 0, r.output
+    # no bad input; rank 0 of 4 alone, so --strict fails on the 3 missing ranks
+    assert (r.exit_code, r.stderr) == (1, "tracekit summarize: 3 of 4 ranks missing (1-3) (--strict)\n")
     assert ("no graph reached the post-grad passes' log (no before_post_grad_graph): torch 2.7.0+cpu may "
             "not log them (tracekit reads the logs of torch 2.13, 2.14, 2.15), or the compiles stopped before "
             "inductor") in r.output

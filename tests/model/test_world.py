@@ -50,6 +50,18 @@ def test_a_missing_rank_is_named_first_and_fails_strict(tmp_path):
     assert strict.returncode == 1 and strict.stderr == "tracekit summarize: 1 bad input (--strict)\n"
 
 
+def test_strict_fails_with_one_rank_left_as_with_one_missing(tmp_path):
+    """3 of 4 ranks missing is INCOMPLETE, as 1 of 4 is, and --strict fails on both; one rank
+    read alone counts no missing_rank diagnostic, so the message names the missing ranks."""
+    logs = _copy_ranks(FIXTURE_LOGS / "spmd_auto", tmp_path / "run", {0})
+    doc = summary_document(load(logs, jobs=1))
+    assert (doc["world"]["missing"], doc["diagnostics"]["counts"]) == ("1-3", {})
+    assert doc["verdict"]["text"] == "INCOMPLETE: one rank found; 3 of 4 ranks missing (1-3)"
+    assert tk("summarize", str(logs)).returncode == 0
+    strict = tk("summarize", str(logs), "--strict")
+    assert (strict.returncode, strict.stderr) == (1, "tracekit summarize: 3 of 4 ranks missing (1-3) (--strict)\n")
+
+
 def test_two_runs_are_never_merged():
     doc = summary_document(load([FIXTURE_LOGS / "spmd_auto", FIXTURE_LOGS / "spmd_small_cap"], jobs=1))
     assert doc["world"]["duplicated"] == "0-3"

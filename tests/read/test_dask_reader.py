@@ -85,12 +85,12 @@ def test_a_file_the_workers_cannot_see_is_a_diagnostic(scheduler, monkeypatch, t
     import tracekit.read.dask_reader as dr
 
     gone = tmp_path / "dedicated_log_torch_trace_rank_9_gone.log"
-    real_find = dr.find_logs
+    real_find = dr.find_log_names
 
-    def listed_then_deleted(paths, diagnostics):
-        return real_find(paths, diagnostics) + [LogFile(str(gone), 100, 9)]
+    def listed_then_deleted(paths, diagnostics, skipped=None, subdirs=None):
+        return real_find(paths, diagnostics, skipped, subdirs) + [(str(gone), 9)]
 
-    monkeypatch.setattr(dr, "find_logs", listed_then_deleted)
+    monkeypatch.setattr(dr, "find_log_names", listed_then_deleted)
     run = load_with_dask([str(FIXTURE_LOGS / "spmd_auto")], scheduler)
     assert [r.rank for r in run.ranks] == [0, 1, 2, 3]
     assert run.diagnostics.counts == {"unreadable_file": 1}
@@ -226,3 +226,24 @@ def test_the_wait_for_a_peer_that_is_not_dask_is_the_timeout_given():
     with _PeerThatIsNotDask("http") as peer:
         with pytest.raises(DaskReadError, match=r"^no Dask scheduler answered at \S+ within 1 s"):
             load_with_dask([str(FIXTURE_LOGS / "spmd_auto")], peer.address, timeout=1)
+
+
+def test_files_that_are_no_log_and_subdirectories_are_said_on_dask_as_locally(scheduler, tmp_path):
+    """world.not_logs, world.subdirectories and the text's "not a log" list: the same bytes with
+    --dask as without (a copy of spmd_auto with a README and a subdirectory of logs)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_LOGS / "spmd_auto", run)
+    (run / "notes.txt").write_text("not a log\n")
+    shutil.copytree(FIXTURE_LOGS / "spmd_small_cap", run / "older")
+    code, on_dask = _summary("--dask", scheduler, str(run))
+    local_code, local = _summary(str(run))
+    assert code == local_code == 0
+    assert on_dask == local
+    world = json.loads(on_dask)["world"]
+    assert (world["not_logs"], world["subdirectories"]) == ([str(run / "notes.txt")], [str(run / "older")])
+    text = CliRunner().invoke(summarize, ["--dask", scheduler, str(run)], catch_exceptions=False)
+    local_text = CliRunner().invoke(summarize, [str(run)], catch_exceptions=False)
+    assert text.output == local_text.output
+    assert "notes.txt" in text.output

@@ -65,7 +65,10 @@ def _exposed_us(events, pid):
 
 def test_the_recorded_caps_timeline_has_a_process_for_our_pass_given_the_replicate_group():
     doc = replay_doc("hsdp_overlap")
-    events = trace_for_cap(doc, 0)["traceEvents"]
+    recorded = trace_for_cap(doc, 0)
+    events = recorded["traceEvents"]
+    # the file's cap is the recorded one, not the name of its last what-if
+    assert (recorded["metadata"]["cap"], recorded["metadata"]["cap"]) == (doc["totals"]["step"][0]["cap"], "recorded")
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert names == {1: "ranks 0", 2: "ranks 0 what-if: our pass given '1' as well"}
     # exposed slices add up to the step's figures: as run 0.1946 ms, our pass 0.1186 ms

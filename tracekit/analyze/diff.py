@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 
 from tracekit.analyze.summarize import first_mismatch
-from tracekit.model import CollectiveSize, Graph, Rank, Run
+from tracekit.model import CollectiveSize, FinalSchedule, Graph, Rank, Run
 from tracekit.model.fields import GRAPH_FIELDS, compared_values, fields_equal, graph_to_dict
+from tracekit.model.json_forms import final_to_dict
 from tracekit.model.rankset import format_ranks
 
 SCHEMA = "tracekit.diff/1"
@@ -62,8 +63,10 @@ class SizesChange:
 
 @dataclass(frozen=True)
 class GraphChange:
-    """A graph of one rank that differs: ``kind`` is "changed", "only_in_a" or "only_in_b".
-    For "only_in_*", ``graph`` is the graph of the run that has it."""
+    """A graph of one rank that differs: ``kind`` is "changed", "only_in_a" or "only_in_b", or
+    "not_prebucketed_in_a" / "not_prebucketed_in_b" when the other run ran the graph (its
+    schedule was logged: ``final``) but never pre-bucketed it. For all but "changed", ``graph``
+    is the outcome of the run that pre-bucketed it."""
 
     compile_id: str
     graph_index: int
@@ -71,6 +74,10 @@ class GraphChange:
     fields: tuple[FieldChange, ...] = ()
     sizes: tuple[SizesChange, ...] = ()
     graph: Graph | None = None
+    final: FinalSchedule | None = None
+    #: ``(A, B)``: torch's estimates of the collectives each run's final schedule runs, summed
+    #: (ms), for a changed graph whose estimates differ (None where one is not logged)
+    est_ms: tuple[float | None, float | None] | None = None
 
     @property
     def label(self) -> str:
@@ -86,8 +93,12 @@ class GraphChange:
         if self.kind == "changed":
             d["fields"] = [{"field": f.field, "a": f.a, "b": f.b} for f in self.fields]
             d["sizes"] = [_sizes_change_to_dict(s) for s in self.sizes]
+            if self.est_ms is not None:
+                d["est_ms"] = {"a": self.est_ms[0], "b": self.est_ms[1]}
         elif self.graph is not None:
             d["outcome"] = graph_outcome(self.graph)
+        if self.final is not None:  # what the run that never pre-bucketed the graph ran
+            d["ran_not_prebucketed"] = final_to_dict(self.final)
         return d
 
 
@@ -127,6 +138,27 @@ class RunInfo:
 
 
 @dataclass(frozen=True)
+class Estimates:
+    """Which run torch estimated faster: the estimates (ms) of the collectives the final
+    schedules run, summed per rank over the graphs both runs logged with every estimate
+    (``graphs``), on the rank where each run's sum is largest (the slowest rank sets the step).
+    Estimates of the collectives alone, as summarize's "est ms": exposed ms is not in a log
+    (``tracekit replay`` gives it)."""
+
+    a: float
+    b: float
+    graphs: int
+
+    @property
+    def faster(self) -> str | None:
+        """ "A", "B", or None when the sums are equal."""
+        return None if self.a == self.b else ("A" if self.a < self.b else "B")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "graphs": self.graphs, "faster": self.faster, "exposed_ms": None}
+
+
+@dataclass(frozen=True)
 class Diff:
     """Everything that differs between run A and run B, plus context that does not count."""
 
@@ -137,6 +169,7 @@ class Diff:
     ranks_only_in_b: tuple[int | None, ...]
     graphs_compared: int  # graphs present in both runs, on ranks present in both runs
     notes: tuple[str, ...] = field(default=())
+    estimates: Estimates | None = None  # which run's collectives torch estimated faster
 
     @property
     def identical(self) -> bool:
@@ -205,6 +238,7 @@ class Diff:
             "ranks_only_in_b": list(self.ranks_only_in_b),
             "changes": changes,
             "notes": list(self.notes),
+            **({"est_ms": self.estimates.to_dict()} if self.estimates is not None else {}),
         }
 
 
@@ -241,7 +275,46 @@ def diff_runs(
         ranks_only_in_b=tuple(sort_ranks([r for r in ranks_b if r not in ranks_a])),
         graphs_compared=compared,
         notes=tuple(context_notes(a, b, shared, ranks_a, ranks_b)),
+        estimates=estimates([(ranks_a[r], ranks_b[r]) for r in shared]),
     )
+
+
+def final_est_ms(f: FinalSchedule | None) -> float | None:
+    """The estimates (ms) of a final schedule's collectives, summed (4 decimals, as summarize
+    prints them); None without a schedule or where one collective has no estimate."""
+    if f is None or any(c.est_ms is None for c in f.collectives):
+        return None
+    return round(sum(c.est_ms or 0.0 for c in f.collectives), 4)
+
+
+def _finals_by_key(rank: Rank) -> dict[tuple[str, int], FinalSchedule]:
+    """A rank's final schedules by graph, outcome-less ones included (the first of a key)."""
+    out: dict[tuple[str, int], FinalSchedule] = {}
+    for g in rank.graphs:
+        if g.final is not None:
+            out.setdefault(g.key, g.final)
+    for f in rank.schedules_without_outcome:
+        out.setdefault((f.compile_id, f.position), f)
+    return out
+
+
+def estimates(pairs: list[tuple[Rank, Rank]]) -> Estimates | None:
+    """:class:`Estimates` of the ranks both runs have (``(A's, B's)`` per rank), or None when no
+    graph of theirs has every estimate in both runs."""
+    best: tuple[float, float, int] | None = None
+    for ra, rb in pairs:
+        fa, fb = _finals_by_key(ra), _finals_by_key(rb)
+        sums = [(final_est_ms(fa[k]), final_est_ms(fb[k])) for k in fa if k in fb]
+        known = [(x, y) for x, y in sums if x is not None and y is not None]
+        if not known:
+            continue
+        a, b = round(sum(x for x, _ in known), 4), round(sum(y for _, y in known), 4)
+        best = (
+            (a, b, len(known))
+            if best is None
+            else (max(best[0], a), max(best[1], b), max(best[2], len(known)))
+        )
+    return None if best is None else Estimates(*best)
 
 
 def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
@@ -253,7 +326,7 @@ def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
     for key, ga in zip(occurrence_keys(a.graphs), a.graphs, strict=False):
         gb = graphs_b.get(key)
         if gb is None:
-            changes.append(GraphChange(ga.compile_id, ga.graph_index, "only_in_a", graph=ga))
+            changes.append(one_side(ga, b, "a"))
             continue
         matched.add(key)
         change = diff_graph(ga, gb)
@@ -261,8 +334,27 @@ def diff_rank(a: Rank, b: Rank) -> tuple[list[GraphChange], int]:
             changes.append(change)
     for key, gb in graphs_b.items():
         if key not in matched:
-            changes.append(GraphChange(gb.compile_id, gb.graph_index, "only_in_b", graph=gb))
+            changes.append(one_side(gb, a, "b"))
     return changes, len(matched)
+
+
+def one_side(g: Graph, other: Rank, side: str) -> GraphChange:
+    """A graph only run ``side`` ("a" or "b") pre-bucketed: "not_prebucketed_in_<other>" when
+    the other rank's log has the graph's schedule without an outcome (it ran the graph, and
+    pre-bucketing never saw it), else "only_in_<side>"."""
+    ran = next(
+        (f for f in other.schedules_without_outcome if (f.compile_id, f.position) == g.key),
+        None,
+    )
+    if ran is not None:
+        return GraphChange(
+            g.compile_id,
+            g.graph_index,
+            f"not_prebucketed_in_{'b' if side == 'a' else 'a'}",
+            graph=g,
+            final=ran,
+        )
+    return GraphChange(g.compile_id, g.graph_index, f"only_in_{side}", graph=g)
 
 
 def occurrence_keys(graphs: list[Graph]) -> list[tuple[str, int, int]]:
@@ -299,7 +391,9 @@ def diff_graph(a: Graph, b: Graph) -> GraphChange | None:
                     sizes.append(s)
     if not fields and not sizes:
         return None
-    return GraphChange(a.compile_id, a.graph_index, "changed", tuple(fields), tuple(sizes))
+    est = (final_est_ms(a.final), final_est_ms(b.final))
+    shown = est if est[0] != est[1] else None
+    return GraphChange(a.compile_id, a.graph_index, "changed", tuple(fields), tuple(sizes), est_ms=shown)
 
 
 #: Compared values reported as a :class:`SizesChange` (first differing collective), not as values.
@@ -395,8 +489,10 @@ def release_notes(shared: list[int | None], ranks_a: dict, ranks_b: dict) -> lis
 
 
 def _final_keys(rank: Rank) -> set[tuple[str, int]]:
-    """The graphs of a rank whose final schedule was logged."""
-    return {g.key for g in rank.graphs if g.final is not None}
+    """The graphs of a rank whose final schedule was logged (with an outcome or without)."""
+    return {g.key for g in rank.graphs if g.final is not None} | {
+        (f.compile_id, f.position) for f in rank.schedules_without_outcome
+    }
 
 
 def run_info(run: Run, label: str, kind: str) -> RunInfo:

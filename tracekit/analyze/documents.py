@@ -137,9 +137,11 @@ def run_from_document(doc: Any) -> Run:
             ranks = [rank_from_dict(r) for r in doc.get("ranks") or []]
         else:
             ranks = []
+            by_role = mesh_roles(doc.get("mesh"))
             for grp in doc["groups"]:
                 for rk in rank_members(str(grp["ranks"])):
-                    ranks.append(rank_from_dict({**grp, "rank": rk, "files": []}))
+                    own = own_group_names(grp, rk, by_role)
+                    ranks.append(rank_from_dict({**own, "rank": rk, "files": []}))
             ranks.sort(key=lambda r: (r.rank is None, -1 if r.rank is None else r.rank))
         diag = Diagnostics()
         d = doc.get("diagnostics") or {}
@@ -154,6 +156,66 @@ def run_from_document(doc: Any) -> Run:
     except (TypeError, ValueError):
         raise DocumentError("malformed summary document: world.duplicated is not a rank set") from None
     return Run(paths=list(doc.get("paths", [])), ranks=ranks, diagnostics=diag, duplicated=dup)
+
+
+# --- each rank's own group names in a grouped mesh document ---------------------------------------
+
+
+def mesh_roles(mesh: Any) -> dict[str, tuple[str, frozenset[int]]]:
+    """Group name -> (role, members) of the groups of a document's ``mesh`` section whose role
+    has more than one group (the groups a rank group's ranks may differ by); ``{}`` when the
+    document has no usable mesh section. Unreadable groups are left out."""
+    groups = mesh.get("groups") if isinstance(mesh, dict) else None
+    out: dict[str, tuple[str, frozenset[int]]] = {}
+    for g in groups if isinstance(groups, list) else []:
+        if not isinstance(g, dict) or not isinstance(g.get("role"), str) or g["role"] == "unknown":
+            continue
+        members = rank_set(g.get("members"))
+        out[str(g.get("name"))] = (g["role"], frozenset(r for r in members if r is not None))
+    count: dict[str, int] = {}
+    for role, _ in out.values():
+        count[role] = count.get(role, 0) + 1
+    return {n: v for n, v in out.items() if count[v[0]] > 1}
+
+
+def own_group_names(
+    grp: dict[str, Any], rank: int | None, by_role: dict[str, tuple[str, frozenset[int]]]
+) -> dict[str, Any]:
+    """A rank group of a mesh document as rank ``rank`` logged it: the group holds its first
+    rank's group names (ranks 0-3 of an HSDP run on shard group ``3``, though ranks 2-3 are on
+    ``4``); each name of a group ``rank`` is not a member of becomes the name of the group of
+    the same role that has it (``by_role``: :func:`mesh_roles`), in ``fsdp_groups`` and in the
+    collectives of the final schedules. Names of no such group stay as they are."""
+    if not by_role or rank is None:
+        return grp
+    mine = {role: n for n, (role, members) in by_role.items() if rank in members}
+
+    def name(n: Any) -> Any:
+        if not isinstance(n, str) or n not in by_role:
+            return n
+        role, members = by_role[n]
+        return n if rank in members else mine.get(role, n)
+
+    def final(f: Any) -> Any:
+        if not isinstance(f, dict) or not isinstance(f.get("collectives"), list):
+            return f
+        cs = [{**c, "group": name(c.get("group"))} if isinstance(c, dict) else c for c in f["collectives"]]
+        return {**f, "collectives": cs}
+
+    def graph(g: Any) -> Any:
+        if not isinstance(g, dict):
+            return g
+        out = {**g, "final": final(g.get("final"))}
+        if isinstance(g.get("fsdp_groups"), list):
+            out["fsdp_groups"] = [name(n) for n in g["fsdp_groups"]]
+        return out
+
+    out = {**grp}
+    if isinstance(grp.get("graphs"), list):
+        out["graphs"] = [graph(g) for g in grp["graphs"]]
+    if isinstance(grp.get("schedules_without_outcome"), list):
+        out["schedules_without_outcome"] = [final(f) for f in grp["schedules_without_outcome"]]
+    return out
 
 
 # --- the keys of the current schema, for an older document -------------------------------------

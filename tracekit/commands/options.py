@@ -3,7 +3,8 @@
 Exit status, the same for every command (docs/output.md, "Exit status"):
 
 - ``0`` (:data:`OK`): done, nothing to report;
-- ``1`` (:data:`FINDINGS`): findings the caller asked to fail on (``--strict`` with bad input,
+- ``1`` (:data:`FINDINGS`): findings the caller asked to fail on (``--strict`` with bad input
+  or missing ranks, however many: :func:`strict_failure`,
   ``summarize --fail-on-divergence``, ``diff --exit-code`` with differences, a replay that did
   not reproduce the recorded outcome or whose step's rank log is cut);
 - ``2`` (:data:`BAD_INPUT`): bad usage or unreadable input (a missing path, an unknown rank or
@@ -87,6 +88,27 @@ def no_log_reason(run: Any) -> str | None:
 
     why = why_no_log(run)
     return None if why is None else escape_controls(why)
+
+
+def strict_failure(doc: dict[str, Any]) -> str | None:
+    """Why ``--strict`` fails on a summary document (:data:`FINDINGS`), or None: its bad inputs
+    (the diagnostics, missing and duplicated ranks included: ``2 bad inputs (--strict)``), else
+    the ranks its world misses that no diagnostic counts (one rank read alone has no
+    ``missing_rank`` diagnostic, yet its verdict is INCOMPLETE all the same: 3 of 4 ranks
+    missing fail as 1 of 4 does, ``3 of 4 ranks missing (1-3) (--strict)``), unless a log
+    read has no rank (it may be any of those)."""
+    from tracekit.model.nouns import plural
+
+    counts = (doc.get("diagnostics") or {}).get("counts") or {}
+    bad = sum(counts.values())
+    if bad:
+        return f"{plural(bad, 'bad input')} (--strict)"
+    world = doc.get("world") or {}
+    missing = world.get("missing_count") or 0
+    rankless = "-" in str(world.get("ranks") or "").split(",")  # it may be any rank it "misses"
+    if missing and not rankless:
+        return f"{missing} of {world.get('expected')} ranks missing ({world.get('missing')}) (--strict)"
+    return None
 
 
 def format_option(formats: Sequence[str], default: str = "table", help: str = "Output format.") -> Callable:

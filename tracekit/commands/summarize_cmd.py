@@ -6,7 +6,7 @@ Reads the logs (:func:`tracekit.read.reader.load`), builds the ``tracekit.summar
 (:func:`tracekit.render.summary_text.render_text`).
 
 Exit status (the policy of :mod:`tracekit.commands.options`): 0; 1 when ``--strict`` and any bad
-input was seen, or ``--fail-on-divergence`` and the ranks diverge; 2 when a path does not exist
+input was seen or a rank is missing, or ``--fail-on-divergence`` and the ranks diverge; 2 when a path does not exist
 or no log could be read.
 """
 
@@ -24,8 +24,8 @@ from tracekit.commands.options import (
     no_log_reason,
     output_option,
     paths_argument,
+    strict_failure,
 )
-from tracekit.model.nouns import plural
 from tracekit.render.summary_text import render_text
 from tracekit.render.text import FORMATS, escape_controls
 
@@ -117,10 +117,11 @@ def summarize(
     if why:
         fail("summarize", why, BAD_INPUT)
     # the document's diagnostics: the reader's, and a log the analysis finds ends early
-    # (tracekit.analyze.cut_logs.with_logs_that_end_early), as the Diagnostics section shows them
-    bad = sum(doc["diagnostics"]["counts"].values())
-    if strict and bad:
-        fail("summarize", f"{plural(bad, 'bad input')} (--strict)", FINDINGS)
+    # (tracekit.analyze.cut_logs.with_logs_that_end_early), as the Diagnostics section shows them,
+    # and the ranks the world misses (one rank read alone counts none as a diagnostic)
+    why_strict = strict_failure(doc) if strict else None
+    if why_strict:
+        fail("summarize", why_strict, FINDINGS)
     found = any_divergence(doc) if fail_on_divergence else None
     if found:
         fail("summarize", f"the ranks diverge: {found} (--fail-on-divergence)", FINDINGS)

@@ -13,7 +13,8 @@ For thousands of ranks on a shared filesystem, more cores than one machine has c
   open is an ``unreadable_file`` diagnostic, as in a local run, never a crash.
 - Results are put back in the client's file order and merged by the reader's own merge, so the
   summary is the one a local run gives (paths as the user spelled them, not the absolute ones
-  the workers were sent).
+  the workers were sent), with the files that hold no log and the subdirectories of logs a
+  local run lists (``world.not_logs``, ``world.subdirectories``).
 - Files are sent in batches (a few per worker thread, at most :data:`MAX_FILES_PER_TASK` files a
   task): 100,000 files are not 100,000 tasks. A file is read by one worker thread, whole.
 - The workers need tracekit (this version) and its dependencies installed; they never import
@@ -35,7 +36,7 @@ from tracekit.model.world import check_world
 from tracekit.read.merge import merge_files
 from tracekit.read.pairing import FileResult
 from tracekit.read.reader import frames_of, path_list, read_file, read_frame_compiles
-from tracekit.read.sources import LogFile, find_logs
+from tracekit.read.sources import LogFile, find_log_names, sized
 
 #: Seconds to wait for the scheduler to answer, and for a first worker to be there.
 CONNECT_TIMEOUT_S = 5
@@ -178,7 +179,9 @@ def load_with_dask(
     # the files as a local run lists them (the same PATH forms as tracekit.read.reader.load)
     paths_given = path_list(paths)
     diagnostics = Diagnostics()
-    logs = find_logs(paths_given, diagnostics)
+    not_logs: list[str] = []  # the directories' files that hold no log, and subdirectories
+    subdirs: list[str] = []  # with logs: in World and the "not a log" list, as a local run says
+    logs = sized(find_log_names(paths_given, diagnostics, not_logs, subdirs))
     total = sum(lg.size for lg in logs)
 
     started = time.monotonic()
@@ -214,6 +217,8 @@ def load_with_dask(
             for res, worker_path, lg in zip(got, sent_paths, logs, strict=False)
         )
         run = merge_files(paths_given, ordered, diagnostics)
+        run.not_logs = not_logs
+        run.subdirs = subdirs
         # no outcome logged (an FSDP2 run): the frame compiles, read on the workers as well
         read_frame_compiles(run, lambda files: _frames_on_workers(client, files, threads))
     finally:

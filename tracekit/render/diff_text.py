@@ -7,9 +7,10 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from tracekit.analyze.diff import Diff, FieldChange, GraphChange, format_ranks
+from tracekit.analyze.diff import Diff, Estimates, FieldChange, GraphChange, format_ranks
 from tracekit.model import CollectiveSize, Graph
 from tracekit.model.nouns import graph_label, plural
+from tracekit.render.cells import sequence_text
 from tracekit.render.schedule_text import final_change_rows
 from tracekit.render.text import (
     UNITS_MB,
@@ -38,7 +39,11 @@ def render(diff: Diff, fmt: str) -> str:
         graphs = plural(info.graphs, "graph")
         line = f"{side}: {info.label} ({info.kind}, {ranks}, {graphs}{extra})"
         out.append(f"- {line}\n" if md else f"{line}\n")
-    out.append(f"{'- ' if md else ''}graphs compared: {diff.graphs_compared}\n\n")
+    out.append(f"{'- ' if md else ''}graphs compared: {diff.graphs_compared}\n")
+    est = diff.estimates
+    if est is not None and est.faster is not None:  # the same estimates: nothing to choose
+        out.append(f"{'- ' if md else ''}{estimates_text(est)}\n")
+    out.append("\n")
     for group in diff.groups:
         n, listed = len(group.ranks), format_ranks(group.ranks)
         if len(listed) <= MAX_HEADING_RANKS:
@@ -76,6 +81,10 @@ def change_rows(c: GraphChange) -> list[list[str]]:
         return [where + ["graph only in A", outcome_text(c.graph), "absent"]]
     if c.kind == "only_in_b":
         return [where + ["graph only in B", "absent", outcome_text(c.graph)]]
+    if c.kind == "not_prebucketed_in_b":
+        return [where + ["never pre-bucketed in B", outcome_text(c.graph), ran_text(c)]]
+    if c.kind == "not_prebucketed_in_a":
+        return [where + ["never pre-bucketed in A", ran_text(c), outcome_text(c.graph)]]
     rows = [
         where + row
         for f in c.fields
@@ -85,6 +94,8 @@ def change_rows(c: GraphChange) -> list[list[str]]:
             else [[f.field, value_text(f, f.a), value_text(f, f.b)]]
         )
     ]
+    if c.est_ms is not None:
+        rows.append(where + ["final: est ms", *("-" if v is None else f"{v:.4f}" for v in c.est_ms)])
     for s in c.sizes:
         if s.length_a != s.length_b:
             rows.append(where + [f"sizes {s.which}: count", str(s.length_a), str(s.length_b)])
@@ -106,6 +117,24 @@ def value_text(f: FieldChange, v: Any) -> str:
 
 def size_text(c: CollectiveSize | None) -> str:
     return "end of list" if c is None else f"{c.type} {fmt_mb(c.size_mb)} MB ({c.name})"
+
+
+def estimates_text(est: Estimates) -> str:
+    """``est ms: A 0.0346, B 0.1270: A faster by 0.0924 ms (3.67x)`` and what the figures are
+    (two more lines): which run torch estimated faster, and that exposed ms is not logged."""
+    slow, fast = max(est.a, est.b), min(est.a, est.b)
+    ratio = f" ({slow / fast:.2f}x)" if fast > 0 else ""
+    graphs = plural(est.graphs, "graph")
+    return (
+        f"est ms: A {est.a:.4f}, B {est.b:.4f}: {est.faster} faster by {slow - fast:.4f} ms{ratio}\n"
+        f"  (torch's estimates of the collectives that run, summed over {graphs} of the slowest rank;\n"
+        "  exposed ms is not logged: `tracekit replay` gives it)"
+    )
+
+
+def ran_text(c: GraphChange) -> str:
+    """What a run ran of a graph it never pre-bucketed: ``ran, not pre-bucketed: RS 8: 12,345 B``."""
+    return f"ran, not pre-bucketed: {sequence_text(None if c.final is None else c.final.sequence())}"
 
 
 def outcome_text(g: Graph | None) -> str:

@@ -341,9 +341,9 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
         _process(events, pid, f"ranks {ranks}", graphs, lambda g: _cap_entry(g, i, hw_what_if) or {})
     if i == 0 and not hw_what_if:  # the mesh what-ifs ran at the recorded cap, as logged
         for ranks, graphs in by_ranks.items():
-            for label, entries in _mesh_what_ifs(graphs):
+            for what_if, entries in _mesh_what_ifs(graphs):  # ``label`` stays the cap's
                 pid += 1
-                _process(events, pid, f"ranks {ranks} what-if: {label}", graphs, _what_if_entry(entries))
+                _process(events, pid, f"ranks {ranks} what-if: {what_if}", graphs, _what_if_entry(entries))
     _fit(events)
     return {
         "traceEvents": events,
