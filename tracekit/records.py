@@ -161,6 +161,17 @@ def replays(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _graph_run_keys(p: Any, r: Any) -> dict[str, Any]:
+    """The keys a measured row starts with: which rank, step and graph run it is."""
+    return {
+        "rank": p.rank,
+        "step": r.step,
+        "compile_id": r.compile_id,
+        "graph_index": r.position,
+        "graph": _phase(r.position or 0),
+    }
+
+
 def measured_collectives(measurement: Any) -> list[dict[str, Any]]:
     """One row per paired collective and graph run of a :class:`tracekit.analyze.measure.Measurement`:
     ``rank``, ``step``, ``compile_id``, ``graph_index``, ``graph``, ``position``, ``kind``,
@@ -176,12 +187,8 @@ def measured_collectives(measurement: Any) -> list[dict[str, Any]]:
                 c = r.final.collectives[pc.position]
                 ms = None if pc.transfer is None else round(pc.transfer.span.dur_us / 1e3, 4)
                 rows.append(
-                    {
-                        "rank": p.rank,
-                        "step": r.step,
-                        "compile_id": r.compile_id,
-                        "graph_index": r.position,
-                        "graph": _phase(r.position or 0),
+                    _graph_run_keys(p, r)
+                    | {
                         "position": pc.position,
                         "kind": c.kind,
                         "bytes": c.bytes,
@@ -208,12 +215,8 @@ def measured_graphs(measurement: Any) -> list[dict[str, Any]]:
             ests = [r.final.collectives[pc.position].est_ms for pc in r.paired] if r.final else []
             spans = [pc.transfer.span.dur_us for pc in r.paired if pc.transfer is not None]
             rows.append(
-                {
-                    "rank": p.rank,
-                    "step": r.step,
-                    "compile_id": r.compile_id,
-                    "graph_index": r.position,
-                    "graph": _phase(r.position or 0),
+                _graph_run_keys(p, r)
+                | {
                     "run_ms": round(r.span.dur_us / 1e3, 4),
                     "collectives": len(r.paired),
                     "est_ms": None

@@ -53,6 +53,18 @@ class DaskReadError(Exception):
     """The cluster could not be used: unreachable, no workers, a task that failed. One line."""
 
 
+def require_distributed() -> None:
+    """:class:`DaskReadError` saying what to install when the optional ``distributed`` package
+    (the ``dask`` extra) is missing: checked before any work."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise DaskReadError(
+            "reading on a Dask cluster needs the distributed package: "
+            "pip install -e '.[dask]' (or pip install distributed)"
+        ) from None
+
+
 def read_batch(logs: list[LogFile], validate_all: bool = False) -> list[FileResult]:
     """On a worker: read each file whole (:func:`tracekit.read.reader.read_file`), in order."""
     return [read_file(log, validate_all=validate_all) for log in logs]
@@ -185,13 +197,7 @@ def load_with_dask(
     total = sum(lg.size for lg in logs)
 
     started = time.monotonic()
-    try:
-        import distributed  # noqa: F401 - the optional extra, checked before any work
-    except ImportError:
-        raise DaskReadError(
-            "reading on a Dask cluster needs the distributed package: "
-            "pip install -e '.[dask]' (or pip install distributed)"
-        ) from None
+    require_distributed()
 
     client = _connect(address, timeout, started)
     results: list[list[FileResult] | None]

@@ -743,17 +743,14 @@ def _read_on_dask(
         _bounded,
         _check_address,
         _connect,
+        require_distributed,
     )
 
     address = _check_address(address)
     started = time.monotonic()
-    try:
-        import distributed
-    except ImportError:
-        raise DaskReadError(
-            "reading on a Dask cluster needs the distributed package: "
-            "pip install -e '.[dask]' (or pip install distributed)"
-        ) from None
+    require_distributed()
+    import distributed
+
     wait = CONNECT_TIMEOUT_S
     client = _connect(address, wait, started)
     try:

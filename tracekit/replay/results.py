@@ -383,12 +383,18 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
             for g, e in zip(groups, at_cap, strict=True)
         ]
         out.append(entry)
-    base = out[0]["est_ms"] if out else None
-    for e in out:
+    return with_versus_recorded(out)
+
+
+def with_versus_recorded(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``steps`` (the whole step at each cap, the recorded cap first), each given
+    ``est_ms_vs_recorded``: its ``est_ms`` less the recorded cap's (None where either is)."""
+    base = steps[0]["est_ms"] if steps else None
+    for e in steps:
         e["est_ms_vs_recorded"] = (
             None if base is None or e["est_ms"] is None else round_ms(e["est_ms"] - base)
         )
-    return out
+    return steps
 
 
 def rank_step(results: list[GraphReplay], options: ReplayOptions, rank: int | None) -> list[dict[str, Any]]:
@@ -445,12 +451,7 @@ def rank_step(results: list[GraphReplay], options: ReplayOptions, rank: int | No
             entry["compiles"] = compiles_taken(taken)
             entry["graphs_earlier_compiles"] = earlier
         out.append(entry)
-    base = out[0]["est_ms"] if out else None
-    for e in out:
-        e["est_ms_vs_recorded"] = (
-            None if base is None or e["est_ms"] is None else round_ms(e["est_ms"] - base)
-        )
-    return out
+    return with_versus_recorded(out)
 
 
 __all__ = [
