@@ -16,6 +16,7 @@ either still get compared, and differ, but the verdict should say why they might
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from tracekit.model import Run
@@ -23,10 +24,12 @@ from tracekit.model.nouns import rank_noun
 from tracekit.model.rankset import format_ranks
 
 
-def _groups(values: dict[int | None, Any]) -> list[tuple[Any, list[int | None]]]:
-    """``(value, ranks)`` per distinct value, in the order of their lowest rank."""
+def _groups(values: Iterable[tuple[int | None, Any]]) -> list[tuple[Any, list[int | None]]]:
+    """``(value, ranks)`` per distinct value of ``(rank, value)`` pairs, in the order of their
+    lowest rank. The pairs are taken one at a time, so 100,000 ranks hold one list of ranks
+    per distinct value, not a map of every rank (a rank's value is dropped once grouped)."""
     by: dict[Any, list[int | None]] = {}
-    for rank, v in values.items():
+    for rank, v in values:
         by.setdefault(v, []).append(rank)
     return sorted(by.items(), key=lambda kv: min(-1 if r is None else r for r in kv[1]))
 
@@ -45,12 +48,11 @@ def two_runs(run: Run) -> dict[str, Any] | None:
     split into groups whose bucket caps (those of their bucketing outcomes) share none: one
     job runs one cap, so these look like several runs. None when every rank has the same caps,
     when a cap is shared, or when fewer than two ranks state one."""
-    caps: dict[int | None, frozenset[float]] = {}
-    for r in run.ranks:
-        mine = frozenset(g.bucket_cap_mb for g in r.graphs if g.bucket_cap_mb is not None)
-        if mine:
-            caps[r.rank] = mine
-    groups = _groups(caps)
+    caps = (
+        (r.rank, frozenset(g.bucket_cap_mb for g in r.graphs if g.bucket_cap_mb is not None))
+        for r in run.ranks
+    )
+    groups = _groups((rank, c) for rank, c in caps if c)
     if len(groups) < 2:
         return None
     seen: set[float] = set()
@@ -70,8 +72,7 @@ def release_mix(run: Run) -> dict[str, Any] | None:
     """``{"groups": [{"ranks": "3", "torch": "2.15.0"}, ...], "text": ...}`` when the ranks
     were logged by more than one torch release (ranks whose log names none left out); None
     otherwise."""
-    versions = {r.rank: r.torch_version for r in run.ranks if r.torch_version}
-    groups = _groups(versions)
+    groups = _groups((r.rank, r.torch_version) for r in run.ranks if r.torch_version)
     if len(groups) < 2:
         return None
     parts = [f"{_who(ranks)} by torch {v}" for v, ranks in groups]
