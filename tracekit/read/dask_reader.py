@@ -106,7 +106,7 @@ def _as_client_path(res: FileResult, worker_path: str, path: str) -> FileResult:
     return res
 
 
-def _check_address(address: str) -> str:
+def check_address(address: str) -> str:
     address = address.strip()
     if not _ADDRESS_RE.match(address):
         raise DaskReadError(f"--dask {address!r}: expected a scheduler address like tcp://HOST:8786")
@@ -114,10 +114,10 @@ def _check_address(address: str) -> str:
 
 
 class _Unanswered(Exception):
-    """A call that :func:`_bounded` stopped waiting for."""
+    """A call that :func:`bounded` stopped waiting for."""
 
 
-def _bounded(call: Callable[[], object], seconds: float) -> object:
+def bounded(call: Callable[[], object], seconds: float) -> object:
     """``call()`` in a daemon thread, its result or its exception; :class:`TimeoutError` when
     it has not returned after ``seconds`` (a peer that is not a Dask scheduler can keep
     distributed's handshake waiting for good; the thread is left behind, the command exits)."""
@@ -141,7 +141,7 @@ def _bounded(call: Callable[[], object], seconds: float) -> object:
     return box["result"]
 
 
-def _connect(address: str, timeout: float, started: float) -> Any:  # distributed.Client (imported lazily)
+def connect(address: str, timeout: float, started: float) -> Any:  # distributed.Client (imported lazily)
     """A :class:`distributed.Client` of the scheduler at ``address``, within ``timeout`` seconds
     whatever answers there: an unreachable or silent address, or a peer that speaks another
     protocol (an HTTP server, junk that distributed reads as a frame of exabytes), is one
@@ -154,7 +154,7 @@ def _connect(address: str, timeout: float, started: float) -> Any:  # distribute
     left = max(0.5, timeout - (time.monotonic() - started))
     try:
         # distributed's own timeout first (an unreachable address), ours when it does not keep it
-        return _bounded(lambda: Client(address, timeout=max(0.25, left - 0.5), set_as_default=False), left)
+        return bounded(lambda: Client(address, timeout=max(0.25, left - 0.5), set_as_default=False), left)
     except _Unanswered:
         raise DaskReadError(
             f"no Dask scheduler answered at {address} within {timeout:g} s "
@@ -187,7 +187,7 @@ def load_with_dask(
     """
     import time
 
-    address = _check_address(address)
+    address = check_address(address)
     # the files as a local run lists them (the same PATH forms as tracekit.read.reader.load)
     paths_given = path_list(paths)
     diagnostics = Diagnostics()
@@ -199,11 +199,11 @@ def load_with_dask(
     started = time.monotonic()
     require_distributed()
 
-    client = _connect(address, timeout, started)
+    client = connect(address, timeout, started)
     results: list[list[FileResult] | None]
     try:
         try:
-            _bounded(lambda: client.wait_for_workers(1, timeout=timeout), timeout + 1)
+            bounded(lambda: client.wait_for_workers(1, timeout=timeout), timeout + 1)
         except (OSError, TimeoutError, _Unanswered):
             raise DaskReadError(
                 f"the Dask scheduler at {address} has no workers (none joined within {timeout:g} s)"

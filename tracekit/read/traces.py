@@ -740,22 +740,22 @@ def _read_on_dask(
         BATCHES_PER_THREAD,
         CONNECT_TIMEOUT_S,
         DaskReadError,
-        _bounded,
-        _check_address,
-        _connect,
+        bounded,
+        check_address,
+        connect,
         require_distributed,
     )
 
-    address = _check_address(address)
+    address = check_address(address)
     started = time.monotonic()
     require_distributed()
     import distributed
 
     wait = CONNECT_TIMEOUT_S
-    client = _connect(address, wait, started)
+    client = connect(address, wait, started)
     try:
         try:
-            _bounded(lambda: client.wait_for_workers(1, timeout=wait), wait + 1)
+            bounded(lambda: client.wait_for_workers(1, timeout=wait), wait + 1)
         except Exception:  # noqa: BLE001 - no worker joined, however distributed says it
             raise DaskReadError(
                 f"the Dask scheduler at {address} has no workers (none joined within {wait:g} s)"
