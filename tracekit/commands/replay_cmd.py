@@ -26,6 +26,7 @@ from tracekit.commands.options import (
     FiniteFloatRange,
     check_output_tree,
     examples,
+    fail,
     format_option,
     output_option,
     parse_caps,
@@ -137,6 +138,14 @@ GB = FiniteFloatRange(0, None)
     type=FiniteFloatRange(0, None, min_open=True),
     help="With --recommend: the largest peak memory allowed.",
 )
+@click.option(
+    "--profile",
+    "profiles",
+    multiple=True,
+    metavar="TRACES",
+    help="The job's torch.profiler traces (files or directories; repeatable): predict the step each "
+    "cap would measure, calibrated on them.",
+)
 @format_option(REPLAY_FORMATS)
 @output_option()
 @plot_option()
@@ -159,6 +168,7 @@ GB = FiniteFloatRange(0, None)
     "tracekit replay logs/ --cap-mb 16,64 --cap auto --interconnect IB_NDR --group-size 512",
     "tracekit replay logs/ --rank 3 --graph 0/0:1 --format json",
     "tracekit replay logs/ --cap-mb 0.1 --cap auto --what-if forward-groups",
+    "tracekit replay logs/ --profile traces/ --recommend",
 )
 def replay(
     paths, cap_mb, cap_auto, rank, all_ranks, graphs, syms, fmt, output, plot_path, trace_out, **settings
@@ -190,7 +200,10 @@ def replay(
     except OptionError as e:
         raise click.BadParameter(str(e), param_hint="--" + e.option.replace("_", "-")) from None
     selection = Selection(rank, all_ranks, graphs)
-    doc = run_with_bars("replay", status, lambda progress: run(list(paths), options, selection, progress))
+    try:
+        doc = run_with_bars("replay", status, lambda progress: run(list(paths), options, selection, progress))
+    except OptionError as e:  # a profile that cannot predict: found only once the logs are read
+        fail("replay", str(e))
     write_document(doc, fmt, render_text, output, command="replay", error_status=BAD_INPUT)
     write_files(doc, plot_path, trace_out, command="replay")
     sys.exit(OK if all_reproduced(doc) else FINDINGS)  # one verdict a graph (GraphReplay.verdict)

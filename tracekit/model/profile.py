@@ -14,6 +14,8 @@ microseconds: two ranks' clocks are never subtracted without saying how they wer
      ├─ transfers: [Transfer]       where the data moved: gloo's worker events (CPU form) or the
      │                              NCCL kernels (GPU form), in start order
      ├─ compute: [Span]             the GPU form's other kernels (each stream's compute), in start order
+     ├─ host_ops: [HostOp]          CPU ops timed for prediction: matmuls (with FLOPs) and copies
+     │                              (with bytes), on every thread, in start order
      ├─ threads: {tid: name}        the trace's ``thread_name`` metadata
      └─ process_groups              ``distributedInfo.pg_config``
 """
@@ -87,6 +89,19 @@ class ProcessGroupInfo:
     backend: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class HostOp:
+    """A CPU op the prediction of another cap times by: a matmul (``aten::mm``, ``addmm``,
+    ``bmm``, ``baddbmm``: ``kind`` "matmul", ``flops`` from its ``Input Dims``) or a copy
+    (``aten::copy_``: ``kind`` "copy", ``bytes`` of its source). Sizes are None without
+    ``record_shapes``."""
+
+    span: Span
+    kind: str  # "matmul" | "copy"
+    flops: float | None = None
+    bytes: int | None = None
+
+
 @dataclass(slots=True)
 class RankTrace:
     """What one trace file says of one rank. ``complete`` is False when the file was cut (a
@@ -113,6 +128,7 @@ class RankTrace:
     # added with the reader (tracekit.read.traces); all optional
     compute: list[Span] = field(default_factory=list)  # GPU form: non-collective kernels, tid = stream
     threads: dict[int, str] = field(default_factory=dict)  # ``thread_name`` metadata: tid -> name
+    host_ops: list[HostOp] = field(default_factory=list)  # matmuls and copies, for prediction
     base_time_ns: int | None = None  # ``baseTimeNanoseconds``: the epoch time of the trace's ts 0
     layout: str = "kineto"  # how it was read: "kineto" (event by event) or "whole" (one parse)
     notes: list[str] = field(default_factory=list)  # how things were read, where it is not the usual way

@@ -19,7 +19,8 @@ How a file is read:
   ``layout`` is then ``"whole"``, and a note says so (it takes the file's size in memory).
 - What is kept (see :mod:`tracekit.model.profile`): ``ProfilerStep#N`` (CPU ``user_annotation``),
   compiled regions, ``_c10d_functional::*`` issue ops and ``wait_tensor``, gloo's
-  ``gloo:*`` events, and every ``kernel``: NCCL ones (``Collective name``, or a name starting
+  ``gloo:*`` events, CPU matmuls and copies (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``,
+  ``copy_``: :class:`HostOp`, for ``replay --profile``'s prediction), and every ``kernel``: NCCL ones (``Collective name``, or a name starting
   ``nccl``) as :class:`Transfer`, the others as ``compute`` spans (GPU form: one span a kernel,
   names shared, enough for an analysis of what ran beside a transfer; a kernel's ``External id``
   links it to the CPU op that launched it). The GPU timeline's own copies of annotations
@@ -53,6 +54,7 @@ import orjson
 
 from tracekit.model.profile import (
     GPU_FORM,
+    HostOp,
     IssuedCollective,
     ProcessGroupInfo,
     RankTrace,
@@ -68,7 +70,7 @@ PIECE = 4 << 20
 #: (one regular expression, its common prefix found fast) ...
 NAME_MARKERS = re.compile(
     rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
-    rb'|_c10d_functional::|gloo:|thread_name")'
+    rb'|_c10d_functional::|gloo:|thread_name|aten::(?:mm|addmm|bmm|baddbmm|copy_)")'
 )
 #: ... or it is a kernel. A hit is then decoded and checked exactly: a false hit costs a decode.
 KERNEL_MARKER = b'"cat": "kernel"'
@@ -265,6 +267,8 @@ class _Builder:
             self._c10d(ev, name)
         elif name.startswith("gloo:"):
             self._gloo(ev, name)
+        elif name in _HOST_OPS and cat == "cpu_op":
+            self._host_op(ev, name)
         elif (
             name.startswith("Torch-Compiled Region")
             or name in _REGION_NAMES
@@ -335,6 +339,23 @@ class _Builder:
         kind = self._shared(collective_kind(name[5:]))
         self.t.transfers.append(Transfer(span=_span(ev, name), kind=kind, numel_in=numel, dtype=dtype))
 
+    def _host_op(self, ev: dict[str, Any], name: str) -> None:
+        args = ev.get("args") or {}
+        dims, types = args.get("Input Dims"), args.get("Input type")
+        kind = _HOST_OPS[name]
+        flops: float | None = None
+        nbytes: int | None = None
+        if isinstance(dims, list) and dims:
+            if kind == "matmul":
+                flops = matmul_flops(name, dims)
+            else:  # copy_(self, src): the source's bytes
+                src = dims[1] if len(dims) > 1 else dims[0]
+                numel = _numel(src)
+                dtype = types[1] if isinstance(types, list) and len(types) > 1 else None
+                if numel is not None and isinstance(dtype, str) and dtype in DTYPE_BYTES:
+                    nbytes = numel * DTYPE_BYTES[dtype]
+        self.t.host_ops.append(HostOp(span=_span(ev, name), kind=kind, flops=flops, bytes=nbytes))
+
     def _shared(self, s: str) -> str:
         return self.strings.setdefault(s, s)
 
@@ -342,6 +363,7 @@ class _Builder:
         t = self.t
         for spans in (t.steps, t.regions, t.waits, t.compute):
             spans.sort(key=_start)
+        t.host_ops.sort(key=lambda o: o.span.ts_us)
         t.issued.sort(key=lambda c: c.span.ts_us)
         t.transfers.sort(key=lambda x: x.span.ts_us)
         if self.kernels:
@@ -411,6 +433,35 @@ def _numel(dims: object) -> int | None:
     if all(isinstance(d, list) for d in dims):
         parts = [_numel(d) if d else 1 for d in dims]
         return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+    return None
+
+
+#: The CPU ops kept as :class:`HostOp`, and their kind.
+_HOST_OPS = {
+    "aten::mm": "matmul",
+    "aten::addmm": "matmul",
+    "aten::bmm": "matmul",
+    "aten::baddbmm": "matmul",
+    "aten::copy_": "copy",
+}
+
+
+def matmul_flops(name: str, dims: list[Any]) -> float | None:
+    """Multiply-adds times two of a matmul op from its ``Input Dims``: ``mm(a[m,k], b[k,n])``,
+    ``addmm(c, a, b)``, ``bmm(a[B,m,k], b[B,k,n])``, ``baddbmm(c, a, b)``; None when the
+    shapes are not those.
+
+    >>> matmul_flops("aten::mm", [[128, 1024], [1024, 512]])
+    134217728.0
+    """
+    args = dims[1:3] if name in ("aten::addmm", "aten::baddbmm") else dims[:2]
+    if len(args) != 2 or not all(isinstance(a, list) and all(isinstance(x, int) for x in a) for a in args):
+        return None
+    a, b = args
+    if len(a) == 2 and len(b) == 2 and a[1] == b[0]:
+        return 2.0 * a[0] * a[1] * b[1]
+    if len(a) == 3 and len(b) == 3 and a[0] == b[0] and a[2] == b[1]:
+        return 2.0 * a[0] * a[1] * a[2] * b[2]
     return None
 
 

@@ -231,6 +231,9 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     from tracekit.render.replay_schedule_text import render_schedule
 
     out.append(render_schedule(doc, fmt))
+    from tracekit.render.predicted_text import predicted_section
+
+    out.append(predicted_section(doc, fmt))  # with --profile: the step each cap would measure
     from tracekit.replay.torch_versions import torch_lines
 
     versions = torch_lines(doc.get("torch"))  # which torch wrote the logs, which one replays them

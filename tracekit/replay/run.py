@@ -9,12 +9,14 @@ and each cap asked (:mod:`~tracekit.replay.engine`; with ``recommend``, the cap 
 :mod:`~tracekit.replay.recommend`), with a mesh's what-ifs at those caps; make the document
 (:func:`~tracekit.replay.results.replay_document`), add the graphs never pre-bucketed to it and
 to its whole step, and with ``recommend`` its Pareto front and recommendation
-(:func:`~tracekit.replay.step_coverage.finish_document`), a mesh's what-ifs at that cap too.
+(:func:`~tracekit.replay.step_coverage.finish_document`), a mesh's what-ifs at that cap too;
+with ``profiles``, the step each cap would measure (:mod:`~tracekit.replay.predicted`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,7 @@ class RunOptions:
     gpu: str = "H100"  # whose roofline times nodes without a recorded estimate
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)  # OverlapScheduler settings
     jobs: int | None = 1  # processes for a graph's caps; None: the machine's cores
+    profiles: list[str] = field(default_factory=list)  # the job's profiler traces: predict each cap
 
     def check(self) -> None:
         """Raise :class:`OptionError` for a value the replay cannot use (before any work)."""
@@ -68,6 +71,9 @@ class RunOptions:
         for mb in self.caps:
             if mb is not None and not (math.isfinite(mb) and mb > 0):
                 raise OptionError("caps", f"cap {mb!r} MB: a cap is a finite number of MB above 0")
+        for p in self.profiles:
+            if not os.path.lexists(p):
+                raise OptionError("profile", f"{p}: no such file or directory")
         budget = self.memory_budget_gb
         if budget is not None and not (math.isfinite(budget) and budget > 0):
             raise OptionError(
@@ -190,6 +196,13 @@ def run(
     finish_document(doc, not_prebucketed, options.recommend, options.memory_budget_gb)
     if options.recommend and mesh:  # and a mesh's what-ifs at the recommended cap
         add_at_recommended_cap(results, replay_options, labels, doc)
+    if options.profiles:  # the step each cap would measure, from the job's own profile
+        from tracekit.replay.predicted import ProfileError, add_prediction
+
+        try:
+            add_prediction(doc, paths, list(options.profiles), options.recommend, options.jobs)
+        except ProfileError as e:
+            raise OptionError("profile", str(e)) from None
     return doc
 
 
