@@ -155,3 +155,33 @@ def test_replay_profile_on_the_command_line(tmp_path):
     ]:
         r = _replay(logs, "--profile", bad)
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_the_reports_predicted_section(recommended, tmp_path):
+    import re
+
+    from tracekit.render.predicted_sweep import section_predicted
+
+    html = section_predicted(recommended)
+    assert html.startswith('<section id="predicted"><h2>Predicted</h2>')
+    # one point a cap size (auto is 10.39 MB here), the measured step a square at the recorded cap
+    assert len(re.findall(r'<circle class="pt"', html)) == 14
+    assert re.findall(r'<rect class="measured" data-cap="([^"]+)"', html) == ["12"]
+    assert "<title>measured at cap 12 MB: 248.5 ms</title>" in html
+    assert re.findall(r'<line class="mark (\w+)" data-cap="([^"]+)"', html) == [("recorded", "12"), ("best", "1")]
+    assert '<tr data-cap="12"><td class="num">12</td><td>recorded</td><td class="num">244.0</td>' in html
+    assert "cap 1 MB: 26.7 ms (10.9% of the step) faster than the recorded cap" in html
+    assert section_predicted({"totals": {}}) == ""  # a replay without --profile: no section
+    # the page: its own nav entry, after the cap sweep, before the measured section
+    replay_json = tmp_path / "replay.json"
+    replay_json.write_text(json.dumps(recommended))
+    run12 = PROFILED / "gloo_cap_12mb"
+    r = subprocess.run(
+        [sys.executable, "-m", "tracekit", "report", str(run12 / "logs"), "--replay", str(replay_json),
+         "--profile", str(run12 / "traces"), "-o", str(tmp_path / "r.html")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "r.html").read_text()
+    nav = re.search(r"<nav>(.*?)</nav>", page).group(1)
+    assert re.findall(r'href="#(\w+)"', nav)[5:8] == ["sweep", "predicted", "measured"]

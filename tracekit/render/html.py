@@ -709,13 +709,18 @@ def render_html(
     nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
     sweep = ""
     if replay is not None:
+        from tracekit.render.predicted_sweep import section_predicted
         from tracekit.render.sweep import section_sweep
 
         sweep = section_sweep(replay) + "\n"
+        predicted = section_predicted(replay)  # a replay run with --profile
+        if predicted:
+            sections = sections[:6] + [("predicted", "Predicted")] + sections[6:]
+            sweep += predicted + "\n"
     if measured is not None:
         from tracekit.render.measured_html import section_measured
 
-        at = 5 if replay is None else 6  # after the cap sweep
+        at = 5 if replay is None else 6 + any(k == "predicted" for k, _ in sections)  # after the sweeps
         sections = sections[:at] + [("measured", "Measured")] + sections[at:]
         nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
         sweep += section_measured(measured) + "\n"

@@ -70,6 +70,7 @@ svg.sweep .front{fill:none;stroke:var(--ok);stroke-width:1.5;stroke-dasharray:4 
 svg.sweep line.mark{stroke-width:1.5;stroke-dasharray:3 3}svg.sweep line.recorded{stroke:var(--muted)}
 svg.sweep line.recommended{stroke:var(--ok)}svg.sweep text.recommended{fill:var(--ok)}
 table.sweep tr.rec td{background:#e6f4ea}
+svg.sweep rect.measured{fill:var(--rs);stroke:var(--fg)}svg.sweep line.best{stroke:var(--ok)}svg.sweep text.best{fill:var(--ok)}
 pre.config{display:inline-block;margin:4px 0;padding:4px 8px;background:var(--soft);border:1px solid var(--line)}
 svg.sizes .AG{fill:var(--ag)}svg.sizes .RS{fill:var(--rs)}svg.sizes .AR{fill:var(--ar)}
 .legend span{margin-right:14px;font-size:12px}

@@ -124,14 +124,21 @@ def mark_labels(marks: dict[str, float], xs: dict[str, float]) -> list[tuple[str
 
 
 def panel_svg(
-    points: list[dict[str, Any]], key: str, title: str, unit: str, marks: dict[str, float], css: str
+    points: list[dict[str, Any]],
+    key: str,
+    title: str,
+    unit: str,
+    marks: dict[str, float],
+    css: str,
+    measured: tuple[tuple[float, float], ...] = (),
 ) -> str:
     """One line chart of ``key`` against the cap (log2 axis), with the marked caps. The y axis
     spans the data (:func:`data_range`; the title says where it starts when not at 0), the
-    marks' names sit in rows above the chart (:func:`mark_labels`), the cap labels never touch."""
+    marks' names sit in rows above the chart (:func:`mark_labels`), the cap labels never touch.
+    ``measured``: (cap MB, value) points drawn as squares beside the line (a run's measurement)."""
     xs = [math.log2(p["bucket_cap_mb"][0]) for p in points]
     ys = [(_mib(p[key]) if key == "peak_memory_bytes" else p[key]) for p in points]
-    lo_y, hi_y = data_range(ys)
+    lo_y, hi_y = data_range(ys + [v for _, v in measured])
     fx = _scale(min(xs), max(xs), LEFT, W - RIGHT)
     xmark = {name: fx(math.log2(mb)) for name, mb in marks.items() if mb > 0}
     labels = mark_labels(marks, xmark)
@@ -185,6 +192,13 @@ def panel_svg(
             f'<circle class="pt" data-cap="{_esc(_cap_text(p["bucket_cap_mb"][0]))}" cx="{fx(x):.1f}" '
             f'cy="{fy(y):.1f}" r="3"><title>cap {_esc(_cap_text(p["bucket_cap_mb"][0]))} MB '
             f"({_esc(p.get('cap'))}): {y:.4g}{_esc(unit)}</title></circle>"
+        )
+    for mb, v in measured:
+        x, y = fx(math.log2(mb)), fy(v)
+        parts.append(
+            f'<rect class="measured" data-cap="{_esc(_cap_text(mb))}" x="{x - 4:.1f}" y="{y - 4:.1f}" '
+            f'width="8" height="8"><title>measured at cap {_esc(_cap_text(mb))} MB: {v:.4g}{_esc(unit)}'
+            "</title></rect>"
         )
     parts.append("</svg>")
     return "".join(parts)
