@@ -185,3 +185,27 @@ def test_the_reports_predicted_section(recommended, tmp_path):
     page = (tmp_path / "r.html").read_text()
     nav = re.search(r"<nav>(.*?)</nav>", page).group(1)
     assert re.findall(r'href="#(\w+)"', nav)[5:8] == ["sweep", "predicted", "measured"]
+
+
+def test_trace_out_draws_the_predicted_step_beside_the_measured_one(recommended):
+    from tracekit.render.perfetto import trace_for_cap
+
+    step = recommended["totals"]["step"]
+    recorded = trace_for_cap(recommended, 0)
+    names = [e["args"]["name"] for e in recorded["traceEvents"] if e["name"] == "process_name"]
+    measured = recommended["prediction"]["measured_timeline"]
+    assert names == ["ranks 0", "predicted from the profile", "measured: rank 0, ProfilerStep#8"]
+    # rank 0's 8 profiled steps: 232.2, 233.1, 237.1, 246.9, 250.7, 254.8, 279.4, 294.8 ms
+    assert (measured["rank"], measured["step"], measured["step_ms"]) == (0, "ProfilerStep#8", 250.7259)
+    other = trace_for_cap(recommended, next(i for i, s in enumerate(step) if s["cap"] == "64"))
+    assert [e["args"]["name"] for e in other["traceEvents"] if e["name"] == "process_name"] == [
+        "ranks 0",
+        "predicted from the profile",  # 64 MB was not measured: no measured process
+    ]
+    # the predicted process's main tracks end where the predicted graphs end
+    row = next(c for c in recommended["prediction"]["caps"] if c["cap"] == "64")
+    ends = [a + d for track, _, a, d in row["timeline"] if track.endswith("main")]
+    outside = recommended["prediction"]["calibration"]["outside_graphs_ms"]
+    assert max(ends) + outside == pytest.approx(row["predicted_step_ms"], abs=0.01)
+    tracks = {t for t, *_ in row["timeline"]}
+    assert tracks == {"0/0:0 main", "0/0:0 transfers", "0/0:1 main", "0/0:1 transfers"}

@@ -164,22 +164,26 @@ def graph_model(cost: GraphCost, nodes: list[dict[str, Any]], cal: Calibration) 
     return GraphModel(cost, ratio, gap_base, names)
 
 
-def predict_graph(nodes: list[dict[str, Any]], model: Model, graph: GraphModel) -> GraphPrediction:
-    """Run one graph's schedule (``timeline.nodes`` at some cap) with the model's costs."""
+def predict_graph(
+    nodes: list[dict[str, Any]], model: Model, graph: GraphModel, slices: list[list[Any]] | None = None
+) -> GraphPrediction:
+    """Run one graph's schedule (``timeline.nodes`` at some cap) with the model's costs.
+    ``slices``: where to add what ran, ``[track, name, start ms, ms]`` (track "main" or
+    "transfers"; a wait is named ``wait <collective>``), from the graph's start."""
     cal = model.calibration
     others = [n for n in nodes if n.get("type") == "compute" and not _is_compute(n)]
     shared = [n for n in others if n["name"] in graph.recorded_nodes] or others
     per_other = graph.gap_base_ms / len(shared) if shared else 0.0
     shared_names = {n["name"] for n in shared}
-    # the main thread's items: ("work", ms) | ("issue", name, transfer ms, copy-out ms) | ("wait", name)
+    # the main thread's items: ("work", ms, name) | ("issue", name, transfer ms, copy-out ms) | ("wait", name)
     items: list[tuple[Any, ...]] = []
     for n in nodes:
         kind = n.get("type")
         if kind == "compute":
             if _is_compute(n):
-                items.append(("work", float(n.get("dur_us") or 0.0) / 1e3 * graph.matmul_ratio))
+                items.append(("work", float(n.get("dur_us") or 0.0) / 1e3 * graph.matmul_ratio, n["name"]))
             elif n["name"] in shared_names:
-                items.append(("work", per_other))
+                items.append(("work", per_other, n["name"]))
         elif kind == "collective":
             cin, cout = _copies(n)
             items.append(
@@ -187,15 +191,18 @@ def predict_graph(nodes: list[dict[str, Any]], model: Model, graph: GraphModel) 
                     "work",
                     issue_ms(n.get("kind", ""), int(n.get("input_bytes") or 0), cal)
                     + copy_ms(cin, cal, fresh=True),
+                    f"issue {n['name']}",
                 )
             )
             items.append(("issue", n["name"], transfer_ms(n, model), copy_ms(cout, cal)))
         elif kind == "wait":
             items.append(("wait", n.get("collective")))
-    return _run(items, cal.sharing, cal.wait_ms)
+    return _run(items, cal.sharing, cal.wait_ms, slices)
 
 
-def _run(items: list[tuple[Any, ...]], sharing: float, wait_ms: float) -> GraphPrediction:
+def _run(
+    items: list[tuple[Any, ...]], sharing: float, wait_ms: float, slices: list[list[Any]] | None = None
+) -> GraphPrediction:
     """The two workers, in fluid time: each runs at full speed alone, ``1 + sharing`` times
     slower while the other runs too."""
     t = busy = exposed = comm = 0.0
@@ -204,25 +211,31 @@ def _run(items: list[tuple[Any, ...]], sharing: float, wait_ms: float) -> GraphP
     done: set[str] = set()
     copy_out: dict[str, float] = {}
     cur: float | None = None  # the main thread's work left on its current item
+    cur_name, cur_start, blocked_since = "", 0.0, 0.0
     i = 0
     blocked = False
     while True:
         while cur is None and i < len(items):
             it = items[i]
             if it[0] == "work":
-                cur, i = it[1], i + 1
+                cur, cur_name, cur_start, i = it[1], it[2], t, i + 1
             elif it[0] == "issue":
-                queue.append([it[1], it[2]])
+                queue.append([it[1], it[2], t])
                 copy_out[it[1]] = it[3]
                 i += 1
             elif it[1] in done or it[1] not in copy_out:  # a wait on a finished (or unknown) collective
-                cur, i = wait_ms + copy_out.get(it[1], 0.0), i + 1
+                if blocked and slices is not None and t > blocked_since:
+                    slices.append(["main", f"exposed {it[1]}", blocked_since, t - blocked_since])
+                cur, cur_name, cur_start, i = wait_ms + copy_out.get(it[1], 0.0), f"wait {it[1]}", t, i + 1
                 blocked = False
             else:
+                if not blocked:
+                    blocked_since = t
                 blocked = True
                 break
         if active is None and queue:
             active = queue.pop(0)
+            active.append(t)  # when it began to move
         if cur is None and active is None:
             break
         rate = 1.0 / (1.0 + sharing) if cur is not None and active is not None else 1.0
@@ -238,6 +251,8 @@ def _run(items: list[tuple[Any, ...]], sharing: float, wait_ms: float) -> GraphP
             cur -= dt * rate
             if cur <= 1e-12:
                 cur = None
+                if slices is not None:
+                    slices.append(["main", cur_name, cur_start, t - cur_start])
         elif blocked:
             exposed += dt
         if active is not None:
@@ -245,6 +260,8 @@ def _run(items: list[tuple[Any, ...]], sharing: float, wait_ms: float) -> GraphP
             active[1] -= dt * rate
             if active[1] <= 1e-12:
                 done.add(active[0])
+                if slices is not None:
+                    slices.append(["transfers", active[0], active[3], t - active[3]])
                 active = None
     return GraphPrediction(total_ms=t, compute_ms=busy, exposed_ms=exposed, comm_ms=comm)
 
@@ -292,11 +309,28 @@ def fit(cal: Calibration, recorded: dict[tuple[str, int], list[dict[str, Any]]])
     return model
 
 
-def predict_step(model: Model, schedules: dict[tuple[str, int], list[dict[str, Any]]]) -> dict[str, float]:
+def predict_step(
+    model: Model,
+    schedules: dict[tuple[str, int], list[dict[str, Any]]],
+    slices: list[list[Any]] | None = None,
+) -> dict[str, float]:
     """The step at one cap: each measured graph's schedule (graph key -> ``timeline.nodes``)
     run by the model, plus the measured time outside the graph runs. A graph the profile did
-    not measure is left out (it did not run in the profiled steps)."""
-    parts = [predict_graph(schedules[k], model, g) for k, g in model.graphs.items() if k in schedules]
+    not measure is left out (it did not run in the profiled steps). ``slices``: where to add
+    what ran (:func:`predict_graph`'s, the graphs one after another from the step's start, each
+    track name prefixed with its graph, ``0/0:1 main``)."""
+    parts = []
+    start = 0.0
+    for k, g in model.graphs.items():
+        if k not in schedules:
+            continue
+        mine: list[list[Any]] | None = [] if slices is not None else None
+        parts.append(predict_graph(schedules[k], model, g, mine))
+        if slices is not None and mine is not None:
+            slices += [
+                [f"{k[0]}:{k[1]} {tr}", name, round(start + a, 4), round(d, 4)] for tr, name, a, d in mine
+            ]
+        start += parts[-1].total_ms
     return {
         "predicted_step_ms": round(sum(p.total_ms for p in parts) + model.calibration.outside_ms, 3),
         "exposed_ms": round(sum(p.exposed_ms for p in parts), 3),

@@ -18,6 +18,11 @@ torch. Layout, the same in every cap file (so two files compare side by side):
   ("ranks 0 what-if: our pass given '1' as well"): the step again, each graph with a what-if
   drawn from that what-if's timeline, the others as recorded.
 
+With ``--profile`` (the document's ``prediction``), each cap's file has one more process,
+"predicted from the profile": the step that cap would measure, as the prediction ran it (per
+graph a main-thread track and a transfers track, in ms scaled to the file's microseconds); and the
+recorded cap's file one more, "measured: rank R, ProfilerStep#N": the profile's own (median) step beside it.
+
 Where a collective sits on its communication track follows torch's rule for hiding: the compute
 after its issue hides the collectives in flight on a group oldest first, so a group's
 collectives run one after another. A collective begins when it is issued or when the one before
@@ -344,6 +349,7 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
             for what_if, entries in _mesh_what_ifs(graphs):  # ``label`` stays the cap's
                 pid += 1
                 _process(events, pid, f"ranks {ranks} what-if: {what_if}", graphs, _what_if_entry(entries))
+    pid = _profile_processes(events, pid, doc.get("prediction"), label)
     _fit(events)
     return {
         "traceEvents": events,
@@ -357,6 +363,46 @@ def trace_for_cap(doc: dict[str, Any], i: int) -> dict[str, Any]:
             "units": UNITS,
         },
     }
+
+
+def _slices_process(events: list[dict[str, Any]], pid: int, name: str, slices: list[Any]) -> None:
+    """One process of ``[track, name, start ms, ms]`` slices, a thread a track."""
+    events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+    tids: dict[str, int] = {}
+    for track, what, start, ms in slices:
+        if track not in tids:
+            tids[track] = len(tids) + 1
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": pid, "tid": tids[track], "args": {"name": track}}
+            )
+        events.append(
+            {
+                "ph": "X",
+                "name": str(what),
+                "pid": pid,
+                "tid": tids[track],
+                "ts": start * 1e3,
+                "dur": ms * 1e3,
+                "args": {},
+            }
+        )
+
+
+def _profile_processes(events: list[dict[str, Any]], pid: int, prediction: Any, label: Any) -> int:
+    """A replay with ``--profile``: the cap's predicted step, and at the recorded cap the
+    measured one, each a process after the rank groups'; returns the last pid used."""
+    if not isinstance(prediction, dict):
+        return pid
+    row = next((c for c in prediction.get("caps") or [] if c.get("cap") == label), None)
+    if row and row.get("timeline"):
+        pid += 1
+        _slices_process(events, pid, "predicted from the profile", row["timeline"])
+    measured = prediction.get("measured_timeline")
+    if label == "recorded" and isinstance(measured, dict) and measured.get("slices"):
+        pid += 1
+        who = f"measured: rank {measured.get('rank')}, {measured.get('step')}"
+        _slices_process(events, pid, who, measured["slices"])
+    return pid
 
 
 def _fit(events: list[dict[str, Any]]) -> None:

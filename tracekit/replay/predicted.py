@@ -19,7 +19,10 @@ the document's ``prediction``:
   one by more than this to be called better;
 - with ``--recommend``: ``recommendation``, the caps ranked by predicted step, the best one's
   margin over the recorded cap in ms and %, and whether it is measurably better;
-- ``not_modelled``: what the prediction leaves out.
+- ``not_modelled``: what the prediction leaves out;
+- per cap, ``timeline``: the predicted step as ``[track, name, start ms, ms]`` slices, and
+  ``measured_timeline``: the lowest rank's median profiled step the same way, which
+  ``--trace-out`` draws beside each other (:mod:`tracekit.render.perfetto`).
 """
 
 from __future__ import annotations
@@ -110,9 +113,11 @@ def add_prediction(
     for label, by_graph in schedules.items():
         if not all(k in by_graph for k in model.graphs):
             continue  # a cap whose schedule is missing for a measured graph: not predicted
-        p = predict_step(model, by_graph)
+        slices: list[list[Any]] = []
+        p = predict_step(model, by_graph, slices)
         row: dict[str, Any] = {"cap": label, **p, "est_ms": est.get(label)}
         row["measured_step_ms"] = round(cal.step_ms, 3) if label == "recorded" else None
+        row["timeline"] = slices
         caps.append(row)
     own = next(c for c in caps if c["cap"] == "recorded")
     error = (own["predicted_step_ms"] - cal.step_ms) / cal.step_ms * 100
@@ -135,10 +140,48 @@ def add_prediction(
         "error_pct": round(max(abs(error), spread), 1),
         "step_spread_pct": round(spread, 1),
         "not_modelled": NOT_MODELLED,
+        "measured_timeline": measured_timeline(m.pairings),
     }
     if recommend:
         out["recommendation"] = recommendation(caps, out["error_pct"])
     doc["prediction"] = out
+
+
+def measured_timeline(pairings: list[Any]) -> dict[str, Any]:
+    """The lowest paired rank's median profiled step as ``[track, name, start ms, ms]`` slices
+    from the step's start: per graph run, its main thread's matmuls, issue ops and waits
+    (``0/0:1 main``) and its collectives' transfers (``0/0:1 transfers``)."""
+    p = next(p for p in pairings if any(r.paired for r in p.runs))
+    steps = sorted(range(len(p.windows)), key=lambda k: (p.windows[k][1] - p.windows[k][0], k))
+    k = steps[len(steps) // 2]
+    t0 = p.windows[k][0]
+    slices: list[list[Any]] = []
+
+    def add(track: str, name: str, ts: float, dur: float) -> None:
+        slices.append([track, name, round((ts - t0) / 1e3, 4), round(dur / 1e3, 4)])
+
+    mm = [o for o in p.trace.host_ops if o.kind == "matmul" and o.span.tid == p.trace.main_tid]
+    for r in (r for r in p.runs if r.step == k and r.compile_id is not None):
+        g = f"{r.compile_id}:{r.position}"
+        for o in mm:
+            if r.span.ts_us <= o.span.ts_us and o.span.end_us <= r.span.end_us + 1e-3:
+                add(f"{g} main", o.span.name, o.span.ts_us, o.span.dur_us)
+        for i in r.issued:
+            add(f"{g} main", f"issue {i.op}", i.span.ts_us, i.span.dur_us)
+        for w in r.waits:
+            add(f"{g} main", "wait", w.ts_us, w.dur_us)
+        for pc in r.paired:
+            if pc.transfer is not None:
+                add(
+                    f"{g} transfers",
+                    f"{pc.issued.kind} {pc.issued.bytes or '?'} B",
+                    pc.transfer.span.ts_us,
+                    pc.transfer.span.dur_us,
+                )
+    slices.sort(key=lambda s: (s[0], s[2]))
+    names = [st.name for st in sorted(p.trace.steps, key=lambda st: st.ts_us)]
+    name = names[k] if k < len(names) else f"step {k}"
+    return {"rank": p.rank, "step": name, "step_ms": round((p.windows[k][1] - t0) / 1e3, 4), "slices": slices}
 
 
 def recommendation(caps: list[dict[str, Any]], error_pct: float) -> dict[str, Any]:
@@ -184,4 +227,11 @@ def _cap_words(label: str) -> str:
     )
 
 
-__all__ = ["NOT_MODELLED", "SELF_CHECK_PCT", "ProfileError", "add_prediction", "recommendation"]
+__all__ = [
+    "NOT_MODELLED",
+    "SELF_CHECK_PCT",
+    "ProfileError",
+    "add_prediction",
+    "measured_timeline",
+    "recommendation",
+]
