@@ -105,6 +105,7 @@ def replay_run(
     interconnect: str | None = None,
     group_size: int | None = None,
     gpus_per_node: int | None = None,
+    profiles=(),
 ) -> dict:
     """The replay of ``tracekit replay PATH... --format json``, the same ``tracekit.replay``
     document (imports torch; :func:`tracekit.replay.run.run`, as the command). ``paths`` (one
@@ -113,8 +114,10 @@ def replay_run(
     ``recommend``: the cap grid (1 MB..2 GB and ``caps``) with torch's overlap scheduler, then
     ``pareto_front`` and ``recommendation`` (None when nothing fits ``memory_budget_gb``).
     ``what_ifs``: ``"forward_groups"``, ``"overlap_bucketing"`` for graphs torch never
-    pre-bucketed. Raises ValueError for a bad value or input that holds no compile log, and
-    FileNotFoundError for a missing path, as the command refuses them."""
+    pre-bucketed. ``profiles``: the job's torch.profiler traces (files, directories) of the
+    recorded cap: adds ``prediction``, the step each cap would measure (docs/predict.md).
+    Raises ValueError for a bad value, input that holds no compile log, or a profile that cannot
+    predict, and FileNotFoundError for a missing path, as the command refuses them."""
     import os
 
     from bucketing.compat import check_torch
@@ -124,11 +127,12 @@ def replay_run(
     from tracekit.replay.run import RunOptions, run
     from tracekit.replay.selection import Selection, parse_graph_selector
 
-    paths = path_list(paths)
-    for p in paths:
+    paths, profiles = path_list(paths), path_list(profiles)
+    for p in [*paths, *profiles]:
         if not os.path.exists(p):
             raise FileNotFoundError(f"no such file or directory: {p}")
     options = RunOptions(
+        profiles=list(profiles),
         caps=list(caps),
         recommend=recommend,
         memory_budget_gb=memory_budget_gb,

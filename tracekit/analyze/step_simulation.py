@@ -279,6 +279,34 @@ def _transfer_fit(cal: Calibration) -> tuple[float, bool]:
     return LATENCY_PRIOR, False
 
 
+def _root(f: Any, lo: float, hi: float, tol: float = 1e-6) -> float:
+    """Where the non-decreasing ``f`` crosses 0 in [lo, hi] (an end when it does not), by
+    regula falsi with the Illinois step: a few runs of the schedule, not 50 halvings."""
+    f_lo, f_hi = f(lo), f(hi)
+    if f_lo >= 0:
+        return lo
+    if f_hi <= 0:
+        return hi
+    side = 0
+    x = lo
+    for _ in range(60):
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        fx = f(x)
+        if abs(fx) < tol or hi - lo < tol:
+            break
+        if fx > 0:
+            hi, f_hi = x, fx
+            if side == 1:
+                f_lo /= 2
+            side = 1
+        else:
+            lo, f_lo = x, fx
+            if side == -1:
+                f_hi /= 2
+            side = -1
+    return x
+
+
 def fit(cal: Calibration, recorded: dict[tuple[str, int], list[dict[str, Any]]]) -> Model:
     """Fit the calibration to the recorded cap's schedules (graph key -> ``timeline.nodes``):
     the transfer rate that makes those graphs' simulated time their measured time in sum."""
@@ -289,14 +317,12 @@ def fit(cal: Calibration, recorded: dict[tuple[str, int], list[dict[str, Any]]])
         if cost is not None:
             model.graphs[key] = graph_model(cost, nodes, cal)
     target = sum(model.graphs[k].cost.span_ms for k in model.graphs)
-    lo, hi = 0.0, 64.0
-    for _ in range(48):
-        model.transfer.ms_per_mib = (lo + hi) / 2
-        got = sum(predict_graph(recorded[k], model, g).total_ms for k, g in model.graphs.items())
-        if got < target:
-            lo = model.transfer.ms_per_mib
-        else:
-            hi = model.transfer.ms_per_mib
+
+    def excess(rate: float) -> float:  # grows with the rate: a slower transfer never ends sooner
+        model.transfer.ms_per_mib = rate
+        return sum(predict_graph(recorded[k], model, g).total_ms for k, g in model.graphs.items()) - target
+
+    model.transfer.ms_per_mib = _root(excess, 0.0, 64.0)
     residuals = [
         abs(t.ms - (latency + model.transfer.ms_per_mib * t.moved_bytes / MIB)) / t.ms * 100
         for t in cal.transfers
