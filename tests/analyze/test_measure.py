@@ -58,13 +58,13 @@ def _edited(tmp_path: Path, scenario: Path, edit) -> Path:
 def test_every_collective_of_every_profiled_step_pairs_on_both_ranks():
     doc = _measured(CAP_1MB).document()
     assert doc["schema"] == SCHEMA == "tracekit.measure/1"
-    assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, 92, []), (1, 92, [])]
-    assert [r["steps"]["count"] for r in doc["ranks"]] == [4, 4]  # schedule(wait=1, warmup=1, active=4)
+    assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, 184, []), (1, 184, [])]
+    assert [r["steps"]["count"] for r in doc["ranks"]] == [8, 8]  # schedule(wait=1, warmup=1, active=8)
     for r in doc["ranks"]:
         fwd, bwd = r["graphs"]
         assert [(g["label"], g["phase"], g["runs"], g["paired_runs"]) for g in (fwd, bwd)] == [
-            ("0/0:0", "forward", 4, 4),
-            ("0/0:1", "backward", 4, 4),
+            ("0/0:0", "forward", 8, 8),
+            ("0/0:1", "backward", 8, 8),
         ]
         assert [(c["kind"], c["bytes"]) for c in fwd["collectives"]] == [AG] * 8
         assert [(c["kind"], c["bytes"]) for c in bwd["collectives"]] == BACKWARD_1MB
@@ -77,30 +77,30 @@ def test_every_collective_of_every_profiled_step_pairs_on_both_ranks():
 def test_measured_figures_are_the_traces_own():
     doc = _measured(CAP_1MB).document()
     r0, r1 = doc["ranks"]
-    assert r0["steps"] == {"count": 4, "median_ms": 1352.278, "min_ms": 1293.6076, "max_ms": 1562.1908}
-    assert r1["steps"] == {"count": 4, "median_ms": 1359.8419, "min_ms": 1285.6489, "max_ms": 1565.4643}
+    assert r0["steps"] == {"count": 8, "median_ms": 215.4269, "min_ms": 181.0454, "max_ms": 262.7058}
+    assert r1["steps"] == {"count": 8, "median_ms": 213.0111, "min_ms": 182.6213, "max_ms": 262.6237}
     fwd, bwd = r0["graphs"]
     assert (fwd["median_ms"], fwd["collectives_measured_ms"], fwd["exposed_measured_ms"]) == (
-        352.8584,
-        398.9823,
-        95.9858,
+        56.898,
+        72.6217,
+        12.7464,
     )
     assert (bwd["median_ms"], bwd["collectives_measured_ms"], bwd["exposed_measured_ms"]) == (
-        950.3596,
-        1229.0132,
-        123.3653,
+        156.9225,
+        168.0713,
+        17.3546,
     )
     first = fwd["collectives"][0]
     assert (first["measured"], first["ratio"]) == (
-        {"count": 4, "median_ms": 15.792, "min_ms": 8.953, "max_ms": 28.6803},
-        634.2,
+        {"count": 8, "median_ms": 3.0422, "min_ms": 2.5425, "max_ms": 7.3924},
+        122.2,
     )
 
 
 def test_the_verdict_line():
     assert _measured(CAP_1MB).document()["verdict"] == (
-        "collectives 2535x slower than estimated; exposed 182.7 ms a step (the log holds no exposed "
-        "estimate); graph 0/0:1 (backward) takes 71% of the step; rank 1 arrives last at graph 0/0:0 (8.4 ms)"
+        "collectives 395x slower than estimated; exposed 27.8 ms a step (the log holds no exposed "
+        "estimate); graph 0/0:1 (backward) takes 72% of the step; rank 1 arrives last at graph 0/0:1 (4.3 ms)"
     )
 
 
@@ -108,17 +108,17 @@ def test_skew_is_aligned_on_the_first_collectives_end():
     assert _measured(CAP_1MB).document()["skew"] == [
         {
             "graph": "0/0:0",
-            "steps": 4,
-            "skew": {"count": 4, "median_ms": 8.418, "min_ms": 1.2346, "max_ms": 29.5354},
-            "last_rank": 1,
-            "last_rank_steps": 3,
+            "steps": 8,
+            "skew": {"count": 8, "median_ms": 2.198, "min_ms": 0.1972, "max_ms": 4.5642},
+            "last_rank": 0,
+            "last_rank_steps": 6,
         },
         {
             "graph": "0/0:1",
-            "steps": 4,
-            "skew": {"count": 4, "median_ms": 13.9765, "min_ms": 5.1609, "max_ms": 95.0229},
-            "last_rank": 0,
-            "last_rank_steps": 2,
+            "steps": 8,
+            "skew": {"count": 8, "median_ms": 4.3272, "min_ms": 0.1059, "max_ms": 11.8204},
+            "last_rank": 1,
+            "last_rank_steps": 5,
         },
     ]
 
@@ -126,7 +126,7 @@ def test_skew_is_aligned_on_the_first_collectives_end():
 def test_measured_records_are_flat_rows():
     m = _measured(CAP_1MB)
     rows = records.measured_collectives(m)
-    assert len(rows) == 184  # 2 ranks x 4 steps x (8 + 15)
+    assert len(rows) == 368  # 2 ranks x 8 steps x (8 + 15)
     assert list(rows[0]) == [
         "rank", "step", "compile_id", "graph_index", "graph", "position", "kind", "bytes", "est_ms",
         "measured_ms", "issue_ms", "exposed_ms", "ratio",
@@ -137,7 +137,7 @@ def test_measured_records_are_flat_rows():
         (0, 0, "forward", 8, None),
         (0, 0, "backward", 15, None),
     ]
-    assert len(graphs) == 16
+    assert len(graphs) == 32
 
 
 def test_without_profiler_steps_the_trace_is_one_window_and_said(tmp_path):
@@ -147,12 +147,12 @@ def test_without_profiler_steps_the_trace_is_one_window_and_said(tmp_path):
     m = measure(_run(CAP_1MB), _traces(_edited(tmp_path, CAP_1MB, drop_steps)))
     doc = m.document()
     assert [(r["profiler_steps"], r["steps"]["count"], r["paired"]) for r in doc["ranks"]] == [
-        (False, 0, 92),
-        (False, 0, 92),
+        (False, 0, 184),
+        (False, 0, 184),
     ]
     assert "rank 0: no ProfilerStep spans (the profiler ran without a schedule): the trace is one window" in doc["notes"]
     fwd = doc["ranks"][0]["graphs"][0]
-    assert (fwd["run"]["count"], fwd["median_ms"]) == (4, 352.8584)  # over the graph's runs
+    assert (fwd["run"]["count"], fwd["median_ms"]) == (8, 56.898)  # over the graph's runs
 
 
 def test_without_record_shapes_pairs_on_kind_and_order_and_says_so(tmp_path):
@@ -163,7 +163,7 @@ def test_without_record_shapes_pairs_on_kind_and_order_and_says_so(tmp_path):
                 (e.get("args") or {}).pop(key, None)
 
     doc = measure(_run(CAP_1MB), _traces(_edited(tmp_path, CAP_1MB, drop_shapes))).document()
-    assert [(r["has_shapes"], r["paired"]) for r in doc["ranks"]] == [(False, 92), (False, 92)]
+    assert [(r["has_shapes"], r["paired"]) for r in doc["ranks"]] == [(False, 184), (False, 184)]
     assert all(g["on_order_only"] for r in doc["ranks"] for g in r["graphs"])
     bwd = doc["ranks"][0]["graphs"][1]
     assert [(c["kind"], c["bytes"]) for c in bwd["collectives"]] == BACKWARD_1MB  # the log's sizes
@@ -184,7 +184,7 @@ def test_a_trace_cut_short_keeps_what_was_read(tmp_path):
 def test_one_ranks_trace_alone_measures_that_rank_and_names_the_other(tmp_path):
     one = sorted((CAP_1MB / "traces").iterdir())[0]
     doc = measure(_run(CAP_1MB), _traces(one)).document()
-    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 92)]
+    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 184)]
     assert doc["ranks_without_trace"] == [1]
     assert doc["notes"] == ["rank 1: a compile log but no trace: not measured"]
     assert doc["skew"] == []
@@ -203,7 +203,7 @@ def test_traces_of_another_cap_pair_nothing_and_say_why():
     cap_12mb = PROFILED / "gloo_cap_12mb"
     m = measure(_run(cap_12mb), _traces(CAP_1MB / "traces"))
     doc = m.document()
-    assert [(r["rank"], r["paired"], len(r["unpaired"])) for r in doc["ranks"]] == [(0, 0, 8), (1, 0, 8)]
+    assert [(r["rank"], r["paired"], len(r["unpaired"])) for r in doc["ranks"]] == [(0, 0, 16), (1, 0, 16)]
     assert doc["ranks"][0]["unpaired"][:2] == [
         {
             "step": 0,
@@ -219,14 +219,14 @@ def test_traces_of_another_cap_pair_nothing_and_say_why():
         },
     ]
     assert doc["verdict"] == mismatch_reason(m) == (
-        "nothing paired: the traces do not match the logs (another run or cap?): 16 graph runs differ, "
+        "nothing paired: the traces do not match the logs (another run or cap?): 32 graph runs differ, "
         "the first: collective 0: issued all_gather of 2,097,152 B, the log records 6,291,456 B"
     )
 
 
 def test_the_12mb_run_pairs_its_buckets():
     doc = _measured(PROFILED / "gloo_cap_12mb").document()
-    assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, 36, []), (1, 36, [])]
+    assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, 72, []), (1, 72, [])]
     fwd, bwd = doc["ranks"][0]["graphs"]
     assert [(c["kind"], c["bytes"], c["est_ms"]) for c in fwd["collectives"]] == [
         ("all_gather", 6_291_456, 0.0511),
@@ -272,7 +272,7 @@ def test_waits_come_from_the_output_code_when_given():
 )
 def test_each_cap_pairs_every_step_of_both_ranks(scenario, forward, backward):
     doc = _measured(PROFILED / scenario).document()
-    n = 4 * (len(forward) + len(backward))
+    n = 8 * (len(forward) + len(backward))
     assert [(r["rank"], r["paired"], r["unpaired"]) for r in doc["ranks"]] == [(0, n, []), (1, n, [])]
     for r in doc["ranks"]:
         fwd, bwd = r["graphs"]
@@ -286,7 +286,7 @@ def test_a_trace_of_a_rank_without_a_log_is_listed_and_not_paired(tmp_path):
             doc["distributedInfo"]["rank"] = 5
 
     doc = measure(_run(CAP_1MB), _traces(_edited(tmp_path, CAP_1MB, rank_5))).document()
-    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 92), (5, 0)]
+    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 184), (5, 0)]
     assert (doc["traces_without_log"], doc["ranks_without_trace"]) == ([5], [1])
     assert doc["ranks"][1]["unpaired"][0]["reason"] == "no compile log for this rank"
     assert "rank 5: a trace (" in doc["notes"][0] and doc["notes"][0].endswith(") but no compile log: nothing paired")

@@ -34,7 +34,7 @@ def test_the_document_is_the_commands():
     doc = tracekit.measure(str(CAP_1MB / "logs"), [str(CAP_1MB / "traces")], jobs=1)
     assert doc == cli(CAP_1MB)
     assert doc["schema"] == "tracekit.measure/1"
-    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 92), (1, 92)]
+    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 184), (1, 184)]
 
 
 def test_one_rank_is_the_commands_rank_option():
@@ -58,7 +58,7 @@ def test_estimates_as_a_parsed_document_fill_the_exposed_estimate():
     doc = tracekit.measure(CAP_12MB / "logs", CAP_12MB / "traces", jobs=1,
                            estimates={"schema": "tracekit.replay/3", "graphs": graphs})
     assert [g["exposed_est_ms"] for r in doc["ranks"] for g in r["graphs"]] == [0.0875, 0.0546, 0.0875, 0.0546]
-    assert "; exposed 2173x;" in doc["verdict"]
+    assert "; exposed 445x;" in doc["verdict"]
     with pytest.raises(ValueError, match="is no tracekit replay document"):
         tracekit.measure(CAP_12MB / "logs", CAP_12MB / "traces", jobs=1, estimates={"schema": "x"})
 
@@ -78,7 +78,7 @@ def test_measure_never_imports_torch():
         "print(d['ranks'][0]['paired'], 'torch' in sys.modules)"
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert (p.returncode, p.stdout) == (0, "92 False\n"), p.stderr
+    assert (p.returncode, p.stdout) == (0, "184 False\n"), p.stderr
 
 
 def test_the_python_api_pages_measure_example_prints_what_it_says():

@@ -40,30 +40,32 @@ def test_another_caps_traces_pair_nothing_and_exit_2():
     p = measure(CAP_1MB / "logs", PROFILED / "gloo_cap_64mb" / "traces")
     assert p.returncode == 2
     assert p.stderr == (
-        "tracekit measure: nothing paired: the traces do not match the logs (another run or cap?): 16 graph "
+        "tracekit measure: nothing paired: the traces do not match the logs (another run or cap?): 32 graph "
         "runs differ, the first: collective 0: issued all_gather of 16,777,216 B, the log records 2,097,152 B\n"
     )
 
 
 def test_a_gz_cut_short_pairs_what_was_read_and_measures_no_transfer_it_cannot_place(tmp_path):
-    # Kineto writes thread by thread: the cut keeps one gloo worker's transfers for every step,
-    # the main thread's first two steps, and none of the other worker's; the k-th transfer by
-    # start time is no longer the k-th collective's, so no transfer is paired (none by guess)
+    # Kineto writes thread by thread: the cut keeps one gloo worker's transfers for every step
+    # (90 of 184), the main thread's first step and 3 of the second step's 15 backward
+    # collectives, and none of the other worker's; the k-th transfer by start time is no longer
+    # the k-th collective's, so no transfer is paired (none by guess)
     (tmp_path / "cut").mkdir()
     (tmp_path / "cut" / TRACES[0].name).write_bytes(TRACES[0].read_bytes()[:30000])
     p = measure(CAP_1MB / "logs", tmp_path / "cut", "--format", "json")
     assert (p.returncode, p.stderr) == (0, "")
     doc = json.loads(p.stdout)
     rank = doc["ranks"][0]
-    assert (rank["complete"], rank["events_read"], rank["steps"]["count"], rank["paired"], rank["unpaired"]) == (
-        False, 1411, 2, 46, [])
+    assert (rank["complete"], rank["events_read"], rank["steps"]["count"], rank["paired"]) == (False, 1426, 2, 31)
+    assert rank["unpaired"] == [{"step": 1, "graph": "0/0:1", "issued": 3,
+                                 "reason": "the trace is cut short: 3 collectives issued, the log records 15"}]
     assert [(g["label"], g["collectives_measured_ms"], g["exposed_measured_ms"]) for g in rank["graphs"]] == [
-        ("0/0:0", None, 73.3326), ("0/0:1", None, 123.3653)]
+        ("0/0:0", None, 8.315), ("0/0:1", None, 10.9741)]
     assert doc["verdict"] == (
-        "46 collective runs paired with the log, but no transfer time measured to put beside torch's estimates "
+        "31 collective runs paired with the log, but no transfer time measured to put beside torch's estimates "
         "(see the notes); rank 1: a log but no trace, not measured"
     )
-    assert ("rank 0: the trace is cut short: 49 transfers read for 46 issued collectives, so which transfer "
+    assert ("rank 0: the trace is cut short: 90 transfers read for 34 issued collectives, so which transfer "
             "is whose is not known: transfer times not measured") in doc["notes"]
 
 
@@ -85,8 +87,8 @@ def test_without_profiler_steps_one_window_and_no_step_claimed(tmp_path):
     assert (p.returncode, p.stderr) == (0, "")
     lines = p.stdout.splitlines()
     assert lines[0].startswith(
-        "collectives 2535x slower than estimated; exposed 182.7 ms over one run of each graph (the log holds "
-        "no exposed estimate); graph 0/0:1 (backward) takes the longest (966.3 ms)"
+        "collectives 395x slower than estimated; exposed 27.8 ms over one run of each graph (the log holds "
+        "no exposed estimate); graph 0/0:1 (backward) takes the longest (153.8 ms)"
     )
     assert lines.count("no ProfilerStep spans read: one window, no step time") == 2
     assert ("note: rank 0: no ProfilerStep spans (the profiler ran without a schedule): the trace is one window"
@@ -102,7 +104,7 @@ def test_sizes_missing_though_the_header_says_record_shapes_pairs_on_order_and_s
     p = measure(CAP_1MB / "logs", _edited(tmp_path, drop_sizes), "--format", "json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
-    assert [(r["has_shapes"], r["paired"]) for r in doc["ranks"]] == [(False, 92), (False, 92)]
+    assert [(r["has_shapes"], r["paired"]) for r in doc["ranks"]] == [(False, 184), (False, 184)]
     assert all(g["on_order_only"] for r in doc["ranks"] for g in r["graphs"])
     assert ("rank 0: record_shapes is on in the trace's header, but no issued collective has its sizes"
             in doc["notes"])
@@ -130,10 +132,10 @@ def test_a_trace_without_its_log_is_named_and_claims_nothing(tmp_path):
     assert (doc["ranks_without_trace"], doc["traces_without_log"]) == ([], [1])
     # the exposed time a step is rank 0's alone: rank 1 measured nothing to average in
     assert doc["verdict"] == (
-        "collectives 2843x slower than estimated; exposed 219.4 ms a step (the log holds no exposed estimate); "
-        "graph 0/0:1 (backward) takes 70% of the step; rank 1: a trace but no log, not paired"
+        "collectives 420x slower than estimated; exposed 30.1 ms a step (the log holds no exposed estimate); "
+        "graph 0/0:1 (backward) takes 73% of the step; rank 1: a trace but no log, not paired"
     )
-    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 92), (1, 0)]
+    assert [(r["rank"], r["paired"]) for r in doc["ranks"]] == [(0, 184), (1, 0)]
 
 
 def test_clocks_are_never_subtracted_across_ranks_and_it_is_said(tmp_path):

@@ -19,8 +19,8 @@ CAP_1MB = PROFILED / "gloo_cap_1mb"
 CMD = [sys.executable, "-m", "tracekit"]
 
 VERDICT_1MB = (
-    "collectives 2535x slower than estimated; exposed 182.7 ms a step (the log holds no exposed "
-    "estimate); graph 0/0:1 (backward) takes 71% of the step; rank 1 arrives last at graph 0/0:0 (8.4 ms)"
+    "collectives 395x slower than estimated; exposed 27.8 ms a step (the log holds no exposed "
+    "estimate); graph 0/0:1 (backward) takes 72% of the step; rank 1 arrives last at graph 0/0:1 (4.3 ms)"
 )
 
 
@@ -38,10 +38,10 @@ def test_table_starts_with_the_verdict_and_lists_every_rank():
     lines = p.stdout.splitlines()
     assert lines[:3] == [VERDICT_1MB, "", "rank 0"]
     assert [ln for ln in lines if ln.startswith("paired: ")] == [
-        "paired: 92 collective runs; not paired: 0",
-        "paired: 92 collective runs; not paired: 0",
+        "paired: 184 collective runs; not paired: 0",
+        "paired: 184 collective runs; not paired: 0",
     ]
-    assert "4 profiled steps, step 1352.278 (1293.608-1562.191) ms (median, min-max)" in lines
+    assert "8 profiled steps, step 215.427 (181.045-262.706) ms (median, min-max)" in lines
 
 
 def test_json_is_the_measure_document():
@@ -142,12 +142,12 @@ def test_traces_of_another_cap_exit_2_and_say_so():
     p = measure(CAP_1MB / "traces", logs=PROFILED / "gloo_cap_12mb" / "logs")
     assert p.returncode == 2
     why = (
-        "nothing paired: the traces do not match the logs (another run or cap?): 16 graph runs differ, "
+        "nothing paired: the traces do not match the logs (another run or cap?): 32 graph runs differ, "
         "the first: collective 0: issued all_gather of 2,097,152 B, the log records 6,291,456 B"
     )
     assert p.stderr == f"tracekit measure: {why}\n"
     assert p.stdout.startswith(why + "\n")
-    assert "paired:" in p.stdout and "collective runs; not paired: 8" in p.stdout
+    assert "paired:" in p.stdout and "collective runs; not paired: 16" in p.stdout
 
 
 def test_no_line_is_wider_than_200_columns():

@@ -39,7 +39,7 @@ def test_measure_on_dask_is_the_local_one(scheduler):
     assert (code, err) == (local_code, "") == (0, "")
     assert on_dask == local
     doc = json.loads(on_dask)
-    assert [(r["rank"], r["paired"], r["events_read"]) for r in doc["ranks"]] == [(0, 36, 1247), (1, 36, 1247)]
+    assert [(r["rank"], r["paired"], r["events_read"]) for r in doc["ranks"]] == [(0, 72, 2479), (1, 72, 2479)]
     assert [r["trace"] for r in doc["ranks"]] == sorted(str(p) for p in (CAP_12MB / "traces").iterdir())
     assert doc["ranks"][0]["graphs"][1]["collectives"][3]["bytes"] == 12_582_912
 

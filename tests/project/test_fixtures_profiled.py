@@ -44,7 +44,7 @@ CAPS = {
     "gloo_cap_64mb": (64.0, ("8->1", "0->0"), ("7->1", "8->1"),
                       {(AG_OUT, 8 * SHARD): 1, (AG_OUT, 7 * SHARD): 1, (RS, 16 * SHARD): 1}, 2, 1),
 }
-STEPS = ("ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5")
+STEPS = tuple(f"ProfilerStep#{i}" for i in range(2, 10))  # wait=1, warmup=1, active=8
 #: tensorboard_trace_handler's file name: HOST_PID.TIMESTAMP.pt.trace.json.gz
 TRACE_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.(?P<ts>\d+)\.pt\.trace\.json\.gz$")
 
@@ -134,14 +134,14 @@ def test_steps_json_has_the_settings_and_the_step_times(name):
         "scenario": name, "torch": "2.13.0+cpu", "backend": "gloo", "world_size": 2, "layers": 8, "dim": 1024,
         "batch": 128, "dtype": "float32", "bucket_cap_mb": CAPS[name][0], "threads_per_rank": 1,
         "warmup_steps": 3, "timed_steps": 10}
-    assert steps["profiler_schedule"] == {"wait": 1, "warmup": 1, "active": 4, "repeat": 1}
+    assert steps["profiler_schedule"] == {"wait": 1, "warmup": 1, "active": 8, "repeat": 1}
     assert [r["rank"] for r in steps["ranks"]] == [0, 1]
     logs = {p.name for p in (PROFILED / name / "logs").iterdir()}
     for r in steps["ranks"]:
         assert sorted(r) == sorted(["rank", "pid", "steps_ms", "profiled_steps_ms", "trace", "log", "median_ms",
                                     "profiled_median_ms"])
         assert r["log"] in logs and r["log"].startswith(f"dedicated_log_torch_trace_rank_{r['rank']}_")
-        assert len(r["steps_ms"]) == 10 and len(r["profiled_steps_ms"]) == 4
+        assert len(r["steps_ms"]) == 10 and len(r["profiled_steps_ms"]) == 8
         assert all(t > 0 for t in r["steps_ms"] + r["profiled_steps_ms"])
         assert r["median_ms"] == pytest.approx(statistics.median(r["steps_ms"]), abs=1e-3)
         assert r["profiled_median_ms"] == pytest.approx(statistics.median(r["profiled_steps_ms"]), abs=1e-3)

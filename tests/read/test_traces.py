@@ -85,7 +85,7 @@ def test_gloo_traces_sorted_by_rank(gloo):
         assert (t.world_size, t.backend, t.form, t.has_shapes) == (2, "gloo", CPU_FORM, True)
         assert (t.complete, t.problems, t.notes) == (True, [], [])
         assert t.process_groups == GLOO_PG
-        assert t.events_read == 2735
+        assert t.events_read == 5455
         assert t.compute == []
         assert t.base_time_ns == 1790857026000000000
 
@@ -97,24 +97,28 @@ def test_gloo_steps_regions_and_threads(gloo):
             "ProfilerStep#3",
             "ProfilerStep#4",
             "ProfilerStep#5",
+            "ProfilerStep#6",
+            "ProfilerStep#7",
+            "ProfilerStep#8",
+            "ProfilerStep#9",
         ]
         assert Counter(r.name for r in t.regions) == {
-            "Torch-Compiled Region: 0/0": 4,
-            "CompiledFunction": 4,
-            "CompiledFunctionBackward": 4,
-            "## Call CompiledFxGraph None ##": 8,
+            "Torch-Compiled Region: 0/0": 8,
+            "CompiledFunction": 8,
+            "CompiledFunctionBackward": 8,
+            "## Call CompiledFxGraph None ##": 16,
         }
         assert t.threads[t.main_tid].endswith("(python)")
         # every step issued the same 23 collectives
-        assert [sum(s.ts_us <= c.span.ts_us < s.end_us for c in t.issued) for s in t.steps] == [23] * 4
+        assert [sum(s.ts_us <= c.span.ts_us < s.end_us for c in t.issued) for s in t.steps] == [23] * 8
 
 
 def test_gloo_issued_collectives(gloo):
     for t in gloo:
-        assert len(t.issued) == 92
+        assert len(t.issued) == 184
         assert Counter((c.op, c.kind, c.numel, c.dtype, c.bytes, c.group_size) for c in t.issued) == {
-            ("all_gather_into_tensor", "all_gather", 524288, "float", 2 << 20, 2): 60,
-            ("reduce_scatter_tensor", "reduce_scatter", 1048576, "float", 4 << 20, 2): 32,
+            ("all_gather_into_tensor", "all_gather", 524288, "float", 2 << 20, 2): 120,
+            ("reduce_scatter_tensor", "reduce_scatter", 1048576, "float", 4 << 20, 2): 64,
         }
         # the first step's order: ten gathers, then reduce-scatters between gathers
         assert [c.kind for c in t.issued[:13]] == ["all_gather"] * 10 + [
@@ -124,23 +128,28 @@ def test_gloo_issued_collectives(gloo):
         ]
         assert t.issued[10].span.name == "_c10d_functional::reduce_scatter_tensor"
         assert {c.span.tid for c in t.issued} == {t.main_tid}
-        assert len(t.waits) == 92
+        assert len(t.waits) == 184
         assert {w.name for w in t.waits} == {"_c10d_functional::wait_tensor"}
 
 
 def test_gloo_transfers_match_issued_in_order(gloo):
     for t in gloo:
         assert Counter((x.kind, x.numel_in, x.dtype) for x in t.transfers) == {
-            ("all_gather", 524288, "float"): 60,
-            ("all_reduce", 1048576, "float"): 32,
+            ("all_gather", 524288, "float"): 120,
+            ("all_reduce", 1048576, "float"): 64,
         }
         # on gloo's two worker threads, never the main one
-        assert len({x.span.tid for x in t.transfers}) == 2
-        assert all("pt_gloo_runloop" in t.threads[x.span.tid] for x in t.transfers)
+        workers = {x.span.tid for x in t.transfers}
+        assert len(workers) == 2 and t.main_tid not in workers
+        assert t.threads[t.main_tid] == f"thread {t.main_tid} (python)"
         # the k-th gloo event is the k-th issued collective (gloo runs a reduce-scatter as an all-reduce)
         issued = [{"reduce_scatter": "all_reduce"}.get(c.kind, c.kind) for c in t.issued]
         assert [x.kind for x in t.transfers] == issued
         assert [x.numel_in for x in t.transfers] == [c.numel for c in t.issued]
+    # the workers' names are the trace's own: kineto named one of rank 1's "python", not
+    # "pt_gloo_runloop", so nothing may rely on a thread's name to find gloo's work
+    names = [sorted(t.threads[tid].split(" ", 2)[2] for tid in {x.span.tid for x in t.transfers}) for t in gloo]
+    assert names == [["(pt_gloo_runloop)", "(pt_gloo_runloop)"], ["(pt_gloo_runloop)", "(python)"]]
 
 
 def test_jobs_and_progress_do_not_change_what_is_read(gloo):
@@ -205,8 +214,8 @@ def test_truncated_gz_keeps_what_was_read(tmp_path, gloo):
     (problem,) = t.problems
     assert problem.startswith(f"{cut}: the file stops inside an event, ")
     assert "gzip: Compressed file ended before the end-of-stream marker was reached" in problem
-    assert 0 < t.events_read < 2735
-    assert 0 < len(t.issued) < 92
+    assert 0 < t.events_read < 5455
+    assert 0 < len(t.issued) < 184
     assert all(c in gloo[0].issued for c in t.issued)
     assert t.steps == gloo[0].steps[: len(t.steps)]
 
@@ -239,7 +248,7 @@ def test_no_distributed_info(tmp_path):
     t = read_trace(named)
     assert (t.rank, t.world_size, t.backend, t.process_groups) == (5, None, None, [])
     assert t.notes == ["rank 5 taken from the file name: the trace has no distributedInfo.rank"]
-    assert (t.complete, len(t.issued)) == (True, 92)
+    assert (t.complete, len(t.issued)) == (True, 184)
     plain = tmp_path / "vm_1.2.pt.trace.json"
     plain.write_text(text)
     t = read_trace(plain)
@@ -253,14 +262,14 @@ def test_no_profiler_step(tmp_path):
     text = _rank0_text()
     blocks = re.findall(r"\n  \{\n(?:    .*\n)*?  \},", text)
     steps = [b for b in blocks if '"name": "ProfilerStep#' in b]
-    assert len(steps) == 4
+    assert len(steps) == 8
     for b in steps:
         text = text.replace(b, "", 1)
     f = tmp_path / "no_steps.json"
     f.write_text(text)
     t = read_trace(f)
-    assert (t.steps, t.complete, t.events_read) == ([], True, 2731)
-    assert (len(t.issued), len(t.transfers), len(t.regions)) == (92, 92, 20)
+    assert (t.steps, t.complete, t.events_read) == ([], True, 5447)
+    assert (len(t.issued), len(t.transfers), len(t.regions)) == (184, 184, 40)
 
 
 def test_no_record_shapes(tmp_path):
@@ -355,11 +364,11 @@ def test_a_malformed_event_is_skipped_and_said(tmp_path):
     at = raw.index(b'"name": "_c10d_functional::all_gather_into_tensor"')
     start = raw.rfind(b"\n  {", 0, at) + 1
     dur = raw.index(b'"dur": ', at) + len(b'"dur": ')
-    broken = raw[:dur] + b"x" + raw[dur:]  # "dur": x490.335
+    broken = raw[:dur] + b"x" + raw[dur:]  # "dur": x534.367
     f = tmp_path / "broken.json"
     f.write_bytes(broken)
     t = read_trace(f)
-    assert (t.complete, len(t.issued), t.events_read) == (True, 91, 2735)
+    assert (t.complete, len(t.issued), t.events_read) == (True, 183, 5455)
     (problem,) = t.problems
     assert problem.startswith(f"{f}: the event at byte {start:,} is not valid JSON (")
     assert problem.endswith("): skipped")
@@ -377,7 +386,7 @@ def test_a_thousand_ranks_in_parallel(tmp_path):
     traces = read_traces(tmp_path, jobs=2, progress=lambda d, n: calls.append((d, n)))
     assert [t.rank for t in traces] == list(range(1000))
     assert {(t.world_size, t.complete, t.events_read, len(t.transfers)) for t in traces} == {
-        (1000, True, 100, 6)
+        (1000, True, 100, 12)
     }
     assert calls[-1] == (1000, 1000)
 
@@ -392,23 +401,23 @@ def test_small_pieces_read_the_same(monkeypatch, gloo):
 
 #: What each profiled cap's ranks issued, per (op, numel of the input): the same on both ranks.
 ISSUED_BY_CAP = {
-    "gloo_cap_1mb": (2735, {("all_gather_into_tensor", 524288): 60, ("reduce_scatter_tensor", 1048576): 32}),
+    "gloo_cap_1mb": (5455, {("all_gather_into_tensor", 524288): 120, ("reduce_scatter_tensor", 1048576): 64}),
     "gloo_cap_12mb": (
-        1247,
+        2479,
         {
-            ("all_gather_into_tensor_out", 1572864): 16,
-            ("all_gather_into_tensor_out", 1048576): 4,
-            ("all_gather_into_tensor", 524288): 4,
-            ("reduce_scatter_tensor", 3145728): 8,
-            ("reduce_scatter_tensor", 2097152): 4,
+            ("all_gather_into_tensor_out", 1572864): 32,
+            ("all_gather_into_tensor_out", 1048576): 8,
+            ("all_gather_into_tensor", 524288): 8,
+            ("reduce_scatter_tensor", 3145728): 16,
+            ("reduce_scatter_tensor", 2097152): 8,
         },
     ),
     "gloo_cap_64mb": (
-        747,
+        1479,
         {
-            ("all_gather_into_tensor_out", 4194304): 4,
-            ("all_gather_into_tensor_out", 3670016): 4,
-            ("reduce_scatter_tensor", 8388608): 4,
+            ("all_gather_into_tensor_out", 4194304): 8,
+            ("all_gather_into_tensor_out", 3670016): 8,
+            ("reduce_scatter_tensor", 8388608): 8,
         },
     ),
 }
@@ -424,8 +433,8 @@ def test_every_profiled_cap(cap):
             events,
             True,
             [],
-            4,
-            20,
+            8,
+            40,
         )
         assert Counter((c.op, c.numel) for c in t.issued) == issued
         assert {(c.dtype, c.group_size) for c in t.issued} == {("float", 2)}
