@@ -63,8 +63,8 @@ def main() -> None:
     from tracekit.replay.predicted import _schedules
 
     doc = run(logs, plain)
-    t_read = min(_time(lambda: read_traces(traces, jobs=1)) for _ in range(args.repeat))
-    loaded = read_traces(traces, jobs=1)
+    t_read = min(_time(lambda: read_traces(traces, jobs=1, host_ops=True)) for _ in range(args.repeat))
+    loaded = read_traces(traces, jobs=1, host_ops=True)
     t_pair = min(
         _time(lambda: measure(checked_load(logs, jobs=1), loaded, None, wait_orders(logs)))
         for _ in range(args.repeat)

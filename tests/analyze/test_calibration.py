@@ -26,7 +26,7 @@ PROFILED = ROOT / "fixtures" / "profiled"
 def _pairings(run: Path, traces: Path | None = None):
     logs = run / "logs"
     return measure(
-        load([logs], jobs=1), read_traces([traces or run / "traces"], jobs=1), None, wait_orders([logs])
+        load([logs], jobs=1), read_traces([traces or run / "traces"], jobs=1, host_ops=True), None, wait_orders([logs])
     ).pairings
 
 
@@ -41,6 +41,23 @@ def _raw_events(run: Path) -> list[list[dict]]:
         with gzip.open(f, "rt", encoding="utf-8") as fh:
             out.append([e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"])
     return out
+
+
+def test_the_reader_keeps_matmuls_and_copies_only_when_asked():
+    run = PROFILED / "gloo_cap_12mb"
+    plain, kept = read_traces([run / "traces"], jobs=1)[0], read_traces([run / "traces"], jobs=1, host_ops=True)[0]
+    assert plain.host_ops == [] and len(plain.issued) == len(kept.issued) == 72
+    events = _raw_events(run)[0]
+    mm = [e for e in events if e["name"] == "aten::mm"]
+    copies = [e for e in events if e["name"] == "aten::copy_"]
+    assert [o.kind for o in kept.host_ops].count("matmul") == len(mm) == 184  # 23 a step, 8 steps
+    assert [o.kind for o in kept.host_ops].count("copy") == len(copies)
+    first = min(mm, key=lambda e: e["ts"])
+    op = next(o for o in kept.host_ops if o.kind == "matmul")
+    m, k = first["args"]["Input Dims"][0]
+    n = first["args"]["Input Dims"][1][1]
+    assert (op.span.ts_us, op.flops) == (first["ts"], 2.0 * m * k * n)
+    assert {o.bytes for o in kept.host_ops if o.kind == "copy"} >= {4 << 20}
 
 
 @pytest.mark.parametrize("scenario", ["gloo_cap_1mb", "gloo_cap_12mb", "gloo_cap_64mb"])

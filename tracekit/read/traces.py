@@ -19,8 +19,9 @@ How a file is read:
   ``layout`` is then ``"whole"``, and a note says so (it takes the file's size in memory).
 - What is kept (see :mod:`tracekit.model.profile`): ``ProfilerStep#N`` (CPU ``user_annotation``),
   compiled regions, ``_c10d_functional::*`` issue ops and ``wait_tensor``, gloo's
-  ``gloo:*`` events, CPU matmuls and copies (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``,
-  ``copy_``: :class:`HostOp`, for ``replay --profile``'s prediction), and every ``kernel``: NCCL ones (``Collective name``, or a name starting
+  ``gloo:*`` events, with ``host_ops`` CPU matmuls and copies (``aten::mm``, ``addmm``, ``bmm``,
+  ``baddbmm``, ``copy_``: :class:`HostOp`, for ``replay --profile``'s prediction; they double
+  the events decoded on a CPU trace, so only that asks for them), and every ``kernel``: NCCL ones (``Collective name``, or a name starting
   ``nccl``) as :class:`Transfer`, the others as ``compute`` spans (GPU form: one span a kernel,
   names shared, enough for an analysis of what ran beside a transfer; a kernel's ``External id``
   links it to the CPU op that launched it). The GPU timeline's own copies of annotations
@@ -69,6 +70,12 @@ PIECE = 4 << 20
 #: What every event the model keeps has, in Kineto's layout: its name starts with one of these
 #: (one regular expression, its common prefix found fast) ...
 NAME_MARKERS = re.compile(
+    rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
+    rb'|_c10d_functional::|gloo:|thread_name")'
+)
+#: The same, and the CPU ops kept as :class:`HostOp` (``read_trace(host_ops=True)``: what
+#: ``replay --profile`` calibrates on; measure does not decode them).
+HOST_OP_MARKERS = re.compile(
     rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
     rb'|_c10d_functional::|gloo:|thread_name|aten::(?:mm|addmm|bmm|baddbmm|copy_)")'
 )
@@ -204,8 +211,9 @@ def rank_from_trace_name(path: str | os.PathLike) -> int | None:
 # -- reading one file ------------------------------------------------------------------------
 
 
-def read_trace(path: str | os.PathLike) -> RankTrace:
-    """Read one trace file (``.json`` or ``.json.gz``) into a :class:`RankTrace`.
+def read_trace(path: str | os.PathLike, host_ops: bool = False) -> RankTrace:
+    """Read one trace file (``.json`` or ``.json.gz``) into a :class:`RankTrace`; with
+    ``host_ops``, its CPU matmuls and copies too (``host_ops``).
 
     Raises :class:`TraceError` when it cannot be opened or is not a Chrome trace; a file cut
     short gives what was read, with ``complete=False`` and a problem saying where it stopped.
@@ -222,7 +230,7 @@ def read_trace(path: str | os.PathLike) -> RankTrace:
     except OSError as e:
         raise TraceError(f"{name}: cannot open: {e.strerror or e}") from None
     try:
-        return _read_stream(name, stream)
+        return _read_stream(name, stream, host_ops)
     except OSError as e:
         raise TraceError(f"{name}: cannot read: {e.strerror or e}") from None
     finally:
@@ -234,8 +242,10 @@ def read_trace(path: str | os.PathLike) -> RankTrace:
 class _Builder:
     """What one file's kept events make, added one decoded event at a time."""
 
-    def __init__(self, trace: RankTrace) -> None:
+    def __init__(self, trace: RankTrace, host_ops: bool = False) -> None:
         self.t = trace
+        self.host_ops = host_ops
+        self.markers = HOST_OP_MARKERS if host_ops else NAME_MARKERS
         self.strings: dict[str, str] = {}  # one string per name, dtype, op: however many events
         self.shapes_seen = False
         self.kernels = 0
@@ -267,7 +277,7 @@ class _Builder:
             self._c10d(ev, name)
         elif name.startswith("gloo:"):
             self._gloo(ev, name)
-        elif name in _HOST_OPS and cat == "cpu_op":
+        elif self.host_ops and name in _HOST_OPS and cat == "cpu_op":
             self._host_op(ev, name)
         elif (
             name.startswith("Torch-Compiled Region")
@@ -533,9 +543,9 @@ def _header(t: RankTrace, doc: dict[str, Any]) -> None:
         t.has_shapes = bool(doc["record_shapes"])
 
 
-def _read_stream(name: str, stream: Any) -> RankTrace:
+def _read_stream(name: str, stream: Any, host_ops: bool = False) -> RankTrace:
     trace = RankTrace(path=name, rank=None)
-    b = _Builder(trace)
+    b = _Builder(trace, host_ops)
     head = b""
     while True:  # the start, up to the event array's first event
         piece = stream.read(PIECE)
@@ -596,7 +606,7 @@ def _scan(buf: bytes, cut: int, b: _Builder, done: int) -> None:
     trace = b.t
     trace.events_read += buf.count(_OPEN, 0, cut)
     starts: set[int] = set()
-    for m in NAME_MARKERS.finditer(buf, 0, cut):
+    for m in b.markers.finditer(buf, 0, cut):
         s = buf.rfind(_OPEN, 0, m.start())
         if s != -1:  # else before the first event: not in one
             starts.add(s)
@@ -700,12 +710,12 @@ def _read_whole(name: str, head: bytes, stream: Any, b: _Builder, reason: str) -
 # -- many files ------------------------------------------------------------------------------
 
 
-def _read_batch(paths: list[str]) -> list[RankTrace | TraceError]:
+def _read_batch(paths: list[str], host_ops: bool = False) -> list[RankTrace | TraceError]:
     """On a worker: each file read, or the :class:`TraceError` it raised."""
     out: list[RankTrace | TraceError] = []
     for p in paths:
         try:
-            out.append(read_trace(p))
+            out.append(read_trace(p, host_ops))
         except TraceError as e:
             out.append(e)
     return out
@@ -722,6 +732,7 @@ def read_traces(
     progress: Callable[[int, int], None] | None = None,
     *,
     dask: str | None = None,
+    host_ops: bool = False,
 ) -> list[RankTrace]:
     """Read every trace PATHs name (:func:`find_trace_files`), sorted by rank (a rank of None
     last, then by path).
@@ -731,6 +742,7 @@ def read_traces(
     scheduler's address (``tcp://HOST:8786``): the files are read on its workers, which must see
     them at the same absolute paths (:mod:`tracekit.read.dask_reader`'s pattern;
     :class:`tracekit.read.dask_reader.DaskReadError` when the cluster cannot be used).
+    ``host_ops``: keep the CPU matmuls and copies (:func:`read_trace`; not on Dask).
     Raises :class:`TraceError` for the first file (in PATH order) that cannot be read.
 
     >>> [t.rank for t in read_traces(["fixtures/traces/nccl_2gpu"], jobs=1)]
@@ -740,7 +752,7 @@ def read_traces(
     if dask is not None:
         got = _read_on_dask(files, dask, progress)
     else:
-        got = list(_read_local(files, jobs, progress))
+        got = list(_read_local(files, jobs, progress, host_ops))
     for r in got:
         if isinstance(r, TraceError):
             raise r
@@ -750,9 +762,10 @@ def read_traces(
 
 
 def _read_local(
-    files: list[Path], jobs: int | None, progress: Callable[[int, int], None] | None
+    files: list[Path], jobs: int | None, progress: Callable[[int, int], None] | None, host_ops: bool = False
 ) -> Iterator[RankTrace | TraceError]:
     from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
 
     from tracekit.read.segments import default_jobs
 
@@ -760,7 +773,7 @@ def _read_local(
     total = len(files)
     if jobs == 1 or total <= 1:
         for i, f in enumerate(files):
-            yield from _read_batch([os.fspath(f)])
+            yield from _read_batch([os.fspath(f)], host_ops)
             if progress is not None:
                 progress(i + 1, total)
         return
@@ -769,7 +782,9 @@ def _read_local(
     interrupted = True
     try:
         done = 0
-        for batch, part in zip(batches, pool.map(_read_batch, batches), strict=True):
+        for batch, part in zip(
+            batches, pool.map(partial(_read_batch, host_ops=host_ops), batches), strict=True
+        ):
             done += len(batch)
             if progress is not None:
                 progress(done, total)

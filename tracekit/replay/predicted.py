@@ -70,7 +70,7 @@ def _measured(paths: list[str], profiles: list[str], jobs: int | None) -> Any:
         if not os.path.lexists(p):
             raise ProfileError(f"--profile {p}: no such file or directory")
     try:
-        traces = read_traces(profiles, jobs=jobs)
+        traces = read_traces(profiles, jobs=jobs, host_ops=True)
     except TraceError as e:
         raise ProfileError(str(e)) from None
     if not any(t.events_read for t in traces):
