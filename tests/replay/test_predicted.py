@@ -91,6 +91,10 @@ def test_the_prediction_document(recommended):
     assert list(caps)[:3] == ["recorded", "auto", "1"] and len(caps) == 14
     assert caps["recorded"]["est_ms"] == 0.832 and caps["recorded"]["measured_step_ms"] == 248.502
     assert caps["64"]["measured_step_ms"] is None
+    # 23 matmuls a step (8 forward, 15 backward), each timed by the measured ones
+    assert caps["recorded"]["nodes"] == {
+        "matmul_measured": 23, "matmul_scaled_estimate": 0, "gap_share": 68, "not_in_recorded": 0,
+    }  # fmt: skip
     assert (caps["1"]["predicted_step_ms"], caps["64"]["predicted_step_ms"]) == (217.297, 316.049)
     # one bucket a kind: the step loses its overlap (the main thread waits on the whole transfer)
     assert caps["64"]["exposed_ms"] > 2 * caps["recorded"]["exposed_ms"]

@@ -98,6 +98,15 @@ class GraphPrediction:
     compute_ms: float  # the main thread busy (compute, issuing, copies)
     exposed_ms: float  # the main thread blocked in waits
     comm_ms: float  # the transfers' time
+    nodes: dict[str, int] = field(default_factory=dict)  # how its nodes were timed (NODE_SOURCES)
+
+
+#: How a node of a schedule is timed: a matmul-like node that a measured matmul stands for; one
+#: beyond the graph's measured matmuls (its estimate scaled by the graph's measured-to-estimated
+#: ratio); another node the recorded schedule has (a share of the measured gap); a node the
+#: recorded schedule lacks (no time of its own: a bucket's copies are timed with its collective,
+#: the rest of the graph's work is in the gap the others share).
+NODE_SOURCES = ("matmul_measured", "matmul_scaled_estimate", "gap_share", "not_in_recorded")
 
 
 def _copies(node: dict[str, Any]) -> tuple[int, int]:
@@ -197,7 +206,13 @@ def predict_graph(
             items.append(("issue", n["name"], transfer_ms(n, model), copy_ms(cout, cal)))
         elif kind == "wait":
             items.append(("wait", n.get("collective")))
-    return _run(items, cal.sharing, cal.wait_ms, slices)
+    out = _run(items, cal.sharing, cal.wait_ms, slices)
+    matmuls = sum(1 for n in nodes if _is_compute(n))
+    measured = min(matmuls, graph.cost.matmuls)
+    out.nodes = dict(
+        zip(NODE_SOURCES, (measured, matmuls - measured, len(shared), len(others) - len(shared)), strict=True)
+    )
+    return out
 
 
 def _run(
@@ -339,7 +354,7 @@ def predict_step(
     model: Model,
     schedules: dict[tuple[str, int], list[dict[str, Any]]],
     slices: list[list[Any]] | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """The step at one cap: each measured graph's schedule (graph key -> ``timeline.nodes``)
     run by the model, plus the measured time outside the graph runs. A graph the profile did
     not measure is left out (it did not run in the profiled steps). ``slices``: where to add
@@ -363,11 +378,13 @@ def predict_step(
         "comm_ms": round(sum(p.comm_ms for p in parts), 3),
         "compute_ms": round(sum(p.compute_ms for p in parts), 3),
         "graphs": len(parts),
+        "nodes": {k: sum(p.nodes.get(k, 0) for p in parts) for k in NODE_SOURCES},
     }
 
 
 __all__ = [
     "LATENCY_PRIOR",
+    "NODE_SOURCES",
     "GraphModel",
     "GraphPrediction",
     "Model",

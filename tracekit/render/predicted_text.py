@@ -55,6 +55,13 @@ def predicted_section(doc: dict[str, Any], fmt: str) -> str:
         f"{_f(sc['measured_step_ms'])} ms measured ({sc['error_pct']:+.1f}%)"
         + (f": CALIBRATION FLAGGED, beyond {doc_limit(p)}%" if sc["flagged"] else ""),
     ]
+    own = next((c for c in p["caps"] if c["cap"] == "recorded"), None)
+    if own and own.get("nodes"):
+        n = own["nodes"]
+        lines.append(
+            f"nodes at the recorded cap: {n['matmul_measured']} matmuls timed by the measured ones, "
+            f"{n['matmul_scaled_estimate']} by a scaled estimate, {n['gap_share']} share the measured gap"
+        )
     lines += [f"note: {n}" for n in cal.get("notes", [])]
     rec = p.get("recommendation")
     if rec:
