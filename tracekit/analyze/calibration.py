@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.analyze.measure_pairing import GraphRun, RankPairing
+from tracekit.analyze.measure_pairing import GraphRun, RankPairing, merged_intervals
 from tracekit.model.profile import GPU_FORM, Span
 
 MIB = float(1 << 20)
@@ -157,16 +157,6 @@ def _overlap(span: Span, busy: list[tuple[float, float]]) -> float:
     return min(1.0, total / span.dur_us)
 
 
-def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 def _within(span: Span, run: GraphRun) -> bool:
     return run.span.ts_us <= span.ts_us and span.end_us <= run.span.end_us + 1e-3
 
@@ -204,7 +194,7 @@ def calibrate(pairings: list[RankPairing]) -> Calibration:
     outside: list[float] = []
     for p in usable:
         t = p.trace
-        busy = _merged([(x.span.ts_us, x.span.end_us) for x in t.transfers])
+        busy = merged_intervals([(x.span.ts_us, x.span.end_us) for x in t.transfers])
         main_mm = [o for o in t.host_ops if o.kind == "matmul" and o.span.tid == t.main_tid]
         copies += [(o.bytes / MIB, o.span.dur_us / 1e3) for o in t.host_ops if o.kind == "copy" and o.bytes]
         runs = [r for r in p.runs if r.paired and r.final is not None and not r.problem]

@@ -287,16 +287,21 @@ def _pair_run(run: GraphRun, transfer_of: dict[int, Transfer], index_of: dict[in
             open_[0].wait = w
 
 
-def _uncovered(spans: list[tuple[float, float]], cover: list[Span]) -> float:
-    """Time within the union of ``spans`` not covered by any of ``cover`` (sorted by start)."""
-    total = 0.0
+def merged_intervals(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``(start, end)`` intervals, as sorted intervals that do not touch."""
     merged: list[list[float]] = []
     for a, b in sorted(spans):
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
-    for a, b in merged:
+    return [(a, b) for a, b in merged]
+
+
+def _uncovered(spans: list[tuple[float, float]], cover: list[Span]) -> float:
+    """Time within the union of ``spans`` not covered by any of ``cover`` (sorted by start)."""
+    total = 0.0
+    for a, b in merged_intervals(spans):
         t = a
         for c in cover:
             if c.end_us <= t:
@@ -402,6 +407,7 @@ __all__ = [
     "PairedCollective",
     "RankPairing",
     "finals_of",
+    "merged_intervals",
     "pair_rank",
     "phase",
     "sequence_problem",
