@@ -213,3 +213,18 @@ def test_trace_out_draws_the_predicted_step_beside_the_measured_one(recommended)
     assert max(ends) + outside == pytest.approx(row["predicted_step_ms"], abs=0.01)
     tracks = {t for t, *_ in row["timeline"]}
     assert tracks == {"0/0:0 main", "0/0:0 transfers", "0/0:1 main", "0/0:1 transfers"}
+
+
+def test_a_calibration_off_its_own_step_is_flagged_first(recommended):
+    import copy
+
+    from tracekit.render.predicted_text import predicted_section
+
+    doc = copy.deepcopy(recommended)
+    assert "FLAGGED" not in predicted_section(doc, "table")
+    doc["prediction"]["self_check"].update(error_pct=7.2, flagged=True)
+    lines = predicted_section(doc, "table").splitlines()
+    assert lines[3] == (
+        "CALIBRATION FLAGGED: the recorded cap is predicted +7.2% off the step the profile measured "
+        "(beyond 5%); the predictions below carry at least that error"
+    )

@@ -55,6 +55,12 @@ def predicted_section(doc: dict[str, Any], fmt: str) -> str:
         f"{_f(sc['measured_step_ms'])} ms measured ({sc['error_pct']:+.1f}%)"
         + (f": CALIBRATION FLAGGED, beyond {doc_limit(p)}%" if sc["flagged"] else ""),
     ]
+    flag = (
+        f"CALIBRATION FLAGGED: the recorded cap is predicted {sc['error_pct']:+.1f}% off the step the profile "
+        f"measured (beyond {doc_limit(p)}%); the predictions below carry at least that error\n"
+        if sc["flagged"]
+        else ""
+    )
     own = next((c for c in p["caps"] if c["cap"] == "recorded"), None)
     if own and own.get("nodes"):
         n = own["nodes"]
@@ -70,6 +76,7 @@ def predicted_section(doc: dict[str, Any], fmt: str) -> str:
     return (
         "\n"
         + heading("Predicted from the profile (the step each cap would measure)", fmt)
+        + flag
         + table(rows, HEADERS, fmt)
         + "\n"
         + "".join(f"{bullet}{ln}\n" for ln in lines)
