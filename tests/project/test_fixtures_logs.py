@@ -46,6 +46,9 @@ EXPECTED = {
     "fsdp2": [[]] * 2,
     # FSDP2, each block compiled on its own: no graph break, the guards name FSDPBlock
     "fsdp2_per_block": [[]] * 2,
+    # a forward only, no all-gather: never pre-bucketed (check_logs: one before_post_grad_graph)
+    "nested_waits": [[]] * 4,
+    "nested_waits_torch2.15": [[]] * 4,
 }
 #: 2-D meshes (issue 37): each rank's FSDP group is its shard group, of 2 ranks.
 MESH = "fsdp_groups=['{g}'], group_size=2, nNodes=1, bucket_cap_mb=10.4, all_gather {ag}, reduce_scatter {rs}, all_reduce 0->0"
@@ -75,7 +78,8 @@ def test_every_scenario_has_a_directory():
 def test_pre_bucketing_lines_per_rank_and_graph(scenario):
     # check_logs also fails on a missing before_post_grad_graph / pre_bucketing_* artifact (fewer
     # than two: forward and backward), an fx_graph_cache_hit, or a payload MD5 mismatch.
-    lines = generate.check_logs(FIXTURE_LOGS / scenario, generate.SCENARIOS[scenario].prebucketed_graphs)
+    made = generate.SCENARIOS[scenario]
+    lines = generate.check_logs(FIXTURE_LOGS / scenario, made.prebucketed_graphs, made.graphs)
     by_rank = {int(_RANK_RE.match(name).group(1)): texts for name, texts in lines.items()}
     assert [by_rank[r] for r in sorted(by_rank)] == EXPECTED[scenario]
 

@@ -42,7 +42,8 @@ def test_logs_of_the_running_release_reproduce_with_torchs_exposed_ms(scenario):
     doc = run.to_dict()
     assert [g["verdict"] for g in doc["graphs"]] == ["reproduced"] * len(doc["graphs"])
     assert doc["totals"]["partial"] == 0
-    assert bool(run.graphs) == (not scenario.startswith("fsdp2"))  # FSDP2's collectives stay in eager code
+    # FSDP2's collectives stay in eager code; nested_waits is a forward never pre-bucketed (below)
+    assert bool(run.graphs) == (not scenario.startswith(("fsdp2", "nested_waits")))
     for g in run.graphs:  # every fixture ran torch's scheduler on every graph; so does the replay
         assert g.overlap_scheduled
         assert g.reproduction.schedule is not None, g.reproduction.schedule_error
@@ -111,6 +112,50 @@ def test_a_log_of_another_release_says_what_differs(scenario):
     # the writing torch's own figure (kept beside the fixture): within 0.0001 ms of the replay's
     wrote_ms = json.loads((FIXTURE_LOGS / scenario / "overlap_results.json").read_text())["graphs"]
     assert [round(x["exact_total_exposed_ms"], 4) for x in wrote_ms] == [0.0234, 0.0198]
+
+
+#: The same forward (fixtures/generate.py: _nested_waits_forward, a 2 x 2 mesh and the world group),
+#: written by torch 2.13.0 and by torch 2.15.0: torch's overlap scheduler handles a wait inside
+#: another's handling, across process groups, and 2.15 no longer lets the inner one hide the outer.
+NESTED_WAITS = {"2.13.0": "nested_waits", "2.15.0": "nested_waits_torch2.15"}
+#: The exposed ms each release's scheduler gives that graph (2.14 schedules it as 2.13 does).
+NESTED_WAITS_MS = {"2.13.0": 0.0956, "2.14.1": 0.0956, "2.15.0": 0.1063}
+
+
+def _logged_figures(scenario: str) -> dict[str, float]:
+    """torch's own "Overlap scheduling results" of the scenario's one graph (rank 0), and their
+    exact sums, as the run kept them beside the logs."""
+    (graph,) = json.loads((FIXTURE_LOGS / scenario / "overlap_results.json").read_text())["graphs"]
+    return graph
+
+
+def test_nested_waits_torch_2_13_and_2_15_log_different_figures():
+    """Read from what the two runs logged, no replay: 2.15's figures are not 2.13's on this graph."""
+    keys = ("exposed", "bad_exposed", "potentially_hidden", "total_exposed_ms", "total_potential_exposed_ms")
+    old, new = (_logged_figures(NESTED_WAITS[r]) for r in ("2.13.0", "2.15.0"))
+    assert [old[k] for k in keys] == [0, 0, 5, 0.1, 0.23]
+    assert [new[k] for k in keys] == [1, 0, 5, 0.11, 0.23]
+    # the same collectives and estimates; 2.15 leaves X, the all-reduce whose wait was being handled, exposed
+    assert old["exact_total_potential_exposed_ms"] == new["exact_total_potential_exposed_ms"]
+    assert [round(x["exact_total_exposed_ms"], 4) for x in (old, new)] == [0.0956, 0.1063]
+
+
+@pytest.mark.parametrize("scenario", sorted(NESTED_WAITS.values()))
+def test_nested_waits_replay_schedules_as_the_running_release(scenario):
+    """Replay runs the running torch's scheduler: on either release's log it gives the running
+    release's exposed ms, equal to the figure that release logged, and not the other release's."""
+    import tracekit.replay
+
+    assert tracekit.replay.replay(str(FIXTURE_LOGS / scenario)).graphs == []  # no all-gather: never pre-bucketed
+    (graph,) = tracekit.replay.not_prebucketed(str(FIXTURE_LOGS / scenario), forward_groups=False)
+    assert (graph["ranks"], graph["compile_id"], graph["graph_index"], graph["error"]) == ("0", "0/0", 0, None)
+    schedule = graph["schedule"]
+    assert schedule["schedule_error"] is None and schedule["final"]["counts"] == {"all_reduce": 3, "reduce_scatter": 3}
+    assert schedule["exposed_ms"] == NESTED_WAITS_MS[RUNNING]
+    logged = {r: round(_logged_figures(s)["exact_total_exposed_ms"], 4) for r, s in NESTED_WAITS.items()}
+    if RUNNING in logged:  # the figure the running release logged on this graph, whichever log is replayed
+        assert schedule["exposed_ms"] == logged[RUNNING]
+    assert schedule["exposed_ms"] != logged["2.13.0" if RUNNING >= "2.15" else "2.15.0"]
 
 
 def test_differences_between_releases():

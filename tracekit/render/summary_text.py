@@ -240,6 +240,8 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
         counted = counted_groups_text(doc)  # on a mesh: which groups AG, RS, AR count
         if counted:
             out.append(counted + "\n")
+        if doc.get("compiled_regions"):  # rows of graphs never pre-bucketed only: the verdict names it
+            out.append(render_compiled_regions(doc["compiled_regions"], fmt))
 
     div = doc["divergence"]
     if rows:
