@@ -144,7 +144,10 @@ def mesh_groups(run: Run) -> list[MeshGroup]:
     for name in names:
         s = seen[name]
         role, reason = roles[name]
-        size = max(s.sizes) if s.sizes else (inferred.get(role) or len(s.members) or None)
+        # a group holds at least the ranks seen in it (an all-reduce logs no group size, and the
+        # size inferred for its role from the world can be smaller: nested_waits' tp groups)
+        size = max(s.sizes) if s.sizes else inferred.get(role)
+        size = max(size or 0, len(s.members)) or None
         out.append(MeshGroup(name, size, tuple(sorted(s.members)), role, reason))
     return out
 
@@ -325,7 +328,20 @@ def inferred_dimension(world: int | None, groups: list[MeshGroup], schedules: bo
 def mesh_text(world: int | None, groups: list[MeshGroup], inferred: dict[str, Any] | None = None) -> str:
     """``world 4 = replicate 2 × shard 2`` (sizes per role; ``?`` where one is unknown); an
     ``inferred`` dimension (:func:`inferred_dimension`) last, marked: ``world 4 = shard 2 ×
-    tp 2 (inferred)``."""
+    tp 2 (inferred)``. When one role's groups differ in size (a world group and a mesh's), no
+    product is claimed: ``world 4; shard groups of 2 and 4 ranks, tp groups of 2 ranks: not one
+    mesh (a role's groups differ in size)``."""
+    mixed = {
+        role: sorted({g.size for g in groups if g.role == role and g.size})
+        for role, _, _ in dimensions(groups)
+    }
+    if any(len(sizes) > 1 for sizes in mixed.values()):  # no product of dimensions to claim
+        parts = [
+            f"{role} groups of {' and '.join(map(str, sizes))} ranks"
+            for role, sizes in mixed.items()
+            if sizes
+        ]
+        return f"world {world if world else '?'}; {', '.join(parts)}: not one mesh (a role's groups differ in size)"
     dims = [f"{role} {size if size else '?'}" for role, size, _ in dimensions(groups)]
     if inferred:
         dims.append(f"{inferred['role']} {inferred['size']} (inferred)")

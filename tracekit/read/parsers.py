@@ -445,7 +445,14 @@ def parse_graph_inputs(text: str) -> GraphInputs:
         for d in dims:
             size *= int(d)
         total += size
-    return GraphInputs(params, total if known else None, len(_COLLECTIVE_CALL_RE.findall(text)))
+    # a call in the graph's code, not in the comments that quote the user's source above it
+    # (``# File: ..._functional_collectives.py:179 in all_reduce, code: tensor = torch.ops...``)
+    calls = sum(
+        1
+        for line in text.splitlines()
+        if not line.lstrip().startswith("#") and _COLLECTIVE_CALL_RE.search(line)
+    )
+    return GraphInputs(params, total if known else None, calls)
 
 
 class GraphInputsParser(EntryParser):
