@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from tracekit.analyze.verdict import RunFacts, verdict
+from tracekit.analyze.verdict import RunFacts, verdict, verdict_dict
 from tracekit.model import Diagnostics, Run
 from tracekit.model.fields import rank_from_dict
 from tracekit.model.rankset import MAX_RANK, format_ranks, rank_list, rank_members
@@ -342,4 +342,6 @@ def document_verdict(doc: dict[str, Any], world: dict[str, Any]) -> dict[str, An
     )
     other = _items(doc, "schedule_divergence") + _items(doc, "compile_divergence")
     on_mesh = [d for d in doc.get("mesh_not_prebucketed") or [] if isinstance(d, dict)]
-    return verdict(facts, w, _items(doc, "divergence"), t, other, _items(doc, "did_nothing"), on_mesh)
+    return verdict_dict(
+        verdict(facts, w, _items(doc, "divergence"), t, other, _items(doc, "did_nothing"), on_mesh)
+    )

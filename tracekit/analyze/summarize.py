@@ -42,7 +42,7 @@ from tracekit.analyze.not_prebucketed import not_prebucketed, table_totals
 from tracekit.analyze.notes import notes
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.analyze.totals import totals
-from tracekit.analyze.verdict import run_facts, verdict
+from tracekit.analyze.verdict import run_facts, verdict, verdict_dict
 from tracekit.model import SHORT_NAMES, CollectiveSize, Graph, Rank, Run
 from tracekit.model.fields import (
     GRAPH_FIELDS,
@@ -453,7 +453,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "paths": list(run.paths),
         "world": w,
         **({"mesh": mesh_document(w["expected"], mesh, logs_schedules(run))} if is_mesh(mesh) else {}),
-        "verdict": v,
+        "verdict": verdict_dict(v),
         "groups": [group_to_dict(g, memo, mesh if roles else None) for g in groups],
         "totals": table_totals(t, dn),  # the outcome table's, graphs never pre-bucketed included
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),
