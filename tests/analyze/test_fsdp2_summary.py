@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from conftest import FIXTURE_LOGS
 
 from tracekit.analyze.notes import why_no_outcome
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.commands.summarize_cmd import summarize
 from tracekit.model import COMPILED, EAGER
 from tracekit.read.pairing import build_file

@@ -17,7 +17,8 @@ from tracekit.model import Counts, Rank, Run
 from tracekit.read.reader import load
 from tracekit.analyze.documents import run_from_document
 from tracekit.analyze.notes import notes
-from tracekit.analyze.summarize import SCHEMA, did_nothing, divergence, summary_document
+from tracekit.analyze.summarize import SCHEMA, did_nothing, divergence
+from tracekit.render.summary_document import summary_document
 from tracekit.analyze.totals import totals
 
 

@@ -9,8 +9,9 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file.
   graph and field by field, with the first differing collective.
 - :func:`did_nothing`; the totals, notes and verdict are :mod:`tracekit.analyze.totals`,
   :mod:`tracekit.analyze.notes` and :mod:`tracekit.analyze.verdict`.
-- :func:`summary_document` (the ``tracekit.summary/2`` JSON document: groups by default, per
-  rank with ``per_rank=True``); a saved one is read back by :mod:`tracekit.analyze.documents`.
+- :func:`summary_findings` (the ``tracekit.summary/2`` document before its verdict is said:
+  groups by default, per rank with ``per_rank=True``; :func:`tracekit.render.summary_document.summary_document`
+  says it); a saved one is read back by :mod:`tracekit.analyze.documents`.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from tracekit.analyze.not_prebucketed import not_prebucketed, table_totals
 from tracekit.analyze.notes import notes
 from tracekit.analyze.schedule import compile_divergence, reference, schedule_divergence, split_groups
 from tracekit.analyze.totals import totals
-from tracekit.analyze.verdict import run_facts, verdict, verdict_dict
+from tracekit.analyze.verdict import run_facts, verdict
 from tracekit.model import SHORT_NAMES, CollectiveSize, Graph, Rank, Run
 from tracekit.model.fields import (
     GRAPH_FIELDS,
@@ -419,10 +420,12 @@ def group_to_dict(
 
 
 @gc_paused()
-def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = True) -> dict[str, Any]:
-    """The ``tracekit.summary/2`` JSON document of a Run: world, verdict, rank groups (ranks with
-    identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank sets
-    as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
+def summary_findings(run: Run, *, per_rank: bool = False, with_ranks: bool = True) -> dict[str, Any]:
+    """The ``tracekit.summary/2`` document of a Run, its verdict as data (a
+    :class:`~tracekit.model.findings.Verdict`, said by
+    :func:`tracekit.render.summary_document.summary_document`): world, verdict, rank groups (ranks
+    with identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank
+    sets as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
     graph was read (``with_ranks=False`` leaves it to
     :func:`tracekit.render.summary_json.write_summary_json`).
 
@@ -453,7 +456,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "paths": list(run.paths),
         "world": w,
         **({"mesh": mesh_document(w["expected"], mesh, logs_schedules(run))} if is_mesh(mesh) else {}),
-        "verdict": verdict_dict(v),
+        "verdict": v,  # said by tracekit.render.summary_document
         "groups": [group_to_dict(g, memo, mesh if roles else None) for g in groups],
         "totals": table_totals(t, dn),  # the outcome table's, graphs never pre-bucketed included
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),

@@ -1,14 +1,15 @@
-"""The verdict: the one line summarize prints first, and its status; the one verdict function.
+"""The verdict: what summarize says first, and its status; the one verdict function.
 
 :func:`verdict` weighs what the analysis found (:mod:`tracekit.analyze.summarize`: divergence
 across ranks, the world, totals, graphs never pre-bucketed, collectives on mesh groups
-pre-bucketing never sees) and says it: ``diverge``, ``incomplete``, ``agree`` or ``no_data``,
-with the findings added whatever the status. It weighs plain facts (:class:`RunFacts`), read
-off a Run (:func:`run_facts`, for the summary document) or off an older saved document that
-has no verdict (:func:`tracekit.analyze.documents.document_verdict`, for the report page).
-The line is part of the document (``verdict.text``), so its words are made here, with
-:mod:`tracekit.model.nouns`. :func:`any_divergence` says, in a few words, what divergence a
-summary document reports (``summarize --fail-on-divergence``).
+pre-bucketing never sees) and returns it as data, a :class:`~tracekit.model.findings.Verdict`:
+``diverge``, ``incomplete``, ``agree`` or ``no_data``, with its clauses (the findings added
+whatever the status). It weighs plain facts (:class:`RunFacts`), read off a Run
+(:func:`run_facts`, for the summary document) or off an older saved document that has no
+verdict (:func:`tracekit.analyze.documents.document_verdict`, for the report page). Its words,
+the document's ``verdict.text``, are :mod:`tracekit.render.summary_words`'. :func:`any_divergence`
+says, in a few words, what divergence a summary document reports (``summarize
+--fail-on-divergence``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ from typing import Any
 
 from tracekit.analyze.compiled_regions import compiled_regions, is_fsdp2, no_collective_text
 from tracekit.analyze.cut_logs import cut_text
-from tracekit.analyze.mesh_not_prebucketed import mesh_not_prebucketed_text
-from tracekit.analyze.not_prebucketed import counts_text
 from tracekit.analyze.run_mix import mix_text
 from tracekit.model import SHORT_NAMES, Graph, Run
 from tracekit.model.findings import Finding, Verdict
-from tracekit.model.nouns import graph_label, plural, rank_noun
+from tracekit.model.nouns import plural
 from tracekit.model.rankset import format_ranks, rank_list
 
 
@@ -286,95 +285,6 @@ def nothing_merged(facts: RunFacts, t: dict[str, Any]) -> Finding | None:
     if any(v["before"] != v["after"] for v in c.values()):
         return None
     return Finding("nothing_merged", {"caps": facts.caps})
-
-
-#: What a verdict says first, by its status.
-STATUS_WORDS = {"diverge": "DIVERGE", "no_data": "NO DATA", "incomplete": "INCOMPLETE", "agree": "OK"}
-
-
-def verdict_dict(v: Verdict) -> dict[str, Any]:
-    """The document's ``verdict``: ``{status, text, ...keys}``, the text said by :func:`verdict_text`."""
-    return {"status": v.status, "text": verdict_text(v), **v.keys}
-
-
-def verdict_text(v: Verdict) -> str:
-    """The verdict's one line: its status, then its clauses, each said by :func:`clause_text`."""
-    return f"{STATUS_WORDS[v.status]}: " + "; ".join(clause_text(c) for c in v.clauses)
-
-
-def _caps_text(caps: Sequence[Any]) -> str:
-    """``cap 25 MB``; ``cap 1, 2, 3, ... MB`` past three caps."""
-    return "cap " + ", ".join(f"{x:.6g}" for x in caps[:3]) + (", ..." if len(caps) > 3 else "") + " MB"
-
-
-def _on(graphs: int) -> str:
-    """``on 2 graphs``, or ``in what they compiled`` for a divergence in no graph."""
-    return f"on {graphs} graph{'s' if graphs != 1 else ''}" if graphs else "in what they compiled"
-
-
-def clause_text(c: Finding) -> str:
-    """One clause of the verdict's line, in words."""
-    x = c.values
-    if c.kind == "differ":
-        where = (
-            " inside "
-            + ", ".join(f"{(r + ' ') if r else ''}group {g} (members {p})" for r, g, p in x["where"])
-            if x["where"]
-            else ""
-        )
-        return (
-            f"{x['differ']} of {x['ranks']} ranks ({x['which']}) differ from the majority {_on(x['graphs'])}"
-            + where
-        )
-    if c.kind == "no_majority":
-        return f"ranks split into {len(x['groups'])} groups with no majority ({'; '.join(x['groups'])}) {_on(x['graphs'])}"
-    if c.kind == "missing":
-        if x["expected"] is None:
-            return f"{plural(x['count'], 'rank')} missing ({x['ranks']})"
-        return f"{x['count']} of {x['expected']} ranks missing ({x['ranks']})"
-    if c.kind == "duplicated":
-        return f"{rank_noun(x['ranks'])} {x['ranks']} also found in another run (not merged)"
-    if c.kind == "unplaced":
-        k = x["files"]
-        return f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)"
-    if c.kind in ("cut_logs", "run_mix", "shorter_logs"):
-        return x["text"]
-    if c.kind == "no_outcome":
-        return "no bucketing outcome in the logs"
-    if c.kind == "no_collective":
-        return "no compiled graph holds a collective" + (
-            " (FSDP2: its collectives run in eager code)" if x["fsdp2"] else ""
-        )
-    if c.kind == "frames_failed":
-        return f"{x['count']} frame compile{' failed' if x['count'] == 1 else 's failed'}"
-    if c.kind == "found":
-        agree = "agree on what all of them logged" if x["cut"] else "agree"
-        return f"the {x['ranks']} ranks found {agree}" if x["ranks"] != 1 else "one rank found"
-    if c.kind == "agree":
-        g = x["graphs"]
-        if x["ranks"] == 1:
-            return f"one rank, {g} graph{'s' if g != 1 else ''}"
-        return f"all {x['ranks']} ranks agree on " + (f"all {g} graphs" if g != 1 else "1 graph")
-    if c.kind == "nothing_merged":
-        return f"NOTHING MERGED: pre-bucketing merged no collective in any graph ({_caps_text(x['caps'])}); see Bucketing did nothing"
-    if c.kind == "mostly_unmerged":
-        return (
-            f"MOSTLY UNMERGED: at least {x['stayed']} of {x['of']} collectives stayed unmerged "
-            f"({_caps_text(x['caps'])}); see Bucketing per graph"
-        )
-    if c.kind == "never_prebucketed":
-        items = x["items"]
-        what = "; ".join(
-            f"{d['compile_id']} {graph_label(d['graph_index'])} on {rank_noun(format_ranks(d['ranks']))} {format_ranks(d['ranks'])}: "
-            f"{counts_text(d)}, run one by one"
-            for d in items[:3]
-        )
-        more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
-        n = x["graphs"]
-        return f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); see Bucketing did nothing"
-    if c.kind == "mesh_not_prebucketed":
-        return mesh_not_prebucketed_text(x["items"])
-    raise ValueError(f"no words for a verdict clause of kind {c.kind!r}")
 
 
 def any_divergence(doc: dict[str, Any]) -> str:

@@ -373,10 +373,10 @@ def not_prebucketed_lines(dn: list[dict[str, Any]], fmt: str) -> str:
     items = [d for d in dn if d.get("outcome")]
     if not items:
         return ""
-    from tracekit.analyze.not_prebucketed import counts_text
+    from tracekit.render.summary_words import finding_counts_text
 
     return "\n" + "".join(
         f"- {d['compile_id']} {graph_label(d['graph_index'])} (ranks {ranks_cell(ranks_as_ranges(d['ranks']))}): "
-        f"{d['outcome']}: {d['reason_text']}. It runs {counts_text(d)}, one by one.\n"
+        f"{d['outcome']}: {d['reason_text']}. It runs {finding_counts_text(d)}, one by one.\n"
         for d in items
     )

@@ -1,0 +1,132 @@
+"""The words of summarize's verdict: :class:`~tracekit.model.findings.Verdict` (what
+:func:`tracekit.analyze.verdict.verdict` found, as data) said in the one line summarize prints
+first, the document's ``verdict.text``. Every clause's words are here, one kind each
+(:func:`clause_text`), with :mod:`tracekit.model.nouns` for counts and rank sets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tracekit.analyze.mesh import names_text
+from tracekit.model.findings import Finding, Verdict
+from tracekit.model.nouns import graph_label, plural, rank_noun
+from tracekit.model.rankset import format_ranks
+
+#: What a verdict says first, by its status.
+STATUS_WORDS = {"diverge": "DIVERGE", "no_data": "NO DATA", "incomplete": "INCOMPLETE", "agree": "OK"}
+
+
+def verdict_dict(v: Verdict | dict[str, Any]) -> dict[str, Any]:
+    """The document's ``verdict``: ``{status, text, ...keys}``, the text said by
+    :func:`verdict_text`; a saved document's verdict (a dict: its words are the document's) as it is."""
+    if isinstance(v, dict):
+        return v
+    return {"status": v.status, "text": verdict_text(v), **v.keys}
+
+
+def verdict_text(v: Verdict) -> str:
+    """The verdict's one line: its status, then its clauses, each said by :func:`clause_text`."""
+    return f"{STATUS_WORDS[v.status]}: " + "; ".join(clause_text(c) for c in v.clauses)
+
+
+def _caps_text(caps: Sequence[Any]) -> str:
+    """``cap 25 MB``; ``cap 1, 2, 3, ... MB`` past three caps."""
+    return "cap " + ", ".join(f"{x:.6g}" for x in caps[:3]) + (", ..." if len(caps) > 3 else "") + " MB"
+
+
+def _on(graphs: int) -> str:
+    """``on 2 graphs``, or ``in what they compiled`` for a divergence in no graph."""
+    return f"on {graphs} graph{'s' if graphs != 1 else ''}" if graphs else "in what they compiled"
+
+
+def clause_text(c: Finding) -> str:
+    """One clause of the verdict's line, in words."""
+    x = c.values
+    if c.kind == "differ":
+        where = (
+            " inside "
+            + ", ".join(f"{(r + ' ') if r else ''}group {g} (members {p})" for r, g, p in x["where"])
+            if x["where"]
+            else ""
+        )
+        return (
+            f"{x['differ']} of {x['ranks']} ranks ({x['which']}) differ from the majority {_on(x['graphs'])}"
+            + where
+        )
+    if c.kind == "no_majority":
+        return f"ranks split into {len(x['groups'])} groups with no majority ({'; '.join(x['groups'])}) {_on(x['graphs'])}"
+    if c.kind == "missing":
+        if x["expected"] is None:
+            return f"{plural(x['count'], 'rank')} missing ({x['ranks']})"
+        return f"{x['count']} of {x['expected']} ranks missing ({x['ranks']})"
+    if c.kind == "duplicated":
+        return f"{rank_noun(x['ranks'])} {x['ranks']} also found in another run (not merged)"
+    if c.kind == "unplaced":
+        k = x["files"]
+        return f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)"
+    if c.kind in ("cut_logs", "run_mix", "shorter_logs"):
+        return x["text"]
+    if c.kind == "no_outcome":
+        return "no bucketing outcome in the logs"
+    if c.kind == "no_collective":
+        return "no compiled graph holds a collective" + (
+            " (FSDP2: its collectives run in eager code)" if x["fsdp2"] else ""
+        )
+    if c.kind == "frames_failed":
+        return f"{x['count']} frame compile{' failed' if x['count'] == 1 else 's failed'}"
+    if c.kind == "found":
+        agree = "agree on what all of them logged" if x["cut"] else "agree"
+        return f"the {x['ranks']} ranks found {agree}" if x["ranks"] != 1 else "one rank found"
+    if c.kind == "agree":
+        g = x["graphs"]
+        if x["ranks"] == 1:
+            return f"one rank, {g} graph{'s' if g != 1 else ''}"
+        return f"all {x['ranks']} ranks agree on " + (f"all {g} graphs" if g != 1 else "1 graph")
+    if c.kind == "nothing_merged":
+        return f"NOTHING MERGED: pre-bucketing merged no collective in any graph ({_caps_text(x['caps'])}); see Bucketing did nothing"
+    if c.kind == "mostly_unmerged":
+        return (
+            f"MOSTLY UNMERGED: at least {x['stayed']} of {x['of']} collectives stayed unmerged "
+            f"({_caps_text(x['caps'])}); see Bucketing per graph"
+        )
+    if c.kind == "never_prebucketed":
+        items = x["items"]
+        what = "; ".join(
+            f"{d['compile_id']} {graph_label(d['graph_index'])} on {rank_noun(format_ranks(d['ranks']))} {format_ranks(d['ranks'])}: "
+            f"{finding_counts_text(d)}, run one by one"
+            for d in items[:3]
+        )
+        more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
+        n = x["graphs"]
+        return f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); see Bucketing did nothing"
+    if c.kind == "mesh_not_prebucketed":
+        return mesh_not_prebucketed_text(x["items"])
+    raise ValueError(f"no words for a verdict clause of kind {c.kind!r}")
+
+
+def finding_counts_text(item: dict[str, Any]) -> str:
+    """``8 reduce-scatters, 298,144 B, 0.0704 ms estimated``: what a finding runs one by one."""
+    names = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter", "all_reduce": "all-reduce"}
+    kinds = ", ".join(f"{n} {names[t]}{'s' if n != 1 else ''}" for t, n in item["counts"].items())
+    nbytes = "?" if item["total_bytes"] is None else f"{item['total_bytes']:,}"
+    ms = "?" if item["total_est_ms"] is None else f"{item['total_est_ms']:.4f}"
+    return f"{kinds}, {nbytes} B, {ms} ms estimated"
+
+
+def mesh_not_prebucketed_text(items: list[dict[str, Any]]) -> str:
+    """The verdict's finding: ``FINDING: 8 all_reduce never bucketed (0/0 backward on ranks
+    0-3, replicate groups 1 | 2: 585,504 B, 0.0851 ms est.)``; empty when there is none."""
+    if not items:
+        return ""
+
+    what = "; ".join(
+        f"{d['count']} {d['kind']} on {d['role']} group{'s' if len(d['groups']) > 1 else ''} "
+        f"{names_text(d['groups'])} ({d['compile_id']} {graph_label(d['graph_index'])}, "
+        f"{rank_noun(d['ranks'])} {d['ranks']}: "
+        f"{'?' if d['bytes'] is None else format(d['bytes'], ',')} B, "
+        f"{'?' if d['est_ms'] is None else d['est_ms']} ms est.)"
+        for d in items[:3]
+    )
+    more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
+    return f"FINDING: collectives pre-bucketing never handles on this mesh, run one by one: {what}{more}"
