@@ -9,7 +9,7 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file.
   graph and field by field, with the first differing collective.
 - :func:`did_nothing`; the totals, notes and verdict are :mod:`tracekit.analyze.totals`,
   :mod:`tracekit.analyze.notes` and :mod:`tracekit.analyze.verdict`.
-- :func:`summary_findings` (the ``tracekit.summary/2`` document before its verdict is said:
+- :func:`summary_findings` (the ``tracekit.summary/2`` document before its verdict and notes are said:
   groups by default, per rank with ``per_rank=True``; :func:`tracekit.render.summary_document.summary_document`
   says it); a saved one is read back by :mod:`tracekit.analyze.documents`.
 """
@@ -421,8 +421,8 @@ def group_to_dict(
 
 @gc_paused()
 def summary_findings(run: Run, *, per_rank: bool = False, with_ranks: bool = True) -> dict[str, Any]:
-    """The ``tracekit.summary/2`` document of a Run, its verdict as data (a
-    :class:`~tracekit.model.findings.Verdict`, said by
+    """The ``tracekit.summary/2`` document of a Run, its verdict and notes as data (a
+    :class:`~tracekit.model.findings.Verdict`, :class:`~tracekit.model.findings.Finding` s, said by
     :func:`tracekit.render.summary_document.summary_document`): world, verdict, rank groups (ranks
     with identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank
     sets as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
@@ -465,7 +465,7 @@ def summary_findings(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "did_nothing": _with_ranges(dn, "ranks"),
         **({"mesh_not_prebucketed": unb} if roles else {}),
         **({"mesh_run_once": once} if once else {}),  # no finding: said, not counted
-        "notes": notes(run, t),
+        "notes": notes(run, t),  # said by tracekit.render.summary_document
         "diagnostics": run.diagnostics.to_dict(),
     }
     events = breaks_and_recompiles(run)

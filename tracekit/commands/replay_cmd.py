@@ -171,6 +171,7 @@ def replay(
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("replay", scheduler=True)
     from tracekit.commands.stage_run import run_with_bars
+    from tracekit.render.summary_words import said_notes
     from tracekit.replay.run import OptionError, RunOptions, all_reproduced, run
     from tracekit.replay.selection import Selection
 
@@ -191,6 +192,7 @@ def replay(
         raise click.BadParameter(str(e), param_hint="--" + e.option.replace("_", "-")) from None
     selection = Selection(rank, all_ranks, graphs)
     doc = run_with_bars("replay", status, lambda progress: run(list(paths), options, selection, progress))
+    doc["notes"] = said_notes(doc["notes"])
     write_document(doc, fmt, render_text, output, command="replay", error_status=BAD_INPUT)
     write_files(doc, plot_path, trace_out, command="replay")
     sys.exit(OK if all_reproduced(doc) else FINDINGS)  # one verdict a graph (GraphReplay.verdict)

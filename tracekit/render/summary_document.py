@@ -1,5 +1,5 @@
 """Summarize's document, said: what the analysis found
-(:func:`tracekit.analyze.summarize.summary_findings`) with its verdict in words
+(:func:`tracekit.analyze.summarize.summary_findings`) with its verdict and notes in words
 (:mod:`tracekit.render.summary_words`), the ``tracekit.summary/2`` JSON document every output
 of summarize and report is made from."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from tracekit.analyze.summarize import summary_findings
 from tracekit.model import Run
-from tracekit.render.summary_words import verdict_dict
+from tracekit.render.summary_words import note_text, verdict_dict
 
 
 def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = True) -> dict[str, Any]:
@@ -20,4 +20,5 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     :func:`tracekit.render.summary_json.write_summary_json`)."""
     doc = summary_findings(run, per_rank=per_rank, with_ranks=with_ranks)
     doc["verdict"] = verdict_dict(doc["verdict"])
+    doc["notes"] = [note_text(f) for f in doc["notes"]]
     return doc

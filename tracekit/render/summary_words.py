@@ -1,14 +1,18 @@
-"""The words of summarize's verdict: :class:`~tracekit.model.findings.Verdict` (what
-:func:`tracekit.analyze.verdict.verdict` found, as data) said in the one line summarize prints
-first, the document's ``verdict.text``. Every clause's words are here, one kind each
-(:func:`clause_text`), with :mod:`tracekit.model.nouns` for counts and rank sets."""
+"""The words of summarize's verdict and notes: a :class:`~tracekit.model.findings.Verdict`
+(what :func:`tracekit.analyze.verdict.verdict` found, as data) said in the one line summarize
+prints first, the document's ``verdict.text``, one kind of clause each (:func:`clause_text`);
+the notes (:func:`tracekit.analyze.notes.notes`), one kind each (:func:`note_text`), and the
+same cause said to replay and explain (:func:`no_outcome_text`). Counts and rank sets take
+their nouns from :mod:`tracekit.model.nouns`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from tracekit.analyze.compiled_regions import failures_text, fsdp2_text, no_collective_text
 from tracekit.analyze.mesh import names_text
+from tracekit.analyze.notes import TESTED_RELEASES
 from tracekit.model.findings import Finding, Verdict
 from tracekit.model.nouns import graph_label, plural, rank_noun
 from tracekit.model.rankset import format_ranks
@@ -130,3 +134,88 @@ def mesh_not_prebucketed_text(items: list[dict[str, Any]]) -> str:
     )
     more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
     return f"FINDING: collectives pre-bucketing never handles on this mesh, run one by one: {what}{more}"
+
+
+def note_text(f: Finding, *, command: str = "") -> str:
+    """One note of a summary (:func:`tracekit.analyze.notes.notes`) in words; ``command``: the command whose section a note points at, when it is
+    said by another (``Compiled regions in tracekit summarize``)."""
+    x = f.values
+    regions = f"Compiled regions{' in ' + command if command else ''}"
+    if f.kind == "no_rank_read":
+        k = x["files"]
+        return f"no rank read: {k} file{'s are' if k != 1 else ' is'} no rank log (see Diagnostics)"
+    if f.kind == "no_entries":
+        return "no log entries read"
+    if f.kind == "all_cache_hits":
+        return (
+            f"no bucketing recorded: {_graphs_were(x['graphs'])} inductor cache hits "
+            "(the cache skips the post-grad passes); re-run with caches disabled "
+            "(torch._inductor.config.force_disable_caches = True)"
+        )
+    if f.kind == "no_collective":
+        return f"no bucketing recorded: {no_collective_text(x['regions'])}; see {regions}"
+    if f.kind == "fsdp2":
+        return str(fsdp2_text(x["regions"]))
+    if f.kind == "no_fsdp_prebucketing":
+        n = x["graphs"]
+        return (
+            f"no bucketing recorded: {n} graph{'' if n == 1 else 's'} went through the post-grad "
+            "passes without FSDP collectives pre-bucketing (is "
+            "aten_distributed_optimizations.enable_overlap_scheduling on, and are the "
+            "all-gathers FSDP ones?)"
+        )
+    if f.kind == "no_post_grad":
+        versions, n = x["versions"], x["compiles"]
+        head = (
+            f"no bucketing recorded: {n} compile{' was' if n == 1 else 's were'} "
+            "logged, but no graph reached the post-grad passes' log (no before_post_grad_graph): "
+        )
+        if x["tested"]:
+            why = (
+                f"torch {', '.join(versions)} logs one for every graph inductor compiles, so the compiles "
+                "stopped before inductor's post-grad passes (an error, a graph break with nothing to "
+                "compile, or another backend)"
+            )
+        else:
+            torch = f"torch {', '.join(versions)}" if versions else "a torch that does not say its version"
+            why = (
+                f"{torch} may not log them (tracekit reads the logs of torch {', '.join(TESTED_RELEASES)}), "
+                "or the compiles stopped before inductor"
+            )
+        return head + why
+    if f.kind == "no_compile":
+        return (
+            "no bucketing recorded: the logs hold no compile (no dynamo_start entry); "
+            "were they written with TORCH_TRACE set?"
+        )
+    if f.kind == "frames_failed":
+        return f"{failures_text(x['regions'])}; see {regions}"
+    if f.kind == "cache_hits":
+        return (
+            f"{_graphs_were(x['graphs'])} inductor cache hits and have no bucketing record; "
+            "re-run with caches disabled to see them"
+        )
+    raise ValueError(f"no words for a note of kind {f.kind!r}")
+
+
+def _graphs_were(n: int) -> str:
+    """``1 graph was`` / ``3 graphs were``."""
+    return f"{n} graph was" if n == 1 else f"{n} graphs were"
+
+
+def no_outcome_text(f: Finding) -> str:
+    """Why replay or explain has no recorded bucketing outcome to work on
+    (:func:`tracekit.analyze.notes.why_no_outcome`): the cause summarize's notes say, its section
+    named as the command that has it, FSDP2's reason with it; or that the selection matched none."""
+    if f.values["notes"]:
+        return "; ".join(note_text(n, command="tracekit summarize") for n in f.values["notes"])
+    return (
+        "no recorded pre_bucketing_fsdp_collectives outcome matched the selection "
+        "(--rank, --graph): see tracekit summarize for the graphs there are"
+    )
+
+
+def said_notes(notes: Sequence[str | Finding]) -> list[str]:
+    """A replay or explain document's notes in words: a finding (why there is nothing to work on,
+    :func:`no_outcome_text`) said, the rest as they are."""
+    return [no_outcome_text(n) if isinstance(n, Finding) else n for n in notes]
