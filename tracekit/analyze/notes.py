@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bucketing.compat import TESTED_TORCH
-from tracekit.analyze.compiled_regions import compiled_regions, failures_text, fsdp2_text, no_collective_text
+from tracekit.analyze.compiled_regions import compiled_regions, failed_frames, holds_no_collective, is_fsdp2
 from tracekit.analyze.totals import totals
 from tracekit.model import Run
 from tracekit.model.findings import Finding
@@ -34,9 +34,9 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[Finding]:
         regions = compiled_regions(run)
         if t["cache_hits"]:
             out.append(Finding("all_cache_hits", {"graphs": t["cache_hits"]}))
-        elif t["compiled_graphs"] and regions is not None and no_collective_text(regions) is not None:
+        elif t["compiled_graphs"] and regions is not None and holds_no_collective(regions):
             out.append(Finding("no_collective", {"regions": regions}))
-            if fsdp2_text(regions):
+            if is_fsdp2(regions):
                 out.append(Finding("fsdp2", {"regions": regions}))
         elif t["compiled_graphs"]:
             out.append(Finding("no_fsdp_prebucketing", {"graphs": t["compiled_graphs"]}))
@@ -49,7 +49,7 @@ def notes(run: Run, t: dict[str, Any] | None = None) -> list[Finding]:
             )
         else:
             out.append(Finding("no_compile"))
-        if regions is not None and failures_text(regions):
+        if regions is not None and failed_frames(regions):
             out.append(Finding("frames_failed", {"regions": regions}))
     elif t["cache_hits"]:
         out.append(Finding("cache_hits", {"graphs": t["cache_hits"]}))

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.analyze.compiled_regions import compiled_regions, is_fsdp2, no_collective_text
+from tracekit.analyze.compiled_regions import compiled_regions, holds_no_collective, is_fsdp2
 from tracekit.analyze.cut_logs import cut_text
 from tracekit.analyze.run_mix import mix_text
 from tracekit.model import SHORT_NAMES, Graph, Run
@@ -221,7 +221,7 @@ def _verdict(
     if not t.get("graphs"):
         regions = facts.regions
         clauses = [Finding("no_outcome")]
-        if regions is not None and no_collective_text(regions):
+        if regions is not None and holds_no_collective(regions):
             clauses.append(Finding("no_collective", {"fsdp2": bool(regions and is_fsdp2(regions))}))
         if regions is not None and regions["failed"]:
             clauses.append(Finding("frames_failed", {"count": regions["failed"]}))

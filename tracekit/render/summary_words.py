@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracekit.analyze.compiled_regions import failures_text, fsdp2_text, no_collective_text
 from tracekit.analyze.mesh import names_text
 from tracekit.analyze.notes import TESTED_RELEASES
 from tracekit.model.findings import Finding, Verdict
 from tracekit.model.nouns import graph_label, plural, rank_noun
 from tracekit.model.rankset import format_ranks
+from tracekit.render.compiled_regions_text import failures_text, fsdp2_text, no_collective_text
 
 #: What a verdict says first, by its status.
 STATUS_WORDS = {"diverge": "DIVERGE", "no_data": "NO DATA", "incomplete": "INCOMPLETE", "agree": "OK"}
