@@ -25,7 +25,7 @@ import orjson
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compile_events import breaks_and_recompiles
 from tracekit.analyze.compiled_regions import compiled_regions
-from tracekit.analyze.cut_logs import compared_items, shorter_logs_text, with_logs_that_end_early
+from tracekit.analyze.cut_logs import compared_items, shorter_logs, with_logs_that_end_early
 from tracekit.analyze.mesh import (
     MeshGroup,
     RoleSequences,
@@ -449,7 +449,7 @@ def summary_findings(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     facts = run_facts(run, (g for grp in groups for g in grp.graphs), no_outcome=t["graphs"] == 0)
-    facts = dataclasses.replace(facts, readings=shorter_logs_text(run, comp))  # more compiles, or cut logs
+    facts = dataclasses.replace(facts, readings=shorter_logs(run, comp))  # more compiles, or cut logs
     v = verdict(facts, w, div, t, sched + comp, dn, unb)
     doc: dict[str, Any] = {
         "schema": SCHEMA,

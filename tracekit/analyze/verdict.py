@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.analyze.compiled_regions import compiled_regions, holds_no_collective, is_fsdp2
-from tracekit.analyze.cut_logs import cut_text
+from tracekit.analyze.cut_logs import cut_logs
 from tracekit.analyze.run_mix import mix_text
 from tracekit.model import SHORT_NAMES, Graph, Run
 from tracekit.model.findings import Finding, Verdict
@@ -30,8 +30,8 @@ from tracekit.model.rankset import format_ranks, rank_list
 @dataclass(frozen=True)
 class RunFacts:
     """What the verdict weighs of a run besides the analysis's items: how many ranks were read,
-    the graphs with an outcome (by compile id and index) and their caps, the clause on cut logs
-    (:func:`tracekit.analyze.cut_logs.cut_text`), the frames compiled when no graph has an outcome
+    the graphs with an outcome (by compile id and index) and their caps, the cut logs
+    (:func:`tracekit.analyze.cut_logs.cut_logs`), the frames compiled when no graph has an outcome
     (:func:`tracekit.analyze.compiled_regions.compiled_regions`), and the bad input counted.
     :func:`run_facts` reads them off a Run; :mod:`tracekit.analyze.documents` off an older saved
     document."""
@@ -39,13 +39,12 @@ class RunFacts:
     ranks: int
     graph_keys: frozenset[tuple[Any, Any]]
     caps: tuple[Any, ...]
-    cut: str = ""
+    cut: dict[str, Any] | None = None  # cut logs (tracekit.analyze.cut_logs.cut_logs)
     regions: dict[str, Any] | None = None
     bad_inputs: int = 0
     mix: str = ""  # settings one job shares that differ between the ranks (tracekit.analyze.run_mix)
-    readings: str = (
-        ""  # shorter logs that end after a whole compile (tracekit.analyze.cut_logs.shorter_logs_text)
-    )
+    #: shorter logs that end after a whole compile (tracekit.analyze.cut_logs.shorter_logs)
+    readings: dict[str, Any] | None = None
     #: (collectives that stayed unmerged, at least; collectives that could merge), over the
     #: distinct graphs (:func:`unmerged_counts`); (0, 0) when not known (an older document)
     unmerged: tuple[int, int] = (0, 0)
@@ -65,7 +64,7 @@ def run_facts(run: Run, graphs: Iterable[Graph], no_outcome: bool) -> RunFacts:
         ranks=len(run.ranks),
         graph_keys=frozenset(keys),
         caps=tuple(sorted(caps)),
-        cut=cut_text(run),
+        cut=cut_logs(run),
         regions=compiled_regions(run) if no_outcome else None,
         bad_inputs=run.diagnostics.total,
         mix=mix_text(run),
@@ -130,7 +129,7 @@ def verdict(
     if facts.mix:  # two runs in one directory, ranks on two torch releases: said whatever the status
         clauses.append(Finding("run_mix", {"text": facts.mix}))
     if facts.readings and status == "diverge":  # compile ids: more compiles, or cut logs
-        clauses.append(Finding("shorter_logs", {"text": facts.readings}))
+        clauses.append(Finding("shorter_logs", facts.readings))
     never = [d for d in dn if d.get("outcome") == "not pre-bucketed"]
     if never:
         clauses.append(
@@ -175,7 +174,7 @@ def _verdict(
         incomplete.append(Finding("unplaced", {"files": len(w["unplaced"])}))
     cut = facts.cut
     if cut:
-        incomplete.append(Finding("cut_logs", {"text": cut}))
+        incomplete.append(Finding("cut_logs", cut))
     if div or other:
         items = [*div, *other]
         parts = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tracekit.analyze.cut_logs import ENDS_EARLY
 from tracekit.analyze.mesh import names_text
 from tracekit.analyze.notes import TESTED_RELEASES
 from tracekit.model.findings import Finding, Verdict
@@ -32,6 +33,55 @@ def verdict_dict(v: Verdict | dict[str, Any]) -> dict[str, Any]:
 def verdict_text(v: Verdict) -> str:
     """The verdict's one line: its status, then its clauses, each said by :func:`clause_text`."""
     return f"{STATUS_WORDS[v.status]}: " + "; ".join(clause_text(c) for c in v.clauses)
+
+
+def shorter_logs_text(x: dict[str, Any]) -> str:
+    """Both readings of shorter logs (:func:`tracekit.analyze.cut_logs.shorter_logs`), with how
+    many more each rank logged: ``ranks 0,2 logged 2 compile ids, ending after 1/0; rank 1 logged
+    6 more (from 1/1), rank 3 14 more (from 1/1): either those ranks compiled more than ranks 0,2
+    (recompiles, other frames), or the logs of ranks 0,2 stop early, though each ends after a
+    whole compile, which shows no cut``."""
+    shorts, counts, longer = x["short"], x["counts"], x["longer"]
+    who = f"rank {format_ranks(shorts)}" if len(shorts) == 1 else f"ranks {format_ranks(shorts)}"
+    ends = f", ending after {', '.join(x['ends'])}" if x["ends"] else ""
+    logged = f"{who} logged {' or '.join(map(str, counts))} compile id{'s' if counts != [1] else ''}{ends}"
+    parts = []
+    for i, (n, first, ranks) in enumerate(x["more"]):
+        noun = "rank" if len(ranks) == 1 else "ranks"
+        parts.append(f"{noun} {format_ranks(ranks)}{' logged' if i == 0 else ''} {n} more (from {first})")
+    whose = "the log of" if len(shorts) == 1 else "the logs of"
+    return (
+        f"{logged}; {', '.join(parts)}: either {'rank' if len(longer) == 1 else 'ranks'} "
+        f"{format_ranks(longer)} compiled more (recompiles, other frames), or {whose} {who} "
+        f"{'stops' if len(shorts) == 1 else 'stop'} early, "
+        f"though {'it ends' if len(shorts) == 1 else 'each ends'} after a whole compile, which shows no cut"
+    )
+
+
+def cut_text(x: dict[str, Any]) -> str:
+    """The verdict's clause for cut logs (:func:`tracekit.analyze.cut_logs.cut_logs`), e.g.
+    ``rank 3's log is cut (it ends inside an entry, line 5803 of FILE): compared only on what it
+    logged``."""
+    cut = x["cut"]
+    ranks = sorted({c["rank"] for c in cut}, key=lambda r: -1 if r is None else r)
+    first = cut[0]
+    where = f"{first['file']}:{first['line']}" if first["line"] else first["file"]
+    how = "it ends inside an entry" if first["line"] and "kind" not in first else first["detail"]
+    who = (
+        f"rank {format_ranks(ranks)}'s log is"
+        if len(ranks) == 1
+        else f"the logs of ranks {format_ranks(ranks)} are"
+    )
+    extra = len(cut) - 1
+    more = f"; and {plural(extra, 'more cut file')}" if extra else ""
+    text = f"{who} cut ({how}, at {where}{more})"
+    if first.get("kind") == ENDS_EARLY:  # whole, but shorter than its peers'
+        who = who.replace("'s log is", "'s log").replace(" are", "")
+        ends = first["ends"] if len(ranks) == 1 else first["ends"].replace("ends", "end", 1)
+        text = f"{who} {ends} (at {where}{more}); {first['others']}"
+    if x["ranks"] < 2:
+        return text
+    return f"{text}: compared only on what {'it' if len(ranks) == 1 else 'they'} logged"
 
 
 def _caps_text(caps: Sequence[Any]) -> str:
@@ -69,7 +119,11 @@ def clause_text(c: Finding) -> str:
     if c.kind == "unplaced":
         k = x["files"]
         return f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)"
-    if c.kind in ("cut_logs", "run_mix", "shorter_logs"):
+    if c.kind == "cut_logs":
+        return cut_text(x)
+    if c.kind == "shorter_logs":
+        return shorter_logs_text(x)
+    if c.kind == "run_mix":
         return x["text"]
     if c.kind == "no_outcome":
         return "no bucketing outcome in the logs"
