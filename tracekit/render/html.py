@@ -35,7 +35,6 @@ from tracekit.analyze.documents import (
     document_world,
     rank_set,
 )
-from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.nouns import graph_label, rank_noun
 from tracekit.model.rankset import format_ranks
@@ -58,7 +57,13 @@ from tracekit.render.html_parts import (
     where_cells,
 )
 from tracekit.render.majority_columns import majority_headers
-from tracekit.render.mesh_text import counted_groups_text, fsdp_groups_cell, groups_by_role, mesh_line
+from tracekit.render.mesh_text import (
+    counted_groups_text,
+    fsdp_groups_cell,
+    groups_by_role,
+    mesh_line,
+    names_text,
+)
 from tracekit.render.summary_words import verdict_dict
 from tracekit.render.text import fmt_counts, fmt_mb
 

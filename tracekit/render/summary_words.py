@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracekit.analyze.cut_logs import ENDS_EARLY
-from tracekit.analyze.mesh import names_text
 from tracekit.analyze.notes import TESTED_RELEASES
 from tracekit.model.findings import Finding, Verdict
 from tracekit.model.nouns import graph_label, plural, rank_noun
 from tracekit.model.rankset import format_ranks
 from tracekit.render.compiled_regions_text import failures_text, fsdp2_text, no_collective_text
+from tracekit.render.mesh_text import names_text
 
 #: What a verdict says first, by its status.
 STATUS_WORDS = {"diverge": "DIVERGE", "no_data": "NO DATA", "incomplete": "INCOMPLETE", "agree": "OK"}
