@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from browser import visit  # noqa: E402
 from report_docs import distinct_run, wide_run  # noqa: E402
 
-from tracekit.analyze.summarize import summary_document  # noqa: E402
 from tracekit.render.html import render_html  # noqa: E402
+from tracekit.render.summary_document import summary_document  # noqa: E402
 from tracekit.render.summary_text import render_text  # noqa: E402
 from tracekit.render.text import dumps_json  # noqa: E402
 

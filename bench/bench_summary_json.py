@@ -19,7 +19,7 @@ CHILD = r"""
 import resource, sys, time
 import orjson
 from tracekit.read.reader import load
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.render.summary_json import write_summary_json
 path, per_rank, way = sys.argv[1], sys.argv[2] == "per-rank", sys.argv[3]
 run = load([path])

@@ -21,7 +21,7 @@ from conftest import FIXTURE_LOGS
 import tracekit
 from tracekit.model import LONG_NAMES, Run
 from tracekit.model.rankset import format_ranks
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 
 @cache

@@ -124,6 +124,7 @@ def replay_run(
 
     check_torch()  # without a supported torch: UnsupportedTorch, before any work
     from tracekit.read.reader import path_list
+    from tracekit.render.summary_words import said_notes
     from tracekit.replay.run import RunOptions, run
     from tracekit.replay.selection import Selection, parse_graph_selector
 
@@ -144,7 +145,9 @@ def replay_run(
         gpus_per_node=gpus_per_node,
     )
     selection = Selection(rank, all_ranks, [parse_graph_selector(g) for g in graphs])
-    return run(paths, options, selection)
+    doc = run(paths, options, selection)
+    doc["notes"] = said_notes(doc["notes"])  # why nothing was replayed, in words
+    return doc
 
 
 def recommend(doc, memory_budget_gb: float | None = None):

@@ -12,7 +12,7 @@ import shutil
 from click.testing import CliRunner
 
 from conftest import FIXTURE_LOGS
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.commands.summarize_cmd import summarize
 from tracekit.model import GRAPH_BREAK, RECOMPILE, CompileEvent
 from tracekit.read.reader import load

@@ -8,7 +8,8 @@ from click.testing import CliRunner
 from conftest import FIXTURE_LOGS
 
 from tracekit.analyze.notes import why_no_outcome
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
+from tracekit.render.summary_words import no_outcome_text
 from tracekit.commands.summarize_cmd import summarize
 from tracekit.model import COMPILED, EAGER
 from tracekit.read.pairing import build_file
@@ -122,7 +123,7 @@ def test_graph_inputs_bytes_from_the_signature():
 
 
 def test_replay_and_explain_say_why_there_is_no_outcome():
-    assert why_no_outcome(load(FSDP2)) == (
+    assert no_outcome_text(why_no_outcome(load(FSDP2))) == (
         "no bucketing recorded: no compiled graph holds a collective (2 compiled regions, 1 frame fell back to "
         "eager), so pre-bucketing has nothing to merge; see Compiled regions in tracekit summarize; "
         "FSDP2 (fully_shard): dynamo skips its hooks (graph breaks at torch/distributed/fsdp/_fully_shard/), "
@@ -161,7 +162,7 @@ def test_per_block_fsdp2_is_named_from_the_guards():
         "has nothing to merge; see Compiled regions",
         PER_BLOCK_NOTE,
     ]
-    assert why_no_outcome(run) == (
+    assert no_outcome_text(why_no_outcome(run)) == (
         "no bucketing recorded: no compiled graph holds a collective (2 compiled regions), so pre-bucketing "
         "has nothing to merge; see Compiled regions in tracekit summarize; " + PER_BLOCK_NOTE
     )
@@ -216,4 +217,4 @@ def test_replay_and_explain_name_fsdp2_per_block_and_exit_0():
         import json
 
         doc = json.loads(js.stdout)
-        assert doc["graphs"] == [] and doc["notes"] == [why_no_outcome(load(FSDP2_PER_BLOCK))]
+        assert doc["graphs"] == [] and doc["notes"] == [no_outcome_text(why_no_outcome(load(FSDP2_PER_BLOCK)))]

@@ -12,7 +12,7 @@ import pytest
 
 import tracekit
 from conftest import FIXTURE_LOGS, ROOT, rank_log
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.analyze.mesh import mesh_groups, mesh_text, role_names
 from tracekit.model.world import expected_world
 

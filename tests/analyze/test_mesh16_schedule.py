@@ -10,7 +10,7 @@ import re
 import pytest
 
 from conftest import bench_module
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.read.reader import load
 
 

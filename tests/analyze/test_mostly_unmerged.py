@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from conftest import FIXTURE_LOGS
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.analyze.verdict import stayed_unmerged, unmerged_counts
 from tracekit.model import Counts, Graph
 from tracekit.read.reader import load

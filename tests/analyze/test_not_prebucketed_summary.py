@@ -16,7 +16,8 @@ from tracekit.model import FinalSchedule, Rank, ScheduledCollective
 from tracekit.analyze.not_prebucketed import REASONS, finding, reason_of
 from tracekit.read.reader import load
 from tracekit.render.html import render_html
-from tracekit.analyze.summarize import did_nothing, summary_document
+from tracekit.analyze.summarize import did_nothing
+from tracekit.render.summary_document import summary_document
 from tracekit.analyze.totals import totals
 
 LOGS = FIXTURE_LOGS / "saved_params"
@@ -119,6 +120,6 @@ def test_reasons_for_the_other_causes():
 
 
 def test_summarize_never_imports_torch():
-    code = ("import sys\nfrom tracekit.read.reader import load\nfrom tracekit.analyze.summarize import summary_document\n"
+    code = ("import sys\nfrom tracekit.read.reader import load\nfrom tracekit.render.summary_document import summary_document\n"
             f"summary_document(load({str(LOGS)!r}, jobs=1))\nassert 'torch' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)})

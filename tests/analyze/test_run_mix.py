@@ -8,7 +8,7 @@ import shutil
 
 from conftest import FIXTURE_LOGS, plain_copytree, rank_log
 from logtext import edit_payloads
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.read.reader import load
 
 

@@ -20,7 +20,7 @@ from tracekit.read.parsers import ArtifactError, ScheduleParser, collective_op, 
 from tracekit.read.reader import load
 from tracekit.analyze.schedule import compile_divergence, first_difference, schedule_divergence
 from tracekit.analyze.documents import run_from_document
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 AG, RS = "all_gather_into_tensor_out", "reduce_scatter_tensor"
 

@@ -17,7 +17,9 @@ from tracekit.model import Counts, Rank, Run
 from tracekit.read.reader import load
 from tracekit.analyze.documents import run_from_document
 from tracekit.analyze.notes import notes
-from tracekit.analyze.summarize import SCHEMA, did_nothing, divergence, summary_document
+from tracekit.analyze.summarize import SCHEMA, did_nothing, divergence
+from tracekit.render.summary_document import summary_document
+from tracekit.render.summary_words import note_text
 from tracekit.analyze.totals import totals
 
 
@@ -74,7 +76,7 @@ def test_did_nothing_and_no_bucketing_notes():
                     "counts": {"all_gather": 5}, "bucket_cap_mb": 0.1, "ranks": [0],
                     "explain": f"tracekit explain {FIXTURE_LOGS / 'spmd_small_cap'} --rank 0 --graph 0/0:1"}
     cached = Run(paths=["x"], ranks=[Rank(rank=0, files=["x"], cache_hits=2)])
-    assert notes(cached)[0].startswith("no bucketing recorded: 2 graphs were inductor cache hits")
+    assert note_text(notes(cached)[0]).startswith("no bucketing recorded: 2 graphs were inductor cache hits")
 
 
 def test_summary_document_has_the_schema_fields_and_round_trips():

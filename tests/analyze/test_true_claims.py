@@ -16,7 +16,7 @@ import sys
 from conftest import FIXTURE_LOGS, ROOT
 from tracekit.read.reader import load
 from tracekit.render.html import render_html
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 CMD = [sys.executable, "-m", "tracekit"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE_LOGS
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.render.summary_text import render_text
 from tracekit.read.reader import load
 

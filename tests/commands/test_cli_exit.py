@@ -16,7 +16,7 @@ import tracekit.cli as cli
 from conftest import FIXTURE_LOGS, ROOT
 from tracekit.read.reader import load
 from tracekit.render.text import dumps_json
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 CMD = [sys.executable, "-m", "tracekit"]
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FIXTURE_LOGS, ROOT
 from tracekit.read.reader import load
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 CMD = [sys.executable, "-m", "tracekit"]
 

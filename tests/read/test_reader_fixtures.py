@@ -148,7 +148,7 @@ def test_import_and_summarize_never_import_torch():
         "from tracekit.cli import main\n"
         "from tracekit.commands.summarize_cmd import summarize\n"
         f"run = tracekit.load({str(SPMD)!r}, jobs=1)\n"
-        "from tracekit.analyze.summarize import summary_document\n"
+        "from tracekit.render.summary_document import summary_document\n"
         "summary_document(run)\n"
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))\n"
         "print(len(run.ranks))\n"

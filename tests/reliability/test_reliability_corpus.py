@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURE_LOGS, ROOT
 from corpus.make_corpus import CASES, build_corpus
 from tracekit.read.reader import load
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 CLI = [sys.executable, "-c", "from tracekit.cli import main; main()", "summarize"]
 ENV = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}

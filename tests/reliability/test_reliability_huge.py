@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURE_LOGS
 from tracekit.read import segments
 from tracekit.read.reader import load
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 SRC = next((FIXTURE_LOGS / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*.log")).read_bytes()
 COPIES = 70

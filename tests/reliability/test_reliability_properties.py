@@ -18,7 +18,7 @@ from tracekit.read import envelopes as ev
 from tracekit.read.parsers import SUMMARY_PARSERS, by_key
 from tracekit.model import CollectiveSize, Counts, Sizes
 from tracekit.read.reader import load
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 SRC = next((FIXTURE_LOGS / "spmd_auto").glob("dedicated_log_torch_trace_rank_0_*.log"))
 CLEAN = SRC.read_bytes()

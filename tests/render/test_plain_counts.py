@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURE_LOGS, plain_copytree, rank_log
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 from tracekit.commands.summarize_cmd import render_text
 from tracekit.read.reader import load
 

@@ -9,7 +9,7 @@ from browser import visit
 from htmltree import parse
 from report_docs import distinct_run, fixture_doc, v2_doc, wide_doc
 
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 from tracekit.render.html import render_html
 

@@ -17,7 +17,7 @@ from report_docs import distinct_run, fixture_doc, v2_doc, wide_doc
 
 from tracekit.cli import main
 from tracekit.render.html import render_html
-from tracekit.analyze.summarize import summary_document
+from tracekit.render.summary_document import summary_document
 
 SECTIONS = ["verdict", "world", "groups", "divergence", "sizes", "did-nothing", "diagnostics"]
 DIVERGE = str(FIXTURE_LOGS / "diverge_rank")

@@ -4,7 +4,7 @@ them too): each ``dynamo_graph_break_reason`` (where the graph broke and why) an
 ranks that logged the same ones together.
 
 - :func:`breaks_and_recompiles`: the document's section, ``[]`` when no rank logged one.
-- :func:`counts_text`: its counts in words (``1 graph break, 1 recompile``).
+- its counts in words: :func:`tracekit.render.compile_events_text.counts_text`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 from tracekit.analyze.compiled_regions import short_path
 from tracekit.model import GRAPH_BREAK, RECOMPILE, CompileEvent, Run
-from tracekit.model.nouns import plural
 from tracekit.model.rankset import format_ranks
 
 
@@ -39,13 +38,3 @@ def breaks_and_recompiles(run: Run) -> list[dict[str, Any]]:
         }
         for events, ranks in groups.items()
     ]
-
-
-def counts_text(item: dict[str, Any]) -> str:
-    """``1 graph break, 1 recompile`` (a kind with none left out)."""
-    parts = []
-    if item["graph_breaks"]:
-        parts.append(plural(item["graph_breaks"], "graph break"))
-    if item["recompiles"]:
-        parts.append(plural(item["recompiles"], "recompile"))
-    return ", ".join(parts)

@@ -14,7 +14,7 @@ says the rank is cut and where (``Run.cut``, read off the ``truncated_entry`` an
 
 A log that ends after a whole compile, short of its peers', is taken as cut only when it lacks
 part of a compile it began (the backward of its forward); one that lacks only whole compile ids
-(the others recompiled) stays divergent, and :func:`shorter_logs_text` names both readings.
+(the others recompiled) stays divergent, and :func:`shorter_logs` finds both readings.
 
 For example, with rank 3's log cut inside the backward's entries::
 
@@ -28,7 +28,6 @@ import dataclasses
 from typing import Any
 
 from tracekit.model import Diagnostics, Run
-from tracekit.model.nouns import plural
 from tracekit.model.rankset import format_ranks, rank_list
 
 #: The kind (a diagnostic and a ``Run.cut`` record) of a log that ends after a whole compile,
@@ -189,7 +188,7 @@ def lacks_whole_compiles_only(run: Run, items: list[dict[str, Any]], rank: int |
     own forward, a graph's schedule). Its log then ends after a whole compile, where torch ends
     one: no evidence of a cut, since ranks that compile differently (a recompile on one rank's
     guards, a frame that failed on another) log just that. Such a rank stays divergent, and
-    :func:`shorter_logs_text` names both readings (issue 50, item 4)."""
+    :func:`shorter_logs` finds both readings (issue 50, item 4)."""
     began = _began(run, rank)
     lacked = [d for d in items if rank in _lacking(d)[0]]
     if not lacked:
@@ -206,14 +205,14 @@ def lacks_whole_compiles_only(run: Run, items: list[dict[str, Any]], rank: int |
     return True
 
 
-def shorter_logs_text(run: Run, items: list[dict[str, Any]]) -> str:
+def shorter_logs(run: Run, items: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Both readings of ranks whose compile ids are a prefix of others' (``items``: the
     compile-id divergence items), when the shorter logs end after a whole compile
-    (:func:`lacks_whole_compiles_only`), with how many more each rank logged: ``ranks 0,2 logged
-    2 compile ids, ending after 1/0; rank 1 logged 6 more (from 1/1), rank 3 14 more (from
-    1/1): either those ranks compiled more than ranks 0,2 (recompiles, other frames), or the
-    logs of ranks 0,2 stop early, though each ends after a whole compile, which shows no cut``.
-    Empty when no such ranks."""
+    (:func:`lacks_whole_compiles_only`), as data: ``short`` (their ranks), ``counts`` (how many
+    compile ids they logged), ``ends`` (the last compile id of each), ``more`` (``[n, from,
+    ranks]`` a group: how many more the longer logs logged, from which compile id) and
+    ``longer`` (their ranks); said by :func:`tracekit.render.summary_words.shorter_logs_text`.
+    None when no such ranks."""
     short: dict[int | None, int] = {}  # a shorter log's rank -> its compile ids
     more: dict[int | None, tuple[int, Any]] = {}  # a longer log's rank -> (how many more, from)
     for d in items:
@@ -232,30 +231,24 @@ def shorter_logs_text(run: Run, items: list[dict[str, Any]]) -> str:
         for r in hold:
             more[r] = (n_hold - n_short, first)
     if not short or not more:
-        return ""
+        return None
     key = lambda r: -1 if r is None else r  # noqa: E731
     shorts = sorted(short, key=key)
-    who = f"rank {format_ranks(shorts)}" if len(shorts) == 1 else f"ranks {format_ranks(shorts)}"
     by_rank = {r.rank: r for r in run.ranks}
     lasts = {by_rank[r].compile_ids[-1] for r in shorts if r in by_rank and by_rank[r].compile_ids}
-    ends = f", ending after {', '.join(sorted(lasts))}" if lasts else ""
-    counts = sorted({n for n in short.values()})
-    logged = f"{who} logged {' or '.join(map(str, counts))} compile id{'s' if counts != [1] else ''}{ends}"
     per: dict[tuple[int, Any], list[int | None]] = {}
     for r, v in more.items():
         per.setdefault(v, []).append(r)
-    parts = []
-    for i, ((n, first), ranks) in enumerate(sorted(per.items(), key=lambda kv: key(min(kv[1], key=key)))):
-        noun = "rank" if len(ranks) == 1 else "ranks"
-        parts.append(f"{noun} {format_ranks(ranks)}{' logged' if i == 0 else ''} {n} more (from {first})")
-    longer = sorted(more, key=key)
-    whose = "the log of" if len(shorts) == 1 else "the logs of"
-    return (
-        f"{logged}; {', '.join(parts)}: either {'rank' if len(longer) == 1 else 'ranks'} "
-        f"{format_ranks(longer)} compiled more (recompiles, other frames), or {whose} {who} "
-        f"{'stops' if len(shorts) == 1 else 'stop'} early, "
-        f"though {'it ends' if len(shorts) == 1 else 'each ends'} after a whole compile, which shows no cut"
-    )
+    return {
+        "short": shorts,
+        "counts": sorted({n for n in short.values()}),
+        "ends": sorted(lasts),
+        "more": [
+            [n, first, ranks]
+            for (n, first), ranks in sorted(per.items(), key=lambda kv: key(min(kv[1], key=key)))
+        ],
+        "longer": sorted(more, key=key),
+    }
 
 
 def compared_items(items: list[dict[str, Any]], run: Run) -> list[dict[str, Any]]:
@@ -264,27 +257,8 @@ def compared_items(items: list[dict[str, Any]], run: Run) -> list[dict[str, Any]
     return [d for d in items if not explained_by_cut(d, cut)]
 
 
-def cut_text(run: Run) -> str:
-    """The verdict's clause for cut logs, e.g. ``rank 3's log is cut (it ends inside an entry,
-    line 5803 of FILE): compared only on what it logged``; empty when no log is cut."""
-    if not run.cut:
-        return ""
-    ranks = sorted({c["rank"] for c in run.cut}, key=lambda r: -1 if r is None else r)
-    first = run.cut[0]
-    where = f"{first['file']}:{first['line']}" if first["line"] else first["file"]
-    how = "it ends inside an entry" if first["line"] and "kind" not in first else first["detail"]
-    who = (
-        f"rank {format_ranks(ranks)}'s log is"
-        if len(ranks) == 1
-        else f"the logs of ranks {format_ranks(ranks)} are"
-    )
-    extra = len(run.cut) - 1
-    more = f"; and {plural(extra, 'more cut file')}" if extra else ""
-    text = f"{who} cut ({how}, at {where}{more})"
-    if first.get("kind") == ENDS_EARLY:  # whole, but shorter than its peers'
-        who = who.replace("'s log is", "'s log").replace(" are", "")
-        ends = first["ends"] if len(ranks) == 1 else first["ends"].replace("ends", "end", 1)
-        text = f"{who} {ends} (at {where}{more}); {first['others']}"
-    if len(run.ranks) < 2:
-        return text
-    return f"{text}: compared only on what {'it' if len(ranks) == 1 else 'they'} logged"
+def cut_logs(run: Run) -> dict[str, Any] | None:
+    """The verdict's finding on cut logs, as data: ``cut`` (:attr:`tracekit.model.Run.cut`'s
+    entries) and ``ranks`` (how many ranks were read); said by
+    :func:`tracekit.render.summary_words.cut_text`. None when no log is cut."""
+    return {"cut": list(run.cut), "ranks": len(run.ranks)} if run.cut else None

@@ -26,6 +26,7 @@ import orjson
 from tracekit.analyze.verdict import RunFacts, verdict
 from tracekit.model import Diagnostics, Run
 from tracekit.model.fields import rank_from_dict
+from tracekit.model.findings import Verdict
 from tracekit.model.rankset import MAX_RANK, format_ranks, rank_list, rank_members
 from tracekit.read.sources import GZIP_MAGIC
 
@@ -315,11 +316,13 @@ def _items(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
     ]
 
 
-def document_verdict(doc: dict[str, Any], world: dict[str, Any]) -> dict[str, Any]:
-    """``doc["verdict"]`` when present; else the verdict of what an older document holds (its
-    divergence items, totals, did-nothing graphs, compiled regions, mesh findings and ``world``,
+def document_verdict(doc: dict[str, Any], world: dict[str, Any]) -> dict[str, Any] | Verdict:
+    """``doc["verdict"]`` when present (a dict, its words the document's); else the
+    :class:`~tracekit.model.findings.Verdict` of what an older document holds (its divergence
+    items, totals, did-nothing graphs, compiled regions, mesh findings and ``world``,
     :func:`document_world`), by :func:`tracekit.analyze.verdict.verdict`: for a document
-    summarize writes, the verdict it holds."""
+    summarize writes, the verdict it holds, once said
+    (:func:`tracekit.render.summary_words.verdict_dict`)."""
     v = doc.get("verdict")
     if isinstance(v, dict) and isinstance(v.get("status"), str):
         return {**v, "text": str(v.get("text") or v["status"])}

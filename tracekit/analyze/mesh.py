@@ -236,18 +236,6 @@ class RoleSequences:
         return n
 
 
-#: Groups of one role named in a line or a cell; past it, the first ones, ``...``, the last one
-#: and the count (a 1,024-rank HSDP mesh has 512 shard groups).
-MAX_GROUPS_SHOWN = 4
-
-
-def names_text(names: list[str], limit: int = MAX_GROUPS_SHOWN) -> str:
-    """``3 | 4``; past ``limit`` names ``3 | 4 | ... | 514 (512 groups)``."""
-    if len(names) <= limit:
-        return " | ".join(names)
-    return " | ".join([*names[: limit - 2], "...", names[-1]]) + f" ({len(names)} groups)"
-
-
 def is_mesh(groups: Iterable[MeshGroup]) -> bool:
     """True when the groups form more than one communicator: a mesh (2-D or more), or
     groups of one role that split the ranks (each rank's FSDP group is another group)."""

@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tracekit.analyze.mesh import MeshGroup, names_text
+from tracekit.analyze.mesh import MeshGroup
 from tracekit.model import Graph
-from tracekit.model.nouns import plural, rank_noun
+from tracekit.model.nouns import plural
 from tracekit.model.rankset import format_ranks
-
-_LABELS = {0: "forward", 1: "backward"}
 
 
 def mesh_not_prebucketed(
@@ -116,21 +114,3 @@ def _once_reason(group: str, role: str, kind: str, why_role: str | None) -> str:
         "one alone has nothing to be bucketed with (no finding; replay and explain read what it "
         "carries off the graph)"
     )
-
-
-def mesh_not_prebucketed_text(items: list[dict[str, Any]]) -> str:
-    """The verdict's finding: ``FINDING: 8 all_reduce never bucketed (0/0 backward on ranks
-    0-3, replicate groups 1 | 2: 585,504 B, 0.0851 ms est.)``; empty when there is none."""
-    if not items:
-        return ""
-
-    what = "; ".join(
-        f"{d['count']} {d['kind']} on {d['role']} group{'s' if len(d['groups']) > 1 else ''} "
-        f"{names_text(d['groups'])} ({d['compile_id']} {_LABELS.get(d['graph_index'], d['graph_index'])}, "
-        f"{rank_noun(d['ranks'])} {d['ranks']}: "
-        f"{'?' if d['bytes'] is None else format(d['bytes'], ',')} B, "
-        f"{'?' if d['est_ms'] is None else d['est_ms']} ms est.)"
-        for d in items[:3]
-    )
-    more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
-    return f"FINDING: collectives pre-bucketing never handles on this mesh, run one by one: {what}{more}"

@@ -185,12 +185,3 @@ def table_totals(t: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, An
         **{k: None if t[k] is None else round(t[k] + mb, 3) for k in ("mb_before", "mb_after")},
         "did_nothing": t["did_nothing"] + graphs,
     }
-
-
-def counts_text(item: dict[str, Any]) -> str:
-    """``8 reduce-scatters, 298,144 B, 0.0704 ms estimated``: what a finding runs one by one."""
-    names = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter", "all_reduce": "all-reduce"}
-    kinds = ", ".join(f"{n} {names[t]}{'s' if n != 1 else ''}" for t, n in item["counts"].items())
-    nbytes = "?" if item["total_bytes"] is None else f"{item['total_bytes']:,}"
-    ms = "?" if item["total_est_ms"] is None else f"{item['total_est_ms']:.4f}"
-    return f"{kinds}, {nbytes} B, {ms} ms estimated"

@@ -9,8 +9,9 @@ Pure functions of a :class:`tracekit.model.Run`; nothing here reads a file.
   graph and field by field, with the first differing collective.
 - :func:`did_nothing`; the totals, notes and verdict are :mod:`tracekit.analyze.totals`,
   :mod:`tracekit.analyze.notes` and :mod:`tracekit.analyze.verdict`.
-- :func:`summary_document` (the ``tracekit.summary/2`` JSON document: groups by default, per
-  rank with ``per_rank=True``); a saved one is read back by :mod:`tracekit.analyze.documents`.
+- :func:`summary_findings` (the ``tracekit.summary/2`` document before its verdict and notes are said:
+  groups by default, per rank with ``per_rank=True``; :func:`tracekit.render.summary_document.summary_document`
+  says it); a saved one is read back by :mod:`tracekit.analyze.documents`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import orjson
 from bucketing.gc_pause import gc_paused
 from tracekit.analyze.compile_events import breaks_and_recompiles
 from tracekit.analyze.compiled_regions import compiled_regions
-from tracekit.analyze.cut_logs import compared_items, shorter_logs_text, with_logs_that_end_early
+from tracekit.analyze.cut_logs import compared_items, shorter_logs, with_logs_that_end_early
 from tracekit.analyze.mesh import (
     MeshGroup,
     RoleSequences,
@@ -419,10 +420,12 @@ def group_to_dict(
 
 
 @gc_paused()
-def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = True) -> dict[str, Any]:
-    """The ``tracekit.summary/2`` JSON document of a Run: world, verdict, rank groups (ranks with
-    identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank sets
-    as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
+def summary_findings(run: Run, *, per_rank: bool = False, with_ranks: bool = True) -> dict[str, Any]:
+    """The ``tracekit.summary/2`` document of a Run, its verdict and notes as data (a
+    :class:`~tracekit.model.findings.Verdict`, :class:`~tracekit.model.findings.Finding` s, said by
+    :func:`tracekit.render.summary_document.summary_document`): world, verdict, rank groups (ranks
+    with identical outcomes), totals, divergence, did-nothing graphs, notes, diagnostics; rank
+    sets as ranges. ``per_rank``: also ``ranks``, one entry per rank with its files and where each
     graph was read (``with_ranks=False`` leaves it to
     :func:`tracekit.render.summary_json.write_summary_json`).
 
@@ -446,14 +449,14 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
     unb = mesh_not_prebucketed([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     once = mesh_run_once([(g.ranks, g.graphs) for g in groups], mesh) if roles else []
     facts = run_facts(run, (g for grp in groups for g in grp.graphs), no_outcome=t["graphs"] == 0)
-    facts = dataclasses.replace(facts, readings=shorter_logs_text(run, comp))  # more compiles, or cut logs
+    facts = dataclasses.replace(facts, readings=shorter_logs(run, comp))  # more compiles, or cut logs
     v = verdict(facts, w, div, t, sched + comp, dn, unb)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "paths": list(run.paths),
         "world": w,
         **({"mesh": mesh_document(w["expected"], mesh, logs_schedules(run))} if is_mesh(mesh) else {}),
-        "verdict": v,
+        "verdict": v,  # said by tracekit.render.summary_document
         "groups": [group_to_dict(g, memo, mesh if roles else None) for g in groups],
         "totals": table_totals(t, dn),  # the outcome table's, graphs never pre-bucketed included
         "divergence": _with_ranges(div, "ranks", "majority_ranks"),
@@ -462,7 +465,7 @@ def summary_document(run: Run, *, per_rank: bool = False, with_ranks: bool = Tru
         "did_nothing": _with_ranges(dn, "ranks"),
         **({"mesh_not_prebucketed": unb} if roles else {}),
         **({"mesh_run_once": once} if once else {}),  # no finding: said, not counted
-        "notes": notes(run, t),
+        "notes": notes(run, t),  # said by tracekit.render.summary_document
         "diagnostics": run.diagnostics.to_dict(),
     }
     events = breaks_and_recompiles(run)

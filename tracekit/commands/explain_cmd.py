@@ -53,11 +53,13 @@ def explain(paths, rank, graphs, fmt, output):
     require_torch("explain")
     from tracekit.commands.stage_run import run_with_bars
     from tracekit.explain.run import all_reproduced, run
+    from tracekit.render.summary_words import said_notes
     from tracekit.replay.selection import Selection
 
     doc = run_with_bars(
         "explain", status, lambda progress: run(list(paths), Selection(rank, graphs=graphs), progress)
     )
+    doc["notes"] = said_notes(doc["notes"])
     write_document(doc, fmt, render_text, output, command="explain", error_status=BAD_INPUT)
     # a graph of a log where pre-bucketing never ran is not compared (reproduced None), never blamed
     sys.exit(OK if all_reproduced(doc) else FINDINGS)

@@ -181,6 +181,7 @@ def replay(
     note_loading_torch(bar=status)  # before the imports that load torch; cleared by the next status
     require_torch("replay", scheduler=True)
     from tracekit.commands.stage_run import run_with_bars
+    from tracekit.render.summary_words import said_notes
     from tracekit.replay.run import OptionError, RunOptions, all_reproduced, run
     from tracekit.replay.selection import Selection
 
@@ -204,6 +205,7 @@ def replay(
         doc = run_with_bars("replay", status, lambda progress: run(list(paths), options, selection, progress))
     except OptionError as e:  # a profile that cannot predict: found only once the logs are read
         fail("replay", str(e))
+    doc["notes"] = said_notes(doc["notes"])
     write_document(doc, fmt, render_text, output, command="replay", error_status=BAD_INPUT)
     write_files(doc, plot_path, trace_out, command="replay")
     sys.exit(OK if all_reproduced(doc) else FINDINGS)  # one verdict a graph (GraphReplay.verdict)

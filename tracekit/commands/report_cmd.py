@@ -1,7 +1,7 @@
 """``tracekit report PATH... -o report.html``: one self-contained HTML file to attach to a bug.
 
 Reads the logs (:func:`tracekit.read.reader.load`), builds the summary document
-(:func:`tracekit.analyze.summarize.summary_document`) and renders it (:func:`tracekit.render.html.render_html`).
+(:func:`tracekit.render.summary_document.summary_document`) and renders it (:func:`tracekit.render.html.render_html`).
 PATH may also be one JSON file that ``tracekit summarize --format json`` wrote: the page is then
 rendered from that document as it is. Never imports torch.
 
@@ -150,9 +150,9 @@ def report(
             fail("report", "--profile needs the compile logs, not a saved summary")
         doc = docs[0]
     else:
-        from tracekit.analyze.summarize import summary_document
         from tracekit.commands.progress import ProgressBar
         from tracekit.read.reader import load
+        from tracekit.render.summary_document import summary_document
 
         with ProgressBar() as bar:
             run = load(list(paths), jobs=jobs, progress=bar.wanted)

@@ -1,7 +1,7 @@
 """``tracekit summarize PATH...``: what FSDP collective pre-bucketing did on every rank.
 
 Reads the logs (:func:`tracekit.read.reader.load`), builds the ``tracekit.summary/2`` document
-(:func:`tracekit.analyze.summarize.summary_document`) and renders it: as JSON
+(:func:`tracekit.render.summary_document.summary_document`) and renders it: as JSON
 (:func:`tracekit.render.summary_json.write_summary_json`), or as text
 (:func:`tracekit.render.summary_text.render_text`).
 
@@ -94,11 +94,11 @@ def summarize(
     """Read every rank's compile log (files, .gz files, directories of rank logs) and show
     what FSDP collective pre-bucketing did: a verdict, the ranks found and missing, each graph's
     outcome with the ranks that share it, where ranks differ, and where it merged nothing."""
-    from tracekit.analyze.summarize import summary_document
     from tracekit.analyze.verdict import any_divergence
     from tracekit.commands.output import output_sink
     from tracekit.commands.progress import ProgressBar
     from tracekit.read.reader import load
+    from tracekit.render.summary_document import summary_document
     from tracekit.render.summary_json import write_summary_json
 
     if dask_address is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tracekit.model.findings import Finding
 from tracekit.replay.selection import Progress, Selection
 
 
@@ -38,7 +39,7 @@ def run(
     diag = Diagnostics()
     mixed = read_selected(paths, selection or Selection(), diag, progress)
     sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
-    notes = []
+    notes: list[str | Finding] = []  # a Finding: said by the caller (tracekit.render.summary_words)
     if not sources and not not_prebucketed_of(mixed):  # why there is nothing to explain (NoLog: no log)
         notes.append(nothing_selected(paths))
     if diag.total:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.analyze.compile_events import counts_text
+from tracekit.model.nouns import plural
 from tracekit.render.text import heading, ranks_cell, table
 
 HEADERS = ["compile id", "what", "where", "why"]
@@ -45,3 +45,13 @@ def render_breaks_and_recompiles(items: list[dict[str, Any]], fmt: str) -> str:
     if any(item["recompiles"] for item in items):
         out.append("\nrecompile why: the compile id whose guard failed, then the guard\n")
     return "".join(out)
+
+
+def counts_text(item: dict[str, Any]) -> str:
+    """``1 graph break, 1 recompile`` (a kind with none left out)."""
+    parts = []
+    if item["graph_breaks"]:
+        parts.append(plural(item["graph_breaks"], "graph break"))
+    if item["recompiles"]:
+        parts.append(plural(item["recompiles"], "recompile"))
+    return ", ".join(parts)

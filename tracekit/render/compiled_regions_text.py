@@ -1,10 +1,13 @@
 """The "Compiled regions" section of summarize's report: the frames dynamo compiled, when no
-graph has a bucketing outcome (:func:`tracekit.analyze.compiled_regions.compiled_regions`)."""
+graph has a bucketing outcome (:func:`tracekit.analyze.compiled_regions.compiled_regions`); and
+the sentences the verdict and notes say of them (:func:`no_collective_text`, :func:`fsdp2_text`,
+:func:`failures_text`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tracekit.analyze.compiled_regions import FSDP2_PATH, failed_frames, holds_no_collective
 from tracekit.model.nouns import plural
 from tracekit.render.text import heading, ranks_cell, table
 
@@ -69,3 +72,56 @@ def render_compiled_regions(regions: dict[str, Any], fmt: str) -> str:
     ]
     out.append("\n" + "; ".join(parts) + "; params (bytes): the graph's parameter inputs and their size\n")
     return "".join(out)
+
+
+def no_collective_text(regions: dict[str, Any]) -> str | None:
+    """Why there is nothing to pre-bucket, when no compiled graph holds a collective: e.g.
+    ``no compiled graph holds a collective (2 compiled regions, 1 frame fell back to eager), so
+    pre-bucketing has nothing to merge``. None when some graph holds one, or none compiled (a
+    failed compile is said by :func:`failures_text`)."""
+    if not holds_no_collective(regions):
+        return None
+    parts = [f"{regions['compiled']} compiled region{'' if regions['compiled'] == 1 else 's'}"]
+    if regions["eager"]:
+        parts.append(f"{regions['eager']} frame{'' if regions['eager'] == 1 else 's'} fell back to eager")
+    if regions["failed"]:
+        parts.append(f"{regions['failed']} failed to compile")
+    return f"no compiled graph holds a collective ({', '.join(parts)}), so pre-bucketing has nothing to merge"
+
+
+def fsdp2_text(regions: dict[str, Any]) -> str | None:
+    """What the frame compiles say of FSDP2, when they show it (:func:`tracekit.analyze.compiled_regions.is_fsdp2`); else None:
+    its graph breaks (a whole-model compile), or, with none, the ``fully_shard`` modules whose
+    forwards compiled on their own (a per-block compile: FSDP2's hooks run around them)."""
+    if regions["fsdp2_breaks"]:
+        return (
+            f"FSDP2 (fully_shard): dynamo skips its hooks (graph breaks at {FSDP2_PATH}), so its "
+            "collectives run in eager code, one fully_shard unit at a time"
+        )
+    if not regions.get("fsdp2_modules"):
+        return None
+    names = sorted({f["fsdp2_module"] for f in regions["groups"][0]["frames"] if f.get("fsdp2_module")})
+    n = regions["fsdp2_modules"]
+    return (
+        f"FSDP2 (fully_shard), compiled per block: {n} compiled region{'' if n == 1 else 's'} "
+        f"{'is the forward' if n == 1 else 'are forwards'} of fully_shard modules ({', '.join(names)}, "
+        "as the guards name them); FSDP2's hooks run around each in eager code, so its all-gathers "
+        "and reduce-scatters run outside compiled graphs, one fully_shard unit at a time"
+    )
+
+
+def failures_text(regions: dict[str, Any], limit: int = 3) -> str | None:
+    """The frame compiles that failed (the first group's), what and where: e.g. ``1 frame compile
+    failed: 0/0 fn (test_misc.py:9589): BackendCompilerFailed: backend='broken_backend' raised:
+    RuntimeError: broken backend``; the first ``limit``, then how many more. None if none failed."""
+    failed = failed_frames(regions)
+    if not failed:
+        return None
+    items = []
+    for f in failed[:limit]:
+        where = (f["where"] or "").replace("\\", "/").rsplit("/", 1)[-1]
+        frame = f"{f['name'] or '?'} ({where})" if where else f["name"] or "?"
+        items.append(f"{f['compile_id']} {frame}: {f['reason'] or 'no reason logged'}")
+    more = f"; and {len(failed) - limit} more" if len(failed) > limit else ""
+    n = len(failed)
+    return f"{n} frame compile{' failed' if n == 1 else 's failed'}: " + "; ".join(items) + more

@@ -1,7 +1,7 @@
 """A summary document -> one self-contained HTML page, the file to attach to a bug.
 
 :func:`render_html` takes the ``tracekit.summary`` document (a dict: what
-:func:`tracekit.analyze.summarize.summary_document` makes, or a saved JSON summary) and returns the page
+:func:`tracekit.render.summary_document.summary_document` makes, or a saved JSON summary) and returns the page
 as a string. It never reads a file. The page inlines its CSS, script and SVG charts
 (:mod:`tracekit.render.html_assets`) and its Content-Security-Policy forbids every fetch.
 
@@ -35,7 +35,6 @@ from tracekit.analyze.documents import (
     document_world,
     rank_set,
 )
-from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.nouns import graph_label, rank_noun
 from tracekit.model.rankset import format_ranks
@@ -58,7 +57,14 @@ from tracekit.render.html_parts import (
     where_cells,
 )
 from tracekit.render.majority_columns import majority_headers
-from tracekit.render.mesh_text import counted_groups_text, fsdp_groups_cell, groups_by_role, mesh_line
+from tracekit.render.mesh_text import (
+    counted_groups_text,
+    fsdp_groups_cell,
+    groups_by_role,
+    mesh_line,
+    names_text,
+)
+from tracekit.render.summary_words import verdict_dict
 from tracekit.render.text import fmt_counts, fmt_mb
 
 #: Content-Security-Policy of the page: inline style and script, nothing fetched.
@@ -702,7 +708,7 @@ def render_html(
     ``tracekit.replay/3`` document, a "Cap sweep" section too (:mod:`tracekit.render.sweep`); with
     a ``tracekit.measure/1`` document, a "Measured" section (:mod:`tracekit.render.measured_html`)."""
     world = document_world(doc)
-    v = document_verdict(doc, world)
+    v = verdict_dict(document_verdict(doc, world))
     groups = document_groups(doc)
     paths = " ".join(str(p) for p in doc.get("paths") or [])
     sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]

@@ -6,11 +6,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tracekit.analyze.mesh import names_text
 from tracekit.model.nouns import graph_label
 from tracekit.model.rankset import rank_members
 from tracekit.render.cells import groups_text
 from tracekit.render.text import ranks_cell
+
+#: Groups of one role named in a line or a cell; past it, the first ones, ``...``, the last one
+#: and the count (a 1,024-rank HSDP mesh has 512 shard groups).
+MAX_GROUPS_SHOWN = 4
+
+
+def names_text(names: list[str], limit: int = MAX_GROUPS_SHOWN) -> str:
+    """``3 | 4``; past ``limit`` names ``3 | 4 | ... | 514 (512 groups)``."""
+    if len(names) <= limit:
+        return " | ".join(names)
+    return " | ".join([*names[: limit - 2], "...", names[-1]]) + f" ({len(names)} groups)"
 
 
 def groups_by_role(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:

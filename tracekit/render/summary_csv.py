@@ -30,7 +30,7 @@ apply (a spreadsheet filters on ``section``; pandas reads it with ``read_csv``):
   input and its count; ``note``: each note.
 
 MB are 2^20 bytes, as in every format (docs/output.md, "Units"). The document is the one
-:func:`tracekit.analyze.summarize.summary_document` makes; nothing here reads a file.
+:func:`tracekit.render.summary_document.summary_document` makes; nothing here reads a file.
 """
 
 from __future__ import annotations

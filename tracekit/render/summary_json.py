@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from tracekit.analyze.summarize import summary_document
 from tracekit.model import Rank, Run
 from tracekit.model.fields import graph_to_dict, rank_to_dict
 from tracekit.model.json_forms import DumpMemo
+from tracekit.render.summary_document import summary_document
 
 
 def write_summary_json(

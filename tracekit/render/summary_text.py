@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.analyze.mesh import names_text
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.nouns import graph_label, plural
 from tracekit.model.rankset import format_ranks, rank_members
@@ -26,7 +25,13 @@ from tracekit.render.cells import (
 from tracekit.render.compile_events_text import render_breaks_and_recompiles
 from tracekit.render.compiled_regions_text import render_compiled_regions
 from tracekit.render.majority_columns import majority_cell, majority_headers
-from tracekit.render.mesh_text import counted_groups_text, fsdp_groups_cell, mesh_line, run_once_text
+from tracekit.render.mesh_text import (
+    counted_groups_text,
+    fsdp_groups_cell,
+    mesh_line,
+    names_text,
+    run_once_text,
+)
 from tracekit.render.schedule_text import render_schedule_sections
 from tracekit.render.text import (
     UNITS_MB,
@@ -375,10 +380,10 @@ def not_prebucketed_lines(dn: list[dict[str, Any]], fmt: str) -> str:
     items = [d for d in dn if d.get("outcome")]
     if not items:
         return ""
-    from tracekit.analyze.not_prebucketed import counts_text
+    from tracekit.render.summary_words import finding_counts_text
 
     return "\n" + "".join(
         f"- {d['compile_id']} {graph_label(d['graph_index'])} (ranks {ranks_cell(ranks_as_ranges(d['ranks']))}): "
-        f"{d['outcome']}: {d['reason_text']}. It runs {counts_text(d)}, one by one.\n"
+        f"{d['outcome']}: {d['reason_text']}. It runs {finding_counts_text(d)}, one by one.\n"
         for d in items
     )

@@ -1,13 +1,14 @@
-"""The notes a replay or explain document carries (its ``notes``), in the words the commands
-print: why there was nothing to work on (:func:`nothing_selected`, or :class:`NoLog` when the
-input holds no compile log at all), what the reader set aside (:func:`bad_input_note`), and how
-far the hardware what-ifs reach (:data:`WHAT_IF_REACH`)."""
+"""The notes a replay or explain document carries (its ``notes``): why there was nothing to
+work on (:func:`nothing_selected`, as data the commands say, or :class:`NoLog` when the input
+holds no compile log at all), what the reader set aside (:func:`bad_input_note`), and how far
+the hardware what-ifs reach (:data:`WHAT_IF_REACH`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from tracekit.model.findings import Finding
 from tracekit.model.nouns import plural
 
 #: Where the hardware what-ifs stop, said with any overlap figure: torch's overlap scheduler
@@ -26,10 +27,11 @@ class NoLog(ValueError):
     ``tracekit summarize`` fails with (:func:`tracekit.read.reader.no_log_detail`, unescaped)."""
 
 
-def nothing_selected(paths: Sequence[str]) -> str:
+def nothing_selected(paths: Sequence[str]) -> Finding:
     """Replay or explain found nothing to work on in ``paths``: read them once more (this path
-    only) and say why (:func:`tracekit.analyze.summarize.why_no_outcome`: nothing to do is no
-    finding). Raises :class:`NoLog` when they hold no compile log."""
+    only) and find why (:func:`tracekit.analyze.notes.why_no_outcome`: nothing to do is no
+    finding; the commands say it, :func:`tracekit.render.summary_words.said_notes`). Raises
+    :class:`NoLog` when they hold no compile log."""
     from tracekit.analyze.notes import why_no_outcome
     from tracekit.read.reader import holds_compile_log, load, no_log_detail
 

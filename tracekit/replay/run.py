@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracekit.model.findings import Finding
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay.results import CapRequest, ReplayOptions
 from tracekit.replay.selection import Progress, Selection
@@ -161,7 +162,7 @@ def run(
     sources = [s for s in mixed if not isinstance(s, NotPrebucketedSource)]
     never = [s for s in mixed if isinstance(s, NotPrebucketedSource) and s.final.collectives]
     replay_options.groups = table_for(paths, mixed)  # a mesh: every group's size and members
-    notes = []
+    notes: list[str | Finding] = []  # a Finding: said by the caller (tracekit.render.summary_words)
     if not sources and not never:  # why there is nothing to replay (NoLog: no log at all)
         notes.append(nothing_selected(paths))
     what_ifs = tuple(w.replace("-", "_") for w in options.what_ifs)
