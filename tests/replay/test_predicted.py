@@ -228,3 +228,25 @@ def test_a_calibration_off_its_own_step_is_flagged_first(recommended):
         "CALIBRATION FLAGGED: the recorded cap is predicted +7.2% off the step the profile measured "
         "(beyond 5%); the predictions below carry at least that error"
     )
+
+
+def test_report_profile_predicts_from_a_saved_replay_without_torch(recommended, tmp_path):
+    import re
+
+    saved = {k: v for k, v in recommended.items() if k != "prediction"}  # a replay run without --profile
+    replay_json = tmp_path / "replay.json"
+    replay_json.write_text(json.dumps(saved))
+    run12 = PROFILED / "gloo_cap_12mb"
+    probe = (
+        "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_module('tracekit', run_name='__main__')"
+    )
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", probe, "tracekit", "report", str(run12 / "logs"),
+         "--replay", str(replay_json), "--profile", str(run12 / "traces"), "-o", str(tmp_path / "r.html")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert not re.search(r"\| torch$", r.stderr, re.M)  # report never imports torch
+    page = (tmp_path / "r.html").read_text()
+    assert '<section id="predicted">' in page
+    assert "cap 1 MB: 26.7 ms (10.9% of the step) faster than the recorded cap" in page  # as replay --profile says

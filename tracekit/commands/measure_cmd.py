@@ -41,7 +41,11 @@ MEASURE_FORMATS = ("table", "json", "markdown")
 
 
 def read_profiles(
-    paths: tuple[str, ...], jobs: int | None = None, command: str = "measure", dask: str | None = None
+    paths: tuple[str, ...],
+    jobs: int | None = None,
+    command: str = "measure",
+    dask: str | None = None,
+    host_ops: bool = False,
 ) -> list[RankTrace]:
     """Every rank trace under ``paths`` (files or directories), read here or, with ``dask`` (a
     scheduler's address), on the cluster's workers; exit 2, one line, when one cannot be read at
@@ -51,7 +55,7 @@ def read_profiles(
     from tracekit.read.traces import TraceError, read_traces
 
     try:
-        traces = read_traces(list(paths), jobs=jobs, dask=dask)
+        traces = read_traces(list(paths), jobs=jobs, dask=dask, host_ops=host_ops)
     except (TraceError, DaskReadError) as e:
         fail(command, str(e))
     if not any(t.events_read for t in traces):

@@ -102,7 +102,8 @@ def saved_replay(path: str) -> dict[str, Any]:
     multiple=True,
     type=click.Path(exists=True),
     metavar="TRACES",
-    help="Add a Measured section from the run's torch.profiler traces (as `tracekit measure`; repeatable).",
+    help="Add a Measured section from the run's torch.profiler traces (as `tracekit measure`; repeatable); "
+    "with --replay, a Predicted section too (as `tracekit replay --profile`).",
 )
 @jobs_option()
 def report(
@@ -163,8 +164,19 @@ def report(
             from tracekit.commands.measure_cmd import read_profiles
             from tracekit.read.output_code import wait_orders
 
-            traces = read_profiles(profiles, jobs, command="report")
+            # with a saved replay, the traces are read once for both sections (the matmuls and
+            # copies kept: what the prediction calibrates on)
+            traces = read_profiles(profiles, jobs, command="report", host_ops=replay is not None)
             measured = measure(run, traces, None, wait_orders(paths)).document()
+            if replay is not None and "prediction" not in replay:  # the Predicted section, no torch
+                from tracekit.replay.predicted import ProfileError, add_prediction
+
+                try:
+                    add_prediction(
+                        replay, list(paths), list(profiles), "recommendation" in replay, jobs, traces
+                    )
+                except ProfileError as e:
+                    click.echo(f"tracekit report: no Predicted section: {e}", err=True)
     try:
         page = render_html(doc, replay, measured).encode("utf-8")
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a hand-edited summary

@@ -60,7 +60,9 @@ def _schedules(doc: dict[str, Any]) -> dict[str, dict[tuple[str, int], list[dict
     return out
 
 
-def _measured(paths: list[str], profiles: list[str], jobs: int | None) -> Any:
+def _measured(
+    paths: list[str], profiles: list[str], jobs: int | None, traces: list[Any] | None = None
+) -> Any:
     from tracekit.analyze.measure import measure, mismatch_reason
     from tracekit.read.output_code import wait_orders
     from tracekit.read.reader import checked_load
@@ -70,7 +72,7 @@ def _measured(paths: list[str], profiles: list[str], jobs: int | None) -> Any:
         if not os.path.lexists(p):
             raise ProfileError(f"--profile {p}: no such file or directory")
     try:
-        traces = read_traces(profiles, jobs=jobs, host_ops=True)
+        traces = read_traces(profiles, jobs=jobs, host_ops=True) if traces is None else traces
     except TraceError as e:
         raise ProfileError(str(e)) from None
     if not any(t.events_read for t in traces):
@@ -87,15 +89,22 @@ def _measured(paths: list[str], profiles: list[str], jobs: int | None) -> Any:
 
 
 def add_prediction(
-    doc: dict[str, Any], paths: list[str], profiles: list[str], recommend: bool, jobs: int | None = None
+    doc: dict[str, Any],
+    paths: list[str],
+    profiles: list[str],
+    recommend: bool,
+    jobs: int | None = None,
+    traces: list[Any] | None = None,
 ) -> None:
-    """Add ``prediction`` to a replay document (see the module docstring). Raises
-    :class:`ProfileError` when the profile cannot be read, does not pair with the logs, holds
-    nothing to calibrate on, or the replay has no schedule at the recorded cap."""
+    """Add ``prediction`` to a replay document (see the module docstring); no torch needed, so
+    ``report`` adds it to a saved replay too. ``traces``: the profiles already read (with
+    ``host_ops``). Raises :class:`ProfileError` when the profile cannot be read, does not pair
+    with the logs, holds nothing to calibrate on, or the replay has no schedule at the recorded
+    cap."""
     from tracekit.analyze.calibration import CalibrationError, calibrate
     from tracekit.analyze.step_simulation import fit, predict_step
 
-    m = _measured(paths, profiles, jobs)
+    m = _measured(paths, profiles, jobs, traces)
     try:
         cal = calibrate(m.pairings)
     except CalibrationError as e:
