@@ -62,7 +62,7 @@ def measure(paths, profiles, *, ranks=None, estimates=None, jobs: int | None = N
     from tracekit.analyze.measure_estimates import exposed_estimates, read_estimates
     from tracekit.read.output_code import wait_orders
     from tracekit.read.reader import checked_load, path_list
-    from tracekit.read.traces import TraceError, read_traces
+    from tracekit.read.traces import TraceError, read_traces, require_events
 
     paths, profiles = path_list(paths), path_list(profiles)
     for p in [*paths, *profiles]:
@@ -70,12 +70,9 @@ def measure(paths, profiles, *, ranks=None, estimates=None, jobs: int | None = N
             raise FileNotFoundError(errno.ENOENT, "no such file or directory", p)
     run = checked_load(paths, jobs=jobs)
     try:
-        traces = read_traces(profiles, jobs=jobs)
+        traces = require_events(read_traces(profiles, jobs=jobs))
     except TraceError as e:
         raise ValueError(str(e)) from None
-    if not any(t.events_read for t in traces):
-        why = "; ".join(p for t in traces for p in t.problems[:1]) or "no events"
-        raise ValueError(f"no profiler trace could be read: {why}")
     exposed: dict = {}
     notes: list[str] = []
     if isinstance(estimates, dict):

@@ -31,6 +31,7 @@ Plain functions over :mod:`tracekit.model` and :mod:`tracekit.model.profile`; no
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass, field
 
 from tracekit.model import FinalSchedule, Rank
@@ -134,6 +135,15 @@ def windows_of(trace: RankTrace) -> tuple[list[tuple[float, float]], bool]:
     if steps:
         return [(s.ts_us, s.end_us) for s in steps], True
     return [(float("-inf"), float("inf"))], False
+
+
+def median_step(p: RankPairing) -> int:
+    """The index of a rank's median profiled step by duration (the lower middle one of an even
+    count; 0 without profiler steps): the step a trace-event file draws."""
+    if not p.profiler_steps:
+        return 0
+    durs = [b - a for a, b in p.windows]
+    return durs.index(statistics.median_low(durs))
 
 
 def _step_of(ts: float, windows: list[tuple[float, float]]) -> int | None:
@@ -407,6 +417,7 @@ __all__ = [
     "PairedCollective",
     "RankPairing",
     "finals_of",
+    "median_step",
     "merged_intervals",
     "pair_rank",
     "phase",

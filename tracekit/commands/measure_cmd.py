@@ -52,16 +52,12 @@ def read_profiles(
     all (:class:`tracekit.read.traces.TraceError`), none holds an event, or the cluster cannot be
     used (:class:`tracekit.read.dask_reader.DaskReadError`)."""
     from tracekit.read.dask_reader import DaskReadError
-    from tracekit.read.traces import TraceError, read_traces
+    from tracekit.read.traces import TraceError, read_traces, require_events
 
     try:
-        traces = read_traces(list(paths), jobs=jobs, dask=dask, host_ops=host_ops)
+        return require_events(read_traces(list(paths), jobs=jobs, dask=dask, host_ops=host_ops))
     except (TraceError, DaskReadError) as e:
         fail(command, str(e))
-    if not any(t.events_read for t in traces):
-        why = "; ".join(p for t in traces for p in t.problems[:1]) or "no events"
-        fail(command, f"no profiler trace could be read: {why}")
-    return traces
 
 
 def _load_on_dask(paths: list[str], address: str, jobs: int | None) -> Run:

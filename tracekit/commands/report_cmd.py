@@ -164,16 +164,17 @@ def report(
             from tracekit.commands.measure_cmd import read_profiles
             from tracekit.read.output_code import wait_orders
 
-            # with a saved replay, the traces are read once for both sections (the matmuls and
-            # copies kept: what the prediction calibrates on)
+            # with a saved replay, the traces are read and paired once for both sections (the
+            # matmuls and copies kept: what the prediction calibrates on)
             traces = read_profiles(profiles, jobs, command="report", host_ops=replay is not None)
-            measured = measure(run, traces, None, wait_orders(paths)).document()
+            pairing = measure(run, traces, None, wait_orders(paths))
+            measured = pairing.document()
             if replay is not None and "prediction" not in replay:  # the Predicted section, no torch
                 from tracekit.replay.predicted import ProfileError, add_prediction
 
                 try:
                     add_prediction(
-                        replay, list(paths), list(profiles), "recommendation" in replay, jobs, traces
+                        replay, list(paths), list(profiles), "recommendation" in replay, jobs, pairing
                     )
                 except ProfileError as e:
                     click.echo(f"tracekit report: no Predicted section: {e}", err=True)

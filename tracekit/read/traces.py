@@ -761,6 +761,15 @@ def read_traces(
     return traces
 
 
+def require_events(traces: list[RankTrace]) -> list[RankTrace]:
+    """``traces`` when one of them holds an event; else :class:`TraceError` saying why (each
+    file's first problem): no profiler trace could be read."""
+    if not any(t.events_read for t in traces):
+        why = "; ".join(p for t in traces for p in t.problems[:1]) or "no events"
+        raise TraceError(f"no profiler trace could be read: {why}")
+    return traces
+
+
 def _read_local(
     files: list[Path], jobs: int | None, progress: Callable[[int, int], None] | None, host_ops: bool = False
 ) -> Iterator[RankTrace | TraceError]:
@@ -863,4 +872,5 @@ __all__ = [
     "rank_from_trace_name",
     "read_trace",
     "read_traces",
+    "require_events",
 ]

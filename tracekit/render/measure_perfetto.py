@@ -18,22 +18,13 @@ every rank.
 from __future__ import annotations
 
 import json
-import statistics
 from typing import Any
 
 from tracekit.analyze.measure import Measurement
-from tracekit.analyze.measure_pairing import RankPairing
+from tracekit.analyze.measure_pairing import median_step
 from tracekit.render.perfetto import collective_slice_name
 
 TRACKS = ("graph runs", "measured: issue and wait", "measured: transfer", "estimated: transfer")
-
-
-def _median_step(p: RankPairing) -> int:
-    if not p.profiler_steps:
-        return 0
-    durs = [b - a for a, b in p.windows]
-    med = statistics.median_low(durs)
-    return durs.index(med)
 
 
 def _slice(pid: int, tid: int, name: str, ts: float, dur: float, args: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +43,7 @@ def trace_of_step(m: Measurement, step: int | None = None) -> dict[str, Any]:
     """The trace-event document of one step (default: the lowest rank's median step)."""
     events: list[dict[str, Any]] = []
     if step is None:
-        step = _median_step(m.pairings[0]) if m.pairings else 0
+        step = median_step(m.pairings[0]) if m.pairings else 0
     for pid, p in enumerate(m.pairings, start=1):
         events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"rank {p.rank}"}})
         for tid, name in enumerate(TRACKS, start=1):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.render.text import heading, table
+from tracekit.replay.predicted import SELF_CHECK_PCT
 
 HEADERS = ["cap", "predicted step ms", "exposed ms", "comm ms", "compute ms", "torch est ms", "measured ms"]
 
@@ -53,11 +54,11 @@ def predicted_section(doc: dict[str, Any], fmt: str) -> str:
         f"{'' if cal['copy']['first_touch_measured'] else ' (assumed)'}",
         f"self-check: the recorded cap predicted {_f(sc['predicted_step_ms'])} ms against "
         f"{_f(sc['measured_step_ms'])} ms measured ({sc['error_pct']:+.1f}%)"
-        + (f": CALIBRATION FLAGGED, beyond {doc_limit(p)}%" if sc["flagged"] else ""),
+        + (f": CALIBRATION FLAGGED, beyond {SELF_CHECK_PCT:g}%" if sc["flagged"] else ""),
     ]
     flag = (
         f"CALIBRATION FLAGGED: the recorded cap is predicted {sc['error_pct']:+.1f}% off the step the profile "
-        f"measured (beyond {doc_limit(p)}%); the predictions below carry at least that error\n"
+        f"measured (beyond {SELF_CHECK_PCT:g}%); the predictions below carry at least that error\n"
         if sc["flagged"]
         else ""
     )
@@ -81,12 +82,6 @@ def predicted_section(doc: dict[str, Any], fmt: str) -> str:
         + "\n"
         + "".join(f"{bullet}{ln}\n" for ln in lines)
     )
-
-
-def doc_limit(p: dict[str, Any]) -> str:
-    from tracekit.replay.predicted import SELF_CHECK_PCT
-
-    return f"{SELF_CHECK_PCT:g}"
 
 
 __all__ = ["predicted_section"]

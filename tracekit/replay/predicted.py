@@ -27,7 +27,6 @@ the document's ``prediction``:
 
 from __future__ import annotations
 
-import os
 import statistics
 from typing import Any
 
@@ -60,32 +59,19 @@ def _schedules(doc: dict[str, Any]) -> dict[str, dict[tuple[str, int], list[dict
     return out
 
 
-def _measured(
-    paths: list[str], profiles: list[str], jobs: int | None, traces: list[Any] | None = None
-) -> Any:
-    from tracekit.analyze.measure import measure, mismatch_reason
+def _measured(paths: list[str], profiles: list[str], jobs: int | None) -> Any:
+    """The profiles (paths :class:`RunOptions` checked) read with their matmuls and copies and
+    paired with the logs."""
+    from tracekit.analyze.measure import measure
     from tracekit.read.output_code import wait_orders
     from tracekit.read.reader import checked_load
-    from tracekit.read.traces import TraceError, read_traces
+    from tracekit.read.traces import TraceError, read_traces, require_events
 
-    for p in profiles:
-        if not os.path.lexists(p):
-            raise ProfileError(f"--profile {p}: no such file or directory")
     try:
-        traces = read_traces(profiles, jobs=jobs, host_ops=True) if traces is None else traces
+        traces = require_events(read_traces(profiles, jobs=jobs, host_ops=True))
     except TraceError as e:
         raise ProfileError(str(e)) from None
-    if not any(t.events_read for t in traces):
-        raise ProfileError(
-            "no profiler trace could be read: "
-            + ("; ".join(p for t in traces for p in t.problems[:1]) or "no events")
-        )
-    m = measure(checked_load(paths, jobs=jobs), traces, None, wait_orders(paths))
-    if not m.paired:
-        raise ProfileError(
-            f"the profile does not pair with these logs: {mismatch_reason(m) or 'nothing paired'}"
-        )
-    return m
+    return measure(checked_load(paths, jobs=jobs), traces, None, wait_orders(paths))
 
 
 def add_prediction(
@@ -94,17 +80,23 @@ def add_prediction(
     profiles: list[str],
     recommend: bool,
     jobs: int | None = None,
-    traces: list[Any] | None = None,
+    measurement: Any = None,
 ) -> None:
     """Add ``prediction`` to a replay document (see the module docstring); no torch needed, so
-    ``report`` adds it to a saved replay too. ``traces``: the profiles already read (with
-    ``host_ops``). Raises :class:`ProfileError` when the profile cannot be read, does not pair
+    ``report`` adds it to a saved replay too. ``measurement``: the profiles (read with
+    ``host_ops``) already paired with the logs, :func:`tracekit.analyze.measure.measure`'s; else
+    they are read and paired here. Raises :class:`ProfileError` when the profile cannot be read, does not pair
     with the logs, holds nothing to calibrate on, or the replay has no schedule at the recorded
     cap."""
     from tracekit.analyze.calibration import CalibrationError, calibrate
+    from tracekit.analyze.measure import mismatch_reason
     from tracekit.analyze.step_simulation import fit, predict_step
 
-    m = _measured(paths, profiles, jobs, traces)
+    m = _measured(paths, profiles, jobs) if measurement is None else measurement
+    if not m.paired:
+        raise ProfileError(
+            f"the profile does not pair with these logs: {mismatch_reason(m) or 'nothing paired'}"
+        )
     try:
         cal = calibrate(m.pairings)
     except CalibrationError as e:
@@ -160,9 +152,10 @@ def measured_timeline(pairings: list[Any]) -> dict[str, Any]:
     """The lowest paired rank's median profiled step as ``[track, name, start ms, ms]`` slices
     from the step's start: per graph run, its main thread's matmuls, issue ops and waits
     (``0/0:1 main``) and its collectives' transfers (``0/0:1 transfers``)."""
+    from tracekit.analyze.measure_pairing import median_step
+
     p = next(p for p in pairings if any(r.paired for r in p.runs))
-    steps = sorted(range(len(p.windows)), key=lambda k: (p.windows[k][1] - p.windows[k][0], k))
-    k = steps[len(steps) // 2]
+    k = median_step(p)  # the step measure --trace-out draws
     t0 = p.windows[k][0]
     slices: list[list[Any]] = []
 
