@@ -28,12 +28,13 @@ Plain functions over :mod:`tracekit.analyze.measure_pairing`'s pairing; nothing 
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit.analyze.measure_pairing import GraphRun, RankPairing, merged_intervals
-from tracekit.model.profile import GPU_FORM, Span
+from tracekit.model.profile import GPU_FORM, HostOp, Span
 
 MIB = float(1 << 20)
 #: A buffer this large or larger is fresh pages at every allocation (glibc's largest mmap
@@ -148,17 +149,24 @@ class CalibrationError(ValueError):
     """The profile cannot calibrate a prediction (in words the command prints)."""
 
 
-def _overlap(span: Span, busy: list[tuple[float, float]]) -> float:
-    """Fraction of ``span`` during which one of ``busy`` (sorted, merged) runs."""
+def _overlap(span: Span, busy: list[tuple[float, float]], ends: list[float]) -> float:
+    """Fraction of ``span`` during which one of ``busy`` (sorted, merged; ``ends`` their ends)
+    runs: from the first interval that ends after the span starts, by bisection."""
     if span.dur_us <= 0:
         return 0.0
     a, b = span.ts_us, span.end_us
-    total = sum(max(0.0, min(b, y) - max(a, x)) for x, y in busy if x < b and y > a)
+    total = 0.0
+    for x, y in busy[bisect.bisect_right(ends, a) :]:
+        if x >= b:
+            break
+        total += min(b, y) - max(a, x)
     return min(1.0, total / span.dur_us)
 
 
-def _within(span: Span, run: GraphRun) -> bool:
-    return run.span.ts_us <= span.ts_us and span.end_us <= run.span.end_us + 1e-3
+def _held(run: GraphRun, ops: list[HostOp], starts: list[float]) -> list[HostOp]:
+    """Those of ``ops`` (sorted by start, ``starts`` their starts) that ``run`` holds."""
+    lo, hi = bisect.bisect_left(starts, run.span.ts_us), bisect.bisect_right(starts, run.span.end_us)
+    return [o for o in ops[lo:hi] if o.span.end_us <= run.span.end_us + 1e-3]
 
 
 def _moved(kind: str, input_bytes: int, group_size: int) -> int:
@@ -195,18 +203,24 @@ def calibrate(pairings: list[RankPairing]) -> Calibration:
     for p in usable:
         t = p.trace
         busy = merged_intervals([(x.span.ts_us, x.span.end_us) for x in t.transfers])
+        ends = [y for _, y in busy]
         main_mm = [o for o in t.host_ops if o.kind == "matmul" and o.span.tid == t.main_tid]
+        mm_starts = [o.span.ts_us for o in main_mm]
+        by_step: dict[int, list[GraphRun]] = {}
+        for r in p.runs:
+            by_step.setdefault(r.step, []).append(r)
         copies += [(o.bytes / MIB, o.span.dur_us / 1e3) for o in t.host_ops if o.kind == "copy" and o.bytes]
         runs = [r for r in p.runs if r.paired and r.final is not None and not r.problem]
         for k, (a, b) in enumerate(p.windows):
             if not p.profiler_steps:
                 break
-            in_step = [r for r in p.runs if r.step == k]
+            in_step = by_step.get(k, [])
             steps.append((b - a) / 1e3)
             outside.append((b - a - sum(r.span.dur_us for r in in_step)) / 1e3)
         for r in runs:
             mms = [
-                (o.span.dur_us / 1e3, _overlap(o.span, busy), o.flops) for o in main_mm if _within(o.span, r)
+                (o.span.dur_us / 1e3, _overlap(o.span, busy, ends), o.flops)
+                for o in _held(r, main_mm, mm_starts)
             ]
             for ms, frac, flops in mms:
                 if flops:

@@ -30,6 +30,7 @@ Plain functions over :mod:`tracekit.model` and :mod:`tracekit.model.profile`; no
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -120,13 +121,26 @@ def _inside(inner: Span, outer: Span) -> bool:
     return inner.tid == outer.tid and outer.ts_us <= inner.ts_us and inner.end_us <= outer.end_us + 1e-3
 
 
-def _enclosing(span: Span, spans: list[Span]) -> Span | None:
-    """The innermost of ``spans`` that holds ``span`` (same thread)."""
-    best: Span | None = None
-    for s in spans:
-        if s is not span and _inside(span, s) and (best is None or s.dur_us < best.dur_us):
-            best = s
-    return best
+def _innermost_holders(items: list[Span], spans: list[Span]) -> list[Span | None]:
+    """For each of ``items``, the innermost of ``spans`` that holds it (same thread; the shortest,
+    the first listed of equal ones), or None: one sweep by start time, keeping the spans begun
+    and not yet ended, so a trace's steps cost their sum, not their product."""
+    order = {id(s): k for k, s in enumerate(spans)}
+    events = sorted(
+        [(s.ts_us, 0, k, s) for k, s in enumerate(spans)] + [(x.ts_us, 1, k, x) for k, x in enumerate(items)],
+        key=lambda e: (e[0], e[1], e[2]),
+    )
+    open_: dict[int, list[Span]] = {}  # per thread, the spans begun and not ended before now
+    out: list[Span | None] = [None] * len(items)
+    for ts, is_item, k, x in events:
+        held = open_.setdefault(x.tid, [])
+        held[:] = [s for s in held if s.end_us + 1e-3 >= ts]
+        if not is_item:
+            held.append(x)
+            continue
+        holders = [s for s in held if s is not x and _inside(x, s)]
+        out[k] = min(holders, key=lambda s: (s.dur_us, order[id(s)])) if holders else None
+    return out
 
 
 def windows_of(trace: RankTrace) -> tuple[list[tuple[float, float]], bool]:
@@ -146,11 +160,12 @@ def median_step(p: RankPairing) -> int:
     return durs.index(statistics.median_low(durs))
 
 
-def _step_of(ts: float, windows: list[tuple[float, float]]) -> int | None:
-    for i, (a, b) in enumerate(windows):
-        if a <= ts < b:
-            return i
-    return None
+def _step_of(ts: float, windows: list[tuple[float, float]], starts: list[float]) -> int | None:
+    """The first window (sorted, ``starts`` their starts) that ``ts`` falls in, by bisection."""
+    i = bisect.bisect_right(starts, ts) - 1
+    while i > 0 and windows[i - 1][0] <= ts < windows[i - 1][1]:  # windows that overlap: the first
+        i -= 1
+    return i if i >= 0 and windows[i][0] <= ts < windows[i][1] else None
 
 
 def issue_kind_mismatch(issued: IssuedCollective, wanted_kind: str, wanted_bytes: int | None) -> str | None:
@@ -179,12 +194,13 @@ def _graph_runs(trace: RankTrace, windows: list[tuple[float, float]]) -> list[Gr
     wrappers = [s for s in trace.regions if s.name in (FORWARD, BACKWARD)]
     calls = sorted((s for s in trace.regions if s.name.startswith(GRAPH_CALL_PREFIX)), key=lambda s: s.ts_us)
     runs: list[GraphRun] = []
-    for call in calls:
-        step = _step_of(call.ts_us, windows)
+    starts = [a for a, _ in windows]
+    for call, wrapper, region in zip(
+        calls, _innermost_holders(calls, wrappers), _innermost_holders(calls, regions), strict=True
+    ):
+        step = _step_of(call.ts_us, windows, starts)
         if step is None:
             continue
-        wrapper = _enclosing(call, wrappers)
-        region = _enclosing(call, regions)
         m = REGION_RE.match(region.name) if region is not None else None
         position = 1 if wrapper is not None and wrapper.name == BACKWARD else 0
         if wrapper is None and region is None:
@@ -193,18 +209,38 @@ def _graph_runs(trace: RankTrace, windows: list[tuple[float, float]]) -> list[Gr
     return runs
 
 
+class RunIndex:
+    """The graph run that holds a span, found by bisection: a thread's graph runs do not
+    overlap, so the one to look at is the latest that starts at or before the span (a trace's
+    steps times its collectives, not their product)."""
+
+    def __init__(self, runs: list[GraphRun]) -> None:
+        self._by_tid: dict[int, tuple[list[float], list[GraphRun]]] = {}
+        for r in sorted(runs, key=lambda r: r.span.ts_us):
+            starts, held = self._by_tid.setdefault(r.span.tid, ([], []))
+            starts.append(r.span.ts_us)
+            held.append(r)
+
+    def holding(self, span: Span) -> GraphRun | None:
+        """The run whose span holds ``span`` (same thread), or None."""
+        starts, held = self._by_tid.get(span.tid, ((), ()))
+        k = bisect.bisect_right(starts, span.ts_us) - 1
+        return held[k] if k >= 0 and _inside(span, held[k].span) else None
+
+
 def _assign(runs: list[GraphRun], trace: RankTrace) -> int:
     """Each issued collective and wait to the graph run that holds it; returns how many issued
     collectives ran outside every graph run (eager code)."""
     outside = 0
+    index = RunIndex(runs)
     for i in trace.issued:
-        run = next((r for r in runs if _inside(i.span, r.span)), None)
+        run = index.holding(i.span)
         if run is None:
             outside += 1
         else:
             run.issued.append(i)
     for w in trace.waits:
-        run = next((r for r in runs if _inside(w, r.span)), None)
+        run = index.holding(w)
         if run is not None:
             run.waits.append(w)
     return outside
@@ -414,6 +450,7 @@ def pair_rank(
 
 __all__ = [
     "GraphRun",
+    "RunIndex",
     "PairedCollective",
     "RankPairing",
     "finals_of",
