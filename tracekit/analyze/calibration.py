@@ -88,9 +88,6 @@ class Calibration:
     traces: list[str]
     ranks: list[int | None]
     steps: int  # profiled steps a rank
-    step_ms: float  # median of every rank's profiled steps
-    step_min_ms: float
-    step_max_ms: float
     outside_ms: float  # median time of a step outside its graph runs
     graphs: dict[tuple[str, int], GraphCost]
     sharing: float
@@ -104,6 +101,19 @@ class Calibration:
     transfers: list[MeasuredTransfer] = field(default_factory=list)
     step_samples: list[float] = field(default_factory=list)  # every rank's profiled steps, ms
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def step_ms(self) -> float:
+        """The median of every rank's profiled steps."""
+        return statistics.median(self.step_samples) if self.step_samples else 0.0
+
+    @property
+    def step_min_ms(self) -> float:
+        return min(self.step_samples, default=0.0)
+
+    @property
+    def step_max_ms(self) -> float:
+        return max(self.step_samples, default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -274,9 +284,6 @@ def calibrate(pairings: list[RankPairing]) -> Calibration:
         traces=[p.trace.path for p in usable],
         ranks=[p.rank for p in usable],
         steps=max(len(p.windows) for p in usable),
-        step_ms=statistics.median(steps),
-        step_min_ms=min(steps),
-        step_max_ms=max(steps),
         outside_ms=statistics.median(outside),
         graphs=graphs,
         sharing=sharing,
