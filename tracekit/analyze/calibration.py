@@ -173,7 +173,7 @@ def _overlap(span: Span, busy: list[tuple[float, float]], ends: list[float]) -> 
     return min(1.0, total / span.dur_us)
 
 
-def _held(run: GraphRun, ops: list[HostOp], starts: list[float]) -> list[HostOp]:
+def held_ops(run: GraphRun, ops: list[HostOp], starts: list[float]) -> list[HostOp]:
     """Those of ``ops`` (sorted by start, ``starts`` their starts) that ``run`` holds."""
     lo, hi = bisect.bisect_left(starts, run.span.ts_us), bisect.bisect_right(starts, run.span.end_us)
     return [o for o in ops[lo:hi] if o.span.end_us <= run.span.end_us + 1e-3]
@@ -230,7 +230,7 @@ def calibrate(pairings: list[RankPairing]) -> Calibration:
         for r in runs:
             mms = [
                 (o.span.dur_us / 1e3, _overlap(o.span, busy, ends), o.flops)
-                for o in _held(r, main_mm, mm_starts)
+                for o in held_ops(r, main_mm, mm_starts)
             ]
             for ms, frac, flops in mms:
                 if flops:
@@ -360,4 +360,5 @@ __all__ = [
     "GraphCost",
     "MeasuredTransfer",
     "calibrate",
+    "held_ops",
 ]

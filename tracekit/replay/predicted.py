@@ -152,6 +152,7 @@ def measured_timeline(pairings: list[Any]) -> dict[str, Any]:
     """The lowest paired rank's median profiled step as ``[track, name, start ms, ms]`` slices
     from the step's start: per graph run, its main thread's matmuls, issue ops and waits
     (``0/0:1 main``) and its collectives' transfers (``0/0:1 transfers``)."""
+    from tracekit.analyze.calibration import held_ops
     from tracekit.analyze.measure_pairing import median_step
 
     p = next(p for p in pairings if any(r.paired for r in p.runs))
@@ -163,11 +164,11 @@ def measured_timeline(pairings: list[Any]) -> dict[str, Any]:
         slices.append([track, name, round((ts - t0) / 1e3, 4), round(dur / 1e3, 4)])
 
     mm = [o for o in p.trace.host_ops if o.kind == "matmul" and o.span.tid == p.trace.main_tid]
+    starts = [o.span.ts_us for o in mm]
     for r in (r for r in p.runs if r.step == k and r.compile_id is not None):
         g = f"{r.compile_id}:{r.position}"
-        for o in mm:
-            if r.span.ts_us <= o.span.ts_us and o.span.end_us <= r.span.end_us + 1e-3:
-                add(f"{g} main", o.span.name, o.span.ts_us, o.span.dur_us)
+        for o in held_ops(r, mm, starts):
+            add(f"{g} main", o.span.name, o.span.ts_us, o.span.dur_us)
         for i in r.issued:
             add(f"{g} main", f"issue {i.op}", i.span.ts_us, i.span.dur_us)
         for w in r.waits:
