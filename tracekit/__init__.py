@@ -58,9 +58,7 @@ def measure(paths, profiles, *, ranks=None, estimates=None, jobs: int | None = N
     import errno
     import os
 
-    from tracekit.analyze.measure import measure as pair_and_measure
-    from tracekit.analyze.measure_estimates import exposed_estimates, read_estimates
-    from tracekit.read.output_code import wait_orders
+    from tracekit.analyze.measure import measure_logs
     from tracekit.read.reader import checked_load, path_list
     from tracekit.read.traces import TraceError, read_traces, require_events
 
@@ -73,18 +71,7 @@ def measure(paths, profiles, *, ranks=None, estimates=None, jobs: int | None = N
         traces = require_events(read_traces(profiles, jobs=jobs))
     except TraceError as e:
         raise ValueError(str(e)) from None
-    exposed: dict = {}
-    notes: list[str] = []
-    if isinstance(estimates, dict):
-        exposed, notes = exposed_estimates(estimates, run)
-    elif estimates is not None:
-        exposed, notes = read_estimates(os.fspath(estimates), run)
-    ranks = list(ranks) if ranks else None
-    result = pair_and_measure(run, traces, ranks, wait_orders(paths), exposed)
-    if ranks and not result.pairings:
-        raise ValueError(f"no trace of rank {', '.join(map(str, ranks))}")
-    result.notes.extend(notes)
-    return result.document()
+    return measure_logs(run, traces, paths, ranks, estimates).document()
 
 
 def replay_run(

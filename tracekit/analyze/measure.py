@@ -396,6 +396,37 @@ def measure(
     return out
 
 
+def measure_logs(
+    run: Run,
+    traces: list[RankTrace],
+    paths: list[str],
+    ranks: Iterable[int] | None = None,
+    estimates: dict[str, Any] | str | None = None,
+) -> Measurement:
+    """:func:`measure` of a run read from ``paths`` (which wait ends which collective read off
+    their output code), with torch's exposed estimates from ``estimates`` (a saved replay
+    document, parsed or its path): what ``tracekit measure`` and :func:`tracekit.measure` both
+    do. Raises :class:`~tracekit.analyze.measure_estimates.EstimatesError` for an ``estimates``
+    document that is not a replay of these logs, ValueError when ``ranks`` names no trace."""
+    import os
+
+    from tracekit.analyze.measure_estimates import exposed_estimates, read_estimates
+    from tracekit.read.output_code import wait_orders
+
+    exposed: dict[tuple[int | None, str, int], float | None] = {}
+    notes: list[str] = []
+    if isinstance(estimates, dict):
+        exposed, notes = exposed_estimates(estimates, run)
+    elif estimates is not None:
+        exposed, notes = read_estimates(os.fspath(estimates), run)
+    ranks = list(ranks) if ranks else None
+    result = measure(run, traces, ranks, wait_orders(paths), exposed)
+    if ranks and not result.pairings:
+        raise ValueError(f"no trace of rank {', '.join(map(str, ranks))}")
+    result.notes.extend(notes)
+    return result
+
+
 def mismatch_reason(m: Measurement) -> str | None:
     """Why nothing was paired, when nothing was (one line), else None."""
     if m.paired:
@@ -420,4 +451,4 @@ def mismatch_reason(m: Measurement) -> str | None:
     return "nothing paired: no compiled graph run with collectives in the traces"
 
 
-__all__ = ["SCHEMA", "Measurement", "measure", "mismatch_reason", "spread", "verdict"]
+__all__ = ["SCHEMA", "Measurement", "measure", "measure_logs", "mismatch_reason", "spread", "verdict"]

@@ -75,19 +75,6 @@ def _load_on_dask(paths: list[str], address: str, jobs: int | None) -> Run:
         fail("measure", str(e), BAD_INPUT)
 
 
-def read_estimates(path: str, run: Run) -> tuple[dict, list[str]]:
-    """``--estimates``: torch's exposed estimates from a saved replay document of ``run``'s logs
-    (:func:`tracekit.analyze.measure_estimates.read_estimates`); exit 2, one line, when the file
-    is no JSON, no replay document, or one of other logs."""
-    from tracekit.analyze.measure_estimates import EstimatesError
-    from tracekit.analyze.measure_estimates import read_estimates as read
-
-    try:
-        return read(path, run)
-    except EstimatesError as e:
-        fail("measure", f"--estimates {e}")
-
-
 @click.command("measure", context_settings={"help_option_names": ["-h", "--help"]})
 @paths_argument()
 @click.option(
@@ -154,8 +141,8 @@ def measure(
     torch's estimate, time the main thread waited (exposed), step time, and the skew across
     ranks. Medians over steps, with min and max.
     """
-    from tracekit.analyze.measure import measure as pair_and_measure
-    from tracekit.analyze.measure import mismatch_reason
+    from tracekit.analyze.measure import measure_logs, mismatch_reason
+    from tracekit.analyze.measure_estimates import EstimatesError
     from tracekit.commands.output import output_sink
     from tracekit.commands.progress import ProgressBar
     from tracekit.read.reader import load
@@ -171,13 +158,12 @@ def measure(
     if why:
         fail("measure", why)
     traces = read_profiles(profiles, jobs, dask=dask_address)
-    from tracekit.read.output_code import wait_orders
-
-    exposed_est, est_notes = read_estimates(estimates, run) if estimates else ({}, [])
-    result = pair_and_measure(run, traces, ranks or None, wait_orders(paths), exposed_est)
-    result.notes.extend(est_notes)
-    if ranks and not result.pairings:
-        fail("measure", f"no trace of rank {', '.join(map(str, ranks))}")
+    try:
+        result = measure_logs(run, traces, list(paths), ranks, estimates)
+    except EstimatesError as e:
+        fail("measure", f"--estimates {e}")
+    except ValueError as e:  # --rank names no trace
+        fail("measure", str(e))
     doc = result.document()
     text = render(doc, fmt)
     if fmt != "json":  # a trace's or log's escape sequences never reach the terminal raw
