@@ -69,16 +69,14 @@ from tracekit.read.sources import TolerantGzip, open_log
 PIECE = 4 << 20
 #: What every event the model keeps has, in Kineto's layout: its name starts with one of these
 #: (one regular expression, its common prefix found fast) ...
-NAME_MARKERS = re.compile(
-    rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
-    rb'|_c10d_functional::|gloo:|thread_name")'
+_KEPT_NAMES = (
+    rb"ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph"
+    rb"|_c10d_functional::|gloo:|thread_name"
 )
+NAME_MARKERS = re.compile(rb'"name": "(?:' + _KEPT_NAMES + rb'")')
 #: The same, and the CPU ops kept as :class:`HostOp` (``read_trace(host_ops=True)``: what
 #: ``replay --profile`` calibrates on; measure does not decode them).
-HOST_OP_MARKERS = re.compile(
-    rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
-    rb'|_c10d_functional::|gloo:|thread_name|aten::(?:mm|addmm|bmm|baddbmm|copy_)")'
-)
+HOST_OP_MARKERS = re.compile(rb'"name": "(?:' + _KEPT_NAMES + rb'|aten::(?:mm|addmm|bmm|baddbmm|copy_)")')
 #: ... or it is a kernel. A hit is then decoded and checked exactly: a false hit costs a decode.
 KERNEL_MARKER = b'"cat": "kernel"'
 #: How much of a file's start may come before ``"traceEvents"`` (device properties and such).
