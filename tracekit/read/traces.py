@@ -432,7 +432,7 @@ def _numel(dims: object) -> int | None:
     """Elements of a tensor's ``Input Dims`` entry (a list of ints), or of a tensor list's (a
     list of such lists, summed); None when the entry is not a shape."""
     if not isinstance(dims, list) or not dims:
-        return None if not isinstance(dims, list) else None
+        return None
     if all(isinstance(d, int) for d in dims):
         n = 1
         for d in dims:
