@@ -807,13 +807,13 @@ def _read_on_dask(
         bounded,
         check_address,
         connect,
+        gathered,
         require_distributed,
     )
 
     address = check_address(address)
     started = time.monotonic()
     require_distributed()
-    import distributed
 
     wait = CONNECT_TIMEOUT_S
     client = connect(address, wait, started)
@@ -827,21 +827,9 @@ def _read_on_dask(
         threads = sum(client.nthreads().values()) or 1
         sent = _batches([Path(os.path.abspath(f)) for f in files], threads * BATCHES_PER_THREAD)
         futures = client.map(_read_batch, sent, pure=False)
-        index = {fut.key: i for i, fut in enumerate(futures)}
-        results: list[list[RankTrace | TraceError]] = [[] for _ in futures]
-        done = 0
-        for fut in distributed.as_completed(futures, loop=client.loop):
-            i = index[fut.key]
-            try:
-                results[i] = fut.result()
-            except Exception as e:  # noqa: BLE001 - a task that failed on a worker
-                detail = (str(e).splitlines() or [""])[0][:200]
-                raise DaskReadError(
-                    f"a Dask worker failed to read traces: {type(e).__name__}: {detail}"
-                ) from None
-            done += len(sent[i])
-            if progress is not None:
-                progress(done, len(files))
+        results: list[list[RankTrace | TraceError]] = gathered(
+            futures, client, [len(batch) for batch in sent], len(files), progress, "traces"
+        )
     finally:
         client.close()
     out = [r for batch in results for r in batch]
