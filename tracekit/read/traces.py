@@ -320,8 +320,7 @@ class _Builder:
         if isinstance(dims, list) and dims:
             self.shapes_seen = True
             numel = _numel(dims[0])
-            if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
-                dtype = self._shared(types[0])
+            dtype = self._first_dtype(types)
             if numel is not None and dtype in DTYPE_BYTES:
                 nbytes = numel * DTYPE_BYTES[dtype]
         kind = self._shared(collective_kind(op))
@@ -341,9 +340,7 @@ class _Builder:
         args = ev.get("args") or {}
         dims, types = args.get("Input Dims"), args.get("Input type")
         numel = _numel(dims[0]) if isinstance(dims, list) and dims else None
-        dtype = None
-        if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
-            dtype = self._shared(types[0])
+        dtype = self._first_dtype(types)
         kind = self._shared(collective_kind(name[5:]))
         self.t.transfers.append(Transfer(span=_span(ev, name), kind=kind, numel_in=numel, dtype=dtype))
 
@@ -366,6 +363,12 @@ class _Builder:
 
     def _shared(self, s: str) -> str:
         return self.strings.setdefault(s, s)
+
+    def _first_dtype(self, types: object) -> str | None:
+        """The first input's dtype of an ``Input type`` list (shared), or None."""
+        if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
+            return self._shared(types[0])
+        return None
 
     def finish(self) -> RankTrace:
         t = self.t
