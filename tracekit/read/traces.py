@@ -63,7 +63,7 @@ from tracekit.model.profile import (
     Transfer,
 )
 from tracekit.read.process_pools import end_pool, fork_context, ignore_sigint
-from tracekit.read.sources import TolerantGzip, open_log
+from tracekit.read.sources import open_log
 
 #: Bytes (decompressed) read at a time.
 PIECE = 4 << 20
@@ -702,9 +702,10 @@ def _read_whole(name: str, head: bytes, stream: Any, b: _Builder, reason: str) -
     for ev in events:
         if isinstance(ev, dict):
             b.add(ev)
-    if isinstance(stream, TolerantGzip) and stream.error:
+    gz = _gz_note(stream)
+    if gz:
         trace.complete = False
-        trace.problems.append(f"{name}: the gzip stream is damaged after the JSON's end{_gz_note(stream)}")
+        trace.problems.append(f"{name}: the gzip stream is damaged after the JSON's end{gz}")
     return b.finish()
 
 
