@@ -214,7 +214,10 @@ def load_with_dask(
             for batch in split_batches(logs, threads * BATCHES_PER_THREAD)
         ]
         futures = client.map(read_batch, sent, validate_all=validate_all, pure=False)
-        results = _gathered(futures, client, sent, total, progress)
+        weights = [sum(lg.size for lg in batch) for batch in sent]
+        results = gathered(
+            futures, client, weights, total, progress, "logs", " (is this tracekit installed on the workers?)"
+        )
         # batches keep the files' order: put the results back in it, as the client named them
         sent_paths = [lg.path for batch in sent for lg in batch]
         got = [res for batch in results for res in batch or []]
@@ -249,18 +252,22 @@ def _frames_on_workers(client: Any, files: list[tuple[str, int | None]], threads
     return [frames for batch in got for frames in batch]
 
 
-def _gathered(
+def gathered(
     futures: list[Any],
     client: Any,
-    sent: list[list[LogFile]],
+    weights: list[int],
     total: int,
     progress: Callable[[int, int], None] | None,
-) -> list[list[FileResult] | None]:
-    """The batches' results, in the order sent, gathered as they finish (``progress`` told)."""
+    what: str,
+    hint: str = "",
+) -> list[Any]:
+    """The batches' results, in the order sent, gathered as they finish (``progress`` told the
+    ``weights`` of the batches done, out of ``total``). A task that failed on a worker is a
+    :class:`DaskReadError`: "a Dask worker failed to read ``what``", its exception, ``hint``."""
     from distributed import as_completed
 
     index = {fut.key: i for i, fut in enumerate(futures)}
-    results: list[list[FileResult] | None] = [None] * len(futures)
+    results: list[Any] = [None] * len(futures)
     done = 0
     for fut in as_completed(futures, loop=client.loop):
         i = index[fut.key]
@@ -269,10 +276,9 @@ def _gathered(
         except Exception as e:  # noqa: BLE001 - a task that failed on a worker, whatever it raised
             detail = (str(e).splitlines() or [""])[0][:200]
             raise DaskReadError(
-                f"a Dask worker failed to read logs: {type(e).__name__}: {detail} "
-                "(is this tracekit installed on the workers?)"
+                f"a Dask worker failed to read {what}: {type(e).__name__}: {detail}{hint}"
             ) from None
-        done += sum(lg.size for lg in sent[i])
+        done += weights[i]
         if progress is not None:
             progress(done, total)
     return results

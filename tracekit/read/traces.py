@@ -63,22 +63,20 @@ from tracekit.model.profile import (
     Transfer,
 )
 from tracekit.read.process_pools import end_pool, fork_context, ignore_sigint
-from tracekit.read.sources import TolerantGzip, open_log
+from tracekit.read.sources import open_log
 
 #: Bytes (decompressed) read at a time.
 PIECE = 4 << 20
 #: What every event the model keeps has, in Kineto's layout: its name starts with one of these
 #: (one regular expression, its common prefix found fast) ...
-NAME_MARKERS = re.compile(
-    rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
-    rb'|_c10d_functional::|gloo:|thread_name")'
+_KEPT_NAMES = (
+    rb"ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph"
+    rb"|_c10d_functional::|gloo:|thread_name"
 )
+NAME_MARKERS = re.compile(rb'"name": "(?:' + _KEPT_NAMES + rb'")')
 #: The same, and the CPU ops kept as :class:`HostOp` (``read_trace(host_ops=True)``: what
 #: ``replay --profile`` calibrates on; measure does not decode them).
-HOST_OP_MARKERS = re.compile(
-    rb'"name": "(?:ProfilerStep#|Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph'
-    rb'|_c10d_functional::|gloo:|thread_name|aten::(?:mm|addmm|bmm|baddbmm|copy_)")'
-)
+HOST_OP_MARKERS = re.compile(rb'"name": "(?:' + _KEPT_NAMES + rb'|aten::(?:mm|addmm|bmm|baddbmm|copy_)")')
 #: ... or it is a kernel. A hit is then decoded and checked exactly: a false hit costs a decode.
 KERNEL_MARKER = b'"cat": "kernel"'
 #: How much of a file's start may come before ``"traceEvents"`` (device properties and such).
@@ -322,8 +320,7 @@ class _Builder:
         if isinstance(dims, list) and dims:
             self.shapes_seen = True
             numel = _numel(dims[0])
-            if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
-                dtype = self._shared(types[0])
+            dtype = self._first_dtype(types)
             if numel is not None and dtype in DTYPE_BYTES:
                 nbytes = numel * DTYPE_BYTES[dtype]
         kind = self._shared(collective_kind(op))
@@ -343,9 +340,7 @@ class _Builder:
         args = ev.get("args") or {}
         dims, types = args.get("Input Dims"), args.get("Input type")
         numel = _numel(dims[0]) if isinstance(dims, list) and dims else None
-        dtype = None
-        if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
-            dtype = self._shared(types[0])
+        dtype = self._first_dtype(types)
         kind = self._shared(collective_kind(name[5:]))
         self.t.transfers.append(Transfer(span=_span(ev, name), kind=kind, numel_in=numel, dtype=dtype))
 
@@ -368,6 +363,12 @@ class _Builder:
 
     def _shared(self, s: str) -> str:
         return self.strings.setdefault(s, s)
+
+    def _first_dtype(self, types: object) -> str | None:
+        """The first input's dtype of an ``Input type`` list (shared), or None."""
+        if isinstance(types, list) and types and isinstance(types[0], str) and types[0]:
+            return self._shared(types[0])
+        return None
 
     def finish(self) -> RankTrace:
         t = self.t
@@ -434,7 +435,7 @@ def _numel(dims: object) -> int | None:
     """Elements of a tensor's ``Input Dims`` entry (a list of ints), or of a tensor list's (a
     list of such lists, summed); None when the entry is not a shape."""
     if not isinstance(dims, list) or not dims:
-        return None if not isinstance(dims, list) else None
+        return None
     if all(isinstance(d, int) for d in dims):
         n = 1
         for d in dims:
@@ -701,9 +702,10 @@ def _read_whole(name: str, head: bytes, stream: Any, b: _Builder, reason: str) -
     for ev in events:
         if isinstance(ev, dict):
             b.add(ev)
-    if isinstance(stream, TolerantGzip) and stream.error:
+    gz = _gz_note(stream)
+    if gz:
         trace.complete = False
-        trace.problems.append(f"{name}: the gzip stream is damaged after the JSON's end{_gz_note(stream)}")
+        trace.problems.append(f"{name}: the gzip stream is damaged after the JSON's end{gz}")
     return b.finish()
 
 
@@ -818,13 +820,13 @@ def _read_on_dask(
         bounded,
         check_address,
         connect,
+        gathered,
         require_distributed,
     )
 
     address = check_address(address)
     started = time.monotonic()
     require_distributed()
-    import distributed
 
     wait = CONNECT_TIMEOUT_S
     client = connect(address, wait, started)
@@ -838,21 +840,9 @@ def _read_on_dask(
         threads = sum(client.nthreads().values()) or 1
         sent = _batches([Path(os.path.abspath(f)) for f in files], threads * BATCHES_PER_THREAD)
         futures = client.map(_read_batch, sent, pure=False)
-        index = {fut.key: i for i, fut in enumerate(futures)}
-        results: list[list[RankTrace | TraceError]] = [[] for _ in futures]
-        done = 0
-        for fut in distributed.as_completed(futures, loop=client.loop):
-            i = index[fut.key]
-            try:
-                results[i] = fut.result()
-            except Exception as e:  # noqa: BLE001 - a task that failed on a worker
-                detail = (str(e).splitlines() or [""])[0][:200]
-                raise DaskReadError(
-                    f"a Dask worker failed to read traces: {type(e).__name__}: {detail}"
-                ) from None
-            done += len(sent[i])
-            if progress is not None:
-                progress(done, len(files))
+        results: list[list[RankTrace | TraceError]] = gathered(
+            futures, client, [len(batch) for batch in sent], len(files), progress, "traces"
+        )
     finally:
         client.close()
     out = [r for batch in results for r in batch]
