@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model.rankset import rank_members
+from tracekit.read.merge import CUT_KINDS
 from tracekit.replay.mesh_whole_step import add_step_what_ifs
 from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
@@ -112,9 +113,6 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
         s["est_ms_vs_recorded"] = (
             None if base is None or s.get("est_ms") is None else round(s["est_ms"] - base, 4)
         )
-
-
-CUT_KINDS = ("truncated_entry", "bad_gzip")  # as tracekit.read.merge.CUT_KINDS
 
 
 def _cut(doc: dict[str, Any], rank: int | None) -> dict[str, Any] | None:
