@@ -9,7 +9,7 @@ The replay itself is :mod:`tracekit.replay.engine` (the flow over graphs and cap
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -335,11 +335,17 @@ def rank_groups(results: list[GraphReplay]) -> list[list[int]]:
     """The ranks grouped by the graphs they recorded (each graph's compile id, index and
     recorded outcome: counts, groups, sizes), lowest rank first: one group when every rank
     logged the same graphs; more when ranks diverge (one rank with a layer more)."""
+    return ranks_by_graphs((x, r.compile_id, r.graph_index, r.recorded) for r in results for x in r.rank_set)
+
+
+def ranks_by_graphs(graphs: Iterable[tuple[int | None, str, int, Graph]]) -> list[list[int]]:
+    """The ranks of ``graphs`` (``(rank, compile id, graph index, recorded graph)``; a rank of
+    None is left out) grouped by the set of graphs each recorded (:func:`outcome_key`), each
+    group's ranks in order, the groups by their lowest rank."""
     by_rank: dict[int, set[tuple]] = {}
-    for r in results:
-        for x in r.rank_set:
-            if x is not None:
-                by_rank.setdefault(x, set()).add((r.compile_id, r.graph_index, outcome_key(r.recorded)))
+    for rank, compile_id, graph_index, g in graphs:
+        if rank is not None:
+            by_rank.setdefault(rank, set()).add((compile_id, graph_index, outcome_key(g)))
     groups: dict[frozenset, list[int]] = {}
     for x in sorted(by_rank):
         groups.setdefault(frozenset(by_rank[x]), []).append(x)
@@ -464,6 +470,7 @@ __all__ = [
     "cap_labels",
     "recorded_collectives",
     "rank_groups",
+    "ranks_by_graphs",
     "rank_step",
     "replay_document",
     "step_totals",

@@ -211,16 +211,12 @@ def diverging_ranks(sources: list[Any]) -> list[list[int]]:
     """The ranks of ``sources`` grouped by the graphs they recorded (compile id, index and
     outcome: :func:`tracekit.replay.results.outcome_key`), lowest first, when there are two
     groups or more; [] when every rank logged the same."""
-    from tracekit.replay.results import outcome_key
+    from tracekit.replay.results import ranks_by_graphs
 
-    by_rank: dict[int, set[tuple]] = {}
-    for s in sources:
-        if s.rank is not None and hasattr(s, "graph"):
-            by_rank.setdefault(s.rank, set()).add((s.compile_id, s.graph_index, outcome_key(s.graph)))
-    groups: dict[frozenset, list[int]] = {}
-    for r in sorted(by_rank):
-        groups.setdefault(frozenset(by_rank[r]), []).append(r)
-    return sorted(groups.values(), key=lambda g: g[0]) if len(groups) > 1 else []
+    groups = ranks_by_graphs(
+        (s.rank, s.compile_id, s.graph_index, s.graph) for s in sources if hasattr(s, "graph")
+    )
+    return groups if len(groups) > 1 else []
 
 
 def all_reproduced(doc: dict[str, Any]) -> bool:
