@@ -17,7 +17,7 @@ from tracekit.model import COLLECTIVE_TYPES, Diagnostics, Graph
 from tracekit.model.json_forms import final_to_dict
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
-from tracekit.replay.schedule_figures import round_ms, schedule_figures
+from tracekit.replay.schedule_figures import round_ms, schedule_figures, with_versus_recorded
 from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 #: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
@@ -390,17 +390,6 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
         ]
         out.append(entry)
     return with_versus_recorded(out)
-
-
-def with_versus_recorded(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``steps`` (the whole step at each cap, the recorded cap first), each given
-    ``est_ms_vs_recorded``: its ``est_ms`` less the recorded cap's (None where either is)."""
-    base = steps[0]["est_ms"] if steps else None
-    for e in steps:
-        e["est_ms_vs_recorded"] = (
-            None if base is None or e["est_ms"] is None else round_ms(e["est_ms"] - base)
-        )
-    return steps
 
 
 def rank_step(results: list[GraphReplay], options: ReplayOptions, rank: int | None) -> list[dict[str, Any]]:

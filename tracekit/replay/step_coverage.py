@@ -23,6 +23,7 @@ from typing import Any
 from tracekit.model.rankset import rank_members
 from tracekit.read.merge import CUT_KINDS
 from tracekit.replay.mesh_whole_step import add_step_what_ifs
+from tracekit.replay.schedule_figures import with_versus_recorded
 from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 _SUMMED = ("comm_ms", "exposed_ms", "compute_ms", "est_ms")
@@ -108,11 +109,7 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
                 f"{cut['file']}): the graphs it logged after the cut are missing"
             )
             s["partial"] = f"{s['partial']}; {why}" if s["partial"] else f"partial: {why}"
-    base = steps[0].get("est_ms") if steps else None
-    for s in steps:
-        s["est_ms_vs_recorded"] = (
-            None if base is None or s.get("est_ms") is None else round(s["est_ms"] - base, 4)
-        )
+    with_versus_recorded(steps)
 
 
 def _cut(doc: dict[str, Any], rank: int | None) -> dict[str, Any] | None:
