@@ -131,6 +131,7 @@ def run(
     import torch
 
     from tracekit.model import Diagnostics
+    from tracekit.model.nouns import rank_noun
     from tracekit.model.rankset import format_ranks
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.replay.engine import replay_sources
@@ -183,7 +184,7 @@ def run(
     if differ:
         notes.append(
             "the ranks logged different graphs ("
-            + "; ".join(f"ranks {format_ranks(g)}" if len(g) > 1 else f"rank {g[0]}" for g in differ)
+            + "; ".join(f"{rank_noun(r)} {r}" for r in map(format_ranks, differ))
             + "): each group's graphs are replayed and the step at each cap is the slowest group's"
         )
     if diag.total:
