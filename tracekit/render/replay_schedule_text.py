@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from tracekit.model.nouns import plural
+from tracekit.model.nouns import plural, rank_noun
 from tracekit.render.mesh_replay_text import STEP_WHAT_IFS_NOTE, recommendation_what_ifs, step_what_if_rows
 from tracekit.render.text import fmt_mb, heading, table
 
@@ -62,7 +62,7 @@ def _row(ranks: str, label: str, cap: dict[str, Any]) -> list[str]:
 
 def _ranks_text(ranks: str) -> str:
     """``ranks 0-2`` or ``rank 3``."""
-    return f"rank {ranks}" if ranks.isdigit() else f"ranks {ranks}"
+    return f"{rank_noun(ranks)} {ranks}"
 
 
 def render_schedule(doc: dict[str, Any], fmt: str) -> str:

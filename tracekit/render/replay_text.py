@@ -244,16 +244,14 @@ def render_text(doc: dict[str, Any], fmt: str) -> str:
     if t.get("outcomes", t["graphs"]) != t["graphs"]:  # --all-ranks: ranks shared the replays
         every = format_ranks(r for g in doc["graphs"] for r in parse_ranks(g["ranks"]))
         graphs = f"{t['graphs']} distinct graphs for {t['outcomes']} recorded outcomes (ranks {every})"
+    # a cut log: the step lacks what the rank compiled after the cut (exit 1)
+    cut = next((s["cut"] for s in t.get("step") or [] if s.get("cut")), None)
     out.append(
         f"\n{graphs}: {t['rebuilt']} rebuilt, {t['reproduced']} reproduced, "
         + (f"partial: {t['partial']} of {plural(t['graphs'], 'graph')}, " if t.get("partial") else "")
         + f"{t['not_reproduced']} not reproduced, {t['failed']} not rebuilt"
         + (f"; and {t['not_prebucketed']} never pre-bucketed" if t.get("not_prebucketed") else "")
-        + "".join(  # a cut log: the step lacks what the rank compiled after the cut (exit 1)
-            f"; the step is partial: rank {c['rank']}'s log is cut"
-            for c in [next((s["cut"] for s in t.get("step") or [] if s.get("cut")), None)]
-            if c
-        )
+        + (f"; the step is partial: rank {cut['rank']}'s log is cut" if cut else "")
         + ".\n"
     )
     for note in doc.get("notes", []):

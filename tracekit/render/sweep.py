@@ -98,6 +98,23 @@ def _spread(items: list[tuple[float, str]], lo: float, hi: float, gap: float = 6
     return [(x, text) for _, _, x, text in sorted(kept)]
 
 
+def _y_grid(ys: list[float], fy: Any, unit: str) -> list[str]:
+    """The y axis's grid lines at the least, middle and largest of ``ys``, each labelled."""
+    return [
+        f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{fy(v):.1f}" y2="{fy(v):.1f}"/>'
+        f'<text class="axis" x="{LEFT - 4}" y="{fy(v) + 3:.1f}" text-anchor="end">{v:.4g}{_esc(unit)}</text>'
+        for v in sorted({min(ys), (min(ys) + max(ys)) / 2, max(ys)})
+    ]
+
+
+def _x_ticks(ticks: list[tuple[float, str]], h: float) -> list[str]:
+    """The x axis's labels (x, text) under a chart ``h`` px high, those that fit (:func:`_spread`)."""
+    return [
+        f'<text class="axis tick" x="{x:.1f}" y="{h - BOTTOM + 14}" text-anchor="middle">{_esc(text)}</text>'
+        for x, text in _spread(ticks, 0, W)
+    ]
+
+
 def mark_labels(marks: dict[str, float], xs: dict[str, float]) -> list[tuple[str, float, int, str]]:
     """Where the marked caps' names go: in rows above the chart, over no line nor point, each
     beside its mark (right of it, or left where the chart ends), one row down where it would
@@ -151,21 +168,13 @@ def panel_svg(
         f'width="{W}" height="{h}" viewBox="0 0 {W} {h}" role="img" aria-label="{_esc(heading)}">'
         f'<text class="title" x="6" y="12">{_esc(heading)}</text>'
     ]
-    for v in sorted({min(ys), (min(ys) + max(ys)) / 2, max(ys)}):
-        parts.append(
-            f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{fy(v):.1f}" y2="{fy(v):.1f}"/>'
-            f'<text class="axis" x="{LEFT - 4}" y="{fy(v) + 3:.1f}" text-anchor="end">'
-            f"{v:.4g}{_esc(unit)}</text>"
-        )
+    parts += _y_grid(ys, fy, unit)
     ticks = [
         (fx(x), _cap_text(p["bucket_cap_mb"][0]))
         for p, x in zip(points, xs, strict=False)
         if abs(x - round(x)) < 1e-9 and round(x) % 2 == 0 or p is points[0] or p is points[-1]
     ]
-    for x, text in _spread(ticks, 0, W):
-        parts.append(
-            f'<text class="axis tick" x="{x:.1f}" y="{h - BOTTOM + 14}" text-anchor="middle">{_esc(text)}</text>'
-        )
+    parts += _x_ticks(ticks, h)
     parts.append(
         f'<text class="axis" x="{W - RIGHT}" y="{h - 2}" text-anchor="end">cap MB (log scale)</text>'
     )
@@ -222,16 +231,9 @@ def pareto_svg(points: list[dict[str, Any]], front: list[dict[str, Any]]) -> str
         f'data-y-max="{hi_y:.6g}" width="{W}" height="{h}" viewBox="0 0 {W} {h}" role="img" '
         f'aria-label="Pareto front"><text class="title" x="6" y="12">{_esc(heading)}</text>'
     ]
-    for v in sorted({min(ys), (min(ys) + max(ys)) / 2, max(ys)}):
-        parts.append(
-            f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{fy(v):.1f}" y2="{fy(v):.1f}"/>'
-            f'<text class="axis" x="{LEFT - 4}" y="{fy(v) + 3:.1f}" text-anchor="end">{v:.4g} ms</text>'
-        )
+    parts += _y_grid(ys, fy, " ms")
     ticks = [(fx(m), f"{m:.4g} MiB") for m in sorted({min(xs), (min(xs) + max(xs)) / 2, max(xs)})]
-    for x, text in _spread(ticks, 0, W):
-        parts.append(
-            f'<text class="axis tick" x="{x:.1f}" y="{h - BOTTOM + 14}" text-anchor="middle">{_esc(text)}</text>'
-        )
+    parts += _x_ticks(ticks, h)
     fr = sorted(front, key=lambda s: s["peak_memory_bytes"])
     if fr:
         d = " ".join(

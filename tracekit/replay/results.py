@@ -9,7 +9,7 @@ The replay itself is :mod:`tracekit.replay.engine` (the flow over graphs and cap
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from tracekit.model import COLLECTIVE_TYPES, Diagnostics, Graph
 from tracekit.model.json_forms import final_to_dict
 from tracekit.model.rankset import format_ranks
 from tracekit.replay import comm_estimate as ce
-from tracekit.replay.schedule_figures import round_ms, schedule_figures
+from tracekit.replay.schedule_figures import round_ms, schedule_figures, with_versus_recorded
 from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 #: /3: each cap (the recorded one's too) carries torch's overlap schedule (``final``, ``comm_ms``,
@@ -335,11 +335,17 @@ def rank_groups(results: list[GraphReplay]) -> list[list[int]]:
     """The ranks grouped by the graphs they recorded (each graph's compile id, index and
     recorded outcome: counts, groups, sizes), lowest rank first: one group when every rank
     logged the same graphs; more when ranks diverge (one rank with a layer more)."""
+    return ranks_by_graphs((x, r.compile_id, r.graph_index, r.recorded) for r in results for x in r.rank_set)
+
+
+def ranks_by_graphs(graphs: Iterable[tuple[int | None, str, int, Graph]]) -> list[list[int]]:
+    """The ranks of ``graphs`` (``(rank, compile id, graph index, recorded graph)``; a rank of
+    None is left out) grouped by the set of graphs each recorded (:func:`outcome_key`), each
+    group's ranks in order, the groups by their lowest rank."""
     by_rank: dict[int, set[tuple]] = {}
-    for r in results:
-        for x in r.rank_set:
-            if x is not None:
-                by_rank.setdefault(x, set()).add((r.compile_id, r.graph_index, outcome_key(r.recorded)))
+    for rank, compile_id, graph_index, g in graphs:
+        if rank is not None:
+            by_rank.setdefault(rank, set()).add((compile_id, graph_index, outcome_key(g)))
     groups: dict[frozenset, list[int]] = {}
     for x in sorted(by_rank):
         groups.setdefault(frozenset(by_rank[x]), []).append(x)
@@ -384,17 +390,6 @@ def step_totals(results: list[GraphReplay], options: ReplayOptions) -> list[dict
         ]
         out.append(entry)
     return with_versus_recorded(out)
-
-
-def with_versus_recorded(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``steps`` (the whole step at each cap, the recorded cap first), each given
-    ``est_ms_vs_recorded``: its ``est_ms`` less the recorded cap's (None where either is)."""
-    base = steps[0]["est_ms"] if steps else None
-    for e in steps:
-        e["est_ms_vs_recorded"] = (
-            None if base is None or e["est_ms"] is None else round_ms(e["est_ms"] - base)
-        )
-    return steps
 
 
 def rank_step(results: list[GraphReplay], options: ReplayOptions, rank: int | None) -> list[dict[str, Any]]:
@@ -464,6 +459,7 @@ __all__ = [
     "cap_labels",
     "recorded_collectives",
     "rank_groups",
+    "ranks_by_graphs",
     "rank_step",
     "replay_document",
     "step_totals",

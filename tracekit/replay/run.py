@@ -131,6 +131,7 @@ def run(
     import torch
 
     from tracekit.model import Diagnostics
+    from tracekit.model.nouns import rank_noun
     from tracekit.model.rankset import format_ranks
     from tracekit.read.pairing import NotPrebucketedSource
     from tracekit.replay.engine import replay_sources
@@ -183,7 +184,7 @@ def run(
     if differ:
         notes.append(
             "the ranks logged different graphs ("
-            + "; ".join(f"ranks {format_ranks(g)}" if len(g) > 1 else f"rank {g[0]}" for g in differ)
+            + "; ".join(f"{rank_noun(r)} {r}" for r in map(format_ranks, differ))
             + "): each group's graphs are replayed and the step at each cap is the slowest group's"
         )
     if diag.total:
@@ -211,16 +212,12 @@ def diverging_ranks(sources: list[Any]) -> list[list[int]]:
     """The ranks of ``sources`` grouped by the graphs they recorded (compile id, index and
     outcome: :func:`tracekit.replay.results.outcome_key`), lowest first, when there are two
     groups or more; [] when every rank logged the same."""
-    from tracekit.replay.results import outcome_key
+    from tracekit.replay.results import ranks_by_graphs
 
-    by_rank: dict[int, set[tuple]] = {}
-    for s in sources:
-        if s.rank is not None and hasattr(s, "graph"):
-            by_rank.setdefault(s.rank, set()).add((s.compile_id, s.graph_index, outcome_key(s.graph)))
-    groups: dict[frozenset, list[int]] = {}
-    for r in sorted(by_rank):
-        groups.setdefault(frozenset(by_rank[r]), []).append(r)
-    return sorted(groups.values(), key=lambda g: g[0]) if len(groups) > 1 else []
+    groups = ranks_by_graphs(
+        (s.rank, s.compile_id, s.graph_index, s.graph) for s in sources if hasattr(s, "graph")
+    )
+    return groups if len(groups) > 1 else []
 
 
 def all_reproduced(doc: dict[str, Any]) -> bool:

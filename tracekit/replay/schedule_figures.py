@@ -53,3 +53,14 @@ def schedule_figures(sc: Any, error: str | None = None, **after_est: float | Non
         "timeline": {"nodes": sc.timeline, "memory": sc.memory},
         "schedule_error": None,
     }
+
+
+def with_versus_recorded(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``steps`` (the whole step at each cap, the recorded cap first), each given
+    ``est_ms_vs_recorded``: its ``est_ms`` less the recorded cap's (None where either is)."""
+    base = steps[0].get("est_ms") if steps else None
+    for e in steps:
+        e["est_ms_vs_recorded"] = (
+            None if base is None or e.get("est_ms") is None else round_ms(e["est_ms"] - base)
+        )
+    return steps

@@ -21,7 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model.rankset import rank_members
+from tracekit.read.merge import CUT_KINDS
 from tracekit.replay.mesh_whole_step import add_step_what_ifs
+from tracekit.replay.schedule_figures import with_versus_recorded
 from tracekit.replay.step_graphs import compiles_taken, in_compile_order, step_labels
 
 _SUMMED = ("comm_ms", "exposed_ms", "compute_ms", "est_ms")
@@ -31,18 +33,24 @@ def _label(e: dict[str, Any]) -> str:
     return f"{e['compile_id']}:{e['graph_index']}"
 
 
-def _of_rank(doc: dict[str, Any], rank: int | None) -> tuple[list[dict[str, Any]], list[str]]:
+def _runs_on(e: Any, rank: int | None) -> bool:
+    """A document's graph entry is one of ``rank``'s (any rank's when ``rank`` is None)."""
+    return isinstance(e, dict) and (rank is None or rank in rank_members(str(e.get("ranks"))))
+
+
+def _of_rank(doc: dict[str, Any], rank: int | None) -> tuple[list[dict[str, Any]], list[str], set[str]]:
     """The graphs never pre-bucketed that the step of ``rank`` runs (one per frame and pass,
     the latest compile's, among the rank's graphs pre-bucketed or not:
-    :mod:`tracekit.replay.step_graphs`), and the labels of those of earlier compiles."""
-
-    def mine(e: dict[str, Any]) -> bool:
-        return rank is None or rank in rank_members(str(e.get("ranks")))
-
-    never = [e for e in doc.get("not_prebucketed") or [] if mine(e)]
-    others = [_label(g) for g in doc.get("graphs") or [] if isinstance(g, dict) and mine(g)]
+    :mod:`tracekit.replay.step_graphs`), the labels of those of earlier compiles, and the labels
+    of every graph the step runs."""
+    never = [e for e in doc.get("not_prebucketed") or [] if _runs_on(e, rank)]
+    others = [_label(g) for g in doc.get("graphs") or [] if _runs_on(g, rank)]
     taken = step_labels([*others, *(_label(e) for e in never)])
-    return [e for e in never if _label(e) in taken], [_label(e) for e in never if _label(e) not in taken]
+    return (
+        [e for e in never if _label(e) in taken],
+        [_label(e) for e in never if _label(e) not in taken],
+        taken,
+    )
 
 
 def _figures(
@@ -65,18 +73,12 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
     hw_what_if = any(v is not None for v in (doc.get("hardware") or {}).values())
     what_if = bool((doc.get("scheduler") or {}).get("overrides")) or hw_what_if
     for i, s in enumerate(steps):
-        never, earlier = _of_rank(doc, s.get("rank"))
+        never, earlier, taken = _of_rank(doc, s.get("rank"))
         if earlier:  # graphs of a frame's earlier compiles: not in the step either
             s["graphs_earlier_compiles"] = in_compile_order(
                 [*(s.get("graphs_earlier_compiles") or []), *earlier]
             )
-            labels = [_label(e) for e in never] + [
-                _label(g)
-                for g in doc.get("graphs") or []
-                if isinstance(g, dict)
-                and (s.get("rank") is None or s.get("rank") in rank_members(str(g.get("ranks"))))
-            ]
-            s["compiles"] = compiles_taken(labels)
+            s["compiles"] = compiles_taken(taken)
         added = [(e, _figures(e, i, what_if, hw_what_if)) for e in never]
         with_figures = [(e, f) for e, f in added if f is not None]
         if with_figures and s.get("est_ms") is None and s.get("graphs", 0) == 0:
@@ -107,14 +109,7 @@ def include_never_prebucketed(doc: dict[str, Any]) -> None:
                 f"{cut['file']}): the graphs it logged after the cut are missing"
             )
             s["partial"] = f"{s['partial']}; {why}" if s["partial"] else f"partial: {why}"
-    base = steps[0].get("est_ms") if steps else None
-    for s in steps:
-        s["est_ms_vs_recorded"] = (
-            None if base is None or s.get("est_ms") is None else round(s["est_ms"] - base, 4)
-        )
-
-
-CUT_KINDS = ("truncated_entry", "bad_gzip")  # as tracekit.read.merge.CUT_KINDS
+    with_versus_recorded(steps)
 
 
 def _cut(doc: dict[str, Any], rank: int | None) -> dict[str, Any] | None:
@@ -123,7 +118,7 @@ def _cut(doc: dict[str, Any], rank: int | None) -> dict[str, Any] | None:
     files = {
         e.get("file")
         for e in [*(doc.get("graphs") or []), *(doc.get("not_prebucketed") or [])]
-        if isinstance(e, dict) and (rank is None or rank in rank_members(str(e.get("ranks"))))
+        if _runs_on(e, rank)
     }
     for ex in (doc.get("diagnostics") or {}).get("examples") or []:
         if ex.get("kind") in CUT_KINDS and ex.get("file") in files:
