@@ -139,8 +139,12 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
     early -= {r for r in early if lacks_whole_compiles_only(run, items, r)}
     while early:
         assumed = cut | early
-        stay = {r for d in items if not explained_by_cut(d, assumed) for r in rank_list(d["ranks"])}
-        stay |= {r for d in items if not explained_by_cut(d, assumed) for r in rank_list(d["majority_ranks"])}
+        stay = {
+            r
+            for d in items
+            if not explained_by_cut(d, assumed)
+            for r in (*rank_list(d["ranks"]), *rank_list(d["majority_ranks"]))
+        }
         if not stay & early:
             break
         early -= stay
