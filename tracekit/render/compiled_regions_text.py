@@ -26,15 +26,22 @@ def _frame_cell(f: dict[str, Any]) -> str:
     return f"{f.get('name') or '-'} ({tail})" if tail else f.get("name") or "-"
 
 
-def _at(where: str | None) -> str:
-    if not where:
+def shortened(text: str | None, limit: int, from_start: bool = False) -> str:
+    """``text`` cut to ``limit`` characters, ``...`` where it was cut (at its end, or at its
+    start with ``from_start``: a path's tail is its file and line); ``-`` when empty."""
+    if not text:
         return "-"
-    return where if len(where) <= MAX_AT else "..." + where[-(MAX_AT - 3) :]
+    if len(text) <= limit:
+        return text
+    return "..." + text[-(limit - 3) :] if from_start else text[: limit - 3] + "..."
+
+
+def _at(where: str | None) -> str:
+    return shortened(where, MAX_AT, from_start=True)
 
 
 def _reason(f: dict[str, Any]) -> str:
-    why = f.get("reason") or "-"
-    return why if len(why) <= MAX_REASON else why[: MAX_REASON - 3] + "..."
+    return shortened(f.get("reason"), MAX_REASON)
 
 
 def _bytes(n: int | None) -> str:
