@@ -14,7 +14,7 @@ from tracekit.analyze.cut_logs import ENDS_EARLY
 from tracekit.analyze.notes import TESTED_RELEASES
 from tracekit.model.findings import Finding, Verdict
 from tracekit.model.nouns import graph_label, plural, rank_noun
-from tracekit.model.rankset import format_ranks
+from tracekit.model.rankset import format_ranks, rank_order
 from tracekit.render.compiled_regions_text import failures_text, fsdp2_text, no_collective_text
 from tracekit.render.mesh_text import names_text
 
@@ -63,7 +63,7 @@ def cut_text(x: dict[str, Any]) -> str:
     ``rank 3's log is cut (it ends inside an entry, line 5803 of FILE): compared only on what it
     logged``."""
     cut = x["cut"]
-    ranks = sorted({c["rank"] for c in cut}, key=lambda r: -1 if r is None else r)
+    ranks = sorted({c["rank"] for c in cut}, key=rank_order)
     first = cut[0]
     where = f"{first['file']}:{first['line']}" if first["line"] else first["file"]
     how = "it ends inside an entry" if first["line"] and "kind" not in first else first["detail"]
