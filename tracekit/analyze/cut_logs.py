@@ -28,7 +28,7 @@ import dataclasses
 from typing import Any
 
 from tracekit.model import Diagnostics, Run
-from tracekit.model.rankset import format_ranks, rank_list
+from tracekit.model.rankset import format_ranks, rank_list, rank_order
 
 #: The kind (a diagnostic and a ``Run.cut`` record) of a log that ends after a whole compile,
 #: where the other ranks logged more (:func:`with_logs_that_end_early`).
@@ -112,7 +112,7 @@ def _others_text(holders: set[int | None], early: set[int | None], run: Run) -> 
     rank (0)`` when that is one rank: 3 of 4 logs ending early, or 1 of 2), else their ranks
     (``rank 0``, ``ranks 0-1``)."""
     rest = {r.rank for r in run.ranks} - early
-    named = sorted(holders, key=lambda r: -1 if r is None else r)
+    named = sorted(holders, key=rank_order)
     if holders >= rest:
         return f"the other rank ({format_ranks(named)})" if len(rest) == 1 else "the other ranks"
     return f"rank {format_ranks(named)}" if len(named) == 1 else f"ranks {format_ranks(named)}"
@@ -139,8 +139,12 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
     early -= {r for r in early if lacks_whole_compiles_only(run, items, r)}
     while early:
         assumed = cut | early
-        stay = {r for d in items if not explained_by_cut(d, assumed) for r in rank_list(d["ranks"])}
-        stay |= {r for d in items if not explained_by_cut(d, assumed) for r in rank_list(d["majority_ranks"])}
+        stay = {
+            r
+            for d in items
+            if not explained_by_cut(d, assumed)
+            for r in (*rank_list(d["ranks"]), *rank_list(d["majority_ranks"]))
+        }
         if not stay & early:
             break
         early -= stay
@@ -150,7 +154,7 @@ def with_logs_that_end_early(run: Run, items: list[dict[str, Any]]) -> Run:
     diagnostics.merge(run.diagnostics)
     added = []
     by_rank = {r.rank: r for r in run.ranks}
-    for rank in sorted(early, key=lambda r: -1 if r is None else r):
+    for rank in sorted(early, key=rank_order):
         r = by_rank.get(rank)
         if r is None or not r.files:
             continue
@@ -232,8 +236,7 @@ def shorter_logs(run: Run, items: list[dict[str, Any]]) -> dict[str, Any] | None
             more[r] = (n_hold - n_short, first)
     if not short or not more:
         return None
-    key = lambda r: -1 if r is None else r  # noqa: E731
-    shorts = sorted(short, key=key)
+    shorts = sorted(short, key=rank_order)
     by_rank = {r.rank: r for r in run.ranks}
     lasts = {by_rank[r].compile_ids[-1] for r in shorts if r in by_rank and by_rank[r].compile_ids}
     per: dict[tuple[int, Any], list[int | None]] = {}
@@ -245,9 +248,9 @@ def shorter_logs(run: Run, items: list[dict[str, Any]]) -> dict[str, Any] | None
         "ends": sorted(lasts),
         "more": [
             [n, first, ranks]
-            for (n, first), ranks in sorted(per.items(), key=lambda kv: key(min(kv[1], key=key)))
+            for (n, first), ranks in sorted(per.items(), key=lambda kv: min(map(rank_order, kv[1])))
         ],
-        "longer": sorted(more, key=key),
+        "longer": sorted(more, key=rank_order),
     }
 
 

@@ -490,9 +490,7 @@ def release_notes(shared: list[int | None], ranks_a: dict, ranks_b: dict) -> lis
 
 def _final_keys(rank: Rank) -> set[tuple[str, int]]:
     """The graphs of a rank whose final schedule was logged (with an outcome or without)."""
-    return {g.key for g in rank.graphs if g.final is not None} | {
-        (f.compile_id, f.position) for f in rank.schedules_without_outcome
-    }
+    return set(_finals_by_key(rank))
 
 
 def run_info(run: Run, label: str, kind: str) -> RunInfo:

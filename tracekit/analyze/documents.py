@@ -27,7 +27,7 @@ from tracekit.analyze.verdict import RunFacts, verdict
 from tracekit.model import Diagnostics, Run
 from tracekit.model.fields import rank_from_dict
 from tracekit.model.findings import Verdict
-from tracekit.model.rankset import MAX_RANK, format_ranks, rank_list, rank_members
+from tracekit.model.rankset import MAX_RANK, format_ranks, rank_list, rank_members, rank_order
 from tracekit.read.sources import GZIP_MAGIC
 
 SUMMARY_PREFIX = "tracekit.summary/"
@@ -309,7 +309,7 @@ def _items(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
         {
             **d,
             "compile_id": d.get("compile_id"),
-            "ranks": sorted(rank_set(d.get("ranks")), key=lambda r: -1 if r is None else r),
+            "ranks": sorted(rank_set(d.get("ranks")), key=rank_order),
         }
         for d in doc.get(key) or []
         if isinstance(d, dict)

@@ -21,7 +21,7 @@ from typing import Any
 
 from tracekit.model import Run
 from tracekit.model.nouns import rank_noun
-from tracekit.model.rankset import format_ranks
+from tracekit.model.rankset import format_ranks, rank_order
 
 
 def _groups(values: Iterable[tuple[int | None, Any]]) -> list[tuple[Any, list[int | None]]]:
@@ -31,7 +31,7 @@ def _groups(values: Iterable[tuple[int | None, Any]]) -> list[tuple[Any, list[in
     by: dict[Any, list[int | None]] = {}
     for rank, v in values:
         by.setdefault(v, []).append(rank)
-    return sorted(by.items(), key=lambda kv: min(-1 if r is None else r for r in kv[1]))
+    return sorted(by.items(), key=lambda kv: min(map(rank_order, kv[1])))
 
 
 def _count(n: int) -> str:

@@ -54,7 +54,7 @@ from tracekit.model.fields import (
     stand_ins_without_groups,
 )
 from tracekit.model.json_forms import DumpMemo, final_to_dict
-from tracekit.model.rankset import format_ranks
+from tracekit.model.rankset import format_ranks, rank_order
 from tracekit.model.world import world
 
 SCHEMA = "tracekit.summary/2"
@@ -166,10 +166,6 @@ def _cached_canon(
     return (g.compile_id, g.graph_index, text)
 
 
-def _rank_order(r: int | None) -> int:
-    return -1 if r is None else r
-
-
 def _canon(v: Any) -> str:
     return orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -254,7 +250,7 @@ def divergence(
         k = tuple(map(id, parts))
         out = lists.get(k)
         if out is None:
-            out = lists[k] = sorted((rk for rks in parts for rk in rks), key=_rank_order)
+            out = lists[k] = sorted((rk for rks in parts for rk in rks), key=rank_order)
         return out
 
     for key in keys:
@@ -360,7 +356,7 @@ def did_nothing(run: Run, groups: list[RankGroup] | None = None) -> list[dict[st
             item["ranks"] += grp.ranks
     items = list(found.values()) + not_prebucketed(groups)
     for item in items:
-        item["ranks"].sort(key=_rank_order)
+        item["ranks"].sort(key=rank_order)
         item["explain"] = explain_command(run.paths, item["ranks"], item["compile_id"], item["graph_index"])
     return items
 

@@ -57,6 +57,11 @@ def parse_ranks(text: str) -> list[int]:
     return sorted(out)
 
 
+def rank_order(rank: int | None) -> int:
+    """The sort key of a rank: its number, the rank-less one (None) first."""
+    return -1 if rank is None else rank
+
+
 def rank_members(text: str) -> list[int | None]:
     """The ranks of a :func:`format_ranks` string, the rank-less one (``-``) as None, last."""
     return [*parse_ranks(text), *([None] if "-" in text.split(",") else [])]

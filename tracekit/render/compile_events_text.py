@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.model.nouns import plural
+from tracekit.render.compiled_regions_text import shortened
 from tracekit.render.text import heading, ranks_cell, table
 
 HEADERS = ["compile id", "what", "where", "why"]
@@ -15,14 +16,6 @@ KIND_TEXT = {"graph_break": "graph break", "recompile": "recompile"}
 MAX_REASON = 100
 #: A place is cut (at its start) to this many characters.
 MAX_AT = 64
-
-
-def _cut(text: str | None, limit: int, from_start: bool = False) -> str:
-    if not text:
-        return "-"
-    if len(text) <= limit:
-        return text
-    return "..." + text[-(limit - 3) :] if from_start else text[: limit - 3] + "..."
 
 
 def render_breaks_and_recompiles(items: list[dict[str, Any]], fmt: str) -> str:
@@ -36,8 +29,8 @@ def render_breaks_and_recompiles(items: list[dict[str, Any]], fmt: str) -> str:
             [
                 e["compile_id"],
                 KIND_TEXT.get(e["kind"], e["kind"]),
-                _cut(e["at"], MAX_AT, from_start=True),
-                _cut(e["reason"], MAX_REASON),
+                shortened(e["at"], MAX_AT, from_start=True),
+                shortened(e["reason"], MAX_REASON),
             ]
             for e in item["events"]
         ]

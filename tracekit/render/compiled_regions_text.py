@@ -26,15 +26,22 @@ def _frame_cell(f: dict[str, Any]) -> str:
     return f"{f.get('name') or '-'} ({tail})" if tail else f.get("name") or "-"
 
 
-def _at(where: str | None) -> str:
-    if not where:
+def shortened(text: str | None, limit: int, from_start: bool = False) -> str:
+    """``text`` cut to ``limit`` characters, ``...`` where it was cut (at its end, or at its
+    start with ``from_start``: a path's tail is its file and line); ``-`` when empty."""
+    if not text:
         return "-"
-    return where if len(where) <= MAX_AT else "..." + where[-(MAX_AT - 3) :]
+    if len(text) <= limit:
+        return text
+    return "..." + text[-(limit - 3) :] if from_start else text[: limit - 3] + "..."
+
+
+def _at(where: str | None) -> str:
+    return shortened(where, MAX_AT, from_start=True)
 
 
 def _reason(f: dict[str, Any]) -> str:
-    why = f.get("reason") or "-"
-    return why if len(why) <= MAX_REASON else why[: MAX_REASON - 3] + "..."
+    return shortened(f.get("reason"), MAX_REASON)
 
 
 def _bytes(n: int | None) -> str:
@@ -81,9 +88,9 @@ def no_collective_text(regions: dict[str, Any]) -> str | None:
     failed compile is said by :func:`failures_text`)."""
     if not holds_no_collective(regions):
         return None
-    parts = [f"{regions['compiled']} compiled region{'' if regions['compiled'] == 1 else 's'}"]
+    parts = [plural(regions["compiled"], "compiled region")]
     if regions["eager"]:
-        parts.append(f"{regions['eager']} frame{'' if regions['eager'] == 1 else 's'} fell back to eager")
+        parts.append(f"{plural(regions['eager'], 'frame')} fell back to eager")
     if regions["failed"]:
         parts.append(f"{regions['failed']} failed to compile")
     return f"no compiled graph holds a collective ({', '.join(parts)}), so pre-bucketing has nothing to merge"
@@ -103,7 +110,7 @@ def fsdp2_text(regions: dict[str, Any]) -> str | None:
     names = sorted({f["fsdp2_module"] for f in regions["groups"][0]["frames"] if f.get("fsdp2_module")})
     n = regions["fsdp2_modules"]
     return (
-        f"FSDP2 (fully_shard), compiled per block: {n} compiled region{'' if n == 1 else 's'} "
+        f"FSDP2 (fully_shard), compiled per block: {plural(n, 'compiled region')} "
         f"{'is the forward' if n == 1 else 'are forwards'} of fully_shard modules ({', '.join(names)}, "
         "as the guards name them); FSDP2's hooks run around each in eager code, so its all-gathers "
         "and reduce-scatters run outside compiled graphs, one fully_shard unit at a time"

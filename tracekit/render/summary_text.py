@@ -11,7 +11,7 @@ from typing import Any
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.model.nouns import graph_label, plural
-from tracekit.model.rankset import format_ranks, rank_members
+from tracekit.model.rankset import format_ranks, rank_members, rank_order
 from tracekit.model.world import world_text
 from tracekit.render.cells import (
     did_nothing_none_text,
@@ -159,10 +159,7 @@ def not_prebucketed_rows(doc: dict[str, Any], headers: list[str]) -> list[list[A
         if headers[0] == "ranks":
             rows.append([ranks_cell(ranks_as_ranges(d["ranks"])), len(members), *cells])
         else:
-            rows += [
-                ["-" if r is None else r, *cells]
-                for r in sorted(members, key=lambda r: -1 if r is None else r)
-            ]
+            rows += [["-" if r is None else r, *cells] for r in sorted(members, key=rank_order)]
     return rows
 
 

@@ -14,7 +14,7 @@ from tracekit.analyze.cut_logs import ENDS_EARLY
 from tracekit.analyze.notes import TESTED_RELEASES
 from tracekit.model.findings import Finding, Verdict
 from tracekit.model.nouns import graph_label, plural, rank_noun
-from tracekit.model.rankset import format_ranks
+from tracekit.model.rankset import format_ranks, rank_order
 from tracekit.render.compiled_regions_text import failures_text, fsdp2_text, no_collective_text
 from tracekit.render.mesh_text import names_text
 
@@ -63,7 +63,7 @@ def cut_text(x: dict[str, Any]) -> str:
     ``rank 3's log is cut (it ends inside an entry, line 5803 of FILE): compared only on what it
     logged``."""
     cut = x["cut"]
-    ranks = sorted({c["rank"] for c in cut}, key=lambda r: -1 if r is None else r)
+    ranks = sorted({c["rank"] for c in cut}, key=rank_order)
     first = cut[0]
     where = f"{first['file']}:{first['line']}" if first["line"] else first["file"]
     how = "it ends inside an entry" if first["line"] and "kind" not in first else first["detail"]
@@ -91,7 +91,7 @@ def _caps_text(caps: Sequence[Any]) -> str:
 
 def _on(graphs: int) -> str:
     """``on 2 graphs``, or ``in what they compiled`` for a divergence in no graph."""
-    return f"on {graphs} graph{'s' if graphs != 1 else ''}" if graphs else "in what they compiled"
+    return f"on {plural(graphs, 'graph')}" if graphs else "in what they compiled"
 
 
 def clause_text(c: Finding) -> str:
@@ -118,7 +118,7 @@ def clause_text(c: Finding) -> str:
         return f"{rank_noun(x['ranks'])} {x['ranks']} also found in another run (not merged)"
     if c.kind == "unplaced":
         k = x["files"]
-        return f"{k} file{'s' if k != 1 else ''} read as no rank (see Diagnostics)"
+        return f"{plural(k, 'file')} read as no rank (see Diagnostics)"
     if c.kind == "cut_logs":
         return cut_text(x)
     if c.kind == "shorter_logs":
@@ -139,7 +139,7 @@ def clause_text(c: Finding) -> str:
     if c.kind == "agree":
         g = x["graphs"]
         if x["ranks"] == 1:
-            return f"one rank, {g} graph{'s' if g != 1 else ''}"
+            return f"one rank, {plural(g, 'graph')}"
         return f"all {x['ranks']} ranks agree on " + (f"all {g} graphs" if g != 1 else "1 graph")
     if c.kind == "nothing_merged":
         return f"NOTHING MERGED: pre-bucketing merged no collective in any graph ({_caps_text(x['caps'])}); see Bucketing did nothing"
@@ -157,7 +157,7 @@ def clause_text(c: Finding) -> str:
         )
         more = f"; and {len(items) - 3} more" if len(items) > 3 else ""
         n = x["graphs"]
-        return f"FINDING: {n} graph{'s' if n != 1 else ''} never pre-bucketed ({what}{more}); see Bucketing did nothing"
+        return f"FINDING: {plural(n, 'graph')} never pre-bucketed ({what}{more}); see Bucketing did nothing"
     if c.kind == "mesh_not_prebucketed":
         return mesh_not_prebucketed_text(x["items"])
     raise ValueError(f"no words for a verdict clause of kind {c.kind!r}")
@@ -166,7 +166,7 @@ def clause_text(c: Finding) -> str:
 def finding_counts_text(item: dict[str, Any]) -> str:
     """``8 reduce-scatters, 298,144 B, 0.0704 ms estimated``: what a finding runs one by one."""
     names = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter", "all_reduce": "all-reduce"}
-    kinds = ", ".join(f"{n} {names[t]}{'s' if n != 1 else ''}" for t, n in item["counts"].items())
+    kinds = ", ".join(plural(n, names[t]) for t, n in item["counts"].items())
     nbytes = "?" if item["total_bytes"] is None else f"{item['total_bytes']:,}"
     ms = "?" if item["total_est_ms"] is None else f"{item['total_est_ms']:.4f}"
     return f"{kinds}, {nbytes} B, {ms} ms estimated"
@@ -213,7 +213,7 @@ def note_text(f: Finding, *, command: str = "") -> str:
     if f.kind == "no_fsdp_prebucketing":
         n = x["graphs"]
         return (
-            f"no bucketing recorded: {n} graph{'' if n == 1 else 's'} went through the post-grad "
+            f"no bucketing recorded: {plural(n, 'graph')} went through the post-grad "
             "passes without FSDP collectives pre-bucketing (is "
             "aten_distributed_optimizations.enable_overlap_scheduling on, and are the "
             "all-gathers FSDP ones?)"
