@@ -176,6 +176,13 @@ def test_the_reports_predicted_section(recommended, tmp_path):
     assert '<tr data-cap="12"><td class="num">12</td><td>recorded</td><td class="num">244.0</td>' in html
     assert "cap 1 MB: 26.7 ms (10.9% of the step) faster than the recorded cap" in html
     assert section_predicted({"totals": {}}) == ""  # a replay without --profile: no section
+    from tracekit.read.reader import load
+    from tracekit.render.html import render_html
+    from tracekit.render.summary_document import summary_document
+
+    alone = render_html(summary_document(load([PROFILED / "gloo_cap_12mb" / "logs"], jobs=1)), recommended)
+    nav = re.search(r"<nav>(.*?)</nav>", alone).group(1)  # no Measured section: the link still there
+    assert re.findall(r'href="#(\w+)"', nav)[5:7] == ["sweep", "predicted"]
     # the page: its own nav entry, after the cap sweep, before the measured section
     replay_json = tmp_path / "replay.json"
     replay_json.write_text(json.dumps(recommended))

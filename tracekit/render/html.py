@@ -712,7 +712,6 @@ def render_html(
     groups = document_groups(doc)
     paths = " ".join(str(p) for p in doc.get("paths") or [])
     sections = SECTIONS if replay is None else SECTIONS[:5] + [("sweep", "Cap sweep")] + SECTIONS[5:]
-    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
     sweep = ""
     if replay is not None:
         from tracekit.render.predicted_sweep import section_predicted
@@ -728,8 +727,8 @@ def render_html(
 
         at = 5 if replay is None else 6 + any(k == "predicted" for k, _ in sections)  # after the sweeps
         sections = sections[:at] + [("measured", "Measured")] + sections[at:]
-        nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)
         sweep += section_measured(measured) + "\n"
+    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in sections)  # every section, once known
     return "".join(
         [
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
