@@ -64,6 +64,7 @@ EXPECTED.update(
     fsdp_tp=_mesh("1212", "10->1", "7->1", "10->1"),  # 8 + the TP MLP's two weights
     hsdp_diverge=_mesh("334", "8->1", "5->1", "8->1") + _mesh("4", "10->1", "7->1", "10->1"),
     hsdp_overlap=_mesh("3344", "6->1", "5->1", "6->1"),  # OVERLAP_LAYERS: 6 layers
+    hsdp_stock=_mesh("3344", "6->1", "5->1", "6->1"),  # hsdp_overlap timed by torch alone
     fsdp_tp_overlap=_mesh("1212", "8->1", "7->1", "8->1"),  # 6 + the TP MLP's two weights
     fsdp_tp2_overlap=_mesh("1212", "10->1", "9->1", "10->1"),  # 6 + two TP MLPs' two weights each
 )
@@ -143,11 +144,12 @@ def test_saved_params_backward_reduce_scatters_and_is_never_pre_bucketed():
         assert round(sum(float(line.split(",")[1]) for line in estimation), 4) == 0.0704
 
 
-def test_the_gzipped_scenarios_hold_gzipped_logs_and_fixtures_stay_under_20_mb():
+def test_the_gzipped_scenarios_hold_gzipped_logs_and_fixtures_stay_under_21_mb():
     """The scenarios of generate.GZIPPED hold ``.log.gz`` logs only, the others plain ``.log``
-    logs only (spmd_auto_gz: its gzip copy); fixtures/ stays under 20 MB."""
+    logs only (spmd_auto_gz: its gzip copy); fixtures/ stays under 21 MB (20 MB until the
+    torchtitan run, fixtures/torchtitan_hsdp, was added)."""
     for d in sorted(p for p in FIXTURE_LOGS.iterdir() if p.is_dir()):
         names = [p.name for p in d.iterdir() if p.name.startswith("dedicated_log_torch_trace")]
         gzipped = d.name in generate.GZIPPED or d.name == "spmd_auto_gz"
         assert names and all(n.endswith(".log.gz" if gzipped else ".log") for n in names), d.name
-    assert sum(p.stat().st_size for p in (ROOT / "fixtures").rglob("*") if p.is_file()) < 20_000_000
+    assert sum(p.stat().st_size for p in (ROOT / "fixtures").rglob("*") if p.is_file()) < 21_000_000

@@ -26,7 +26,7 @@ def _outcomes(pattern: str) -> list[str]:
 
 def test_every_fixture_outcome_reads_as_parse_outcome_reads_it():
     lines = _outcomes("*/*.log")
-    assert len(lines) == 104  # fsdp_tp2_overlap: 4 ranks x 2 graphs more
+    assert len(lines) == 112  # fsdp_tp2_overlap, then hsdp_stock: 4 ranks x 2 graphs more each
     templates = OutcomeTemplates()
     assert all(templates.parse(t) == parse_outcome(t) for t in lines)
 
