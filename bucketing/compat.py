@@ -86,6 +86,9 @@ TORCH_MERGE_CALLS = (
     Call("torch._inductor.fx_passes.bucketing", "merge_all_reduce_bucket", 2),
 )
 
+#: torch's step after each bucket it merges (:func:`bucketing.merge.sort_as_torch`).
+TORCH_ORDER_CALLS = (Call("torch._inductor.fx_passes.bucketing", "_sort_bucket_region", 3),)
+
 
 def _release(version: str) -> tuple[int, ...]:
     """``"2.15.0+cu132"`` -> ``(2, 15, 0)``; pre-release tails (``2.16.0a0``) keep their digits."""

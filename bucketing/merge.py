@@ -35,6 +35,7 @@ import contextlib
 import functools
 import operator
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -42,7 +43,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._mode_utils import no_dispatch
 
-from bucketing.compat import TORCH_MERGE_CALLS, check_calls
+from bucketing.compat import TORCH_MERGE_CALLS, TORCH_ORDER_CALLS, check_calls
 from bucketing.fx_nodes import new_node
 from bucketing.predicates import WAIT_TARGET, collective_arg, group_name_of, reduce_op_of
 
@@ -101,6 +102,8 @@ class _Builder:
         self.members = members
         self.sources = [_node_source(m, id(graph)) for m in members]
         self.first_meta = members[0].meta
+        self.made: list[fx.Node] = []  # the bucket's nodes, in the order they were made
+        self.inputs: list[fx.Node] = []  # the members' inputs the bucket reads
 
     def call(
         self, target, args: tuple, kwargs: dict | None = None, member: int | None = None, val: Any = None
@@ -109,6 +112,7 @@ class _Builder:
         kwargs = kwargs or {}
         with self.graph.inserting_before(self.before):
             node = new_node(self.graph, "call_function", target, args, kwargs, name=_node_name(target))
+        self.made.append(node)
         if val is not None:
             node.meta["val"] = val
             self._copy_meta(node, member)
@@ -185,11 +189,10 @@ class _Builder:
         return out
 
     def member_outputs(self, parts: fx.Node, shapes: list[list[int]]) -> list[fx.Node]:
-        """Each member's item of the bucket's split output (``parts``), reshaped to its shape."""
-        return [
-            self.output_reshape(self.call(operator.getitem, (parts, i), member=i), shape, member=i)
-            for i, shape in enumerate(shapes)
-        ]
+        """Each member's item of the bucket's split output (``parts``), reshaped to its shape:
+        every item first, then the reshapes, as tracing makes them."""
+        items = [self.call(operator.getitem, (parts, i), member=i) for i in range(len(shapes))]
+        return [self.output_reshape(items[i], shape, member=i) for i, shape in enumerate(shapes)]
 
     @staticmethod
     def fake_reshape_shape(x: fx.Node, shape: list[int]) -> tuple[int, ...]:
@@ -459,6 +462,15 @@ def _replace_and_erase(members: list[fx.Node], outputs: list[fx.Node], also: lis
             graph.erase_node(n)
 
 
+@dataclass
+class Merged:
+    """What one bucket's merge made: its nodes in the order they were made (tracing's), and the
+    members' inputs they read (the bucket's inputs from the rest of the graph)."""
+
+    nodes: list[fx.Node]
+    inputs: list[fx.Node]
+
+
 class InPlace:
     """Where a merge reads its members' inputs, puts its nodes and sends their users: the
     members' own graph. The merge of a copy that is made without the members is the other
@@ -488,7 +500,7 @@ def merge_all_gather_bucket(
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
     site: InPlace = IN_PLACE,
-) -> fx.Node:
+) -> Merged:
     """Merge all-gathers of one (group, dtype) into one ``all_gather_into_tensor_out``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
@@ -496,21 +508,20 @@ def merge_all_gather_bucket(
     device = members[0].meta["val"].device
     b = _Builder(graph, site.before(members), _fake_mode_of(members), members, views, clones)
     casts: list[list[fx.Node]] = []
-    flats = []
-    numels = []
-    for i, m in enumerate(members):
+    for m in members:
         cast = _foldable_cast(m)
-        src = site.input(cast.args[0] if cast is not None else m.args[0])
         casts.append([cast] if cast is not None else [])
-        numels.append(src.meta["val"].numel())
-        flats.append(b.input_view(src, [-1], member=i))
+        b.inputs.append(site.input(cast.args[0] if cast is not None else m.args[0]))
+    numels = [src.meta["val"].numel() for src in b.inputs]
     total = sum(numels)
+    # in the order tracing makes them: the buffer and this rank's slice, then the inputs' views
     buf = b.call(
         aten.empty.memory_format,
         ([total * group_size],),
         {"dtype": dtype, "device": device, "pin_memory": False},
     )
     dst = b.call(aten.slice.Tensor, (buf, 0, total * rank, total * rank + total))
+    flats = [b.input_view(src, [-1], member=i) for i, src in enumerate(b.inputs)]
     cat = b.call(aten.cat.default, (flats,))
     copied = b.call(aten.copy_.default, (dst, cat))
     ag = b.call(c10d.all_gather_into_tensor_out.default, (copied, group_size, group), {"out": buf})
@@ -518,7 +529,7 @@ def merge_all_gather_bucket(
     rows = b.call(aten.view.default, (wait, [group_size, -1]))
     parts = b.call(aten.split_with_sizes.default, (rows, numels, 1))
     site.replace(members, b.member_outputs(parts, [list(m.meta["val"].shape) for m in members]), casts)
-    return ag
+    return Merged(b.made, b.inputs)
 
 
 def merge_reduce_scatter_bucket(
@@ -527,13 +538,14 @@ def merge_reduce_scatter_bucket(
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
     site: InPlace = IN_PLACE,
-) -> fx.Node:
+) -> Merged:
     """Merge reduce-scatters of one (group, op, dtype) into one ``reduce_scatter_tensor``."""
     group_size = int(collective_arg(members[0], "group_size"))
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
     b = _Builder(graph, site.before(members), _fake_mode_of(members), members, views, clones)
-    rows = [b.input_view(site.input(m.args[0]), [group_size, -1], member=i) for i, m in enumerate(members)]
+    b.inputs = [site.input(m.args[0]) for m in members]
+    rows = [b.input_view(x, [group_size, -1], member=i) for i, x in enumerate(b.inputs)]
     cat = b.call(aten.cat.default, (rows, 1))
     total = cat.meta["val"].numel()
     flat = b.reshape(cat, [total])
@@ -543,7 +555,7 @@ def merge_reduce_scatter_bucket(
     parts = b.call(aten.split_with_sizes.default, (wait, chunks))
     outputs = b.member_outputs(parts, [list(m.meta["val"].shape) for m in members])
     site.replace(members, outputs, [[] for _ in members])
-    return rs
+    return Merged(b.made, b.inputs)
 
 
 def merge_all_reduce_bucket(
@@ -552,19 +564,20 @@ def merge_all_reduce_bucket(
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
     site: InPlace = IN_PLACE,
-) -> fx.Node:
+) -> Merged:
     """Merge all-reduces of one (group, op, dtype) into one ``all_reduce``."""
     group = collective_arg(members[0], "group_name")
     op = reduce_op_of(members[0])
     b = _Builder(graph, site.before(members), _fake_mode_of(members), members, views, clones)
-    flats = [b.input_view(site.input(m.args[0]), [-1], member=i) for i, m in enumerate(members)]
+    b.inputs = [site.input(m.args[0]) for m in members]
+    flats = [b.input_view(x, [-1], member=i) for i, x in enumerate(b.inputs)]
     cat = b.call(aten.cat.default, (flats,))
     ar = b.call(c10d.all_reduce.default, (cat, op, group))
     wait = b.call(WAIT_TARGET, (ar,))
     parts = b.call(aten.split_with_sizes.default, (wait, [m.args[0].meta["val"].numel() for m in members]))
     outputs = b.member_outputs(parts, [list(m.args[0].meta["val"].shape) for m in members])
     site.replace(members, outputs, [[] for _ in members])
-    return ar
+    return Merged(b.made, b.inputs)
 
 
 def merge_with_torch(graph: fx.Graph, kind: str, members: list[fx.Node], mode: str) -> None:
@@ -589,21 +602,45 @@ def merge_bucket(
     views: dict[tuple, tuple] | None = None,
     clones: dict[tuple, tuple] | None = None,
     site: InPlace = IN_PLACE,
-) -> None:
+) -> Merged | None:
     """Merge one planned bucket of ``kind`` ("AG", "RS", "AR"). ``views``: the fake values of
     the members' input views, ``clones`` those of their outputs' clones, kept across rewrites
     of copies of one graph (``_Builder.input_view``, ``_Builder.output_reshape``). ``site``:
     where the members' inputs are and the bucket goes (:class:`InPlace`: the members' graph).
     A bucket torch's functions merge needs its members in ``graph``: another site is given only
-    buckets ``needs_torch_merge`` found none of (:func:`bucketing.copy_rewrite.left_out`)."""
+    buckets ``needs_torch_merge`` found none of (:func:`bucketing.copy_rewrite.left_out`).
+    Returns what the merge made (:class:`Merged`), None when torch's functions merged it."""
     if site is IN_PLACE and needs_torch_merge(kind, members, mode) is not None:
         merge_with_torch(graph, kind, members, mode)
-    elif kind == "AG":
-        merge_all_gather_bucket(graph, members, group_rank(group_name_of(members[0])), views, clones, site)
-    elif kind == "RS":
-        merge_reduce_scatter_bucket(graph, members, views, clones, site)
-    else:
-        merge_all_reduce_bucket(graph, members, views, clones, site)
+        return None
+    if kind == "AG":
+        return merge_all_gather_bucket(
+            graph, members, group_rank(group_name_of(members[0])), views, clones, site
+        )
+    if kind == "RS":
+        return merge_reduce_scatter_bucket(graph, members, views, clones, site)
+    return merge_all_reduce_bucket(graph, members, views, clones, site)
+
+
+def sort_as_torch(graph: fx.Graph, merged: Merged) -> None:
+    """Order the nodes around a bucket just merged as torch's pass does after each merge: its
+    own ``_sort_bucket_region`` (called, never copied), a stable topological sort of the span
+    from the bucket's earliest input that is not a graph input to its last node. A user of a
+    replaced wait that sits before that span stays where it was, before the output it now reads;
+    torch's overlap scheduler sorts the whole graph, but only after it has timed the nodes in
+    the order given, and it times runs of fusible nodes together (``fusion_regions``), so the
+    order it is given is part of what it estimates::
+
+        torch's graph after its pass:  view_11 = reshape(_unsafe_view)   # before its input
+                                       ...
+                                       _unsafe_view = _unsafe_view(clone, [262144])
+
+    The graph is then not in topological order: :func:`restore_topological_order` makes it so,
+    as the pass does unless asked for torch's order (``torch_order``)."""
+    from torch._inductor.fx_passes import bucketing as tb
+
+    check_calls(TORCH_ORDER_CALLS)
+    tb._sort_bucket_region(graph, merged.nodes, merged.inputs)
 
 
 def restore_topological_order(graph: fx.Graph) -> bool:

@@ -18,6 +18,7 @@ from bucketing.merge import (
     merge_bucket,
     needs_torch_merge,
     restore_topological_order,
+    sort_as_torch,
 )
 from bucketing.plan import FsdpPlanner, collective_sizes, count_kinds, fill_buckets
 from bucketing.predicates import KINDS, group_name_of
@@ -43,6 +44,7 @@ def pre_bucket_fsdp_collectives(
     planner: FsdpPlanner | None = None,
     lint: bool = True,
     artifacts: bool = True,
+    torch_order: bool = False,
 ) -> BucketingReport:
     """Merge FSDP all-gathers, reduce-scatters and all-reduces of ``gm`` into capped buckets.
 
@@ -70,30 +72,56 @@ def pre_bucket_fsdp_collectives(
     for a caller that checked the rewrite of the same graph at another cap. ``artifacts=False``
     emits none (a replay's copies are not a run's graphs; and with no TORCH_TRACE, torch's trace
     handler still has the first artifact of a process made, the whole graph printed, before it
-    finds it has nowhere to write: 0.7 s on a 9,000-node graph).
+    finds it has nowhere to write: 0.7 s on a 9,000-node graph). ``torch_order``: leave the
+    nodes in the order torch's pass leaves them (:func:`bucketing.merge.sort_as_torch`), which
+    is what torch's overlap scheduler is given, not in topological order (no lint, no recompile).
     """
     check_torch()
     with gc_paused():
         return _pre_bucket(
-            gm, mode, bucket_cap_mb, recompile, fsdp_groups, group_size, planner, lint, artifacts
+            gm,
+            mode,
+            bucket_cap_mb,
+            recompile,
+            fsdp_groups,
+            group_size,
+            planner,
+            lint,
+            artifacts,
+            torch_order=torch_order,
         )[1]
 
 
 def pre_bucketed_copy(
-    gm: fx.GraphModule, planner: FsdpPlanner, bucket_cap_mb: float | None = None, *, lint: bool = True
+    gm: fx.GraphModule,
+    planner: FsdpPlanner,
+    bucket_cap_mb: float | None = None,
+    *,
+    lint: bool = True,
+    torch_order: bool = False,
 ) -> tuple[fx.GraphModule, BucketingReport]:
     """A copy of ``gm``, the graph ``planner`` was made on (left as it is), pre-bucketed at
     ``bucket_cap_mb`` with the planner's plan, and the pass's report: what
     ``pre_bucket_fsdp_collectives(copy, planner=planner, recompile=False, lint=lint,
     artifacts=False)`` gives on a whole copy, the same graph node for node, made without the
     nodes that rewrite would erase (:mod:`bucketing.copy_rewrite`; a plan that needs them is
-    rewritten on a whole copy). A replay rewrites one copy per cap."""
+    rewritten on a whole copy). A replay rewrites one copy per cap. ``torch_order``: as
+    :func:`pre_bucket_fsdp_collectives` has it (on a whole copy: the sort after each bucket
+    needs the graph as it is then)."""
     if planner.gm is not gm:
         raise BucketingError("pre_bucketed_copy: the planner was made on another graph")
     check_torch()
     with gc_paused():
         return _pre_bucket(
-            gm, None, bucket_cap_mb, False, planner=planner, lint=lint, emit=False, into_copy=True
+            gm,
+            None,
+            bucket_cap_mb,
+            False,
+            planner=planner,
+            lint=lint,
+            emit=False,
+            into_copy=True,
+            torch_order=torch_order,
         )
 
 
@@ -108,6 +136,7 @@ def _pre_bucket(
     lint: bool = True,
     emit: bool = True,
     into_copy: bool = False,
+    torch_order: bool = False,
 ) -> tuple[fx.GraphModule, BucketingReport]:
     """The pass on ``gm``, or (``into_copy``) on a copy of ``gm`` made rewritten: the graph
     rewritten and the report."""
@@ -143,7 +172,9 @@ def _pre_bucket(
         def merge(graph: fx.Graph, kind: str, members: list[fx.Node], site: InPlace) -> None:
             merge_bucket(graph, kind, members, planner.mode, views, clones, site)
 
-        if not by_torch:  # torch's merge functions need the members in the graph: a whole copy
+        if (
+            not by_torch and not torch_order
+        ):  # torch's merge functions need the members in the graph: a whole copy
             if planner.wait_users is None:
                 planner.wait_users = WaitUsers(planner.nodes, planner.ids)
             made = rewritten_copy(gm, plan.buckets, planner.ids, merge, planner.wait_users)
@@ -156,10 +187,12 @@ def _pre_bucket(
         merged = 0
         for kind in KINDS:
             for members in buckets[kind]:
-                merge_bucket(gm.graph, kind, members, planner.mode, views, clones)
+                done = merge_bucket(gm.graph, kind, members, planner.mode, views, clones)
+                if torch_order and done is not None:  # torch's merge functions sort as torch
+                    sort_as_torch(gm.graph, done)
                 merged += 1
     graph = gm.graph
-    if merged:
+    if merged and not torch_order:
         restore_topological_order(graph)
         if lint:
             graph.lint()

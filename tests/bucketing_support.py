@@ -271,3 +271,4 @@ def graph_dependent(world: str, pair: str):
 
 
 GRAPHS["dependent"] = graph_dependent
+

@@ -5,8 +5,10 @@ Every graph of every scenario in fixtures/logs (the 2-D meshes, the logs of torc
 replay rebuilds it, with its process groups registered as replay registers them, then both
 passes on fresh copies at four caps: 0.01 MB (nothing merges), 1 MB, 64 MB (everything of a kind
 merges) and the automatic cap. The same summary line (counts and cap), the same buckets (torch's
-``fx_bucketing_passes_*_buckets`` artifacts) and the same sizes after merging. .ci/run runs this
-under torch 2.13.0, 2.14.1 and 2.15.0: "our pass agrees with the installed torch's".
+``fx_bucketing_passes_*_buckets`` artifacts) and the same sizes after merging; and, asked for
+torch's order (``torch_order``: what a replay gives torch's scheduler), the same graph node for
+node in the same order, up to the names of the nodes the buckets made. .ci/run runs this under
+torch 2.13.0, 2.14.1 and 2.15.0: "our pass agrees with the installed torch's".
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 from bucketing_support import captured_artifacts, torch_bucket_names
+from printed_graphs import canonical
 from conftest import FIXTURE_LOGS
 from torch._inductor.fx_passes.fsdp import pre_bucket_fsdp_collectives as torch_pre_bucket
 
@@ -95,12 +98,12 @@ def _register(gm, scenario: str, before: dict[str, object]) -> None:
 
 
 def test_every_scenario_is_covered() -> None:
-    """62 distinct graphs; every scenario with compiled collectives gives at least one (those
+    """68 distinct graphs; every scenario with compiled collectives gives at least one (those
     whose text another scenario logged first share it: the same model, other caps or ranks)."""
-    assert len(GRAPHS) == 62
+    assert len(GRAPHS) == 68
     assert {v[3] for v in GRAPHS.values()} == {
         "diverge_rank", "fsdp_tp", "fsdp_tp2_overlap", "fsdp_tp_overlap", "hsdp", "hsdp_diverge", "hsdp_overlap",
-        "nested_waits", "nested_waits_torch2.15", "overlap_cap_a", "overlap_cap_a_torch2.14",
+        "hsdp_stock", "nested_waits", "nested_waits_torch2.15", "overlap_cap_a", "overlap_cap_a_torch2.14",
         "overlap_cap_a_torch2.15", "saved_params", "saved_params_torch2.14", "spmd_small_cap",
     }  # fmt: skip
     # saved_params' backwards (2.13, 2.14); nested_waits' forwards (2.13, 2.15), each rank's its own
@@ -137,3 +140,15 @@ def test_same_buckets_as_the_installed_torch_at_four_caps(graph_id: str, _groups
         after.append(sum(report.counts_after.values()))
     if prebucketed:  # a bigger cap never leaves more collectives (0.01 MB still merges 4 KiB vectors)
         assert after[0] >= after[1] >= after[2], after
+
+
+@pytest.mark.parametrize("graph_id", sorted(GRAPHS))
+def test_in_torchs_order_the_same_graph_as_the_installed_torch(graph_id: str, _groups_restored) -> None:
+    text, hints, _, scenario = GRAPHS[graph_id]
+    _register(parse_graph_text(text, hints), scenario, _groups_restored)
+    for cap in CAPS:
+        theirs = parse_graph_text(text, hints)
+        torch_pre_bucket(theirs, bucket_cap_mb=cap)
+        ours = parse_graph_text(text, hints)
+        bucketing.pre_bucket_fsdp_collectives(ours, bucket_cap_mb=cap, torch_order=True, artifacts=False)
+        assert canonical(ours.print_readable(False)) == canonical(theirs.print_readable(False)), cap

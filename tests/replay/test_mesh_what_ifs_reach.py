@@ -29,20 +29,20 @@ def test_the_report_shows_the_what_ifs_of_hsdp_overlap_in_its_cap_sweep():
     assert [tr.attrs["data-what-if"] for tr in per_graph.find_all("tr")[1:]] == [
         "as_run", "our_pass_with_groups", "overlap_bucketing"] * 2
     assert _cells(per_graph) == [
-        ["0", "0/0:1", "10.4 MB (recorded): as run", "6", "0.1176", "0.1771", "0.1631", "0.3180"],
+        ["0", "0/0:1", "10.4 MB (recorded): as run", "6", "0.1176", "0.1771", "0.1631", "0.3186"],
         ["0", "0/0:1", "10.4 MB (recorded): our pass given '1' as well", "1", "0.0414", "0.1011", "0.0871",
-         "0.2420"],
+         "0.2426"],
         ["0", "0/0:1", "10.4 MB (recorded): torch's scheduler, collective_bucketing on", "1", "0.0414", "0.1011",
-         "0.1631*", "0.3180"],
+         "0.1631*", "0.3186"],
         ["0", "0/0:1", "1 MB: as run", "6", "0.1176", "0.2833", "0.0510", "0.2021"],
         ["0", "0/0:1", "1 MB: our pass given '1' as well", "3", "0.0717", "0.2377", "0.0437", "0.1948"],
         ["0", "0/0:1", "1 MB: torch's scheduler, collective_bucketing on", "6", "0.1176", "0.2837", "0.0510*",
          "0.2021"],
     ]
     assert _cells(step) == [
-        ["recorded: as run (rank 0's graphs)", "0.1946", "0.4379", "-"],
-        ["recorded: our pass given the groups as well", "0.1186", "0.3619", "-0.0760"],
-        ["recorded: torch's scheduler, collective_bucketing on", "0.1946", "0.4379", "+0.0000"],
+        ["recorded: as run (rank 0's graphs)", "0.1946", "0.4385", "-"],
+        ["recorded: our pass given the groups as well", "0.1186", "0.3625", "-0.0760"],
+        ["recorded: torch's scheduler, collective_bucketing on", "0.1946", "0.4385", "+0.0000"],
         ["1: as run (rank 0's graphs)", "0.0744", "0.3064", "-"],
         ["1: our pass given the groups as well", "0.0671", "0.2991", "-0.0073"],
         ["1: torch's scheduler, collective_bucketing on", "0.0744", "0.3064", "+0.0000"],
@@ -122,9 +122,9 @@ def test_cap_mb_runs_the_mesh_what_ifs_at_each_cap():
     doc = json.loads(r.stdout)
     m = doc["graphs"][0]["not_prebucketed_on_mesh"]
     assert _cap_rows(m) == [
-        (10.4, "as run", 6, 0.1631, 0.318),
-        (10.4, "our_pass_with_groups", 1, 0.0871, 0.242),
-        (10.4, "overlap_bucketing", 1, 0.1631, 0.318),
+        (10.4, "as run", 6, 0.1631, 0.3186),
+        (10.4, "our_pass_with_groups", 1, 0.0871, 0.2426),
+        (10.4, "overlap_bucketing", 1, 0.1631, 0.3186),
     ]
     one, sixty_four = m["at_caps"]
     # at 1 MB our pass leaves the 6 all-reduces of 0.5 MiB in 3 buckets; torch's bucketing leaves them
@@ -134,13 +134,13 @@ def test_cap_mb_runs_the_mesh_what_ifs_at_each_cap():
         (1.0, "overlap_bucketing", 6, 0.051, 0.2021),
     ]
     assert _cap_rows(sixty_four) == [
-        (64.0, "as run", 6, 0.1631, 0.318),
-        (64.0, "our_pass_with_groups", 1, 0.0871, 0.242),
-        (64.0, "overlap_bucketing", 1, 0.1631, 0.318),
+        (64.0, "as run", 6, 0.1631, 0.3186),
+        (64.0, "our_pass_with_groups", 1, 0.0871, 0.2426),
+        (64.0, "overlap_bucketing", 1, 0.1631, 0.3186),
     ]
     # the as-run figures at a cap are that cap's replay
     assert [(c["bucket_cap_mb"], c["exposed_ms"], c["est_ms"]) for c in doc["graphs"][0]["replays"]] == [
-        (1.0, 0.051, 0.2021), (64.0, 0.1631, 0.318)]
+        (1.0, 0.051, 0.2021), (64.0, 0.1631, 0.3186)]
     text = unhandled_section(doc, "table")
     assert "cap: what-if" in text
     assert ("0        0/0:1    1 MB: our pass given '1' as well                                3                0.0717"
@@ -182,22 +182,22 @@ def test_recommend_runs_the_mesh_what_ifs_at_the_recorded_and_the_recommended_ca
     steps = {s["cap"]: s for s in doc["totals"]["step"]}
     assert [(c, [(w["name"], w["collectives"], w["exposed_ms"], w["est_ms"], w["est_ms_vs_as_run"])
                  for w in s["mesh_what_ifs"]]) for c, s in steps.items() if s.get("mesh_what_ifs")] == [
-        ("recorded", [("our_pass_with_groups", 4, 0.1186, 0.3619, -0.076),
-                      ("overlap_bucketing", 4, 0.1946, 0.4379, 0.0)]),
+        ("recorded", [("our_pass_with_groups", 4, 0.1186, 0.3625, -0.076),
+                      ("overlap_bucketing", 4, 0.1946, 0.4385, 0.0)]),
         ("1", [("our_pass_with_groups", 20, 0.0671, 0.2991, -0.0073),
                ("overlap_bucketing", 23, 0.0744, 0.3064, 0.0)]),
     ]
     # the recommendation (of the caps as torch runs them) says what the what-ifs give at its cap
     rec = doc["recommendation"]
     assert [(w["name"], w["est_ms"], w["est_ms_vs_recorded"]) for w in rec["mesh_what_ifs"]] == [
-        ("our_pass_with_groups", 0.2991, -0.1388), ("overlap_bucketing", 0.3064, -0.1315)]
+        ("our_pass_with_groups", 0.2991, -0.1394), ("overlap_bucketing", 0.3064, -0.1321)]
     text = render_text(doc, "table")
     assert ("At 1 MB, with the what-ifs on the mesh (the Pareto front and the recommendation are of\n"
             "the caps as torch runs them: the what-ifs change the pass or the scheduler, not the cap):\n"
             "  our pass given the groups as well: est 0.2991 ms (-0.0073), exposed 0.0671\n"
             "  torch's scheduler, collective_bucketing on: est 0.3064 ms (+0.0000), exposed 0.0744*\n") in text
     assert ("1 + our pass                     1         20             -          0.0671        0.2320        "
-            "0.2991    -           -             -0.1388") in text
+            "0.2991    -           -             -0.1394") in text
     assert "\n2 + our pass" not in text and "\n2                                2         15" in text
 
 
@@ -215,16 +215,16 @@ def test_the_whole_step_at_each_cap_mb_has_the_what_ifs():
     table = text[text.index("Whole step per cap"):text.index("X + our pass")]
     rows = [ln.split() for ln in table.splitlines()[4:] if ln.strip()]
     assert rows == [
-        ["recorded", "10.4", "9", "0.2085", "0.1946", "0.2433", "0.4379", "15.00", "6", "+0.0000"],
-        ["recorded", "+", "our", "pass", "10.4", "4", "-", "0.1186", "0.2433", "0.3619", "-", "-", "-0.0760"],
-        ["recorded", "+", "collective_bucketing", "10.4", "4", "-", "0.1946*", "0.2433", "0.4379", "-", "-",
+        ["recorded", "10.4", "9", "0.2085", "0.1946", "0.2439", "0.4385", "15.00", "6", "+0.0000"],
+        ["recorded", "+", "our", "pass", "10.4", "4", "-", "0.1186", "0.2439", "0.3625", "-", "-", "-0.0760"],
+        ["recorded", "+", "collective_bucketing", "10.4", "4", "-", "0.1946*", "0.2439", "0.4385", "-", "-",
          "+0.0000"],
-        ["1", "1", "23", "0.3737", "0.0744", "0.2320", "0.3064", "8.50", "1", "-0.1315"],
-        ["1", "+", "our", "pass", "1", "20", "-", "0.0671", "0.2320", "0.2991", "-", "-", "-0.1388"],
-        ["1", "+", "collective_bucketing", "1", "23", "-", "0.0744*", "0.2320", "0.3064", "-", "-", "-0.1315"],
-        ["64", "64", "9", "0.2085", "0.1946", "0.2433", "0.4379", "15.00", "6", "+0.0000"],
-        ["64", "+", "our", "pass", "64", "4", "-", "0.1186", "0.2433", "0.3619", "-", "-", "-0.0760"],
-        ["64", "+", "collective_bucketing", "64", "4", "-", "0.1946*", "0.2433", "0.4379", "-", "-", "+0.0000"],
+        ["1", "1", "23", "0.3737", "0.0744", "0.2320", "0.3064", "8.50", "1", "-0.1321"],
+        ["1", "+", "our", "pass", "1", "20", "-", "0.0671", "0.2320", "0.2991", "-", "-", "-0.1394"],
+        ["1", "+", "collective_bucketing", "1", "23", "-", "0.0744*", "0.2320", "0.3064", "-", "-", "-0.1321"],
+        ["64", "64", "9", "0.2085", "0.1946", "0.2439", "0.4385", "15.00", "6", "+0.0000"],
+        ["64", "+", "our", "pass", "64", "4", "-", "0.1186", "0.2439", "0.3625", "-", "-", "-0.0760"],
+        ["64", "+", "collective_bucketing", "64", "4", "-", "0.1946*", "0.2439", "0.4385", "-", "-", "+0.0000"],
     ]
 
 
@@ -235,8 +235,8 @@ def test_replay_run_from_python_registers_the_mesh_and_runs_the_what_ifs():
 
     doc = tracekit.replay_run(str(FIXTURE_LOGS / "hsdp_overlap"), recommend=True)
     step = doc["totals"]["step"][0]
-    assert (step["graphs"], step["partial"], step["est_ms"]) == (2, None, 0.4379)
+    assert (step["graphs"], step["partial"], step["est_ms"]) == (2, None, 0.4385)
     assert [(w["name"], w["est_ms"]) for w in doc["totals"]["step_mesh_what_ifs"]] == [
-        ("our_pass_with_groups", 0.3619), ("overlap_bucketing", 0.4379)]
+        ("our_pass_with_groups", 0.3625), ("overlap_bucketing", 0.4385)]
     assert [(w["name"], w["est_ms"]) for w in doc["recommendation"]["mesh_what_ifs"]] == [
         ("our_pass_with_groups", 0.2991), ("overlap_bucketing", 0.3064)]

@@ -172,6 +172,9 @@ class GraphSource:
     #: the aten_distributed_optimizations settings the run changed, as its fx_graph_runnable
     #: names them ({name: value text}); None when the log has no fx_graph_runnable
     run_settings: dict[str, str] | None = None
+    #: its compile id is an inference compile (``aot_inference_graph``: no backward), whose
+    #: graph torch's post-grad passes treat as such (replay runs them again)
+    inference: bool = False
 
 
 @dataclass
@@ -202,6 +205,9 @@ class NotPrebucketedSource:
     #: whether its file logged any pre_bucketing_fsdp_collectives outcome: False when
     #: pre-bucketing never ran there (an older torch, the pass off, overlap scheduling off)
     prebucketing_logged: bool = True
+    #: as :attr:`GraphSource.run_settings` and :attr:`GraphSource.inference`
+    run_settings: dict[str, str] | None = None
+    inference: bool = False
 
 
 class RankBuilder:
@@ -221,6 +227,7 @@ class RankBuilder:
         self.symbol_hints: dict[str, dict[str, int]] = {}  # compile id -> {symbol: hint}
         #: compile id -> the aten_distributed_optimizations settings its fx_graph_runnable names
         self.run_settings: dict[str, dict[str, str]] = {}
+        self.inference_ids: set[str] = set()  # compile ids that logged aot_inference_graph
         self.compiles = 0  # dynamo_start entries: compiles started, whatever they logged after
         self.torch_version: str | None = None
         self.first_compile_id: str | None = None  # of the first compile (dynamo_start)
@@ -386,6 +393,9 @@ class RankBuilder:
 
     def set_run_settings(self, settings: dict[str, str]) -> None:
         self.run_settings[self.cid] = settings
+
+    def mark_inference(self) -> None:
+        self.inference_ids.add(self.cid)
 
     def set_collective_benchmarks(self, benchmarks: dict[str, float]) -> None:
         self._open_position().collective_benchmarks = benchmarks
@@ -587,6 +597,7 @@ class FileBuilder:
             for src in b.sources:
                 src.symbol_hints = b.symbol_hints.get(src.compile_id, {})
                 src.run_settings = b.run_settings.get(src.compile_id)
+                src.inference = src.compile_id in b.inference_ids
                 pg, src.post_grad = src.post_grad, None
                 if pg is not None:
                     src.overlap_scheduled = pg.overlap_before or pg.overlap_after
@@ -596,6 +607,8 @@ class FileBuilder:
         if b.not_prebucketed is not None and not_prebucketed_sink is not None:
             for u in b.not_prebucketed:
                 u.symbol_hints = b.symbol_hints.get(u.compile_id, {})
+                u.run_settings = b.run_settings.get(u.compile_id)
+                u.inference = u.compile_id in b.inference_ids
                 u.prebucketing_logged = bool(b.graphs)
                 not_prebucketed_sink(u)
         bad_rank = None if b.rank is not None else unplaceable_rank(log.path, diag)

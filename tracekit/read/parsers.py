@@ -355,6 +355,18 @@ def parse_run_settings(text: str) -> dict[str, str]:
     return out
 
 
+class InferenceGraphParser(EntryParser):
+    """``{"aot_inference_graph": ...}``: AOTAutograd compiled this compile id for inference (no
+    backward). Its graph goes through inductor's post-grad passes as an inference graph
+    (``is_inference``: reordered for locality first), which replay does again."""
+
+    entry_types = frozenset({"aot_inference_graph"})
+    needs_payload = False
+
+    def apply(self, builder, key, value, file, line):
+        builder.mark_inference()
+
+
 class RunSettingsParser(EntryParser):
     """``fx_graph_runnable`` (string: a script that reruns the graph, with the inductor config the
     run changed): the run's overlap scheduling settings (:func:`parse_run_settings`), kept per
@@ -647,6 +659,7 @@ SOURCE_PARSERS: tuple[EntryParser, ...] = (
     OverlapGraphMarkerParser(),
     TorchVersionParser(),  # which torch wrote the log: replay and explain say it beside their own
     RunSettingsParser(),  # the run's overlap scheduling settings and estimation hook
+    InferenceGraphParser(),  # inference compiles: replay runs torch's post-grad passes as for them
     CollectiveBenchmarksParser(),  # the run's benchmarked collectives
 )
 

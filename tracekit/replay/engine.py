@@ -164,11 +164,18 @@ def replay_source(
         tuple(sorted(options.symbols.items())),
         options.mode,
         options.bucket_mode,
+        src.text_artifact,
+        getattr(src, "inference", False),
     )
     rp = None if rebuilt is None else rebuilt.get(key)
     if rp is None:
         try:
-            rp = GraphReplayer(src.text, options)
+            rp = GraphReplayer(
+                src.text,
+                options,
+                inference=getattr(src, "inference", False),
+                post_grad=src.text_artifact == "before_post_grad_graph",
+            )
         except GraphTextError as e:
             rp = f"cannot rebuild the graph from {src.text_artifact}: {e}"
         except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others
@@ -187,12 +194,15 @@ def replay_source(
 
     run = getattr(src, "run_settings", None)
     rp.run_overrides = run_settings.scheduler_overrides(run, SETTING_KEYS)
+    rp.stock_estimates = run_settings.stock_estimates(run)
     try:
         _replay_caps(rp, out, options, on_cap)
     except Exception as e:  # noqa: BLE001
         out.error = f"replay failed: {type(e).__name__}: {str(e)[:300]}"
     if out.final_reproduced is False:  # say what the log cannot tell, not a bare mismatch
         out.final_mismatches += run_settings.unrecorded_estimates(run, out.compute_estimates_us)
+        if rp.post_grad_note:
+            out.final_mismatches.append(rp.post_grad_note)
     return out
 
 

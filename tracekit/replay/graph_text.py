@@ -469,6 +469,29 @@ def _set_values(b: _Builder, values: Mapping[str, int], mode: FakeTensorMode) ->
         seq = [items.get(i) for i in range(max(items) + 1)]
         returns = node.target._schema.returns
         node.meta["val"] = seq if len(returns) == 1 else tuple(seq)
+    _set_lazy_bits(b, mode)
+
+
+#: Ops whose output is a lazily conjugated or negated view: a bit of the tensor no annotation
+#: prints (``c64[1, 128, 1, 8]`` either way).
+_LAZY_BIT_OPS = frozenset({torch.ops.aten._conj.default, torch.ops.aten._neg_view.default})
+
+
+def _set_lazy_bits(b: _Builder, mode: FakeTensorMode) -> None:
+    """Give the values of ``_conj`` / ``_neg_view`` their conjugate / negative bit, which their
+    annotation cannot say, by running the op on its input's fake value. torch's post-grad passes
+    tell a ``clone`` that resolves the bit from one that copies for nothing (``remove_noop_ops``
+    keeps the first, drops the second): without the bit, a rotary embedding's
+    ``clone(_conj(freqs))`` went from the rebuilt graph where torch's kept it."""
+    for p in b.pending:
+        node = p.node
+        if node.target not in _LAZY_BIT_OPS or "val" not in node.meta or not node.args:
+            continue
+        src = node.args[0]
+        val = src.meta.get("val") if isinstance(src, fx.Node) else None
+        if isinstance(val, torch.Tensor):
+            with mode:
+                node.meta["val"] = node.target(val)
 
 
 def _required_symbols(b: _Builder) -> dict[str, int]:

@@ -207,13 +207,22 @@ def what_ifs(
                     recompile=False,
                     fsdp_groups=given,
                     group_size=rp.group_size if given else None,
+                    torch_order=rp.torch_order,
                 )
-            gm.graph.lint()
-            settings = osch.scheduler_settings(
-                {"collective_bucketing": True} if name == OVERLAP_BUCKETING else None
-            )
+            # as the run scheduled, bar the what-if itself
+            asked = {"collective_bucketing": True} if name == OVERLAP_BUCKETING else {}
+            settings = osch.scheduler_settings({**rp.run_overrides, **asked})
             with inductor_config.patch(mode):
-                sched = osch.schedule(gm, compute_us, gpu, settings, None, _estimates(rp, hw), model)
+                sched = osch.schedule(
+                    gm,
+                    compute_us,
+                    gpu,
+                    settings,
+                    None,
+                    _estimates(rp, hw),
+                    model,
+                    roofline_rest=rp.stock_estimates,
+                )
             n, ms = _left(sched, set(groups))
             entry.update(
                 ok=True,

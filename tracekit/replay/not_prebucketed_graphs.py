@@ -32,7 +32,10 @@ import torch.fx as fx
 
 from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES
 from tracekit.replay import comm_estimate as ce
-from tracekit.replay.graph_text import GraphTextError, parse_graph_text
+from tracekit.replay import run_settings
+from tracekit.replay.graph_text import GraphTextError
+from tracekit.replay.overlap_schedule import SETTING_KEYS
+from tracekit.replay.post_grad import rebuilt_as_scheduled
 from tracekit.replay.rewrite_counts import applied_result, collective_counts
 from tracekit.replay.schedule_figures import round_ms, schedule_figures, shown_delta
 
@@ -104,12 +107,20 @@ class NotPrebucketedReplayer:
 
         self.src = src
         self.symbols = {**(getattr(src, "symbol_hints", None) or {}), **(symbols or {})}
-        self.gm = parse_graph_text(src.text, self.symbols)
+        self._as_scheduled = (getattr(src, "inference", False), src.text_artifact == "before_post_grad_graph")
+        #: the graph torch's scheduler was given (:mod:`tracekit.replay.post_grad`), and why not
+        #: when torch's post-grad passes refused it
+        self.gm, self.post_grad_note = rebuilt_as_scheduled(src.text, self.symbols, *self._as_scheduled)
         self.planner = FsdpPlanner(self.gm)
         self.collectives = [n for n in self.gm.graph.nodes if collective_kind(n)]
         #: the run's process groups (process_groups.GroupTable) on a mesh, None on a 1-D run
         self.table: Any = None
         self._with_groups: dict[tuple, Any] = {}
+        run = getattr(src, "run_settings", None)
+        #: the run's scheduler settings and whether it timed nodes by torch's models alone
+        #: (:mod:`tracekit.replay.run_settings`): the scheduler runs as the run's did
+        self.run_overrides = run_settings.scheduler_overrides(run, SETTING_KEYS)
+        self.stock_estimates = run_settings.stock_estimates(run)
 
     # -- as torch ran it -------------------------------------------------------------------
     def reproduce(self) -> tuple[bool | None, list[str]]:
@@ -207,7 +218,8 @@ class NotPrebucketedReplayer:
                     osch.copy_graph(self.gm),
                     compute,
                     osch.GPUS[gpu],
-                    osch.scheduler_settings({"collective_bucketing": on}),
+                    osch.scheduler_settings({**self.run_overrides, "collective_bucketing": on}),
+                    roofline_rest=self.stock_estimates,
                 )
                 out[key] = {
                     "collective_bucketing": on,
@@ -265,8 +277,9 @@ class NotPrebucketedReplayer:
             osch.copy_graph(self.gm),
             getattr(self.src, "compute_estimates_us", None),
             osch.GPUS[gpu],
-            osch.scheduler_settings(overrides),
+            osch.scheduler_settings({**self.run_overrides, **(overrides or {})}),
             comm_model=None if hw is None or hw == ce.Hardware() else lambda: ce.scheduler_model(hw, groups),
+            roofline_rest=self.stock_estimates,
         )
 
     def forward_cap(self) -> tuple[float, str] | None:
@@ -328,7 +341,7 @@ class NotPrebucketedReplayer:
         fwd = self.src.forward
 
         def rewrite() -> tuple[Any, fx.GraphModule]:
-            gm = parse_graph_text(self.src.text, self.symbols)
+            gm, _ = rebuilt_as_scheduled(self.src.text, self.symbols, *self._as_scheduled)
             if fwd.group_size:
                 register_fake_process_groups(fwd.fsdp_groups, fwd.group_size)
             report = pre_bucket_fsdp_collectives(

@@ -144,29 +144,6 @@ def scheduler_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any
     return out
 
 
-def post_grad_waits(gm: fx.GraphModule) -> int:
-    """Do to the rebuilt graph's waits what the running torch's post-grad passes do before its
-    FSDP pre-bucketing and overlap scheduler see the graph (the log's ``before_post_grad_graph``
-    is from before them); return how many waits went.
-
-    torch 2.15 runs ``fx_passes.bucketing.deduplicate_wait_tensors`` on every graph with a
-    wait: a second wait on a value already waited on (``wait_tensor(wait_tensor(ag))``, or two
-    waits of one collective) is removed and its users take the first. Its overlap scheduler then
-    registers each collective's one wait; with the second left in, it schedules another graph.
-    torch 2.13 and 2.14 have no such pass, and the graph is left as it is. torch's function is
-    called, never copied; known by its presence, not by the version."""
-    try:
-        from torch._inductor.fx_passes.bucketing import deduplicate_wait_tensors
-    except ImportError:
-        return 0
-    before = len(gm.graph.nodes)
-    deduplicate_wait_tensors(gm.graph)
-    removed = before - len(gm.graph.nodes)
-    if removed:
-        gm.recompile()
-    return removed
-
-
 @contextlib.contextmanager
 def gpu_peaks(gpu: Gpu):
     """Make torch's roofline use ``gpu``'s bandwidth and FLOP/s (on CPU triton has neither)."""
@@ -211,24 +188,42 @@ def no_estimation_artifacts():
 
 
 class RecordedEstimates:
-    """The ``custom_runtime_estimation`` hook: recorded compute estimates in ms, None otherwise.
+    """The ``custom_runtime_estimation`` hook: recorded compute estimates in ms; for the other
+    nodes what the run's scheduler gave them, where that can be known.
 
-    Counts the compute nodes that had none (``fallback``: torch's roofline times them)."""
+    Counts the compute nodes that had none (``fallback``: torch's roofline times them).
 
-    def __init__(self, benchmarked_us: dict[str, float] | None):
+    ``roofline_rest``: the run had no hook of its own (:func:`tracekit.replay.run_settings.
+    stock_estimates`). torch's scheduler then times every node that is neither a compute node
+    nor a collective by its roofline (waits, copies, views at 0), and leaves a node out when
+    that is 0; but once any hook is given, it asks the hook instead and takes None as "no
+    time". So for a stock run this hook answers with the roofline, as torch did::
+
+        stock run:      mul -> roofline 0.0012 ms   wait_tensor -> 0.0008   view -> (none)
+        replay before:  mul -> (none)               wait_tensor -> (none)   view -> (none)
+        replay now:     as the stock run
+
+    For a run that had its own hook, what it gave those nodes is not in the log: None, and
+    :func:`tracekit.replay.run_settings.unrecorded_estimates` says so."""
+
+    def __init__(self, benchmarked_us: dict[str, float] | None, roofline_rest: bool = False):
         self.us = benchmarked_us or {}
+        self.roofline_rest = roofline_rest
         self.fallback: set[str] = set()
         self.used: set[str] = set()
 
     def __call__(self, node: fx.Node, override_size: int | None) -> float | None:
-        from torch._inductor.fx_passes.overlap_scheduling import is_compute_node
+        from torch._inductor.fx_passes.overlap_scheduling import (
+            estimate_roofline_runtime_ms,
+            is_compute_node,
+        )
 
         if node.op != "call_function":
             return None
-        if "_c10d_functional" in str(node.target):
-            # collectives and waits: the run's benchmark where the log has it (by torch's
-            # cache key), else torch's NCCL model
-            key = benchmark_key(node) if self.us and _collective_start(node) is not None else None
+        if _collective_start(node) is not None:
+            # the run's benchmark where the log has it (by torch's cache key), else torch's
+            # NCCL model
+            key = benchmark_key(node) if self.us else None
             us = None if key is None else self.us.get(key)
             return None if us is None else us / 1e3
         us = self.us.get(node.name)
@@ -237,6 +232,10 @@ class RecordedEstimates:
             return us / 1e3
         if is_compute_node(node):
             self.fallback.add(node.name)
+            return None
+        if self.roofline_rest:
+            ms = estimate_roofline_runtime_ms(node)
+            return ms if ms > 0 else None
         return None
 
 
@@ -646,6 +645,7 @@ def schedule(
     members: dict[str, list[str]] | None = None,
     estimates: dict[tuple, float] | None = None,
     comm_model: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    roofline_rest: bool = False,
 ) -> ScheduledGraph:
     """Run torch's ``OverlapScheduler`` on ``gm`` (pre-bucketed already; rewritten in place).
 
@@ -654,11 +654,13 @@ def schedule(
     ``comm_model``: makes the context in which torch's NCCL model answers for what-if hardware
     (:func:`tracekit.replay.comm_estimate.scheduler_model`), around the scheduler's run and the
     estimates of the collectives before and after it; None: the hardware torch detects.
+    ``roofline_rest``: the run had no estimation hook, so the nodes that are neither compute
+    nor collectives are timed by torch's roofline, as it timed them (:class:`RecordedEstimates`).
     Raises what the scheduler raises (the caller turns it into a note on that graph).
     Whatever happens, torch's scheduler keeps none of the graph's nodes (:func:`nodes_released`)."""
     from torch._inductor.fx_passes.overlap_scheduling import OverlapScheduler, is_compute_node
 
-    hook = RecordedEstimates(compute_us)
+    hook = RecordedEstimates(compute_us, roofline_rest)
     estimates = {} if estimates is None else estimates
     model = comm_model or contextlib.nullcontext
     with model():
@@ -776,7 +778,6 @@ __all__ = [
     "final_collectives",
     "gpu_peaks",
     "memory_walk",
-    "post_grad_waits",
     "schedule",
     "scheduler_settings",
 ]

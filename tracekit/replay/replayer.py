@@ -15,7 +15,6 @@ import torch.fx as fx
 
 from tracekit.model import SHORT_NAMES
 from tracekit.replay import comm_estimate as ce
-from tracekit.replay.graph_text import parse_graph_text
 from tracekit.replay.results import CapReplay, ReplayOptions
 from tracekit.replay.rewrite_counts import applied_result, collective_counts
 
@@ -23,17 +22,23 @@ from tracekit.replay.rewrite_counts import applied_result, collective_counts
 class GraphReplayer:
     """A rebuilt graph and its planner, asked for plans at many caps."""
 
-    def __init__(self, text: str, options: ReplayOptions):
+    def __init__(self, text: str, options: ReplayOptions, inference: bool = False, post_grad: bool = True):
+        """``text``: the graph as logged; ``post_grad``: it is a ``before_post_grad_graph``,
+        which torch's post-grad passes then rewrote for its scheduler (the replay runs them
+        again: :func:`tracekit.replay.post_grad.rebuilt_as_scheduled`); ``inference``: its
+        compile had no backward."""
         from bucketing import FsdpPlanner
+        from tracekit.replay.post_grad import rebuilt_as_scheduled
 
         self.text = text
         self.options = options
+        self._as_scheduled = (inference, post_grad)
+        #: torch's pass pre-bucketed the run's graphs (its log's graph is before_post_grad_graph,
+        #: not our pass's input): each cap's copy is left in the order torch's pass leaves
+        self.torch_order = post_grad
         t0 = time.perf_counter()
-        self.gm = parse_graph_text(text, options.symbols)
+        self.gm, self.post_grad_note = rebuilt_as_scheduled(text, options.symbols, inference, post_grad)
         self.parse_ms = (time.perf_counter() - t0) * 1e3
-        from tracekit.replay.overlap_schedule import post_grad_waits
-
-        post_grad_waits(self.gm)  # what the running torch's post-grad passes do to waits first
         self.planner = FsdpPlanner(self.gm, options.mode)
         self.what_if_planner = (
             FsdpPlanner(self.gm, options.mode, options.bucket_mode) if options.bucket_mode else self.planner
@@ -47,6 +52,8 @@ class GraphReplayer:
         self._schedules: dict[tuple, Any] = {}
         self.scheduler_runs = 0  # how many times torch's scheduler ran (the rest were reused)
         self.run_overrides: dict[str, Any] = {}  # the run's scheduler settings (run_settings)
+        #: the run timed nodes with torch's models alone (run_settings.stock_estimates)
+        self.stock_estimates = True
         self._linted = False  # a rewrite of a copy was checked (lint) already
         #: torch's NCCL estimates by op and shapes, per hardware modelled
         self._estimates: dict[ce.Hardware, dict[tuple, float]] = {}
@@ -111,15 +118,18 @@ class GraphReplayer:
                 return dataclasses.replace(done)
             self.register_groups()
             mode = key[0]
-            # a copy rewritten with the plan made on the rebuilt graph, not planned again, made
-            # without the nodes the rewrite erases; checked (lint) at the first cap, the rewrite
-            # is the same after
+            # a copy rewritten with the plan made on the rebuilt graph, not planned again; its
+            # nodes in the order torch's pass leaves them when torch's pass ran in the run
+            # (that order is part of what torch's scheduler estimates: bucketing.merge.
+            # sort_as_torch), else made without the nodes the rewrite erases and checked (lint)
+            # at the first cap, the rewrite being the same after
             with inductor_config.patch({"aten_distributed_optimizations.bucket_mode": mode}):
                 gm, report = pre_bucketed_copy(
                     self.gm,
                     self.what_if_planner if what_if else self.planner,
                     cap_mb,
                     lint=not self._linted,
+                    torch_order=self.torch_order,
                 )
             self._linted = True
             hw = self.what_if_hardware(what_if)
@@ -131,6 +141,7 @@ class GraphReplayer:
                 _bucket_members(report),
                 self._estimates.setdefault(hw, {}),
                 None if hw == ce.Hardware() else lambda: ce.scheduler_model(hw, self.planner.fsdp_groups),
+                roofline_rest=self.stock_estimates,
             )
             del gm, report
         # What the cap made and dropped is collected now, not at a later cap's expense: its
@@ -161,6 +172,7 @@ class GraphReplayer:
             mode,
             self.options.gpu,
             repr(sorted(settings.items())),
+            self.stock_estimates,
             planner.partition(cap_mb),
             None if compute_us is None else tuple(sorted(compute_us.items())),
             self.what_if_hardware(what_if),
@@ -232,9 +244,10 @@ class GraphReplayer:
         import torch._inductor.config as inductor_config
 
         from bucketing import pre_bucket_fsdp_collectives
+        from tracekit.replay.post_grad import rebuilt_as_scheduled
 
         def rewrite() -> tuple[Any, fx.GraphModule]:
-            gm = parse_graph_text(self.text, self.options.symbols)
+            gm, _ = rebuilt_as_scheduled(self.text, self.options.symbols, *self._as_scheduled)
             self.register_groups()
             mode_patch = {"aten_distributed_optimizations.bucket_mode": self.what_if_planner.bucket_mode}
             with inductor_config.patch(mode_patch):

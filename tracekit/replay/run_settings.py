@@ -57,6 +57,21 @@ def scheduler_overrides(settings: Mapping[str, str] | None, keys: Iterable[str])
     return out
 
 
+def stock_estimates(settings: Mapping[str, str] | None) -> bool:
+    """Whether the run's overlap scheduler timed nodes with torch's own models only: no
+    ``custom_runtime_estimation`` hook and no profile-guided estimates (which torch passes as
+    one). Then every node that is neither a compute node nor a collective was timed by torch's
+    roofline, which the replay can do again. A log without settings is taken as torch's
+    defaults, as :func:`scheduler_overrides` takes it."""
+    if not settings:
+        return True
+    hook = settings.get("custom_runtime_estimation")
+    if hook is not None and literal(hook) != (True, None):
+        return False
+    pge = settings.get("profile_guided_estimations_profile_path")
+    return pge is None or not literal(pge)[1]
+
+
 def unrecorded_estimates(
     settings: Mapping[str, str] | None, recorded_us: Mapping[str, float] | None = None
 ) -> list[str]:
@@ -91,4 +106,4 @@ def unrecorded_estimates(
     return out
 
 
-__all__ = ["REPLAY_OWN", "literal", "scheduler_overrides", "unrecorded_estimates"]
+__all__ = ["REPLAY_OWN", "literal", "scheduler_overrides", "stock_estimates", "unrecorded_estimates"]
