@@ -8,6 +8,11 @@ Compute nodes get a recorded-style estimate (10 us per mm), as a log's CSV would
 
 Run: ``PYTHONPATH=. python bench/bench_overlap_schedule.py`` (``--layers 100`` for a quick run).
 Goal (issue 19): 1,000 layers at 17 caps in under 60 s on 2 cores; prints the cost per cap.
+
+``--as-logged`` runs the same caps a second time, in the same process, on the graph as logged
+and in our pass's own order (``post_grad=False``, ``torch_order=False``: what replay did before it
+gave torch's scheduler torch's graph, issue 50), and prints the two totals and their ratio: the
+cost of torch's post-grad passes (once, at the rebuild) and of torch's order (at each cap).
 """
 
 from __future__ import annotations
@@ -27,13 +32,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=1000)
     ap.add_argument("--caps", type=int, default=len(CAPS), help="how many of the 17 caps")
+    ap.add_argument("--as-logged", action="store_true", help="also time the graph as logged, in our order")
     args = ap.parse_args()
 
     from torch._inductor.fx_passes import fsdp as torch_fsdp
 
     from bench.graphs import make_fsdp_graph
-    from tracekit.replay.replayer import GraphReplayer
-    from tracekit.replay.results import ReplayOptions
 
     torch_fsdp.logger.setLevel(logging.WARNING)
     logging.getLogger("torch._inductor.fx_passes.overlap_scheduling").setLevel(logging.WARNING)
@@ -41,13 +45,27 @@ def main() -> None:
     text = make_fsdp_graph(args.layers).print_readable(
         print_output=False, include_stride=True, include_device=True
     )
-    t_text = time.perf_counter() - t0
+    print(f"{args.layers} layers: the graph's text made in {time.perf_counter() - t0:.2f} s")
+    totals = [_sweep(text, args, True)]
+    if args.as_logged:
+        totals.append(_sweep(text, args, False))
+        (a, b) = totals
+        print(f"as torch's scheduler is given it {a:.1f} s, as logged {b:.1f} s: x{a / b:.2f}")
+
+
+def _sweep(text: str, args: argparse.Namespace, as_torch: bool) -> float:
+    """Rebuild the graph, schedule it at the caps; the seconds in all (rebuild included)."""
+    from tracekit.replay.replayer import GraphReplayer
+    from tracekit.replay.results import ReplayOptions
+
     t0 = time.perf_counter()
-    rp = GraphReplayer(text, ReplayOptions())
+    rp = GraphReplayer(text, ReplayOptions(), post_grad=as_torch)
+    rp.torch_order = as_torch
     t_rebuild = time.perf_counter() - t0
     compute_us = {n.name: 10.0 for n in rp.gm.graph.nodes if n.op == "call_function" and "mm" in n.name}
     print(
-        f"{args.layers} layers: {len(rp.gm.graph.nodes)} fx nodes; text {t_text:.2f} s, rebuild once {t_rebuild:.2f} s"
+        f"{args.layers} layers ({'as torch gives it' if as_torch else 'as logged, our order'}): "
+        f"{len(rp.gm.graph.nodes)} fx nodes; rebuild once {t_rebuild:.2f} s"
     )
     print(f"{'cap MB':>8} {'collectives':>12} {'exposed ms':>11} {'peak MiB':>9} {'s':>7}")
     total = 0.0
@@ -68,6 +86,7 @@ def main() -> None:
         f"torch's scheduler ran {rp.scheduler_runs} times for {n} caps: caps whose buckets are the same "
         f"reuse the schedule of the first (GraphReplayer.scheduled)"
     )
+    return total + t_rebuild
 
 
 if __name__ == "__main__":
