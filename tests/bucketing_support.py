@@ -34,7 +34,11 @@ def ensure_fake_pg() -> tuple[str, str]:
     if not dist.is_initialized():
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=WORLD)
     if not hasattr(ensure_fake_pg, "pair"):
-        ensure_fake_pg.pair = dist.new_group([0, 1]).group_name  # type: ignore[attr-defined]
+        # c10d names a new group by its counter, and an earlier test may have registered a
+        # logged graph's group under the name it comes to ("19": a mesh's): take the next one
+        from bucketing.fake_groups import new_fake_group
+
+        ensure_fake_pg.pair = new_fake_group(2).group_name  # type: ignore[attr-defined]
     return dist.group.WORLD.group_name, ensure_fake_pg.pair  # type: ignore[attr-defined]
 
 

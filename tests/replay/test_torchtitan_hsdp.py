@@ -85,5 +85,8 @@ def test_what_each_difference_did_on_the_backward():
         return round(rp.scheduled(bwd.graph.bucket_cap_mb, bwd.compute_estimates_us).exposed_ms, 6)
 
     assert exposed() == pytest.approx(TORCH_EXPOSED[1], abs=_bound_ms(bwd))
-    assert exposed(torch_order=False) == 0.338228  # our pass's topological order
-    assert exposed(roofline_rest=False) == 0.639868  # the other nodes untimed
+    ours, untimed = exposed(torch_order=False), exposed(roofline_rest=False)
+    # our pass's topological order: 0.003 ms off; the other nodes untimed: nearly twice torch's
+    assert abs(ours - TORCH_EXPOSED[1]) > 0.002 and untimed > 1.8 * TORCH_EXPOSED[1]
+    if torch.__version__.startswith("2.13."):  # the release that wrote the log (2.15: 0.637961)
+        assert (ours, untimed) == (0.338228, 0.639868)
