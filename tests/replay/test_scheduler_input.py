@@ -133,3 +133,25 @@ def test_an_inference_graph_goes_through_the_passes_as_one():
         assert (canonical(gm.print_readable(False)) == want) is same
     logged, _ = rebuilt_as_scheduled(src.text, src.symbol_hints, True, post_grad=False)
     assert canonical(logged.print_readable(False)) != want  # the graph as logged: not yet reordered
+
+
+def test_a_graph_torchs_passes_refuse_is_scheduled_as_logged_and_says_why(monkeypatch):
+    from torch._inductor.fx_passes import overlap_scheduling, post_grad
+
+    from tracekit.replay.post_grad import rebuilt_as_scheduled
+
+    (fwd, _), _ = _sources("hsdp_stock")
+    entry = overlap_scheduling.schedule_overlap_bucketing_from_inductor_configs
+
+    def refuse(gm, is_inference):
+        gm.meta["half_done"] = True  # a pass that had begun rewriting it
+        raise RuntimeError("a pass that cannot take this graph")
+
+    monkeypatch.setattr(post_grad, "post_grad_passes", refuse)
+    gm, why = rebuilt_as_scheduled(fwd.text, fwd.symbol_hints, False)
+    assert why == "torch's post-grad passes refused the rebuilt graph: RuntimeError: a pass that cannot take this graph"
+    as_logged, none = rebuilt_as_scheduled(fwd.text, fwd.symbol_hints, False, post_grad=False)
+    assert none is None and canonical(gm.print_readable(False)) == canonical(as_logged.print_readable(False))
+    assert "half_done" not in gm.meta  # rebuilt again, not the graph the pass had begun on
+    # torch's entry to its scheduler is put back, whatever happened
+    assert overlap_scheduling.schedule_overlap_bucketing_from_inductor_configs is entry

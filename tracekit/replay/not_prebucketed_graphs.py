@@ -155,6 +155,8 @@ class NotPrebucketedReplayer:
         for k in SHORT_NAMES.values():
             if have[k] != want[k]:
                 out.append(f"{k}: the schedule runs {want[k]}, the rebuilt graph has {have[k]}")
+        if out and self.post_grad_note:  # the graph as logged was used: say why
+            out.append(self.post_grad_note)
         return not out, out
 
     def decisions(self) -> list[Any]:
