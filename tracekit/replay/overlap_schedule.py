@@ -10,11 +10,11 @@ What the scheduler is fed (docs/log-format.md, "Estimates and overlap scheduling
 - settings as ``schedule_overlap_bucketing_from_inductor_configs`` reads them: the function's
   defaults, replaced by every value of ``config.aten_distributed_optimizations`` that is not
   None (so ``enable_fusion_regions`` is the config's True), then by the command's overrides;
-- ``custom_runtime_estimation``: each compute node's "Benchmarked Est(us)" from that graph's own
-  ``fx_compute_nodes_runtime_estimation`` (paired with the graph by position by the reader);
-  None for collectives (torch's NCCL model) and for nodes without a recorded estimate, which
-  then get torch's roofline with the named GPU's bandwidth and peak FLOP/s (:data:`GPUS`,
-  patched into ``get_gpu_dram_gbps`` / ``get_device_tflops``); those are counted (``fallback``);
+- ``custom_runtime_estimation`` (:class:`RecordedEstimates`): each compute node's recorded
+  "Benchmarked Est(us)" (from that graph's own ``fx_compute_nodes_runtime_estimation``); the
+  other nodes torch's roofline when the run had no hook; collectives torch's NCCL model; the
+  roofline with the named GPU's peaks (:data:`GPUS`, patched into ``get_gpu_dram_gbps`` /
+  ``get_device_tflops``); compute nodes without a recorded estimate are counted (``fallback``);
 - a fake process group of the graph's group size (no communication), fake tensors on CPU.
 
 What is read back: ``scheduler.collective_info[start]`` (``estimated_time_ms``,
