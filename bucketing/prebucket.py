@@ -172,9 +172,9 @@ def _pre_bucket(
         def merge(graph: fx.Graph, kind: str, members: list[fx.Node], site: InPlace) -> None:
             merge_bucket(graph, kind, members, planner.mode, views, clones, site)
 
-        if (
-            not by_torch and not torch_order
-        ):  # torch's merge functions need the members in the graph: a whole copy
+        # a copy made rewritten, unless torch's merge functions need the members in the graph
+        # or each bucket is sorted as torch sorts it (on the graph as it is then): a whole copy
+        if not by_torch and not torch_order:
             if planner.wait_users is None:
                 planner.wait_users = WaitUsers(planner.nodes, planner.ids)
             made = rewritten_copy(gm, plan.buckets, planner.ids, merge, planner.wait_users)

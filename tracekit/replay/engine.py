@@ -35,6 +35,7 @@ from tracekit.model import COLLECTIVE_TYPES, SHORT_NAMES, Graph
 from tracekit.replay import comm_estimate as ce
 from tracekit.replay import run_settings
 from tracekit.replay.graph_text import GraphTextError
+from tracekit.replay.post_grad import how_rebuilt
 from tracekit.replay.replayer import GraphReplayer
 from tracekit.replay.results import CapReplay, CapRequest, GraphReplay, ReplayOptions
 from tracekit.replay.schedule_figures import shown_delta
@@ -164,18 +165,13 @@ def replay_source(
         tuple(sorted(options.symbols.items())),
         options.mode,
         options.bucket_mode,
-        src.text_artifact,
-        getattr(src, "inference", False),
+        how_rebuilt(src),
     )
     rp = None if rebuilt is None else rebuilt.get(key)
     if rp is None:
         try:
-            rp = GraphReplayer(
-                src.text,
-                options,
-                inference=getattr(src, "inference", False),
-                post_grad=src.text_artifact == "before_post_grad_graph",
-            )
+            inference, post_grad = how_rebuilt(src)
+            rp = GraphReplayer(src.text, options, inference=inference, post_grad=post_grad)
         except GraphTextError as e:
             rp = f"cannot rebuild the graph from {src.text_artifact}: {e}"
         except Exception as e:  # noqa: BLE001 - a planner failure on one graph must not stop the others

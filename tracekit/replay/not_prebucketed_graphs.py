@@ -35,7 +35,7 @@ from tracekit.replay import comm_estimate as ce
 from tracekit.replay import run_settings
 from tracekit.replay.graph_text import GraphTextError
 from tracekit.replay.overlap_schedule import SETTING_KEYS
-from tracekit.replay.post_grad import rebuilt_as_scheduled
+from tracekit.replay.post_grad import how_rebuilt, rebuilt_as_scheduled
 from tracekit.replay.rewrite_counts import applied_result, collective_counts
 from tracekit.replay.schedule_figures import round_ms, schedule_figures, shown_delta
 
@@ -107,7 +107,7 @@ class NotPrebucketedReplayer:
 
         self.src = src
         self.symbols = {**(getattr(src, "symbol_hints", None) or {}), **(symbols or {})}
-        self._as_scheduled = (getattr(src, "inference", False), src.text_artifact == "before_post_grad_graph")
+        self._as_scheduled = how_rebuilt(src)
         #: the graph torch's scheduler was given (:mod:`tracekit.replay.post_grad`), and why not
         #: when torch's post-grad passes refused it
         self.gm, self.post_grad_note = rebuilt_as_scheduled(src.text, self.symbols, *self._as_scheduled)

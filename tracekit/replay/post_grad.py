@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from typing import Any
 
 import torch.fx as fx
 
@@ -104,6 +105,14 @@ def post_grad_waits(gm: fx.GraphModule) -> int:
     return removed
 
 
+def how_rebuilt(src: Any) -> tuple[bool, bool]:
+    """``(inference, post_grad)`` of a logged graph's source (a graph source of the reader): its
+    compile was for inference; its text is a ``before_post_grad_graph``, which torch's post-grad
+    passes rewrote before its pass and scheduler saw it (a ``tracekit_fsdp_input_graph`` is our
+    pass's input, after them). What :func:`rebuilt_as_scheduled` takes after the text."""
+    return bool(getattr(src, "inference", False)), src.text_artifact == "before_post_grad_graph"
+
+
 def rebuilt_as_scheduled(
     text: str, symbols: Mapping[str, int] | None, inference: bool, post_grad: bool = True
 ) -> tuple[fx.GraphModule, str | None]:
@@ -130,4 +139,4 @@ def _version() -> str:
     return str(torch.__version__)
 
 
-__all__ = ["as_scheduler_input", "post_grad_waits", "rebuilt_as_scheduled"]
+__all__ = ["as_scheduler_input", "how_rebuilt", "post_grad_waits", "rebuilt_as_scheduled"]
